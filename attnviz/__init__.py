@@ -1,0 +1,24 @@
+"""attnviz: every intermediate of (multi-head) self-attention, exact and ready to show.
+
+    import attnviz
+    w = attnviz.MultiHeadWeights.random(d_model=8, num_heads=2, seed=0)
+    x = attnviz.embed_tokens(attnviz.tokenize("Thinking Machines"), d_model=8)
+    t = attnviz.trace_attention(x, w)
+    t.weights          # (H, n_q, n_k), each row sums to 1
+
+The core (this package minus ``attnviz.ui``) never imports streamlit.
+"""
+
+from .engine import AttentionTrace, Step, softmax, trace_attention, trace_qkv
+from .errors import AttnvizInputError
+from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
+                     sinusoidal_positions, tokenize, truncate)
+from .presets import PRESET_NAMES, Preset, load_preset, presets
+from .weights import INIT_SCHEMES, MultiHeadWeights
+
+__all__ = [
+    "AttentionTrace", "AttnvizInputError", "DEFAULT_MAX_TOKENS", "INIT_SCHEMES", "MAX_TOKENS",
+    "MultiHeadWeights", "PRESET_NAMES", "Preset", "Step", "embed_tokens", "load_preset",
+    "parse_matrix", "presets", "sinusoidal_positions", "softmax", "tokenize", "trace_attention",
+    "trace_qkv", "truncate",
+]

@@ -1,0 +1,270 @@
+"""Weight sets of multi-head attention: per-head W_Q, W_K, W_V, the output W_O, optional biases.
+
+Row-vector convention, as in the tutorials: ``Q_h = X @ w_q[h] + b_q[h]``.
+Axis order everywhere: ``(head, input feature, output feature)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from .arrays import as_matrix, float_dtype, readonly
+from .errors import AttnvizInputError
+
+INIT_SCHEMES = ("gaussian", "xavier", "kaiming", "identity")
+
+MAX_DIM = 4096
+MAX_HEADS = 64
+
+
+@dataclass(frozen=True, eq=False)
+class MultiHeadWeights:
+    """The learnable matrices of one multi-head attention layer.
+
+    w_q (H, d_model, d_k), w_k (H, d_context, d_k), w_v (H, d_value_in, d_v) where d_value_in
+    is d_context unless keys and values come from inputs of different widths (torch's
+    kdim/vdim), w_o (H*d_v, d_out); biases b_q/b_k (H, d_k), b_v (H, d_v), b_o (d_out,) or None.
+    Arrays are stored read-only; make a new object to change a weight.
+    """
+
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray
+    w_o: np.ndarray
+    b_q: np.ndarray | None = None
+    b_k: np.ndarray | None = None
+    b_v: np.ndarray | None = None
+    b_o: np.ndarray | None = None
+
+    def __post_init__(self):
+        dtype = float_dtype(self.w_q, self.w_k, self.w_v, self.w_o)
+        for name in ("w_q", "w_k", "w_v"):
+            self._set(name, as_matrix(getattr(self, name), name, ndim=3, dtype=dtype))
+        self._set("w_o", as_matrix(self.w_o, "w_o", ndim=2, dtype=dtype))
+        self._check_shapes()
+        expected = {"b_q": (self.num_heads, self.d_k), "b_k": (self.num_heads, self.d_k),
+                    "b_v": (self.num_heads, self.d_v), "b_o": (self.d_out,)}
+        for name, shape in expected.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            arr = as_matrix(value, name, ndim=len(shape), dtype=dtype)
+            if arr.shape != shape:
+                raise AttnvizInputError(f"{name} must have shape {shape}, not {arr.shape}")
+            self._set(name, arr)
+
+    def _set(self, name: str, arr: np.ndarray) -> None:
+        object.__setattr__(self, name, readonly(np.array(arr, copy=True)))
+
+    def _check_shapes(self) -> None:
+        h, _, d_k = self.w_q.shape
+        if self.w_k.shape[0] != h or self.w_v.shape[0] != h:
+            raise AttnvizInputError(
+                f"w_q, w_k and w_v must have the same number of heads (first axis), "
+                f"not {h}, {self.w_k.shape[0]} and {self.w_v.shape[0]}"
+            )
+        if self.w_k.shape[2] != d_k:
+            raise AttnvizInputError(
+                f"w_k must give keys as wide as w_q's queries (d_k = {d_k}), "
+                f"but its last axis is {self.w_k.shape[2]}"
+            )
+        if self.w_o.shape[0] != h * self.d_v:
+            raise AttnvizInputError(
+                f"w_o must have {h} heads × d_v {self.d_v} = {h * self.d_v} rows "
+                f"(one per column of the concatenation), not {self.w_o.shape[0]}"
+            )
+
+    # ---- sizes -------------------------------------------------------------------------
+    @property
+    def num_heads(self) -> int:
+        return self.w_q.shape[0]
+
+    @property
+    def d_model(self) -> int:
+        return self.w_q.shape[1]
+
+    @property
+    def d_context(self) -> int:
+        return self.w_k.shape[1]
+
+    @property
+    def d_value_in(self) -> int:
+        """Width of the input values are projected from: d_context unless torch's vdim differs."""
+        return self.w_v.shape[1]
+
+    @property
+    def d_k(self) -> int:
+        return self.w_q.shape[2]
+
+    @property
+    def d_v(self) -> int:
+        return self.w_v.shape[2]
+
+    @property
+    def d_out(self) -> int:
+        return self.w_o.shape[1]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.w_q.dtype
+
+    @property
+    def has_bias(self) -> bool:
+        return any(b is not None for b in (self.b_q, self.b_k, self.b_v, self.b_o))
+
+    # ---- the heads side by side, for one matmul per projection -------------------------
+    @cached_property
+    def _stacked(self) -> dict:
+        """Each projection with its heads side by side: (d_in, H*d_k), biases (H*d_k,) or None."""
+
+        def side_by_side(w):  # (H, d_in, d) -> (d_in, H*d)
+            return np.ascontiguousarray(w.transpose(1, 0, 2).reshape(w.shape[1], -1))
+
+        def flat(b):
+            return None if b is None else b.reshape(-1)
+
+        return {"q": (side_by_side(self.w_q), flat(self.b_q)),
+                "k": (side_by_side(self.w_k), flat(self.b_k)),
+                "v": (side_by_side(self.w_v), flat(self.b_v))}
+
+    def stacked(self, which: str, dtype) -> tuple[np.ndarray, np.ndarray | None]:
+        """Projection `which` ('q', 'k', 'v', or 'qkv' for all three side by side) as
+        (d_in, H*d) and its flat bias (or None), in `dtype`; cached per dtype."""
+        key = (which, np.dtype(dtype))
+        if key not in self._cast_cache:
+            if which == "qkv":
+                parts = [self._stacked[c] for c in "qkv"]
+                w = np.concatenate([p[0] for p in parts], axis=1)
+                b = None if all(p[1] is None for p in parts) else np.concatenate(
+                    [np.zeros(p[0].shape[1]) if p[1] is None else p[1] for p in parts])
+            else:
+                w, b = self._stacked[which]
+            self._cast_cache[key] = (readonly(w.astype(dtype)),
+                                     None if b is None else readonly(b.astype(dtype)))
+        return self._cast_cache[key]
+
+    @cached_property
+    def _cast_cache(self) -> dict:
+        return {}
+
+    # ---- making weights -----------------------------------------------------------------
+    def replace(self, **arrays) -> "MultiHeadWeights":
+        """A copy with some arrays replaced, e.g. ``w.replace(w_q=new)``; checked as new."""
+        fields = {n: getattr(self, n) for n in
+                  ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")}
+        fields.update(arrays)
+        return MultiHeadWeights(**fields)
+
+    @classmethod
+    def random(cls, d_model: int, num_heads: int, *, d_k: int | None = None,
+               d_v: int | None = None, d_context: int | None = None, d_out: int | None = None,
+               init: str = "xavier", seed: int = 0, bias: bool = False, tie_qk: bool = False,
+               dtype=np.float64) -> "MultiHeadWeights":
+        """Fresh weights drawn with one of the usual initialisation schemes.
+
+        d_k and d_v default to d_model // num_heads (d_model must then divide by num_heads);
+        d_context and d_out default to d_model.
+        init:
+          "gaussian"  every entry from N(0, 1) (like the tutorials' torch.randn)
+          "xavier"    uniform ±sqrt(6 / (fan_in + fan_out)) over each whole projection
+                      (d_model → H·d_k), as torch.nn.MultiheadAttention initialises itself
+          "kaiming"   N(0, 2 / fan_in)
+          "identity"  each head reads its own slice of the input features unchanged
+                      (W_O is the identity too), so attention acts on the raw embeddings
+        bias: draw biases from N(0, 0.1²) (else no biases); tie_qk: w_k is a copy of w_q.
+        """
+        d_model = _check_dim(d_model, "d_model")
+        num_heads = _check_dim(num_heads, "num_heads", limit=MAX_HEADS)
+        d_k = _head_dim(d_k, d_model, num_heads, "d_k")
+        d_v = _head_dim(d_v, d_model, num_heads, "d_v")
+        d_context = d_model if d_context is None else _check_dim(d_context, "d_context")
+        d_out = d_model if d_out is None else _check_dim(d_out, "d_out")
+        if init not in INIT_SCHEMES:
+            raise AttnvizInputError(
+                f"init must be one of {', '.join(INIT_SCHEMES)}, not {init!r}")
+        if tie_qk and d_context != d_model:
+            raise AttnvizInputError(
+                f"tie_qk needs keys and queries from inputs of the same width, but "
+                f"d_context {d_context} ≠ d_model {d_model}")
+        rng = np.random.default_rng(seed)
+        draw = _INITS[init]
+        w_q = draw(rng, num_heads, d_model, d_k)
+        w_k = w_q.copy() if tie_qk else draw(rng, num_heads, d_context, d_k)
+        w_v = draw(rng, num_heads, d_context, d_v)
+        w_o = draw(rng, 1, num_heads * d_v, d_out)[0]
+        biases = {}
+        if bias:
+            biases = {"b_q": rng.normal(0, 0.1, (num_heads, d_k)),
+                      "b_k": rng.normal(0, 0.1, (num_heads, d_k)),
+                      "b_v": rng.normal(0, 0.1, (num_heads, d_v)),
+                      "b_o": rng.normal(0, 0.1, (d_out,))}
+            if tie_qk:
+                biases["b_k"] = biases["b_q"].copy()
+        cast = {k: v.astype(dtype) for k, v in biases.items()}
+        return cls(w_q.astype(dtype), w_k.astype(dtype), w_v.astype(dtype), w_o.astype(dtype),
+                   **cast)
+
+    @classmethod
+    def from_torch(cls, mha) -> "MultiHeadWeights":
+        """The weights of a ``torch.nn.MultiheadAttention`` (any kdim/vdim, with or without bias).
+
+        torch keeps (out, in) matrices and computes ``x @ W.T``; here each head's slice of
+        those rows becomes one (in, d_k) matrix.
+        """
+        from .torch_interop import weights_from_torch
+
+        return weights_from_torch(cls, mha)
+
+    def to_torch(self):
+        """A ``torch.nn.MultiheadAttention`` computing the same thing, where torch's layout allows
+        (d_k = d_v = d_model / H, d_out = d_model, keys and values of one width each)."""
+        from .torch_interop import weights_to_torch
+
+        return weights_to_torch(self)
+
+
+def _check_dim(value, name: str, limit: int = MAX_DIM) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise AttnvizInputError(f"{name} must be a whole number, not {value!r}")
+    if not 1 <= value <= limit:
+        raise AttnvizInputError(f"{name} must be between 1 and {limit}, not {value}")
+    return int(value)
+
+
+def _head_dim(value, d_model: int, num_heads: int, name: str) -> int:
+    if value is not None:
+        return _check_dim(value, name)
+    if d_model % num_heads:
+        raise AttnvizInputError(
+            f"d_model {d_model} does not divide by num_heads {num_heads}, so {name} cannot be "
+            f"d_model / num_heads: pick a number of heads that divides {d_model}, or set {name}")
+    return d_model // num_heads
+
+
+def _gaussian(rng, h, d_in, d_out):  # (h, d_in, d_out)
+    return rng.standard_normal((h, d_in, d_out))
+
+
+def _xavier(rng, h, d_in, d_out):
+    bound = math.sqrt(6.0 / (d_in + h * d_out))
+    return rng.uniform(-bound, bound, (h, d_in, d_out))
+
+
+def _kaiming(rng, h, d_in, d_out):
+    return rng.normal(0.0, math.sqrt(2.0 / d_in), (h, d_in, d_out))
+
+
+def _identity(rng, h, d_in, d_out):
+    # head i's column j reads input feature (i*d_out + j) mod d_in
+    w = np.zeros((h, d_in, d_out))
+    for head in range(h):
+        cols = np.arange(d_out)
+        w[head, (head * d_out + cols) % d_in, cols] = 1.0
+    return w
+
+
+_INITS = {"gaussian": _gaussian, "xavier": _xavier, "kaiming": _kaiming, "identity": _identity}
