@@ -331,7 +331,9 @@ def _attend(q, k, v, causal, key_padding_mask, attn_mask, scale):
     if added is not None:
         added = np.broadcast_to(added, (h, n_q, n_k))
 
-    np.matmul(q, k_t, out=scores)                            # BLAS, on every core
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.matmul(q, k_t, out=scores)                        # BLAS, on every core
+    _check_no_overflow(scores, q, k, scale)
 
     def run(block):  # scale, mask and softmax for some rows of one head, in cache
         head, rows = block
@@ -354,7 +356,6 @@ def _attend(q, k, v, causal, key_padding_mask, attn_mask, scale):
               for head in range(h) for r in range(0, n_q, rows_per_block)]
     _run_blocks(run, blocks, threaded=h * n_q * n_k > _THREADED_ABOVE)
     np.matmul(weights, v, out=z)                             # (H, n_q, d_v)
-    _check_no_overflow(scores, masked, q, k, scale, float_mask=added is not None)
     parts = dict(scores=scores, scaled_scores=scaled, masked_scores=masked, weights=weights,
                  scale=scale, mask=blocked, warnings=_all_masked_rows(blocked, added, (h, n_q, n_k)))
     for name in ("scores", "scaled_scores", "masked_scores", "weights"):
@@ -381,17 +382,19 @@ def _run_blocks(run, blocks: list, *, threaded: bool) -> None:
         f.result()
 
 
-def _check_no_overflow(scores, masked, q, k, scale, *, float_mask: bool) -> None:
-    """Raise if a score overflowed. A bound from the row norms (|q·k| ≤ |q| |k|) spares the full
-    scan whenever overflow is impossible, which is always for sensible inputs."""
+def _check_no_overflow(scores, q, k, scale) -> None:
+    """Raise if a score or scaled score overflowed. A bound from the norms (|q·k| ≤ |q| |k|)
+    spares the full scan whenever overflow is impossible, which is always for sensible inputs."""
     big = np.finfo(scores.dtype).max / 4
     with np.errstate(over="ignore"):
         bound = (np.sqrt(np.einsum("hnd,hnd->", q, q, dtype=np.float64))
                  * np.sqrt(np.einsum("hnd,hnd->", k, k, dtype=np.float64))
                  * max(1.0, abs(scale)))
-    if bound < big and not float_mask:
+    if bound < big:
         return
-    if not np.isfinite(scores).all() or np.isposinf(masked).any() or np.isnan(masked).any():
+    with np.errstate(over="ignore", invalid="ignore"):
+        ok = np.isfinite(scores).all() and np.isfinite(scores * scores.dtype.type(scale)).all()
+    if not ok:
         raise AttnvizInputError(
             "the scores Q Kᵀ overflow (some are infinite): the inputs or weights are too large")
 

@@ -108,10 +108,11 @@ def parse_matrix(text: str, *, max_rows: int | None = None,
                 f"row {i + 1} has {w} number{'s' if w != 1 else ''}, "
                 f"row 1 has {widths[0]}: every row needs the same number of columns")
     if max_rows is not None and len(rows) > max_rows:
-        raise AttnvizInputError(f"the matrix has {len(rows)} rows; at most {max_rows} allowed")
+        raise AttnvizInputError(
+            f"the matrix has {len(rows)} rows; at most {max_rows} rows are allowed")
     if max_cols is not None and widths[0] > max_cols:
         raise AttnvizInputError(
-            f"the matrix has {widths[0]} columns; at most {max_cols} allowed")
+            f"the matrix has {widths[0]} columns; at most {max_cols} columns are allowed")
     return np.array(rows, dtype=np.float64)
 
 

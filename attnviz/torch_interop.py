@@ -68,7 +68,7 @@ def weights_to_torch(w):
                                       vdim=w.d_value_in, dtype=dtype)
 
     def tensor(a):
-        return torch.as_tensor(np.ascontiguousarray(a), dtype=dtype)
+        return torch.tensor(np.array(a, copy=True), dtype=dtype)
 
     with torch.no_grad():
         rows = [_join_heads(w.w_q), _join_heads(w.w_k), _join_heads(w.w_v)]

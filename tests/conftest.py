@@ -1,0 +1,11 @@
+"""Shared test set-up: hypothesis profiles (CI runs more examples than a quick local run)."""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", max_examples=150, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci" if os.environ.get("CI") else "dev")

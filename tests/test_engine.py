@@ -1,0 +1,226 @@
+"""The trace itself: numerics, masks, steps, weight initialisation (no torch needed)."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+import attnviz
+
+
+def naive_attention(x, w, scale=None):
+    """The tutorials' loop: per head, per query, scores → softmax → weighted sum. Independent of
+    the engine's vectorised code."""
+    zs = []
+    for h in range(w.num_heads):
+        q, k, v = x @ w.w_q[h], x @ w.w_k[h], x @ w.w_v[h]
+        s = 1 / math.sqrt(q.shape[1]) if scale is None else scale
+        rows = []
+        for i in range(len(x)):
+            scores = np.array([q[i] @ k[j] for j in range(len(x))]) * s
+            e = np.exp(scores - scores.max())
+            rows.append(sum(e[j] / e.sum() * v[j] for j in range(len(x))))
+        zs.append(np.array(rows))
+    return np.concatenate(zs, axis=1) @ w.w_o
+
+
+def test_matches_a_loop_written_out_by_hand():
+    w = attnviz.MultiHeadWeights.random(6, 2, seed=5)
+    x = np.random.default_rng(5).standard_normal((4, 6))
+    np.testing.assert_allclose(attnviz.trace_attention(x, w).output, naive_attention(x, w),
+                               atol=1e-12)
+    np.testing.assert_allclose(attnviz.trace_attention(x, w, scale=1.0).output,
+                               naive_attention(x, w, scale=1.0), atol=1e-12)
+
+
+def test_shapes_of_every_field():
+    w = attnviz.MultiHeadWeights.random(12, 3, d_k=5, d_v=2, d_context=7, d_out=9, seed=1)
+    x = np.ones((4, 12))
+    c = np.ones((6, 7))
+    t = attnviz.trace_attention(x, w, context=c)
+    assert t.x.shape == (4, 12) and t.context.shape == (6, 7)
+    assert t.q.shape == (3, 4, 5) and t.k.shape == (3, 6, 5) and t.v.shape == (3, 6, 2)
+    for name in ("scores", "scaled_scores", "masked_scores", "weights"):
+        assert getattr(t, name).shape == (3, 4, 6), name
+    assert t.weighted_values(1).shape == (4, 6, 2)
+    assert t.z.shape == (3, 4, 2) and t.concat.shape == (4, 6) and t.output.shape == (4, 9)
+
+
+def test_concat_puts_heads_side_by_side_and_output_applies_w_o():
+    w = attnviz.MultiHeadWeights.random(8, 4, seed=2, bias=True)
+    t = attnviz.trace_attention(np.random.default_rng(2).standard_normal((3, 8)), w)
+    np.testing.assert_array_equal(t.concat, np.concatenate(list(t.z), axis=1))
+    np.testing.assert_allclose(t.output, t.concat @ w.w_o + w.b_o, atol=1e-12)
+
+
+def test_weighted_values_sum_to_z_for_every_head():
+    w = attnviz.MultiHeadWeights.random(8, 2, seed=3)
+    t = attnviz.trace_attention(np.random.default_rng(3).standard_normal((5, 8)), w)
+    for h in range(2):
+        np.testing.assert_allclose(t.weighted_values(h).sum(axis=1), t.z[h], atol=1e-12)
+
+
+@given(arrays(np.float64, (3, 4), elements=st.floats(-1e6, 1e6)))
+def test_softmax_of_huge_scores_is_finite_and_sums_to_one(scores):
+    q = scores  # Q Kᵀ with K = I gives these scores exactly
+    t = attnviz.trace_qkv(q, np.eye(4), np.eye(4), scale=1.0)
+    assert np.isfinite(t.weights).all()
+    np.testing.assert_allclose(t.weights.sum(axis=-1), 1.0, atol=1e-12)
+    # the largest score of each row gets the most weight
+    at_top_score = t.weights[0][np.arange(3), scores.argmax(axis=1)]
+    np.testing.assert_array_equal(at_top_score, t.weights[0].max(axis=1))
+
+
+def test_float32_in_float32_out_and_int_input_computes_in_float64():
+    w = attnviz.MultiHeadWeights.random(4, 2, seed=0, dtype=np.float32)
+    t32 = attnviz.trace_attention(np.ones((2, 4), np.float32), w)
+    assert all(a.dtype == np.float32 for a in (t32.q, t32.scores, t32.weights, t32.output))
+    t64 = attnviz.trace_qkv(np.ones((2, 3), int), np.ones((2, 3), int), np.ones((2, 2), int))
+    assert t64.weights.dtype == np.float64
+
+
+def test_scale_none_is_one_over_sqrt_dk_and_a_float_is_used_as_given():
+    q = np.array([[1.0, 2, 3, 4]])
+    t = attnviz.trace_qkv(q, q, q)
+    assert t.scale == pytest.approx(0.5)
+    np.testing.assert_allclose(t.scaled_scores, t.scores * 0.5)
+    t1 = attnviz.trace_qkv(q, q, q, scale=1.0)
+    np.testing.assert_array_equal(t1.scaled_scores, t1.scores)
+    t3 = attnviz.trace_qkv(q, q, q, scale=3.0)
+    np.testing.assert_allclose(t3.scaled_scores, [[[90.0]]])
+
+
+def test_causal_mask_gives_exact_zeros_above_the_diagonal():
+    t = attnviz.trace_qkv(np.random.default_rng(0).standard_normal((5, 3)),
+                          np.random.default_rng(1).standard_normal((5, 3)),
+                          np.eye(5), causal=True)
+    upper = np.triu(np.ones((5, 5), bool), k=1)
+    assert (t.weights[0][upper] == 0).all()
+    assert np.isneginf(t.masked_scores[0][upper]).all()
+    np.testing.assert_allclose(t.weights.sum(-1), 1.0)
+    assert t.mask[0][upper].all() and not t.mask[0][~upper].any()
+    assert t.weights[0, 0, 0] == 1.0  # the first token sees only itself
+
+
+def test_key_padding_mask_ignores_keys_and_all_masked_rows_are_zero_with_a_warning():
+    q = np.ones((3, 2))
+    kpm = np.array([False, True, True])
+    t = attnviz.trace_qkv(q, q, np.eye(3, 2), key_padding_mask=kpm)
+    assert (t.weights[0][:, 1:] == 0).all() and (t.weights[0][:, 0] == 1).all()
+    assert t.warnings == []
+    dead = attnviz.trace_qkv(q, q, np.eye(3, 2), attn_mask=np.array([[True] * 3, [False] * 3,
+                                                                      [True] * 3]))
+    assert not np.isnan(dead.weights).any() and not np.isnan(dead.output).any()
+    assert (dead.weights[0][[0, 2]] == 0).all() and (dead.output[[0, 2]] == 0).all()
+    assert len(dead.warnings) == 1 and "rows 1, 3" in dead.warnings[0]
+
+
+def test_float_mask_is_added_to_the_scaled_scores():
+    q = np.array([[1.0, 0], [0, 1]])
+    add = np.array([[0.0, -1.5], [2.0, -np.inf]])
+    t = attnviz.trace_qkv(q, q, q, attn_mask=add, scale=1.0)
+    np.testing.assert_allclose(t.masked_scores[0], t.scaled_scores[0] + add)
+    assert t.weights[0, 1, 1] == 0.0
+
+
+def test_steps_are_in_order_with_formulas_and_arrays_of_the_fields():
+    w = attnviz.MultiHeadWeights.random(4, 2, seed=0)
+    t = attnviz.trace_attention(np.ones((3, 4)), w, causal=True)
+    names = [s.name for s in t.steps]
+    assert names == ["x", "q", "k", "v", "scores", "scaled_scores", "masked_scores", "weights",
+                     "weighted_values", "z", "concat", "output"]
+    for s in t.steps:
+        assert s.title and s.formula and s.explanation
+        if s.array is not None:
+            assert s.array is getattr(t, s.name)
+    np.testing.assert_array_equal(t.step_array("weighted_values", 1), t.weighted_values(1))
+    np.testing.assert_array_equal(t.step_array("weights", 1), t.weights[1])
+    qkv = attnviz.trace_qkv(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 2)))
+    assert [s.name for s in qkv.steps][-1] == "concat" and qkv.output is qkv.concat
+    assert "x" not in [s.name for s in qkv.steps]
+
+
+def test_cross_attention_adds_a_context_step_and_keys_from_the_context():
+    w = attnviz.MultiHeadWeights.random(4, 1, d_context=3, seed=0)
+    c = np.arange(6.0).reshape(2, 3)
+    t = attnviz.trace_attention(np.ones((5, 4)), w, context=c)
+    assert "context" in [s.name for s in t.steps]
+    np.testing.assert_allclose(t.k[0], c @ w.w_k[0])
+    assert t.weights.shape == (1, 5, 2)
+
+
+def test_trace_arrays_are_read_only():
+    t = attnviz.trace_qkv(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2)))
+    with pytest.raises(ValueError):
+        t.weights[0, 0, 0] = 5
+
+
+def test_three_d_qkv_is_one_trace_per_head():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((3, 2, 4, 5))
+    t = attnviz.trace_qkv(q, k, v)
+    for h in range(2):
+        single = attnviz.trace_qkv(q[h], k[h], v[h])
+        np.testing.assert_allclose(t.z[h], single.z[0])
+    np.testing.assert_allclose(t.concat, np.concatenate([t.z[0], t.z[1]], axis=1))
+
+
+# ---- weights ------------------------------------------------------------------------------------
+
+def test_random_defaults_follow_the_spec():
+    w = attnviz.MultiHeadWeights.random(512, 8)
+    assert (w.num_heads, w.d_model, w.d_k, w.d_v, w.d_context, w.d_out) == \
+        (8, 512, 64, 64, 512, 512)
+    assert not w.has_bias
+
+
+def test_random_is_seeded():
+    a = attnviz.MultiHeadWeights.random(8, 2, seed=7)
+    b = attnviz.MultiHeadWeights.random(8, 2, seed=7)
+    c = attnviz.MultiHeadWeights.random(8, 2, seed=8)
+    np.testing.assert_array_equal(a.w_q, b.w_q)
+    assert not np.array_equal(a.w_q, c.w_q)
+
+
+def test_init_schemes_have_their_distributions():
+    d, h = 256, 4
+    xavier = attnviz.MultiHeadWeights.random(d, h, init="xavier").w_q
+    assert np.abs(xavier).max() <= math.sqrt(6 / (d + d)) + 1e-12
+    kaiming = attnviz.MultiHeadWeights.random(d, h, init="kaiming").w_q
+    assert kaiming.std() == pytest.approx(math.sqrt(2 / d), rel=0.05)
+    gaussian = attnviz.MultiHeadWeights.random(d, h, init="gaussian").w_q
+    assert gaussian.std() == pytest.approx(1.0, rel=0.05)
+
+
+def test_identity_init_gives_each_head_its_slice_of_x():
+    w = attnviz.MultiHeadWeights.random(6, 3, init="identity")
+    x = np.arange(12.0).reshape(2, 6)
+    t = attnviz.trace_attention(x, w)
+    for h in range(3):
+        np.testing.assert_array_equal(t.q[h], x[:, 2 * h:2 * h + 2])
+    np.testing.assert_array_equal(w.w_o, np.eye(6))
+
+
+def test_tie_qk_makes_keys_equal_queries_and_scores_symmetric():
+    w = attnviz.MultiHeadWeights.random(8, 2, tie_qk=True, bias=True, seed=4)
+    np.testing.assert_array_equal(w.w_q, w.w_k)
+    np.testing.assert_array_equal(w.b_q, w.b_k)
+    t = attnviz.trace_attention(np.random.default_rng(4).standard_normal((5, 8)), w)
+    np.testing.assert_allclose(t.scores, t.scores.transpose(0, 2, 1), atol=1e-12)
+
+
+def test_bias_option_draws_biases_of_the_right_shapes():
+    w = attnviz.MultiHeadWeights.random(8, 2, d_out=3, bias=True)
+    assert w.b_q.shape == (2, 4) and w.b_v.shape == (2, 4) and w.b_o.shape == (3,)
+    assert np.abs(w.b_q).max() > 0
+
+
+def test_replace_changes_one_matrix_and_rechecks():
+    w = attnviz.MultiHeadWeights.random(4, 1, seed=0)
+    new = w.replace(w_q=np.zeros((1, 4, 4)))
+    assert (new.w_q == 0).all() and np.array_equal(new.w_k, w.w_k)
+    with pytest.raises(attnviz.AttnvizInputError, match="w_q"):
+        w.replace(w_q=np.zeros((1, 4, 3)))

@@ -1,0 +1,114 @@
+"""Tokens, embeddings, positional encoding and matrices typed by a user."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import attnviz
+from attnviz import AttnvizInputError
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("The animal didn't cross the street", ["The", "animal", "didn't", "cross", "the", "street"]),
+    ("早上好", ["早", "上", "好"]),
+    ("Hello, world!", ["Hello", ",", "world", "!"]),
+    ("  a well-known\tfact \n", ["a", "well-known", "fact"]),
+    ("我爱NLP。", ["我", "爱", "NLP", "。"]),
+    ("pi is 3.14", ["pi", "is", "3.14"]),
+    ("<b>x</b>", ["<", "b", ">", "x", "<", "/", "b", ">"]),
+    ("it's 'quoted'", ["it's", "'", "quoted", "'"]),
+])
+def test_tokenize(text, tokens):
+    assert attnviz.tokenize(text) == tokens
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_tokenize_refuses_empty_text(text):
+    with pytest.raises(AttnvizInputError, match="empty"):
+        attnviz.tokenize(text)
+
+
+def test_truncate_keeps_the_first_tokens_and_says_so():
+    tokens = [str(i) for i in range(70)]
+    kept, notice = attnviz.truncate(tokens, 64)
+    assert kept == tokens[:64] and "70" in notice and "64" in notice
+    assert attnviz.truncate(tokens[:10], 64) == (tokens[:10], None)
+    with pytest.raises(AttnvizInputError, match="between 1 and 512"):
+        attnviz.truncate(tokens, 513)
+
+
+def test_embeddings_are_per_token_string_and_seed():
+    e = attnviz.embed_tokens(["the", "cat", "the"], 16)
+    assert e.shape == (3, 16)
+    np.testing.assert_array_equal(e[0], e[2])
+    assert not np.array_equal(e[0], e[1])
+    assert not np.array_equal(e, attnviz.embed_tokens(["the", "cat", "the"], 16, seed=1))
+
+
+def test_embeddings_are_the_same_in_another_process():
+    code = ("import sys; sys.path.insert(0, '.'); import attnviz, json; "
+            "print(json.dumps(attnviz.embed_tokens(['早', 'word'], 8).tolist()))")
+    for hash_seed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env={"PYTHONHASHSEED": hash_seed, "PATH": ""})
+        np.testing.assert_array_equal(json.loads(out.stdout),
+                                      attnviz.embed_tokens(["早", "word"], 8))
+
+
+def test_sinusoidal_positions_follow_the_paper():
+    n, d = 7, 10
+    pe = attnviz.sinusoidal_positions(n, d)
+    for pos in range(n):
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            assert pe[pos, 2 * i] == pytest.approx(math.sin(angle))
+            assert pe[pos, 2 * i + 1] == pytest.approx(math.cos(angle))
+    odd = attnviz.sinusoidal_positions(3, 5)
+    assert odd.shape == (3, 5) and odd[2, 4] == pytest.approx(math.sin(2 / 10000 ** (4 / 5)))
+
+
+@pytest.mark.parametrize("text", [
+    "1, 2, 3\n4, 5, 6",
+    "1 2 3\n4 5 6",
+    "1\t2\t3\n4\t5\t6\n",
+    "1,2,3,\n4,5,6,",
+    "[[1, 2, 3], [4, 5, 6]]",
+    "\n 1  2 3 \n\n 4 5  6\n",
+])
+def test_parse_matrix_formats(text):
+    np.testing.assert_array_equal(attnviz.parse_matrix(text), [[1, 2, 3], [4, 5, 6]])
+
+
+def test_parse_matrix_numbers():
+    np.testing.assert_array_equal(attnviz.parse_matrix("−1.5 2e-3 +4"), [[-1.5, 0.002, 4]])
+    np.testing.assert_array_equal(attnviz.parse_matrix("[1, 2]"), [[1, 2]])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1 2 3\n4 5", "row 2 has 2 numbers, row 1 has 3"),
+    ("1 2\n3 x", "row 2, column 2: 'x' is not a number"),
+    ("1, ,3", "row 1, column 2 is empty"),
+    ("1 nan", "row 1, column 2 is NaN"),
+    ("1 2\ninf 3", "row 2, column 1 is infinite"),
+    ("", "empty"),
+    ("[]", "empty"),
+    ("[[1, 2], [3]]", "row 2 has 1 number, row 1 has 2"),
+    ("[[1, true]]", "row 1, column 2: true is not a number"),
+    ("[[1, 2]", "not valid"),
+    ('[[1, "a"]]', "row 1, column 2: 'a' is not a number"),
+])
+def test_parse_matrix_errors_name_the_place(text, message):
+    with pytest.raises(AttnvizInputError) as err:
+        attnviz.parse_matrix(text)
+    assert message in str(err.value)
+
+
+def test_parse_matrix_bounds():
+    with pytest.raises(AttnvizInputError, match="at most 2 rows"):
+        attnviz.parse_matrix("1\n2\n3", max_rows=2)
+    with pytest.raises(AttnvizInputError, match="at most 2 columns"):
+        attnviz.parse_matrix("1 2 3", max_cols=2)
