@@ -1,0 +1,256 @@
+"""From the app's settings to a trace: plain Python, no streamlit, so it is testable alone.
+
+A `Settings` holds what the sidebar asks for; `build_view` turns it (plus the user's edited
+matrices) into a `View`: the trace, the token labels for rows and columns, and notices. Bad
+input never raises out of `build_view`: it comes back as `View.error`, a sentence to show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .engine import AttentionTrace, trace_attention, trace_qkv
+from .errors import AttnvizInputError
+from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
+                     sinusoidal_positions, tokenize, truncate)
+from .presets import PRESET_NAMES, Preset, load_preset
+from .weights import INIT_SCHEMES, MultiHeadWeights
+
+MODES = ("Sentence", "Preset", "Matrix X", "Q, K, V")
+DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired"
+MAX_D_MODEL = 1024
+MAX_HEADS = 16
+MAX_MATRIX_CELLS = 512 * 1024
+
+# names of the matrices a user can edit, with the axes of each
+EDITABLE = {
+    "x": ("token", "feature"), "w_q": ("head", "in", "out"), "w_k": ("head", "in", "out"),
+    "w_v": ("head", "in", "out"), "w_o": ("in", "out"), "b_q": ("head", "out"),
+    "b_k": ("head", "out"), "b_v": ("head", "out"), "b_o": ("out",),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the sidebar asks for. Defaults give a newcomer heatmaps at once."""
+
+    mode: str = "Sentence"
+    sentence: str = DEFAULT_SENTENCE
+    preset: str = "three_inputs"
+    d_model: int = 16
+    num_heads: int = 4
+    d_k: int = 0                      # 0 = d_model // num_heads
+    init: str = "xavier"
+    seed: int = 0
+    bias: bool = False
+    scaled: bool = True
+    causal: bool = False
+    positional: bool = False
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    x_text: str = "1, 0, 1, 0\n0, 2, 0, 2\n1, 1, 1, 1"
+    q_text: str = "1, 0, 1\n0, 1, 1"
+    k_text: str = "0, 0, 1\n0, 1, 1"
+    v_text: str = "1, 2\n3, 4"
+
+    @classmethod
+    def from_mapping(cls, values) -> "Settings":
+        """Settings from a mapping such as st.session_state; absent or unusable values fall back
+        to the defaults (a page must work from seeded state alone)."""
+        base = cls()
+        picked = {}
+        for name, default in base.__dict__.items():
+            if name not in values:
+                continue
+            value = values[name]
+            if isinstance(default, bool):
+                ok = isinstance(value, bool)
+            elif isinstance(default, int):
+                ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, str)
+            if ok:
+                picked[name] = value
+        s = replace(base, **picked)
+        if s.mode not in MODES:
+            s = replace(s, mode=base.mode)
+        if s.preset not in PRESET_NAMES:
+            s = replace(s, preset=base.preset)
+        if s.init not in INIT_SCHEMES:
+            s = replace(s, init=base.init)
+        return s
+
+    @property
+    def scale(self) -> float | None:
+        return None if self.scaled else 1.0
+
+
+@dataclass
+class View:
+    """What every page draws: a trace and its labels, or an error sentence."""
+
+    settings: Settings
+    trace: AttentionTrace | None = None
+    tokens_q: list[str] = field(default_factory=list)
+    tokens_k: list[str] = field(default_factory=list)
+    weights: MultiHeadWeights | None = None     # None when Q, K, V were entered directly
+    x: np.ndarray | None = None                 # (n, d_model) before edits, None for Q, K, V
+    preset: Preset | None = None
+    signature: str = ""                         # which generated matrices the edits belong to
+    notices: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.trace is not None
+
+
+def weights_signature(s: Settings) -> str:
+    """Edits are kept per configuration: returning to it brings them back."""
+    if s.mode == "Preset":
+        return f"preset:{s.preset}"
+    if s.mode == "Matrix X":
+        return f"matrix:{s.num_heads}:{s.d_k}:{s.init}:{s.seed}:{s.bias}"
+    return f"random:{s.d_model}:{s.num_heads}:{s.d_k}:{s.init}:{s.seed}:{s.bias}"
+
+
+def build_view(s: Settings, edits: dict | None = None) -> View:
+    """The trace for settings `s` with the user's edited matrices `edits` (name → array) applied.
+    Never raises for bad input: the problem comes back in `View.error`."""
+    view = View(settings=s, signature=weights_signature(s))
+    try:
+        if s.mode == "Q, K, V":
+            _build_qkv(view)
+        else:
+            _build_projected(view, edits or {})
+    except AttnvizInputError as exc:
+        view.trace = None
+        view.error = str(exc)
+    return view
+
+
+def _build_qkv(view: View) -> None:
+    s = view.settings
+    arrays = {}
+    for name in ("q", "k", "v"):
+        try:
+            arrays[name] = parse_matrix(getattr(s, f"{name}_text"), max_rows=MAX_TOKENS,
+                                        max_cols=MAX_D_MODEL)
+        except AttnvizInputError as exc:
+            raise AttnvizInputError(f"{name.upper()}: {exc}") from None
+    view.trace = trace_qkv(arrays["q"], arrays["k"], arrays["v"], causal=s.causal,
+                           scale=s.scale)
+    view.tokens_q = [f"q{i + 1}" for i in range(view.trace.n_q)]
+    view.tokens_k = [f"k{i + 1}" for i in range(view.trace.n_k)]
+
+
+def _build_projected(view: View, edits: dict) -> None:
+    s = view.settings
+    if s.mode == "Preset":
+        preset = load_preset(s.preset)
+        view.preset = preset
+        if preset.weights is None:   # Q, K, V or raw X given directly: nothing to project
+            view.trace = preset.trace(causal=s.causal)
+            view.tokens_q = view.tokens_k = list(preset.tokens)
+            view.x = preset.x
+            return
+        tokens, x, w, scale = list(preset.tokens), preset.x, preset.weights, preset.scale
+        if not s.scaled:
+            scale = 1.0
+    else:
+        tokens, x = _tokens_and_x(view)
+        w = _random_weights(s, d_model=x.shape[1])
+        scale = s.scale
+    view.x = x
+    x = _apply_x_edit(view, x, tokens, edits.get("x"))
+    w = _apply_weight_edits(view, w, edits)
+    view.weights = w
+    view.tokens_q = view.tokens_k = tokens
+    view.trace = trace_attention(x, w, causal=s.causal, scale=scale)
+
+
+def _tokens_and_x(view: View) -> tuple[list[str], np.ndarray]:
+    s = view.settings
+    if s.mode == "Matrix X":
+        try:
+            x = parse_matrix(s.x_text, max_rows=MAX_TOKENS, max_cols=MAX_D_MODEL)
+        except AttnvizInputError as exc:
+            raise AttnvizInputError(f"X: {exc}") from None
+        tokens = [f"x{i + 1}" for i in range(len(x))]
+    else:
+        tokens, notice = truncate(tokenize(s.sentence), s.max_tokens)
+        if notice:
+            view.notices.append(notice)
+        _check_d_model(s.d_model)
+        x = embed_tokens(tokens, s.d_model, seed=s.seed)
+    if s.positional:
+        x = x + sinusoidal_positions(len(x), x.shape[1])
+    return tokens, x
+
+
+def _check_d_model(d_model: int) -> None:
+    if not 1 <= d_model <= MAX_D_MODEL:
+        raise AttnvizInputError(f"d_model must be between 1 and {MAX_D_MODEL}, not {d_model}")
+
+
+def _random_weights(s: Settings, d_model: int) -> MultiHeadWeights:
+    _check_d_model(d_model)
+    if not 1 <= s.num_heads <= MAX_HEADS:
+        raise AttnvizInputError(f"heads must be between 1 and {MAX_HEADS}, not {s.num_heads}")
+    d_k = s.d_k or None
+    if d_k is None and d_model % s.num_heads:
+        raise AttnvizInputError(
+            f"d_model {d_model} does not divide by {s.num_heads} heads, so d_k cannot be "
+            f"d_model / heads: pick a number of heads that divides {d_model}, or set d_k")
+    return MultiHeadWeights.random(d_model, s.num_heads, d_k=d_k, d_v=d_k, init=s.init,
+                                   seed=s.seed, bias=s.bias)
+
+
+def _apply_x_edit(view: View, x: np.ndarray, tokens: list[str], edited) -> np.ndarray:
+    """`edited` is (tokens it was made for, array): it applies only to the same tokens."""
+    if edited is None:
+        return x
+    edited_tokens, edited = edited
+    if list(edited_tokens) != list(tokens):
+        return x
+    if edited.shape != x.shape:
+        view.notices.append(f"Your edited X is {edited.shape[0]}×{edited.shape[1]} but the "
+                            f"input is now {x.shape[0]}×{x.shape[1]}: the edit is kept but "
+                            f"not used (Reset on the Inputs & weights page drops it).")
+        return x
+    return edited
+
+
+def _apply_weight_edits(view: View, w: MultiHeadWeights, edits: dict) -> MultiHeadWeights:
+    changes = {n: a for n, a in edits.items() if n != "x" and a is not None}
+    if not changes:
+        return w
+    try:
+        return w.replace(**changes)
+    except AttnvizInputError as exc:
+        view.notices.append(f"Your edited weights no longer fit ({exc}); they are kept but "
+                            "not used until the shapes match again.")
+        return w
+
+
+def matrix_of(view: View, name: str) -> np.ndarray | None:
+    """The current value of an editable matrix (edits included), or None if it has none."""
+    if name == "x":
+        return None if view.trace is None or view.trace.x is None else view.trace.x
+    if view.weights is None:
+        return None
+    return getattr(view.weights, name)
+
+
+def with_cell(view: View, name: str, current: np.ndarray, index: tuple, value) -> np.ndarray:
+    """A copy of `current` with one cell set, after checking the value is a finite number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise AttnvizInputError(f"{name}{list(index)}: {value!r} is not a number") from None
+    if not np.isfinite(number):
+        raise AttnvizInputError(f"{name}{list(index)}: enter a finite number, not {value!r}")
+    new = np.array(current, dtype=np.float64, copy=True)
+    new[index] = number
+    return new

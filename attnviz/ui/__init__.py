@@ -1,0 +1,1 @@
+"""Streamlit-only helpers (state, widgets, page pieces): imported by app.py and pages only."""

@@ -1,0 +1,99 @@
+"""Session state: the settings (widget keys named as the Settings fields), the user's edits, and
+the View every page draws. Pages call `current_view()`; they work from seeded state alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from ..errors import AttnvizInputError
+from ..model import Settings, View, build_view, matrix_of, weights_signature, with_cell
+
+EDITS_KEY = "edits"           # signature → {matrix name → array, "x" → (tokens, array)}
+EDITOR_VERSION_KEY = "editor_version"
+
+
+def init() -> None:
+    """Give every setting its default unless the session (or a test) already set it."""
+    for name, default in Settings().__dict__.items():
+        if name not in st.session_state:
+            st.session_state[name] = default
+    st.session_state.setdefault(EDITS_KEY, {})
+    st.session_state.setdefault(EDITOR_VERSION_KEY, 0)
+
+
+def settings() -> Settings:
+    return Settings.from_mapping(st.session_state)
+
+
+def current_view() -> View:
+    """The trace for the current settings and edits (built once per run)."""
+    init()
+    s = settings()
+    return build_view(s, _edits_for(s))
+
+
+def _edits_for(s: Settings) -> dict:
+    return st.session_state[EDITS_KEY].get(weights_signature(s), {})
+
+
+def edits(view: View) -> dict:
+    """The (mutable) edits of the view's configuration."""
+    return st.session_state[EDITS_KEY].setdefault(view.signature, {})
+
+
+def set_matrix(view: View, name: str, array: np.ndarray) -> None:
+    """Store an edited matrix for the view's configuration (x is stored with its tokens)."""
+    store = edits(view)
+    store[name] = (tuple(view.tokens_q), array) if name == "x" else array
+    bump_editor_version()
+
+
+def reset_edits(view: View) -> None:
+    st.session_state[EDITS_KEY].pop(view.signature, None)
+    bump_editor_version()
+
+
+def bump_editor_version() -> None:
+    """Editors are keyed with this number: a new one after each applied edit starts from the
+    stored matrix, so an editor's own edits are never applied twice (streamlit#7749)."""
+    st.session_state[EDITOR_VERSION_KEY] = st.session_state.get(EDITOR_VERSION_KEY, 0) + 1
+
+
+def apply_editor_changes(view: View, name: str, head: int | None, editor_key: str,
+                         error_key: str) -> None:
+    """on_change of a data editor: apply its edited_rows to the stored matrix, or keep the
+    matrix and record an error naming the cell."""
+    changes = st.session_state.get(editor_key, {}).get("edited_rows", {})
+    current = matrix_of(view, name)
+    if current is None or not changes:
+        return
+    new = np.array(current, dtype=np.float64, copy=True)
+    base = () if head is None else (head,)
+    vector = new[base].ndim == 1 if base else new.ndim == 1   # a bias: one row on screen
+    try:
+        for row, cells in changes.items():
+            for col_label, value in cells.items():
+                col = _column_index(col_label, new.shape[-1])
+                index = base + ((col,) if vector else (int(row), col))
+                if value is None:
+                    raise AttnvizInputError(
+                        f"{name} row {int(row)}, column {col} is empty: enter a number")
+                new = with_cell(view, name, new, index, value)
+    except AttnvizInputError as exc:
+        st.session_state[error_key] = str(exc)
+        bump_editor_version()
+        return
+    st.session_state.pop(error_key, None)
+    set_matrix(view, name, new)
+
+
+def _column_index(label, n_columns: int) -> int:
+    """Editor columns are labelled "0", "1", …: their position in the matrix."""
+    try:
+        col = int(str(label))
+    except ValueError:
+        raise AttnvizInputError(f"unknown column {label!r}") from None
+    if not 0 <= col < n_columns:
+        raise AttnvizInputError(f"unknown column {label!r}")
+    return col

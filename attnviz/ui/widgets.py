@@ -1,0 +1,72 @@
+"""Small streamlit pieces every page uses: status messages, a heatmap with its table, pickers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
+
+from ..model import View
+
+PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+TABLE_MAX_CELLS = 40_000      # larger tables show their first rows only
+
+
+def show_status(view: View) -> bool:
+    """Show the view's notices and error; False when there is nothing to draw."""
+    for notice in view.notices:
+        st.info(notice)
+    if view.trace is not None:
+        for warning in view.trace.warnings:
+            st.warning(warning)
+    if view.error:
+        st.error(f"Cannot compute attention: {view.error}")
+        return False
+    return True
+
+
+def unique(labels) -> list[str]:
+    """Labels made unique for table headers: a repeated token gets its 1-based position."""
+    labels = [str(t) for t in labels]
+    seen = {t for t in labels if labels.count(t) > 1}
+    return [f"{t} ({i + 1})" if t in seen else t for i, t in enumerate(labels)]
+
+
+def table(array: np.ndarray, rows, cols, *, key: str | None = None) -> None:
+    """The same numbers as the heatmap, as a table with the token labels as headers."""
+    a = np.atleast_2d(np.asarray(array, dtype=np.float64))
+    limit = max(1, TABLE_MAX_CELLS // max(1, a.shape[1]))
+    if a.shape[0] > limit:
+        st.caption(f"Table shows the first {limit} of {a.shape[0]} rows.")
+    frame = pd.DataFrame(a[:limit], index=unique(rows)[:limit], columns=unique(cols))
+    st.dataframe(frame, key=key, width="stretch")
+
+
+def chart(fig, *, key: str) -> None:
+    st.plotly_chart(fig, key=key, config=PLOT_CONFIG, theme=None)
+
+
+def head_picker(view: View, *, key: str = "head") -> int:
+    """A head selector (hidden for one head); the choice is kept in range."""
+    n = view.trace.num_heads
+    current = st.session_state.get(key)
+    if not isinstance(current, int) or not 0 <= current < n:
+        st.session_state[key] = 0
+    if n == 1:
+        return 0
+    return st.segmented_control("Head", list(range(n)), key=key, required=True,
+                                format_func=lambda h: f"head {h}")
+
+
+def page_link(path: str, label: str, icon: str) -> None:
+    """A link to another page; plain text when the page runs alone (outside app.py's
+    navigation, as AppTest's switch_page runs it)."""
+    try:
+        st.page_link(path, label=label, icon=icon)
+    except StreamlitPageNotFoundError:
+        st.markdown(f"**{label}**")
+
+
+def feature_labels(n: int, prefix: str = "d") -> list[str]:
+    return [f"{prefix}{j}" for j in range(n)]

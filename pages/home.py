@@ -1,0 +1,46 @@
+"""Home: the sentence's tokens, every head's attention at a glance, the output, a map of steps."""
+
+import pandas as pd
+import streamlit as st
+
+from attnviz import figures
+from attnviz.ui import state, widgets
+
+st.title("Self-attention, one step at a time")
+st.caption("Type a sentence in the sidebar (English or Chinese), or pick a tutorial's worked "
+           "example. Every number below is computed from it, and every step can be opened.")
+
+view = state.current_view()
+if not widgets.show_status(view):
+    st.stop()
+t = view.trace
+
+st.subheader(f"Tokens ({len(view.tokens_q)})")
+st.dataframe(pd.DataFrame([view.tokens_q], index=["token"]), hide_index=False,
+             width="stretch")
+
+st.subheader("Attention weights, every head")
+st.caption("Row = the token asking (query), column = the token it looks at (key). Each row "
+           "sums to 1. Darker = more attention.")
+widgets.chart(figures.heads_grid(t, view.tokens_q, view.tokens_k), key="home_grid")
+
+last = t.steps[-1]
+st.subheader(last.title)
+st.latex(last.formula)
+widgets.chart(figures.step_figure(t, last.name, tokens_q=view.tokens_q,
+                                  tokens_k=view.tokens_k), key="home_output")
+
+st.subheader("The steps")
+cols = st.columns(3)
+with cols[0]:
+    widgets.page_link("pages/inputs.py", "Inputs & weights: X, W_Q, W_K, W_V, W_O",
+                      ":material/edit:")
+    st.caption("Edit any cell, paste or upload a matrix, randomise.")
+with cols[1]:
+    widgets.page_link("pages/steps.py", "Step by step: Q K V → scores → softmax → Z",
+                      ":material/footprint:")
+    st.caption(" → ".join(s.title for s in t.steps))
+with cols[2]:
+    widgets.page_link("pages/multihead.py", "Multi-head: heads, concat, W_O",
+                      ":material/view_module:")
+    st.caption("All heads side by side, their concatenation and the output projection.")

@@ -1,0 +1,33 @@
+"""Inputs & weights: see and edit X, W_Q, W_K, W_V per head, W_O and the biases."""
+
+import streamlit as st
+
+from attnviz import figures
+from attnviz.ui import edit_view, state, widgets
+
+st.title("Inputs & weights")
+st.caption("Edit any cell: every later step on every page changes at once. Or paste a matrix, "
+           "upload a CSV or .npy file, randomise with another seed, or reset your edits.")
+view = state.current_view()
+if not widgets.show_status(view):
+    st.stop()
+
+names = edit_view.editable_names(view)
+if not names:
+    st.info("Q, K and V were entered directly in the sidebar: edit them there. There are no "
+            "weight matrices in this mode.")
+    st.stop()
+
+edit_view.actions(view)
+name = st.segmented_control("Matrix", names, key="matrix", required=True,
+                            format_func=edit_view.label_of)
+name = name if name in names else names[0]
+head = widgets.head_picker(view, key="edit_head") if edit_view.per_head(name) else None
+edit_view.editor(view, name, head)
+edit_view.paste_or_upload(view, name, head)
+
+array, rows, cols = edit_view.matrix_with_labels(view, name, head)
+title = edit_view.label_of(name) + ("" if head is None else f" — head {head}")
+widgets.chart(figures.heatmap(array, row_labels=rows, col_labels=cols, title=title,
+                              row_title=edit_view.axes_of(name)[0],
+                              col_title=edit_view.axes_of(name)[1]), key="edit_heatmap")

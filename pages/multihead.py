@@ -1,0 +1,54 @@
+"""Multi-head: every head's weights side by side, each head's Z, the concatenation, W_O, output."""
+
+import streamlit as st
+
+from attnviz import figures
+from attnviz.ui import state, widgets
+
+st.title("Multi-head attention")
+st.caption("Each head has its own W_Q, W_K, W_V, so each attends differently. Their outputs Z "
+           "are put side by side and W_O mixes them back into one vector per token.")
+view = state.current_view()
+if not widgets.show_status(view):
+    st.stop()
+t = view.trace
+
+st.subheader(f"Attention weights of all {t.num_heads} heads")
+st.latex(r"A_h = \mathrm{softmax}\left(\frac{Q_h K_h^{\top}}{\sqrt{d_k}}\right),"
+         r"\quad h = 0, \dots, H-1")
+widgets.chart(figures.heads_grid(t, view.tokens_q, view.tokens_k), key="mh_grid")
+
+st.subheader("Each head's output Z")
+head = widgets.head_picker(view, key="mh_head")
+widgets.chart(figures.step_figure(t, "z", head=head, tokens_q=view.tokens_q,
+                                  tokens_k=view.tokens_k), key="mh_z")
+with st.expander(f"Z of head {head} as a table"):
+    widgets.table(t.z[head], view.tokens_q, widgets.feature_labels(t.d_v), key="mh_z_table")
+
+concat = t.step("concat")
+st.subheader(concat.title)
+st.latex(concat.formula)
+widgets.chart(figures.concat_figure(t, view.tokens_q), key="mh_concat")
+with st.expander("Concatenation as a table"):
+    widgets.table(t.concat, view.tokens_q,
+                  [f"h{h}·d{j}" for h in range(t.num_heads) for j in range(t.d_v)],
+                  key="mh_concat_table")
+
+if view.weights is None:
+    st.info("Q, K and V were entered directly, so there is no W_O: the output is the "
+            "concatenation.")
+    st.stop()
+w_o = view.weights.w_o
+st.subheader(f"W_O ({w_o.shape[0]} × {w_o.shape[1]})")
+widgets.chart(figures.heatmap(w_o, row_labels=[f"h{h}·d{j}" for h in range(t.num_heads)
+                                               for j in range(t.d_v)],
+                              col_labels=widgets.feature_labels(w_o.shape[1]),
+                              title="W_O", row_title="concat feature", col_title="output "
+                              "feature"), key="mh_wo")
+out = t.step("output")
+st.subheader(out.title)
+st.latex(out.formula)
+widgets.chart(figures.step_figure(t, "output", tokens_q=view.tokens_q), key="mh_output")
+with st.expander("Output as a table", expanded=t.output.size <= 400):
+    widgets.table(t.output, view.tokens_q, widgets.feature_labels(t.output.shape[1]),
+                  key="mh_output_table")

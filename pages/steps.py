@@ -1,0 +1,40 @@
+"""Step by step: walk `trace.steps` with its formula, explanation, heatmap and table, per head,
+and follow one query token through the vector view of tutorials 000 and 003."""
+
+import streamlit as st
+
+from attnviz import figures
+from attnviz.ui import state, steps_view, widgets
+
+st.title("Step by step")
+view = state.current_view()
+if not widgets.show_status(view):
+    st.stop()
+t = view.trace
+
+names = [s.name for s in t.steps]
+steps_view.keep_step_in_range(names)
+head = widgets.head_picker(view)
+nav = st.columns([1, 6, 1], vertical_alignment="bottom")
+nav[0].button("◀ Previous", on_click=steps_view.move_step, args=(names, -1),
+              disabled=st.session_state["step"] == names[0], width="stretch")
+nav[1].selectbox("Step", names, key="step",
+                 format_func=lambda n: f"{names.index(n) + 1}. {t.step(n).title}")
+nav[2].button("Next ▶", on_click=steps_view.move_step, args=(names, 1),
+              disabled=st.session_state["step"] == names[-1], width="stretch")
+
+step = t.step(st.session_state["step"])
+st.subheader(step.title + (f" — head {head}" if step.per_head else ""))
+st.latex(step.formula)
+st.write(step.explanation)
+
+query = steps_view.query_picker(view) if step.name == "weighted_values" else None
+fig = figures.step_figure(t, step.name, head=head, tokens_q=view.tokens_q,
+                          tokens_k=view.tokens_k, query=query)
+widgets.chart(fig, key=f"step_{step.name}")
+array, rows, cols = steps_view.table_of(view, step, head, query)
+with st.expander("The numbers as a table", expanded=array.size <= 400):
+    widgets.table(array, rows, cols, key=f"table_{step.name}")
+
+st.divider()
+steps_view.vector_view(view, head)

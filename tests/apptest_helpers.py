@@ -1,0 +1,64 @@
+"""Small helpers so a UI change touches one line of the AppTest tests."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 120
+PAGES = ("pages/home.py", "pages/inputs.py", "pages/steps.py", "pages/multihead.py")
+
+
+def open_page(page: str, **state) -> AppTest:
+    """Run app.py once (sidebar and defaults), seed `state`, then run `page`."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    if page != "pages/home.py":
+        at.switch_page(page)
+        at.run()
+    return at
+
+
+def page_alone(page: str, **state) -> AppTest:
+    """Run one page file without app.py, as AppTest's switch_page does: seeded state only."""
+    at = AppTest.from_file(str(ROOT / page), default_timeout=TIMEOUT)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    return at
+
+
+def charts(at: AppTest) -> list[dict]:
+    """Every plotly chart on the page as its figure dict."""
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def chart_bytes(at: AppTest) -> int:
+    return sum(len(c.proto.spec) for c in at.get("plotly_chart"))
+
+
+def decode(values) -> np.ndarray:
+    """A plotly JSON array: a plain list, or numpy's base64 form {dtype, bdata, shape}."""
+    if isinstance(values, dict) and "bdata" in values:
+        a = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
+        shape = values.get("shape")
+        if shape:
+            a = a.reshape([int(s) for s in str(shape).split(",")])
+        return a
+    return np.array(values, dtype=float)
+
+
+def heatmap_z(fig: dict, trace: int = 0) -> np.ndarray:
+    return decode(fig["data"][trace]["z"])
+
+
+def no_exceptions(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]

@@ -1,0 +1,174 @@
+"""Every page in AppTest: runs on any input, shows the engine's numbers, reacts to edits."""
+
+import numpy as np
+import pytest
+
+import attnviz
+from tests.apptest_helpers import (PAGES, chart_bytes, charts, heatmap_z, no_exceptions,
+                                   open_page, page_alone)
+
+DEFAULT = "The animal didn't cross the street because it was too tired"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs_on_the_default_sentence(page):
+    at = open_page(page)
+    no_exceptions(at)
+    assert not at.error
+    assert charts(at), "each page shows at least one heatmap"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_page_works_alone_from_the_seeded_sentence_or_none(page):
+    at = page_alone(page, sentence="早上好")
+    no_exceptions(at)
+    assert any("早" in str(fig) for fig in charts(at))
+    bare = page_alone(page)
+    no_exceptions(bare)
+    assert any("animal" in str(fig) for fig in charts(bare))
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("preset", attnviz.PRESET_NAMES)
+def test_every_page_runs_on_every_preset(page, preset):
+    at = open_page(page, mode="Preset", preset=preset)
+    no_exceptions(at)
+    assert not at.error
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_chinese_sentence_and_other_head_counts(page):
+    at = open_page(page, sentence="早上好，今天天气很好", num_heads=2, d_model=8)
+    no_exceptions(at)
+    assert any("天" in str(fig) for fig in charts(at))
+
+
+def test_home_grid_has_one_facet_per_head_and_changes_with_heads():
+    for heads in (2, 8):
+        grid = charts(open_page("pages/home.py", num_heads=heads, d_model=16))[0]
+        assert sum(1 for tr in grid["data"] if tr["type"] == "heatmap") == heads
+
+
+def test_home_shows_the_tokens_and_output_of_the_sentence():
+    at = open_page("pages/home.py", sentence="Thinking Machines")
+    assert list(at.dataframe[0].value.iloc[0]) == ["Thinking", "Machines"]
+    t = attnviz.trace_attention(attnviz.embed_tokens(["Thinking", "Machines"], 16),
+                                attnviz.MultiHeadWeights.random(16, 4))
+    output = charts(at)[-1]
+    np.testing.assert_allclose(heatmap_z(output), t.output, rtol=1e-6)
+
+
+def test_changing_the_sentence_changes_the_numbers():
+    a = charts(open_page("pages/multihead.py", sentence="the cat sat"))
+    b = charts(open_page("pages/multihead.py", sentence="the dog sat"))
+    assert not np.allclose(heatmap_z(a[0]), heatmap_z(b[0]))
+
+
+def test_step_page_walks_the_tutorial_003_numbers():
+    at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="scores")
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]), [[2, 4, 4], [4, 16, 12], [4, 12, 10]])
+    at.button[1].click().run()  # Next ▶: the scaled scores (here unscaled)
+    assert at.session_state["step"] == "scaled_scores"
+    at.button[1].click().run()
+    assert at.session_state["step"] == "weights"
+    np.testing.assert_allclose(heatmap_z(charts(at)[0])[0], [0.063379, 0.468311, 0.468311],
+                               atol=1e-6)
+    at.button[0].click().run()  # ◀ Previous
+    assert at.session_state["step"] == "scaled_scores"
+
+
+def test_step_page_vector_view_follows_one_query():
+    at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="z")
+    frames = [d.value for d in at.dataframe]
+    sums = [f for f in frames if "Σ (sum)" in list(f.index)]
+    assert sums, "the vector view ends with the sum of the weighted values"
+    np.testing.assert_allclose(sums[0].loc["Σ (sum)"], [1.936621, 6.683105, 1.595068],
+                               atol=1e-6)
+    np.testing.assert_allclose(sums[0].loc["z row of Z"], sums[0].loc["Σ (sum)"])
+
+
+def test_two_queries_entered_directly():
+    at = open_page("pages/steps.py", mode="Q, K, V", step="scaled_scores")
+    no_exceptions(at)
+    np.testing.assert_allclose(heatmap_z(charts(at)[0]), [[0.577, 0.577], [0.577, 1.155]],
+                               atol=5e-4)
+
+
+def test_pasting_a_weight_changes_every_later_step():
+    at = open_page("pages/inputs.py", sentence="Thinking Machines", d_model=4, num_heads=1)
+    at.session_state["matrix"] = "w_q"
+    at.run()
+    new_wq = np.arange(16.0).reshape(4, 4) / 10
+    area = next(a for a in at.text_area if a.key.startswith("paste_w_q"))
+    area.input("\n".join(" ".join(str(v) for v in row) for row in new_wq)).run()
+    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    no_exceptions(at)
+    assert not at.error
+    at.switch_page("pages/steps.py")
+    at.session_state["step"] = "q"
+    at.run()
+    x = attnviz.embed_tokens(["Thinking", "Machines"], 4)
+    np.testing.assert_allclose(heatmap_z(charts(at)[0]), x @ new_wq, rtol=1e-6)
+
+
+def test_a_bad_paste_shows_an_error_and_keeps_the_matrix():
+    at = open_page("pages/inputs.py", sentence="Thinking Machines", d_model=4, num_heads=1)
+    before = heatmap_z(charts(at)[0])
+    area = next(a for a in at.text_area if a.key.startswith("paste_x"))
+    area.input("1 2 3 4\n5 6 oops 8").run()
+    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    no_exceptions(at)
+    assert any("row 2, column 3: 'oops' is not a number" in e.value for e in at.error)
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]), before)
+    area = next(a for a in at.text_area if a.key.startswith("paste_x"))
+    area.input("1 2 3\n4 5 6").run()
+    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    assert any("X must be 2 × 4, but the new matrix is 2 × 3" in e.value for e in at.error)
+
+
+def test_reset_drops_the_edits():
+    at = open_page("pages/inputs.py", sentence="a b", d_model=2, num_heads=1)
+    area = next(a for a in at.text_area if a.key.startswith("paste_x"))
+    area.input("1 2\n3 4").run()
+    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]), [[1, 2], [3, 4]])
+    next(b for b in at.button if "Reset edits" in b.label).click().run()
+    np.testing.assert_allclose(heatmap_z(charts(at)[0]), attnviz.embed_tokens(["a", "b"], 2))
+
+
+def test_long_sentence_is_truncated_with_a_notice():
+    at = open_page("pages/home.py", sentence=" ".join(f"w{i}" for i in range(70)))
+    assert any("only the first 64" in i.value for i in at.info)
+    assert at.dataframe[0].value.shape[1] == 64
+
+
+@pytest.mark.parametrize("state, message", [
+    (dict(d_model=10, num_heads=3), "d_model 10 does not divide by 3 heads"),
+    (dict(mode="Matrix X", x_text="1 2\n3"), "X: row 2 has 1 number, row 1 has 2"),
+    (dict(mode="Q, K, V", q_text="1 2", k_text="1 2 3"), "same length d_k"),
+    (dict(sentence="   "), "the sentence is empty"),
+])
+@pytest.mark.parametrize("page", PAGES)
+def test_bad_input_is_an_error_in_the_page_not_a_crash(page, state, message):
+    at = open_page(page, **state)
+    no_exceptions(at)
+    assert any(message in e.value for e in at.error)
+
+
+def test_user_text_is_escaped_in_figures():
+    at = open_page("pages/home.py", sentence="<b>x</b> <script>alert(1)</script>")
+    no_exceptions(at)
+    grid = charts(at)[0]
+    labels = [str(v) for v in grid["layout"]["xaxis"].get("ticktext", [])] + \
+        [str(v) for tr in grid["data"] for v in (tr.get("x") or [])]
+    assert not any("<b>" in v or "<script>" in v for v in labels)
+    assert "&lt;" in str(grid)
+    assert at.dataframe[0].value.iloc[0].tolist()[:3] == ["<", "b", ">"]
+
+
+def test_figure_payload_for_128_tokens_and_12_heads_is_bounded():
+    sentence = " ".join(f"w{i}" for i in range(128))
+    for page in PAGES:
+        at = open_page(page, sentence=sentence, d_model=48, num_heads=12, max_tokens=128)
+        no_exceptions(at)
+        assert chart_bytes(at) <= 3 * 1024 * 1024, page
