@@ -14,11 +14,12 @@ from .errors import AttnvizInputError
 from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
                      sinusoidal_positions, tokenize, truncate)
 from .presets import PRESET_NAMES, Preset, load_preset, presets
+from .pretrained import PretrainedModel, PretrainedTrace
 from .weights import INIT_SCHEMES, MultiHeadWeights
 
 __all__ = [
     "AttentionTrace", "AttnvizInputError", "DEFAULT_MAX_TOKENS", "INIT_SCHEMES", "MAX_TOKENS",
-    "MultiHeadWeights", "PRESET_NAMES", "Preset", "Step", "embed_tokens", "load_preset",
+    "MultiHeadWeights", "PRESET_NAMES", "Preset", "PretrainedModel", "PretrainedTrace", "Step", "embed_tokens", "load_preset",
     "parse_matrix", "presets", "sinusoidal_positions", "softmax", "tokenize", "trace_attention",
     "trace_qkv", "truncate",
 ]
