@@ -18,7 +18,7 @@ from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
 from .presets import PRESET_NAMES, Preset, load_preset
 from .weights import INIT_SCHEMES, MultiHeadWeights
 
-MODES = ("Sentence", "Preset", "Matrix X", "Q, K, V")
+MODES = ("Sentence", "Preset", "Matrix X", "Q, K, V", "Pretrained model")
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired"
 MAX_D_MODEL = 1024
 MAX_HEADS = 16
@@ -49,6 +49,7 @@ class Settings:
     causal: bool = False
     positional: bool = False
     max_tokens: int = DEFAULT_MAX_TOKENS
+    layer: int = 0                    # the pretrained model's layer shown by the step pages
     x_text: str = "1, 0, 1, 0\n0, 2, 0, 2\n1, 1, 1, 1"
     q_text: str = "1, 0, 1\n0, 1, 1"
     k_text: str = "0, 0, 1\n0, 1, 1"
@@ -112,6 +113,8 @@ def weights_signature(s: Settings) -> str:
         return f"preset:{s.preset}"
     if s.mode == "Matrix X":
         return f"matrix:{s.num_heads}:{s.d_k}:{s.init}:{s.seed}:{s.bias}"
+    if s.mode == "Pretrained model":
+        return f"pretrained:{s.layer}"
     return f"random:{s.d_model}:{s.num_heads}:{s.d_k}:{s.init}:{s.seed}:{s.bias}"
 
 
@@ -122,6 +125,8 @@ def build_view(s: Settings, edits: dict | None = None) -> View:
     try:
         if s.mode == "Q, K, V":
             _build_qkv(view)
+        elif s.mode == "Pretrained model":
+            _build_pretrained(view, edits or {})
         else:
             _build_projected(view, edits or {})
     except AttnvizInputError as exc:
@@ -168,6 +173,35 @@ def _build_projected(view: View, edits: dict) -> None:
     view.weights = w
     view.tokens_q = view.tokens_k = tokens
     view.trace = trace_attention(x, w, causal=s.causal, scale=scale)
+
+
+def _build_pretrained(view: View, edits: dict) -> None:
+    """One layer of all-MiniLM-L6-v2: its real input hidden states and real weights. Edits
+    apply to this layer's attention only (the layers after it are not recomputed)."""
+    from .pretrained import PretrainedModel
+
+    s = view.settings
+    model = PretrainedModel.load()
+    if not 0 <= s.layer < model.num_layers:
+        raise AttnvizInputError(f"layer must be between 0 and {model.num_layers - 1}, "
+                                f"not {s.layer}")
+    run = model.run(s.sentence, max_tokens=max(3, min(s.max_tokens, model.max_tokens)))
+    if run.notice:
+        view.notices.append(run.notice)
+    layer = run.traces[s.layer]
+    tokens = list(run.tokens)
+    view.x = layer.x
+    x = _apply_x_edit(view, layer.x, tokens, edits.get("x"))
+    w = _apply_weight_edits(view, layer.attn_weights, edits)
+    view.weights = w
+    view.tokens_q = view.tokens_k = tokens
+    edited = x is not layer.x or w is not layer.attn_weights
+    changed = s.causal or not s.scaled
+    view.trace = trace_attention(x, w, causal=s.causal, scale=s.scale) \
+        if edited or changed else layer
+    if changed:
+        view.notices.append("The causal mask or unscaled scores are your change: the real "
+                            "model (an encoder) uses neither.")
 
 
 def _tokens_and_x(view: View) -> tuple[list[str], np.ndarray]:

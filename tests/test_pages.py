@@ -172,3 +172,19 @@ def test_figure_payload_for_128_tokens_and_12_heads_is_bounded():
         at = open_page(page, sentence=sentence, d_model=48, num_heads=12, max_tokens=128)
         no_exceptions(at)
         assert chart_bytes(at) <= 3 * 1024 * 1024, page
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_pages_run_on_the_pretrained_model_layer(page):
+    at = open_page(page, mode="Pretrained model", layer=3, sentence="The cat sat.")
+    no_exceptions(at)
+    assert not at.error
+    assert any("[CLS]" in str(fig) for fig in charts(at))
+
+
+def test_step_page_on_the_pretrained_model_shows_its_real_weights():
+    model = attnviz.PretrainedModel.load()
+    expected = model.trace("The cat sat.")[3].weights[5]          # layer 3, head 5
+    at = open_page("pages/steps.py", mode="Pretrained model", layer=3, sentence="The cat sat.",
+                   step="weights", head=5)
+    np.testing.assert_allclose(heatmap_z(charts(at)[0]), expected, atol=1e-6)

@@ -21,7 +21,7 @@ def render() -> None:
                  help="A sentence (random embeddings), a tutorial's worked example, your own "
                       "matrix X, or Q, K and V entered directly.")
         mode = st.session_state["mode"]
-        if mode == "Sentence":
+        if mode in ("Sentence", "Pretrained model"):
             st.text_input("Sentence", key="sentence", max_chars=4000,
                           help="English or Chinese; each word, punctuation mark and Chinese "
                                "character is a token.")
@@ -39,7 +39,12 @@ def render() -> None:
                 st.text_area(f"{name.upper()}: one row per "
                              f"{'query' if name == 'q' else 'key'}", key=f"{name}_text",
                              height=80)
-        _model_controls(mode)
+        if mode == "Pretrained model":
+            st.number_input("Layer", 0, 5, key="layer", step=1,
+                            help="all-MiniLM-L6-v2 has 6 layers of 12 heads; the step pages "
+                                 "show this layer's real weights and inputs.")
+        else:
+            _model_controls(mode)
         _options(mode)
 
 
@@ -65,5 +70,5 @@ def _options(mode: str) -> None:
         st.checkbox("Sinusoidal positional encoding", key="positional",
                     disabled=mode not in ("Sentence", "Matrix X"))
         st.number_input("Token limit", 1, MAX_TOKENS, key="max_tokens", step=1,
-                        disabled=mode != "Sentence",
+                        disabled=mode not in ("Sentence", "Pretrained model"),
                         help="Longer sentences are cut here, with a notice.")
