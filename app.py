@@ -15,6 +15,7 @@ PAGES = [
     st.Page("pages/inputs.py", title="Inputs & weights", icon=":material/edit:"),
     st.Page("pages/steps.py", title="Step by step", icon=":material/footprint:"),
     st.Page("pages/multihead.py", title="Multi-head", icon=":material/view_module:"),
+    st.Page("pages/experiments.py", title="Experiments", icon=":material/science:"),
 ]
 
 page = st.navigation(PAGES)

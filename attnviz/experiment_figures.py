@@ -1,0 +1,58 @@
+"""Plotly figures of the Experiments page that are not heatmaps (no streamlit)."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .experiments import Scaling
+
+
+def dot_product_histogram(result: Scaling) -> go.Figure:
+    """Histograms of q·k and q·k/√d_k over the samples, with the theoretical ±√d_k marked.
+
+    Parameters
+    ----------
+    result : Scaling
+        From ``attnviz.experiments.scaling(d_k)``.
+    """
+    root = math.sqrt(result.d_k)
+    fig = go.Figure([
+        go.Histogram(x=result.dots.astype(np.float32), name="q · k", opacity=0.6,
+                     marker_color="#d62728", nbinsx=80),
+        go.Histogram(x=(result.dots / root).astype(np.float32), name="q · k / √d_k",
+                     opacity=0.6, marker_color="#1f77b4", nbinsx=80),
+    ])
+    for sign in (-1, 1):
+        fig.add_vline(x=sign * root, line_dash="dot", line_color="#d62728")
+    fig.update_layout(barmode="overlay", height=320, margin=dict(l=10, r=10, t=40, b=10),
+                      title=f"{len(result.dots):,} dot products of random q, k (d_k = "
+                            f"{result.d_k}); dotted: ±√d_k = ±{root:.3g}",
+                      xaxis_title="value", yaxis_title="count",
+                      legend=dict(orientation="h", y=1.12))
+    return fig
+
+
+def weight_bars(rows: dict[str, np.ndarray], keys: list[str], *, title: str) -> go.Figure:
+    """Grouped bars: one group per key, one bar per named row of weights (fixed 0–1 axis).
+
+    Parameters
+    ----------
+    rows : dict of name → (n_keys,) array
+        E.g. {"without scaling": w1, "with scaling": w2}.
+    keys : list of str
+        One label per key (HTML-escaped here).
+    title : str
+        Figure title (not escaped: pass no user text).
+    """
+    labels = [html.escape(k) for k in keys]
+    fig = go.Figure([go.Bar(x=labels, y=np.asarray(v, dtype=np.float64), name=name,
+                            hovertemplate="%{x}: %{y:.6f}<extra>" + name + "</extra>")
+                     for name, v in rows.items()])
+    fig.update_layout(barmode="group", height=300, title=title, yaxis_range=[0, 1],
+                      yaxis_title="weight", margin=dict(l=10, r=10, t=40, b=10),
+                      legend=dict(orientation="h", y=1.15))
+    return fig

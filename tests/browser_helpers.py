@@ -1,0 +1,119 @@
+"""Start the app on a free port and drive it in Debian's headless Chromium (Playwright)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-quic"]
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running_app(timeout: float = 90):
+    """`streamlit run app.py` on 127.0.0.1 and a free port; yields the base URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                raise RuntimeError(f"streamlit did not start:\n{out}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def wait_for_app(page, timeout_ms: int = 60_000) -> None:
+    """Wait until the script has finished running and a heatmap is drawn."""
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=timeout_ms)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+        timeout=timeout_ms)
+
+
+# plotly keeps numpy arrays as {dtype, bdata (base64), shape} in fig.data: decode them here
+DECODE_Z_JS = """(z) => {
+    if (!z || !z.bdata) return Array.from(z, row => Array.from(row));
+    const bin = atob(z.bdata);
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    const T = {f8: Float64Array, f4: Float32Array, i4: Int32Array}[z.dtype];
+    const flat = Array.from(new T(bytes.buffer));
+    const cols = Number(String(z.shape).split(',')[1]);
+    const rows = [];
+    for (let i = 0; i < flat.length; i += cols) rows.push(flat.slice(i, i + cols));
+    return rows;
+}"""
+
+
+def first_heatmap(page) -> dict:
+    """The data of the first plotly chart on the page: x, y labels and z (list of rows)."""
+    return page.evaluate(f"""() => {{
+        const decode = {DECODE_Z_JS};
+        const tr = document.querySelector('.js-plotly-plot').data[0];
+        return {{x: Array.from(tr.x || []), y: Array.from(tr.y || []), z: decode(tr.z)}};
+    }}""")
+
+
+def wait_for_first_z(page, row: int, col: int, value: float, timeout_ms: int = 30_000):
+    """Wait until the first heatmap's z[row][col] equals `value`."""
+    page.wait_for_function(f"""() => {{
+        const decode = {DECODE_Z_JS};
+        const el = document.querySelector('.js-plotly-plot');
+        return el && el.data && decode(el.data[0].z)[{row}][{col}] === {value};
+    }}""", timeout=timeout_ms)
+
+
+def open_page(page, link: str, title: str) -> None:
+    """Click a navigation link and wait until that page's title and heatmaps are drawn."""
+    page.get_by_role("link", name=link).first.click()
+    page.get_by_role("heading", name=title).first.wait_for(timeout=30_000)
+    wait_for_app(page)
+
+
+def tick_labels(page) -> list[str]:
+    return page.eval_on_selector_all(".js-plotly-plot .xtick text, .js-plotly-plot .ytick text",
+                                     "els => els.map(e => e.textContent)")
+
+
+def exceptions(page) -> list[str]:
+    return page.eval_on_selector_all('[data-testid="stException"]',
+                                     "els => els.map(e => e.textContent)")

@@ -1,0 +1,113 @@
+"""End to end in headless Chromium: what only a browser shows. Under CI=true these never skip."""
+
+import os
+
+import pytest
+
+from tests.browser_helpers import (CHROMIUM_ARGS, chromium_path, exceptions, first_heatmap,
+                                   open_page, running_app, tick_labels, wait_for_app,
+                                   wait_for_first_z)
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = chromium_path()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI=true but Debian's chromium is not installed (.ci/run installs it)")
+        pytest.skip("chromium is not installed: apt-get install -y chromium fonts-noto-cjk")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with running_app() as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser, app_url):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    dialogs = []
+    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    pg.dialogs = dialogs
+    pg.goto(app_url)
+    wait_for_app(pg)
+    yield pg
+    context.close()
+
+
+def type_sentence(page, text: str) -> None:
+    box = page.get_by_role("textbox", name="Sentence")
+    box.fill(text)
+    box.press("Enter")
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+
+
+def test_typed_sentence_becomes_the_heatmap_labels(page):
+    type_sentence(page, "Thinking machines think")
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text'))"
+        ".some(e => e.textContent.includes('machines'))", timeout=30_000)
+    labels = tick_labels(page)
+    for token in ("Thinking", "machines", "think"):
+        assert any(token in lab for lab in labels), (token, labels[:20])
+    assert not exceptions(page)
+
+
+def test_chinese_sentence_renders(page):
+    type_sentence(page, "早上好")
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text'))"
+        ".some(e => e.textContent.includes('早'))", timeout=30_000)
+    assert {"早", "上", "好"} <= {lab.strip() for lab in tick_labels(page)}
+
+
+@pytest.mark.parametrize("link, title", [
+    ("Inputs & weights", "Inputs & weights"), ("Step by step", "Step by step"),
+    ("Multi-head", "Multi-head attention"), ("Experiments", "Experiments"),
+    ("Home", "Self-attention, one step at a time")])
+def test_every_page_opens_without_exception(page, link, title):
+    open_page(page, link, title)
+    assert page.locator(".js-plotly-plot").count() >= 1
+    assert not exceptions(page)
+
+
+def test_html_in_the_sentence_shows_as_text(page):
+    type_sentence(page, "<b>bold</b> <script>alert('x')</script> <img src=x onerror=alert(1)>")
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text'))"
+        ".some(e => e.textContent.includes('bold'))", timeout=30_000)
+    labels = tick_labels(page)
+    assert any(lab.startswith("<") for lab in labels)
+    assert any(lab.startswith("script") for lab in labels)
+    assert page.locator(".js-plotly-plot b").count() == 0
+    assert page.locator("img[src=x]").count() == 0
+    assert page.dialogs == []
+    assert not exceptions(page)
+
+
+def test_editing_a_cell_changes_the_heatmap(page):
+    open_page(page, "Inputs & weights", "Inputs & weights")
+    before = first_heatmap(page)["z"][0][0]
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    # first data cell: right of the index column, below the header row
+    page.mouse.dblclick(box["x"] + 90, box["y"] + 50)
+    page.wait_for_timeout(300)
+    page.keyboard.press("Control+A")
+    page.keyboard.type("7.5", delay=50)
+    page.keyboard.press("Enter")
+    wait_for_first_z(page, 0, 0, 7.5)
+    assert before != 7.5
+    assert not exceptions(page)

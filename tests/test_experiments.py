@@ -1,0 +1,130 @@
+"""The Experiments: each computation proves its point, and the page shows the proof."""
+
+import math
+
+import numpy as np
+import pytest
+
+import attnviz
+from attnviz import experiments
+from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_page
+
+W = attnviz.MultiHeadWeights.random(16, 2, seed=1)
+TOKENS = attnviz.tokenize("the quick brown fox jumps over the lazy dog")
+
+
+@pytest.mark.parametrize("d_k", [1, 16, 64, 512])
+def test_dot_product_variance_grows_as_d_k(d_k):
+    r = experiments.scaling(d_k)
+    assert r.variance == pytest.approx(d_k, rel=0.1)
+    assert r.scaled_variance == pytest.approx(1.0, rel=0.1)
+
+
+def test_scaling_keeps_softmax_from_saturating():
+    r = experiments.scaling(512, seed=3)
+    assert r.row_unscaled.max() > 0.99            # one key takes nearly everything
+    assert r.row_scaled.max() < r.row_unscaled.max()
+    assert r.entropy(r.row_scaled) > r.entropy(r.row_unscaled)
+    assert r.entropy(np.full(8, 1 / 8)) == pytest.approx(3.0)
+
+
+def test_tied_scores_are_symmetric_and_separate_ones_are_not():
+    x = np.random.default_rng(0).random((5, 10))
+    r = experiments.tied_vs_separate(x, d_k=8)
+    assert r.asymmetry(r.tied) < 1e-12
+    assert r.asymmetry(r.separate) > 1e-3
+
+
+def test_raw_self_attention_is_softmax_of_x_xt_times_x():
+    x = np.array([[1.0, 0], [0, 1], [1, 1]])
+    t = experiments.raw_self_attention(x)
+    e = np.exp(x @ x.T)
+    np.testing.assert_allclose(t.output, (e / e.sum(1, keepdims=True)) @ x)
+
+
+def test_shuffling_only_moves_rows_without_positions_and_changes_them_with():
+    r = experiments.word_order(TOKENS, W, shuffle_seed=2)
+    assert sorted(r.shuffled_tokens) == sorted(TOKENS) and r.shuffled_tokens != TOKENS
+    # independent check: the row of each token, looked up by where it went
+    for new_pos, old_pos in enumerate(r.order):
+        np.testing.assert_allclose(r.plain_shuffled.output[new_pos], r.plain.output[old_pos],
+                                   atol=1e-12)
+    assert r.plain_difference < 1e-12
+    assert r.encoded_difference > 1e-3
+
+
+def test_padding_is_masked_and_long_sentences_are_cut():
+    r = experiments.pad_and_mask(TOKENS[:4], 7, W)
+    assert r.tokens[4:] == ["[PAD]"] * 3
+    assert (r.trace.weights[:, :, 4:] == 0).all()
+    np.testing.assert_allclose(r.trace.weights.sum(-1), 1.0)
+    cut = experiments.pad_and_mask(TOKENS, 5, W, causal=True)
+    assert cut.truncated == len(TOKENS) - 5 and cut.tokens == TOKENS[:5]
+    assert (cut.trace.weights[0][np.triu(np.ones((5, 5), bool), 1)] == 0).all()
+
+
+def test_cross_attention_is_queries_by_keys():
+    t = experiments.cross_attention(["a", "b", "c"], ["x", "y"], W)
+    assert t.weights.shape == (2, 3, 2)
+    np.testing.assert_allclose(t.k[0], attnviz.embed_tokens(["x", "y"], 16) @ W.w_k[0])
+
+
+def test_scaling_after_softmax_breaks_the_row_sums():
+    t = attnviz.trace_attention(attnviz.embed_tokens(TOKENS, 16), W)
+    r = experiments.scale_after_softmax(t)
+    np.testing.assert_allclose(r.correct.sum(1), 1.0)
+    np.testing.assert_allclose(r.buggy.sum(1), 1 / math.sqrt(8))
+    np.testing.assert_allclose(r.correct, t.weights[0])
+
+
+# ---- the page ------------------------------------------------------------------------------------
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_page_shows_each_experiments_proof():
+    at = open_page("pages/experiments.py")
+    no_exceptions(at)
+    m = metrics(at)
+    assert float(m["variance of q·k"]) == pytest.approx(64, rel=0.1)
+    assert float(m["max |S − Sᵀ|, tied W_Q = W_K"]) == 0
+    assert float(m["max |S − Sᵀ|, separate W_Q, W_K"]) > 0
+    assert float(m["without positions: max |row change|"]) < 1e-9
+    assert float(m["with sinusoidal positions"]) > 1e-3
+    assert float(m["largest weight on a masked cell"]) == 0
+    assert float(m["row sums, correct order"]) == pytest.approx(1)
+    assert float(m["row sums, scale after softmax"]) == pytest.approx(0.5, abs=1e-4)
+
+
+def test_page_variance_follows_the_d_k_slider():
+    at = open_page("pages/experiments.py")
+    at.slider(key="exp_dk").set_value(400).run()
+    assert float(metrics(at)["variance of q·k"]) == pytest.approx(400, rel=0.1)
+
+
+def test_page_masks_give_exact_zero_weights_on_pads():
+    at = open_page("pages/experiments.py", sentence="one two three")
+    at.number_input(key="exp_len").set_value(6).run()
+    table = next(d.value for d in at.dataframe if "[PAD] (6)" in list(d.value.columns))
+    assert table.shape == (6, 6)
+    assert (table.iloc[:, 3:].to_numpy() == 0).all()
+    np.testing.assert_allclose(table.to_numpy().sum(1), 1.0)
+    fig = next(f for f in charts(at) if "Weights after softmax" in str(f["layout"]["title"]))
+    shown = heatmap_z(fig)
+    assert np.isnan(shown[:, 3:]).all() and not np.isnan(shown[:, :3]).any()  # masked: grey
+    assert fig["data"][1]["name"] == "masked"
+
+
+def test_page_cross_attention_is_not_square_and_labelled():
+    at = open_page("pages/experiments.py", sentence="the cat sat")
+    at.text_input(key="exp_cross_text").input("le chat").run()
+    fig = next(f for f in charts(at) if "queries ×" in str(f["layout"]["title"]))
+    assert heatmap_z(fig).shape == (3, 2)
+    assert "chat" in str(fig["data"][0]["x"]) and "cat" in str(fig["data"][0]["y"])
+
+
+@pytest.mark.parametrize("mode", ["Preset", "Q, K, V", "Matrix X"])
+def test_page_runs_on_other_inputs(mode):
+    at = open_page("pages/experiments.py", mode=mode)
+    no_exceptions(at)
