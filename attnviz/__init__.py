@@ -11,6 +11,7 @@ The core (this package minus ``attnviz.ui``) never imports streamlit.
 
 from .engine import AttentionTrace, Step, softmax, trace_attention, trace_qkv
 from .errors import AttnvizInputError
+from .export import report_html
 from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
                      sinusoidal_positions, tokenize, truncate)
 from .presets import PRESET_NAMES, Preset, load_preset, presets
@@ -19,7 +20,7 @@ from .weights import INIT_SCHEMES, MultiHeadWeights
 
 __all__ = [
     "AttentionTrace", "AttnvizInputError", "DEFAULT_MAX_TOKENS", "INIT_SCHEMES", "MAX_TOKENS",
-    "MultiHeadWeights", "PRESET_NAMES", "Preset", "PretrainedModel", "PretrainedTrace", "Step", "embed_tokens", "load_preset",
-    "parse_matrix", "presets", "sinusoidal_positions", "softmax", "tokenize", "trace_attention",
-    "trace_qkv", "truncate",
+    "MultiHeadWeights", "PRESET_NAMES", "Preset", "PretrainedModel", "PretrainedTrace", "Step",
+    "embed_tokens", "load_preset", "parse_matrix", "presets", "report_html",
+    "sinusoidal_positions", "softmax", "tokenize", "trace_attention", "trace_qkv", "truncate",
 ]

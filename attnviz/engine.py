@@ -103,6 +103,33 @@ class AttentionTrace:
             return self.weighted_values(head)
         return s.array[self._check_head(head)] if s.per_head else s.array
 
+    # ---- taking it out (attnviz.export) -------------------------------------------------------
+    def to_npz(self, file) -> None:
+        """Every intermediate, by field name, to a .npz path or binary file object."""
+        from .export import to_npz
+
+        to_npz(self, file)
+
+    def to_csv_zip(self, file, tokens_q=None, tokens_k=None) -> None:
+        """A zip with one CSV per array (per head), token labels as row/column headers."""
+        from .export import to_csv_zip
+
+        to_csv_zip(self, file, tokens_q, tokens_k)
+
+    def to_json(self) -> str:
+        """Every intermediate as nested lists (−∞ as null), with the steps' texts."""
+        from .export import to_json
+
+        return to_json(self)
+
+    def figure(self, step_name: str, head: int = 0, *, tokens_q=None, tokens_k=None,
+               query: int | None = None):
+        """The plotly heatmap of one step (see attnviz.figures.step_figure)."""
+        from .figures import step_figure
+
+        return step_figure(self, step_name, head=head, tokens_q=tokens_q, tokens_k=tokens_k,
+                           query=query)
+
     def _check_head(self, head) -> int:
         if isinstance(head, bool) or not isinstance(head, (int, np.integer)) \
                 or not 0 <= head < self.num_heads:

@@ -44,3 +44,5 @@ with cols[2]:
     widgets.page_link("pages/multihead.py", "Multi-head: heads, concat, W_O",
                       ":material/view_module:")
     st.caption("All heads side by side, their concatenation and the output projection.")
+
+widgets.downloads(view, key="home")

@@ -34,6 +34,7 @@ with st.expander("Concatenation as a table"):
                   [f"h{h}·d{j}" for h in range(t.num_heads) for j in range(t.d_v)],
                   key="mh_concat_table")
 
+widgets.downloads(view, key="mh")
 if view.weights is None:
     st.info("Q, K and V were entered directly, so there is no W_O: the output is the "
             "concatenation.")

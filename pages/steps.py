@@ -38,3 +38,5 @@ with st.expander("The numbers as a table", expanded=array.size <= 400):
 
 st.divider()
 steps_view.vector_view(view, head)
+
+widgets.downloads(view, key="steps")

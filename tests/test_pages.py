@@ -188,3 +188,10 @@ def test_step_page_on_the_pretrained_model_shows_its_real_weights():
     at = open_page("pages/steps.py", mode="Pretrained model", layer=3, sentence="The cat sat.",
                    step="weights", head=5)
     np.testing.assert_allclose(heatmap_z(charts(at)[0]), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("page", ["pages/home.py", "pages/steps.py", "pages/multihead.py"])
+def test_pages_offer_every_export(page):
+    at = open_page(page)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["NumPy .npz", "CSV files (.zip)", "JSON", "HTML report (offline)"]

@@ -68,5 +68,38 @@ def page_link(path: str, label: str, icon: str) -> None:
         st.markdown(f"**{label}**")
 
 
+def downloads(view: View, *, key: str) -> None:
+    """Every intermediate of the view's trace as .npz, CSV zip, JSON and an offline HTML report;
+    each file is made only when its button is clicked."""
+    import io
+
+    from ..export import report_html
+
+    t, tokens_q, tokens_k = view.trace, view.tokens_q, view.tokens_k
+
+    def npz() -> bytes:
+        buf = io.BytesIO()
+        t.to_npz(buf)
+        return buf.getvalue()
+
+    def csv_zip() -> bytes:
+        buf = io.BytesIO()
+        t.to_csv_zip(buf, tokens_q, tokens_k)
+        return buf.getvalue()
+
+    with st.expander("Download every intermediate"):
+        cols = st.columns(4)
+        cols[0].download_button("NumPy .npz", npz, "attnviz_trace.npz",
+                                "application/octet-stream", key=f"{key}_npz")
+        cols[1].download_button("CSV files (.zip)", csv_zip, "attnviz_trace_csv.zip",
+                                "application/zip", key=f"{key}_csv")
+        cols[2].download_button("JSON", t.to_json, "attnviz_trace.json", "application/json",
+                                key=f"{key}_json")
+        cols[3].download_button("HTML report (offline)",
+                                lambda: report_html(t, tokens_q, tokens_k),
+                                "attnviz_report.html", "text/html", key=f"{key}_html")
+        st.caption("Heatmaps: the camera icon above each chart saves it as PNG.")
+
+
 def feature_labels(n: int, prefix: str = "d") -> list[str]:
     return [f"{prefix}{j}" for j in range(n)]
