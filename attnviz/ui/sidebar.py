@@ -11,7 +11,7 @@ from ..inputs import MAX_TOKENS
 from ..model import MAX_D_MODEL, MAX_HEADS, MODES
 from ..presets import PRESET_NAMES, load_preset
 from ..weights import INIT_SCHEMES
-from . import state, uploads
+from . import links, state, uploads
 
 
 def render() -> None:
@@ -46,6 +46,8 @@ def render() -> None:
         else:
             _model_controls(mode)
         _options(mode)
+        links.show_notices()
+    links.write()
 
 
 def _model_controls(mode: str) -> None:

@@ -7,6 +7,7 @@ import numpy as np
 import streamlit as st
 
 from ..errors import AttnvizInputError
+from . import links
 from ..model import Settings, View, build_view, matrix_of, weights_signature, with_cell
 
 EDITS_KEY = "edits"           # signature → {matrix name → array, "x" → (tokens, array)}
@@ -14,7 +15,8 @@ EDITOR_VERSION_KEY = "editor_version"
 
 
 def init() -> None:
-    """Give every setting its default unless the session (or a test) already set it."""
+    """Give every setting its default unless the session (or a test, or the URL) set it."""
+    links.read_once()
     for name, default in Settings().__dict__.items():
         if name not in st.session_state:
             st.session_state[name] = default

@@ -1,0 +1,141 @@
+"""The view's state in the URL, so a copied link reopens the same view.
+
+Settings that differ from the defaults, the page's picks (head, step, query…) and, when small,
+the edited matrices are written to ``st.query_params`` on every run; they are read once, when a
+session starts. A value that does not parse falls back to its default with a notice.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+
+import numpy as np
+import streamlit as st
+
+from ..model import EDITABLE, Settings, weights_signature
+
+PAGE_KEYS = {"head": 0, "step": "", "query": 0, "vector_query": 0, "mh_head": 0,
+             "matrix": "", "edit_head": 0}
+EDITS_PARAM = "edits"
+MAX_EDITS_CHARS = 4000
+MAX_TEXT_CHARS = 20_000
+NOTICES_KEY = "link_notices"
+READ_KEY = "link_read"
+
+
+def read_once() -> None:
+    """At a session's first run, copy the URL's values into session state (validated)."""
+    if st.session_state.get(READ_KEY):
+        return
+    st.session_state[READ_KEY] = True
+    params = st.query_params.to_dict()
+    notices = []
+    defaults = {**Settings().__dict__, **PAGE_KEYS}
+    for name, raw in params.items():
+        if name == EDITS_PARAM:
+            continue
+        if name not in defaults:
+            notices.append(f"the link's “{name}” is not a setting; ignored")
+            continue
+        try:
+            st.session_state[name] = _parse(raw, defaults[name])
+        except ValueError:
+            notices.append(f"the link's {name}={raw[:40]!r} is not valid; using the default")
+    checked = Settings.from_mapping(st.session_state)
+    for name in ("mode", "preset", "init"):
+        if name in params and getattr(checked, name) != st.session_state.get(name):
+            notices.append(f"the link's {name}={params[name][:40]!r} is not one of the "
+                           f"choices; using {getattr(checked, name)!r}")
+            st.session_state[name] = getattr(checked, name)
+    if EDITS_PARAM in params:
+        try:
+            edits = _decode_edits(params[EDITS_PARAM])
+            st.session_state.setdefault("edits", {})[weights_signature(checked)] = edits
+        except (ValueError, TypeError, KeyError, zlib.error, json.JSONDecodeError):
+            notices.append("the link's edited matrices could not be read; using the defaults")
+    st.session_state[NOTICES_KEY] = notices
+
+
+def _parse(raw: str, default):
+    if isinstance(default, bool):
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(raw)
+    if isinstance(default, int):
+        value = int(raw)
+        if abs(value) > 2**31:
+            raise ValueError(raw)
+        return value
+    if len(raw) > MAX_TEXT_CHARS:
+        raise ValueError("too long")
+    return raw
+
+
+def write() -> None:
+    """Put the current state into the URL (only what differs from the defaults)."""
+    s = Settings.from_mapping(st.session_state)
+    params = {name: _format(value) for name, value in s.__dict__.items()
+              if value != getattr(Settings(), name)}
+    for name, default in PAGE_KEYS.items():
+        value = st.session_state.get(name)
+        if value is not None and value != default and isinstance(value, (int, str)):
+            params[name] = _format(value)
+    edits = st.session_state.get("edits", {}).get(weights_signature(s))
+    st.session_state["link_has_edits"] = None
+    if edits:
+        encoded = _encode_edits(edits)
+        if len(encoded) <= MAX_EDITS_CHARS:
+            params[EDITS_PARAM] = encoded
+            st.session_state["link_has_edits"] = True
+        else:
+            st.session_state["link_has_edits"] = False
+    if params != st.query_params.to_dict():
+        st.query_params.from_dict(params)
+
+
+def _format(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def _encode_edits(edits: dict) -> str:
+    doc = {}
+    for name, value in edits.items():
+        if name == "x":
+            tokens, arr = value
+            doc["x"] = {"tokens": list(tokens), "values": np.asarray(arr).tolist()}
+        else:
+            doc[name] = np.asarray(value).tolist()
+    raw = zlib.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8"), 9)
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _decode_edits(text: str) -> dict:
+    raw = zlib.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    doc = json.loads(raw.decode("utf-8"))
+    edits = {}
+    for name, value in doc.items():
+        if name not in EDITABLE:
+            raise ValueError(f"unknown matrix {name}")
+        if name == "x":
+            arr = np.array(value["values"], dtype=np.float64)
+            edits["x"] = (tuple(str(t) for t in value["tokens"]), arr)
+        else:
+            edits[name] = np.array(value, dtype=np.float64)
+        arr = edits[name][1] if name == "x" else edits[name]
+        if not np.isfinite(arr).all():
+            raise ValueError("not finite")
+    return edits
+
+
+def show_notices() -> None:
+    for notice in st.session_state.get(NOTICES_KEY, []):
+        st.warning(f"Shared link: {notice}.")
+    if st.session_state.get("link_has_edits") is False:
+        st.caption("Your edited matrices are too large for the link: it has the settings but "
+                   "not the edits.")

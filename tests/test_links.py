@@ -1,0 +1,85 @@
+"""Shared links: the URL's query string reopens the same view; garbage never raises."""
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import attnviz
+import attnviz.model
+from tests.apptest_helpers import ROOT, TIMEOUT, charts, heatmap_z, no_exceptions
+
+EVERY_SETTING = {
+    "mode": "Sentence", "sentence": "早上好 the cat", "d_model": "12", "num_heads": "3",
+    "d_k": "5", "init": "kaiming", "seed": "7", "bias": "1", "scaled": "0", "causal": "1",
+    "positional": "1", "max_tokens": "4", "step": "weights", "head": "2",
+}
+
+
+def open_link(params: dict, page: str | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    return at
+
+
+def expected_weights_every_setting() -> np.ndarray:
+    """The same view computed straight from the engine, not through the app."""
+    tokens = attnviz.tokenize("早上好 the cat")[:4]
+    x = attnviz.embed_tokens(tokens, 12, seed=7) + attnviz.sinusoidal_positions(4, 12)
+    w = attnviz.MultiHeadWeights.random(12, 3, d_k=5, d_v=5, init="kaiming", seed=7, bias=True)
+    return attnviz.trace_attention(x, w, causal=True, scale=1.0).weights[2]
+
+
+def test_a_link_with_every_setting_reproduces_the_trace():
+    at = open_link(EVERY_SETTING, "pages/steps.py")
+    no_exceptions(at)
+    assert at.session_state["step"] == "weights" and at.session_state["head"] == 2
+    shown = heatmap_z(charts(at)[0])
+    want = expected_weights_every_setting()
+    np.testing.assert_allclose(np.nan_to_num(shown, nan=0.0), want, atol=1e-12)
+    assert any("only the first 4" in i.value for i in at.info)
+
+
+def test_the_app_writes_what_differs_from_the_defaults_into_the_url():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.session_state["sentence"] = "hello world"
+    at.session_state["num_heads"] = 2
+    at.session_state["causal"] = True
+    at.run()
+    assert dict(at.query_params) == {"sentence": "hello world", "num_heads": "2",
+                                     "causal": "1"}
+
+
+def test_edited_matrices_travel_in_the_link():
+    first = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    state = {"sentence": "a b", "d_model": 2, "num_heads": 1}
+    for key, value in state.items():
+        first.session_state[key] = value
+    signature = attnviz.model.weights_signature(attnviz.model.Settings(**state))
+    w_v = np.array([[[0.5, -1.0], [2.0, 0.25]]])
+    first.session_state["edits"] = {signature: {"x": (("a", "b"), np.array([[1.0, 2], [3, 4]])),
+                                                "w_v": w_v}}
+    first.run()
+    link = dict(first.query_params)
+    assert "edits" in link and link["sentence"] == "a b"
+    again = open_link({**link, "step": "v"}, "pages/steps.py")
+    np.testing.assert_allclose(heatmap_z(charts(again)[0]), np.array([[1, 2], [3, 4]]) @ w_v[0])
+
+
+@pytest.mark.parametrize("params", [
+    {"d_model": "lots", "num_heads": "-3", "seed": "1e99"},
+    {"mode": "<script>", "preset": "nope", "init": "0", "bias": "maybe"},
+    {"edits": "not base64!", "step": "nope", "head": "99", "query": "x"},
+    {"edits": "eJzLSM3JyVcozy_KSQEAGgQEXQ", "max_tokens": "100000"},
+    {"sentence": "x" * 30_000, "unknown": "1", "layer": "42", "d_k": "999999999999"},
+])
+def test_garbage_in_the_link_falls_back_with_a_notice(params):
+    for page in (None, "pages/steps.py", "pages/multihead.py", "pages/inputs.py"):
+        at = open_link(params, page)
+        no_exceptions(at)
+    at = open_link(params)
+    assert at.warning or at.error
