@@ -1,0 +1,485 @@
+"""Plotly figures of an AttentionTrace: heatmaps that read like the tutorials' tables.
+
+Plain plotly (no streamlit), so every builder works in a notebook too:
+
+    fig = attnviz.figures.step_figure(t, "weights", head=0, tokens_q=tokens, tokens_k=tokens)
+    fig.show()
+
+Heatmap conventions (SPEC.md), followed by every builder here:
+
+- token labels on both axes, queries on rows and keys on columns; a token that occurs twice
+  stays two rows ("the (1)", "the (5)"), and labels are HTML-escaped because plotly renders
+  some HTML in labels;
+- the first row at the top, like a table (the y axis is reversed);
+- the exact value on hover; numbers printed in the cells only for small matrices;
+- a diverging colour scale centred on 0 for signed arrays, a fixed 0–1 scale for weights, set
+  explicitly because streamlit's plotly theme overrides plotly's defaults;
+- masked cells (−∞ scores, the 0 weights they become) drawn grey by a second trace, and their
+  hover says "masked".
+
+Large matrices go to plotly as float32 numpy arrays, which plotly serialises as compact base64,
+with no per-cell text: a 128 × 128 heatmap is about 0.1 MB of JSON.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections import Counter
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .engine import AttentionTrace
+from .errors import AttnvizInputError
+
+SIGNED_COLORSCALE = "RdBu_r"      # diverging, blue < 0 < red; centred on 0 by zmid
+WEIGHTS_COLORSCALE = "Blues"      # sequential, on the fixed range 0–1
+MASKED_COLOR = "#8c8c8c"          # grey: neither end nor middle of either scale
+BOUNDARY_COLOR = "black"
+VALUES_MAX_SIDE = 20              # numbers in the cells up to 20 × 20 (show_values=None)
+GRID_VALUES_MAX_SIDE = 6          # the same, for one facet of heads_grid
+FLOAT64_MAX_CELLS = 400           # larger matrices are sent as float32
+KINDS = ("signed", "weights")
+
+_CELL_FORMAT = {"signed": ".3~g", "weights": ".2f"}       # d3-format of the numbers in cells
+
+
+# ---- public builders ---------------------------------------------------------------------------
+
+def heatmap(array2d, *, row_labels, col_labels, title: str = "", kind: str = "signed",
+            masked=None, row_title: str = "query", col_title: str = "key",
+            show_values: bool | None = None) -> go.Figure:
+    """A heatmap of one matrix that reads like a table.
+
+    Parameters
+    ----------
+    array2d : array-like, shape (n_rows, n_cols)
+        The numbers. −∞ cells (masked scores) are shown as masked, whatever `masked` says.
+    row_labels : sequence of str, length n_rows
+        One label per row, top to bottom (usually the query tokens). Duplicates are kept apart
+        by their 1-based position: ``["the", "cat", "the"]`` → ``"the (1)", "cat", "the (3)"``.
+    col_labels : sequence of str, length n_cols
+        One label per column, left to right (key tokens, or features ``d0, d1, …``).
+    title : str
+        The figure title. Plotly renders some HTML in it (``<br>``, ``<b>``): escape user text
+        with ``html.escape`` before putting it here. Labels are escaped for you.
+    kind : "signed" or "weights"
+        "signed": diverging colour scale centred on 0. "weights": sequential scale fixed to
+        0–1 (attention weights).
+    masked : bool array-like, shape (n_rows, n_cols), optional
+        True where the cell is masked: drawn grey, hover says "masked".
+    row_title, col_title : str
+        Axis titles, also the names in the hover text.
+    show_values : bool, optional
+        Print the numbers in the cells. None (default): only when both sides are at most
+        VALUES_MAX_SIDE (20).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        ``fig.data[0]`` is the heatmap of the values (NaN where masked); ``fig.data[1]``, present
+        only when some cell is masked, is the grey overlay named "masked".
+    """
+    a = _as_2d(array2d, "array2d")
+    kind = _check_kind(kind)
+    rows = _labels(row_labels, a.shape[0], "row_labels")
+    cols = _labels(col_labels, a.shape[1], "col_labels")
+    marked = _marked_cells(a, masked)
+    if show_values is None:
+        show_values = max(a.shape) <= VALUES_MAX_SIDE
+    hover = f"{_esc(row_title)}: %{{y}}<br>{_esc(col_title)}: %{{x}}<br>"
+    fig = go.Figure(_matrix_traces(a, rows, cols, marked, kind=kind, hover=hover,
+                                   show_values=show_values, colour=_colour_props(kind)))
+    fig.update_layout(title=dict(text=title), height=_height(a.shape[0]),
+                      margin=dict(l=10, r=10, t=60 if title else 30, b=10))
+    _category_axis(fig.layout.xaxis, cols, col_title)
+    _category_axis(fig.layout.yaxis, rows, row_title, top_down=True)
+    return fig
+
+
+def step_figure(trace: AttentionTrace, step_name: str, *, head: int = 0, tokens_q=None,
+                tokens_k=None, query: int | None = None) -> go.Figure:
+    """The heatmap of one step of ``trace.steps``, for one head.
+
+    Parameters
+    ----------
+    trace : AttentionTrace
+        The computation to show.
+    step_name : str
+        A name from ``[s.name for s in trace.steps]``: "x", "q", "k", "v", "scores",
+        "scaled_scores", "masked_scores", "weights", "weighted_values", "z", "concat", "output".
+        "concat" gives :func:`concat_figure`.
+    head : int
+        Which head, for per-head steps (ignored by the others).
+    tokens_q : sequence of str, optional
+        One label per query position; default ``q1, q2, …``.
+    tokens_k : sequence of str, optional
+        One label per key position; default `tokens_q` for self-attention, else ``k1, k2, …``.
+    query : int, optional
+        For "weighted_values" only: the 0-based query position whose weighted value vectors
+        (keys × features, ``trace.weighted_values(head)[query]``) are shown; default 0.
+
+    Rows and columns follow the step's axes: "query" rows/columns get `tokens_q`, "key" ones
+    `tokens_k`, "feature" ones ``d0, d1, …``. The "weights" step uses the fixed 0–1 scale, every
+    other step the diverging one; "masked_scores" and "weights" mark the masked cells.
+    """
+    step = trace.step(step_name)
+    if step.name == "concat":
+        return concat_figure(trace, tokens_q)
+    tokens_q, tokens_k = _trace_tokens(trace, tokens_q, tokens_k)
+    a = trace.step_array(step.name, head)
+    axes = step.axes[1:] if step.per_head else step.axes
+    title = step.title + (f" — head {head}" if step.per_head else "")
+    if a.ndim == 3:                                          # weighted values (n_q, n_k, d_v)
+        query = _check_index(0 if query is None else query, trace.n_q, "query")
+        a, axes = a[query], axes[1:]                         # (n_k, d_v)
+        title += f" — query {_esc(tokens_q[query])}"
+    names = {"query": tokens_q, "key": tokens_k}
+    row_labels, col_labels = (names.get(ax) or _feature_labels(n)
+                              for ax, n in zip(axes, a.shape))
+    masked = _step_mask(trace, head) if step.name in ("masked_scores", "weights") else None
+    return heatmap(a, row_labels=row_labels, col_labels=col_labels, title=title,
+                   kind="weights" if step.name == "weights" else "signed", masked=masked,
+                   row_title=axes[0], col_title=axes[1])
+
+
+def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols: int = 4,
+               step_name: str = "weights", show_values: bool | None = None) -> go.Figure:
+    """One figure with a facet per head, all on one shared colour scale.
+
+    Parameters
+    ----------
+    trace : AttentionTrace
+        The computation to show.
+    tokens_q, tokens_k : sequence of str, optional
+        Query and key labels, as in :func:`step_figure`.
+    max_cols : int
+        At most this many facets side by side; the heads fill rows left to right, top to
+        bottom, balanced (6 heads with max_cols=4 make 2 rows of 3).
+    step_name : str
+        A per-head step with a 2-D slice per head: "weights" (default, fixed 0–1 scale),
+        "scores", "scaled_scores", "masked_scores", "q", "k", "v" or "z" (diverging scale
+        centred on 0, shared by all heads).
+    show_values : bool, optional
+        Print the numbers in the cells; None (default): only when every side of a facet is at
+        most GRID_VALUES_MAX_SIDE (6).
+
+    The traces are, for each head h in order, the heatmap named "head h" followed, when that
+    head has masked cells, by its grey overlay named "head h masked". The colour scale lives in
+    ``fig.layout.coloraxis``.
+    """
+    step = trace.step(step_name)
+    if not step.per_head or step.array is None:
+        raise AttnvizInputError(
+            f"heads_grid shows a per-head matrix step (weights, scores, q, k, v, z …), "
+            f"not {step_name!r}")
+    if isinstance(max_cols, bool) or not isinstance(max_cols, (int, np.integer)) or max_cols < 1:
+        raise AttnvizInputError(f"max_cols must be a whole number ≥ 1, not {max_cols!r}")
+    tokens_q, tokens_k = _trace_tokens(trace, tokens_q, tokens_k)
+    kind = "weights" if step.name == "weights" else "signed"
+    _, n_rows_each, n_cols_each = step.array.shape           # (H, rows, cols)
+    names = {"query": tokens_q, "key": tokens_k}
+    row_ax, col_ax = step.axes[1:]
+    rows = _labels(names.get(row_ax) or _feature_labels(n_rows_each), n_rows_each, row_ax)
+    cols = _labels(names.get(col_ax) or _feature_labels(n_cols_each), n_cols_each, col_ax)
+    if show_values is None:
+        show_values = max(n_rows_each, n_cols_each) <= GRID_VALUES_MAX_SIDE
+
+    h = trace.num_heads
+    grid_rows = -(-h // max_cols)
+    grid_cols = -(-h // grid_rows)
+    fig = make_subplots(rows=grid_rows, cols=grid_cols,
+                        subplot_titles=[f"head {i}" for i in range(h)],
+                        horizontal_spacing=min(0.04, 1 / max(grid_cols - 1, 1) - 1e-6),
+                        vertical_spacing=min(0.3 / grid_rows, 1 / max(grid_rows - 1, 1) - 1e-6))
+    masks = _step_mask_all(trace) if step.name in ("masked_scores", "weights") else None
+    for i in range(h):
+        r, c = divmod(i, grid_cols)
+        hover = f"head {i}<br>{row_ax}: %{{y}}<br>{col_ax}: %{{x}}<br>"
+        traces = _matrix_traces(step.array[i], rows, cols,
+                                None if masks is None else masks[i], kind=kind, hover=hover,
+                                show_values=show_values, colour=dict(coloraxis="coloraxis"))
+        traces[0].name = f"head {i}"
+        for tr in traces[1:]:
+            tr.name = f"head {i} masked"
+        for tr in traces:
+            fig.add_trace(tr, row=r + 1, col=c + 1)
+        last_in_column = i + grid_cols >= h
+        _category_axis(fig.get_subplot(r + 1, c + 1).xaxis, cols,
+                       col_ax if last_in_column else None, ticklabels=last_in_column)
+        _category_axis(fig.get_subplot(r + 1, c + 1).yaxis, rows,
+                       row_ax if c == 0 else None, top_down=True, ticklabels=c == 0)
+    fig.update_layout(coloraxis=_coloraxis(kind), title=dict(text=step.title + " — every head"),
+                      height=80 + grid_rows * _facet_height(n_rows_each),
+                      margin=dict(l=10, r=10, t=80, b=10))
+    return fig
+
+
+def concat_figure(trace: AttentionTrace, tokens_q=None) -> go.Figure:
+    """The concatenation Concat(Z_1 … Z_H), (n_q, H·d_v), with the heads' blocks marked.
+
+    Parameters
+    ----------
+    trace : AttentionTrace
+        The computation to show.
+    tokens_q : sequence of str, optional
+        One label per query position (the rows); default ``q1, q2, …``.
+
+    Columns are labelled ``h0·d0, h0·d1, …, h1·d0, …``; a vertical line (a layout shape)
+    separates consecutive heads and a "head h" annotation sits above each block.
+    """
+    tokens_q, _ = _trace_tokens(trace, tokens_q, None)
+    h, d_v = trace.num_heads, trace.d_v
+    cols = [f"h{i}·d{j}" for i in range(h) for j in range(d_v)]
+    fig = heatmap(trace.concat, row_labels=tokens_q, col_labels=cols,
+                  title=trace.step("concat").title, kind="signed", row_title="query",
+                  col_title="feature (heads side by side)")
+    for i in range(1, h):                                    # between block i-1 and block i
+        fig.add_shape(type="line", x0=i * d_v - 0.5, x1=i * d_v - 0.5, y0=0, y1=1,
+                      xref="x", yref="paper", line=dict(color=BOUNDARY_COLOR, width=2))
+    for i in range(h):
+        fig.add_annotation(x=i * d_v + (d_v - 1) / 2, y=1, xref="x", yref="paper",
+                           yanchor="bottom", text=f"head {i}", showarrow=False)
+    fig.update_layout(margin=dict(t=90), title=dict(y=0.98, yanchor="top"))
+    return fig
+
+
+def query_vector_figure(trace: AttentionTrace, query: int, *, head: int = 0, tokens_q=None,
+                        tokens_k=None) -> go.Figure:
+    """One query's row through the steps, as bars over the keys (tutorials 000 and 003).
+
+    Parameters
+    ----------
+    trace : AttentionTrace
+        The computation to show.
+    query : int
+        The 0-based query position.
+    head : int
+        Which head.
+    tokens_q, tokens_k : sequence of str, optional
+        Query and key labels, as in :func:`step_figure`.
+
+    Three stacked bar charts sharing the key axis: the scores q·k_j, the scaled (and masked)
+    scores, and the softmax weights (y fixed to 0–1). Masked keys get a grey bar of height 0
+    labelled "−∞" or "0".
+    """
+    tokens_q, tokens_k = _trace_tokens(trace, tokens_q, tokens_k)
+    head = trace._check_head(head)
+    query = _check_index(query, trace.n_q, "query")
+    keys = _labels(tokens_k, trace.n_k, "tokens_k")
+    masked = _step_mask(trace, head)[query]                   # (n_k,)
+    scale = (r"÷ √d_k" if math.isclose(trace.scale, 1 / math.sqrt(trace.d_k))
+             else f"× {trace.scale:g}")
+    rows = [(trace.scores[head, query], "score q·k", "signed"),
+            (trace.masked_scores[head, query], f"scaled score ({scale})", "signed"),
+            (trace.weights[head, query], "weight (softmax)", "weights")]
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=[name for _, name, _ in rows])
+    show = trace.n_k <= VALUES_MAX_SIDE
+    for r, (values, name, kind) in enumerate(rows, start=1):
+        marked = masked if r > 1 else np.zeros_like(masked)
+        fig.add_trace(_bars(values, keys, marked, name=name, kind=kind, show_values=show),
+                      row=r, col=1)
+        _category_axis(fig.get_subplot(r, 1).xaxis, keys, "key" if r == 3 else None,
+                       ticklabels=r == 3)
+    fig.update_yaxes(range=[0, 1], row=3, col=1)
+    fig.update_layout(showlegend=False, height=520, margin=dict(l=10, r=10, t=80, b=10),
+                      title=dict(text=f"Query {_esc(tokens_q[query])} — head {head}"))
+    return fig
+
+
+# ---- traces ------------------------------------------------------------------------------------
+
+def _matrix_traces(a: np.ndarray, rows: list[str], cols: list[str], marked, *, kind: str,
+                   hover: str, show_values: bool, colour: dict) -> list[go.Heatmap]:
+    """The heatmap of `a` (NaN where marked) and, if any cell is marked, its grey overlay."""
+    z = _plotly_floats(a)
+    if marked is not None and marked.any():
+        z = np.where(marked, np.nan, z).astype(z.dtype)
+    value_name = "weight" if kind == "weights" else "value"
+    base = go.Heatmap(z=z, x=cols, y=rows, hoverongaps=False, **colour,
+                      hovertemplate=f"{hover}{value_name}: %{{z:{_hover_format(z)}}}"
+                                    "<extra></extra>",
+                      texttemplate=f"%{{z:{_CELL_FORMAT[kind]}}}" if show_values else None)
+    if marked is None or not marked.any():
+        return [base]
+    label = _masked_label(a, marked)
+    overlay = go.Heatmap(z=np.where(marked, np.float32(1), np.float32(np.nan)), x=cols, y=rows,
+                         name="masked", colorscale=[[0, MASKED_COLOR], [1, MASKED_COLOR]],
+                         zmin=0, zmax=1, showscale=False, hoverongaps=False,
+                         hovertemplate=f"{hover}masked ({label})<extra></extra>",
+                         texttemplate=label if show_values else None)
+    return [base, overlay]
+
+
+def _bars(values: np.ndarray, keys: list[str], marked: np.ndarray, *, name: str, kind: str,
+          show_values: bool) -> go.Bar:
+    """Bars of one row of values over the keys; masked keys grey with height 0."""
+    y = np.where(marked, 0.0, values).astype(np.float64)
+    if kind == "weights":
+        colours = np.where(marked, MASKED_COLOR, "#2171b5")
+    else:
+        colours = np.where(marked, MASKED_COLOR, np.where(y < 0, "#2166ac", "#b2182b"))
+    label = _masked_label(values, marked) if marked.any() else ""
+    text = [f"masked ({label})" if m else "" for m in marked] if marked.any() else None
+    return go.Bar(x=keys, y=y, name=name, marker_color=colours.tolist(), customdata=text,
+                  hovertemplate=f"key: %{{x}}<br>{name}: %{{y:.15~g}}"
+                                + (" %{customdata}" if text else "") + "<extra></extra>",
+                  texttemplate=f"%{{y:{_CELL_FORMAT[kind]}}}" if show_values else None,
+                  textposition="outside" if show_values else None)
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+def _as_2d(array, name: str) -> np.ndarray:
+    try:
+        a = np.asarray(array)
+    except (TypeError, ValueError) as exc:
+        raise AttnvizInputError(f"{name} is not an array of numbers ({exc})") from None
+    if a.ndim != 2 or a.size == 0:
+        raise AttnvizInputError(f"{name} must be a non-empty 2-D array, not shape {a.shape}")
+    if a.dtype == bool or not np.issubdtype(a.dtype, np.number) \
+            or np.issubdtype(a.dtype, np.complexfloating):
+        raise AttnvizInputError(f"{name} must hold real numbers, not {a.dtype} values")
+    return a if np.issubdtype(a.dtype, np.floating) else a.astype(np.float64)
+
+
+def _check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise AttnvizInputError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    return kind
+
+
+def _check_index(i, n: int, name: str) -> int:
+    if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < n:
+        raise AttnvizInputError(f"{name} must be a whole number from 0 to {n - 1}, not {i!r}")
+    return int(i)
+
+
+def _esc(text) -> str:
+    """User text made literal for plotly, which renders <b>, <br>, &amp; … in labels."""
+    return html.escape(str(text), quote=False)
+
+
+def _labels(labels, n: int, name: str) -> list[str]:
+    """`labels` as n distinct escaped strings: duplicates (and blanks) get their position."""
+    if labels is None or isinstance(labels, str):
+        raise AttnvizInputError(f"{name} must be a list of {n} labels, not {labels!r}")
+    labels = [str(s) for s in labels]
+    if len(labels) != n:
+        raise AttnvizInputError(f"{name} has {len(labels)} labels for {n} rows or columns")
+    counts = Counter(labels)
+    out, seen = [], set()
+    for i, s in enumerate(labels):
+        if counts[s] > 1 or not s.strip():
+            s = f"{s} ({i + 1})".lstrip()
+        while s in seen:                                     # "a (2)" given and made
+            s += "′"
+        seen.add(s)
+        out.append(_esc(s))
+    return out
+
+
+def _feature_labels(n: int) -> list[str]:
+    return [f"d{j}" for j in range(n)]
+
+
+def _trace_tokens(trace: AttentionTrace, tokens_q, tokens_k) -> tuple[list[str], list[str]]:
+    """Raw (unescaped) query and key labels, checked against the trace's n_q and n_k."""
+    self_attention = trace.context is None and trace.n_k == trace.n_q
+    if tokens_q is None:
+        tokens_q = [f"q{i + 1}" for i in range(trace.n_q)]
+    elif tokens_k is None and self_attention:
+        tokens_k = tokens_q
+    if tokens_k is None:
+        tokens_k = [f"k{j + 1}" for j in range(trace.n_k)]
+    for name, tokens, n in (("tokens_q", tokens_q, trace.n_q), ("tokens_k", tokens_k, trace.n_k)):
+        if isinstance(tokens, str) or len(tokens) != n:
+            raise AttnvizInputError(
+                f"{name} must have one label per position ({n}), not {len(tokens)}"
+                if not isinstance(tokens, str) else f"{name} must be a list of {n} labels")
+    return [str(s) for s in tokens_q], [str(s) for s in tokens_k]
+
+
+def _step_mask_all(trace: AttentionTrace) -> np.ndarray:
+    """(H, n_q, n_k) True where a key is masked: the bool mask or a −∞ from a float mask."""
+    marked = np.isneginf(trace.masked_scores)
+    if trace.mask is not None:
+        marked |= np.broadcast_to(trace.mask, marked.shape)
+    return marked
+
+
+def _step_mask(trace: AttentionTrace, head: int) -> np.ndarray:
+    """(n_q, n_k) masked cells of one head."""
+    marked = np.isneginf(trace.masked_scores[head])
+    if trace.mask is not None:
+        marked |= np.broadcast_to(trace.mask, trace.masked_scores.shape)[head]
+    return marked
+
+
+def _marked_cells(a: np.ndarray, masked) -> np.ndarray | None:
+    """The cells drawn as masked: `masked` plus every non-finite value (−∞ scores)."""
+    marked = ~np.isfinite(a)
+    if masked is not None:
+        m = np.asarray(masked)
+        if m.dtype != bool or m.shape != a.shape:
+            raise AttnvizInputError(
+                f"masked must be a bool array of shape {a.shape}, not {m.dtype} {m.shape}")
+        marked |= m
+    return marked if marked.any() else None
+
+
+def _masked_label(a: np.ndarray, marked: np.ndarray) -> str:
+    """What the masked cells hold, if they all hold the same: "−∞" (scores), "0" (weights)."""
+    values = np.unique(np.asarray(a)[marked])
+    if len(values) != 1:
+        return "various"
+    v = float(values[0])
+    return "−∞" if v == -math.inf else "+∞" if v == math.inf else "NaN" if math.isnan(v) \
+        else f"{v:.6g}"
+
+
+def _plotly_floats(a: np.ndarray) -> np.ndarray:
+    """What plotly gets: float32 for large matrices (half the JSON), the float64 values of
+    small ones untouched (exact hover)."""
+    if a.dtype == np.float32 or a.size > FLOAT64_MAX_CELLS:
+        return np.ascontiguousarray(a, dtype=np.float32)
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _hover_format(z: np.ndarray) -> str:
+    """Every significant digit the sent dtype holds, trailing zeros trimmed."""
+    return ".7~g" if z.dtype == np.float32 else ".15~g"
+
+
+def _colour_props(kind: str) -> dict:
+    if kind == "weights":
+        return dict(colorscale=WEIGHTS_COLORSCALE, zmin=0.0, zmax=1.0)
+    return dict(colorscale=SIGNED_COLORSCALE, zmid=0.0)
+
+
+def _coloraxis(kind: str) -> dict:
+    if kind == "weights":
+        return dict(colorscale=WEIGHTS_COLORSCALE, cmin=0.0, cmax=1.0)
+    return dict(colorscale=SIGNED_COLORSCALE, cmid=0.0)
+
+
+def _category_axis(axis, labels: list[str], title: str | None, *, top_down: bool = False,
+                   ticklabels: bool = True) -> None:
+    """Labels as categories in the given order (never parsed as numbers or dates); for rows,
+    the first at the top."""
+    axis.update(type="category", categoryorder="array", categoryarray=labels,
+                showticklabels=ticklabels, showgrid=False, zeroline=False, automargin=True,
+                title=dict(text=_esc(title) if title else None))
+    if top_down:
+        axis.update(autorange="reversed")
+
+
+def _height(n_rows: int) -> int:
+    return int(min(820, max(280, 140 + 24 * n_rows)))
+
+
+def _facet_height(n_rows: int) -> int:
+    return int(min(420, max(240, 120 + 14 * n_rows)))
