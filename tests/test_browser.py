@@ -53,11 +53,16 @@ def type_sentence(page, text: str) -> None:
     wait_for_app(page)
 
 
+def wait_for_tick(page, text: str) -> None:
+    """Wait until some heatmap's x-axis label contains `text`."""
+    page.wait_for_function(
+        "t => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text'))"
+        ".some(e => e.textContent.includes(t))", arg=text, timeout=30_000)
+
+
 def test_typed_sentence_becomes_the_heatmap_labels(page):
     type_sentence(page, "Thinking machines think")
-    page.wait_for_function(
-        "() => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text'))"
-        ".some(e => e.textContent.includes('machines'))", timeout=30_000)
+    wait_for_tick(page, "machines")
     labels = tick_labels(page)
     for token in ("Thinking", "machines", "think"):
         assert any(token in lab for lab in labels), (token, labels[:20])
@@ -66,9 +71,7 @@ def test_typed_sentence_becomes_the_heatmap_labels(page):
 
 def test_chinese_sentence_renders(page):
     type_sentence(page, "早上好")
-    page.wait_for_function(
-        "() => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text'))"
-        ".some(e => e.textContent.includes('早'))", timeout=30_000)
+    wait_for_tick(page, "早")
     assert {"早", "上", "好"} <= {lab.strip() for lab in tick_labels(page)}
 
 
@@ -84,9 +87,7 @@ def test_every_page_opens_without_exception(page, link, title):
 
 def test_html_in_the_sentence_shows_as_text(page):
     type_sentence(page, "<b>bold</b> <script>alert('x')</script> <img src=x onerror=alert(1)>")
-    page.wait_for_function(
-        "() => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text'))"
-        ".some(e => e.textContent.includes('bold'))", timeout=30_000)
+    wait_for_tick(page, "bold")
     labels = tick_labels(page)
     assert any(lab.startswith("<") for lab in labels)
     assert any(lab.startswith("script") for lab in labels)

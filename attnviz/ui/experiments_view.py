@@ -25,6 +25,15 @@ def _weights_for(view: View) -> MultiHeadWeights:
     return MultiHeadWeights.random(d, 1, d_k=max(1, min(d, 8)), d_v=max(1, min(d, 8)))
 
 
+def _tutorial_or_user_x(view: View, preset_name: str, label: str, key: str):
+    """A radio between a tutorial preset's X and the user's own X: (x, tokens)."""
+    source = st.radio("Input", [label, "your input X"], horizontal=True, key=f"{key}_source")
+    if source != label and view.trace.x is not None:
+        return view.trace.x, view.tokens_q
+    preset = load_preset(preset_name)
+    return preset.x, preset.tokens
+
+
 def _heat(a, rows, cols, *, key: str, title: str = "", kind: str = "signed", masked=None,
           row_title: str = "query", col_title: str = "key") -> None:
     widgets.chart(figures.heatmap(a, row_labels=rows, col_labels=cols, title=title, kind=kind,
@@ -62,13 +71,7 @@ def tied_tab(view: View) -> None:
     st.markdown("**Why do W_Q and W_K differ?** With one matrix for both, S = (XW)(XW)ᵀ is "
                 "symmetric: token i scores token j exactly as j scores i (tutorial 004). "
                 "Attention often must be one-sided (\"it\" looks at \"animal\", not back).")
-    source = st.radio("Input", ["tutorial 004's X (5×10)", "your input X"], horizontal=True,
-                      key="exp_tied_source")
-    if source.startswith("your") and view.trace.x is not None:
-        x, tokens = view.trace.x, view.tokens_q
-    else:
-        preset = load_preset("tied_qk")
-        x, tokens = preset.x, preset.tokens
+    x, tokens = _tutorial_or_user_x(view, "tied_qk", "tutorial 004's X (5×10)", "exp_tied")
     r = experiments.tied_vs_separate(x, d_k=8)
     c = st.columns(2)
     for col, name, t in ((c[0], "tied W_Q = W_K", r.tied), (c[1], "separate W_Q, W_K",
@@ -83,13 +86,7 @@ def raw_tab(view: View) -> None:
     st.markdown("**Raw self-attention: softmax(X Xᵀ) X** (tutorial 001). No W at all: X Xᵀ "
                 "holds every pair's dot product, a similarity; softmax turns each row into "
                 "weights; multiplying by X mixes the token vectors by those weights.")
-    source = st.radio("Input", ["早上好 (tutorial 001)", "your input X"], horizontal=True,
-                      key="exp_raw_source")
-    if source.startswith("your") and view.trace.x is not None:
-        x, tokens = view.trace.x, view.tokens_q
-    else:
-        preset = load_preset("zao_shang_hao")
-        x, tokens = preset.x, preset.tokens
+    x, tokens = _tutorial_or_user_x(view, "zao_shang_hao", "早上好 (tutorial 001)", "exp_raw")
     t = experiments.raw_self_attention(x)
     c = st.columns(2)
     with c[0]:
