@@ -195,3 +195,15 @@ def test_pages_offer_every_export(page):
     at = open_page(page)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["NumPy .npz", "CSV files (.zip)", "JSON", "HTML report (offline)"]
+
+
+def test_chart_camera_saves_png_or_svg_with_a_descriptive_name():
+    import json as _json
+
+    at = open_page("pages/steps.py", step="weights")
+    config = _json.loads(at.get("plotly_chart")[0].proto.config)
+    assert config["toImageButtonOptions"] == {"format": "png", "filename": "attnviz_step_weights",
+                                              "scale": 2}
+    at.radio(key="image_format").set_value("svg").run()
+    config = _json.loads(at.get("plotly_chart")[0].proto.config)
+    assert config["toImageButtonOptions"]["format"] == "svg"

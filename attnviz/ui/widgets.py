@@ -9,7 +9,8 @@ from streamlit.errors import StreamlitPageNotFoundError
 
 from ..model import View
 
-PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+IMAGE_FORMAT_KEY = "image_format"
+IMAGE_FORMATS = ("png", "svg")
 TABLE_MAX_CELLS = 40_000      # larger tables show their first rows only
 
 
@@ -44,7 +45,14 @@ def table(array: np.ndarray, rows, cols, *, key: str | None = None) -> None:
 
 
 def chart(fig, *, key: str) -> None:
-    st.plotly_chart(fig, key=key, config=PLOT_CONFIG, theme=None)
+    """A plotly chart whose camera button saves it as PNG or SVG (the Download expander's
+    choice) under a file name that says what it shows."""
+    fmt = st.session_state.get(IMAGE_FORMAT_KEY, "png")
+    fmt = fmt if fmt in IMAGE_FORMATS else "png"
+    config = {"displaylogo": False,
+              "toImageButtonOptions": {"format": fmt, "filename": f"attnviz_{key}",
+                                       "scale": 2 if fmt == "png" else 1}}
+    st.plotly_chart(fig, key=key, config=config, theme=None)
 
 
 def head_picker(view: View, *, key: str = "head") -> int:
@@ -98,7 +106,8 @@ def downloads(view: View, *, key: str) -> None:
         cols[3].download_button("HTML report (offline)",
                                 lambda: report_html(t, tokens_q, tokens_k),
                                 "attnviz_report.html", "text/html", key=f"{key}_html")
-        st.caption("Heatmaps: the camera icon above each chart saves it as PNG.")
+        st.radio("The camera icon above each chart saves it as", IMAGE_FORMATS,
+                 key=IMAGE_FORMAT_KEY, horizontal=True, format_func=str.upper)
 
 
 def feature_labels(n: int, prefix: str = "d") -> list[str]:
