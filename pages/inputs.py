@@ -14,8 +14,9 @@ if not widgets.show_status(view):
 
 names = edit_view.editable_names(view)
 if not names:
-    st.info("Q, K and V were entered directly in the sidebar: edit them there. There are no "
-            "weight matrices in this mode.")
+    st.info("This input has no weight matrices: Q, K and V (or X, for raw self-attention) are "
+            "given directly. Edit such numbers with the sidebar's “Q, K, V” or “Matrix X” "
+            "input.")
     st.stop()
 
 edit_view.actions(view)
