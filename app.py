@@ -16,6 +16,7 @@ PAGES = [
     st.Page("pages/steps.py", title="Step by step", icon=":material/footprint:"),
     st.Page("pages/multihead.py", title="Multi-head", icon=":material/view_module:"),
     st.Page("pages/experiments.py", title="Experiments", icon=":material/science:"),
+    st.Page("pages/pretrained.py", title="Pretrained model", icon=":material/neurology:"),
 ]
 
 page = st.navigation(PAGES)

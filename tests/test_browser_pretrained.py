@@ -1,0 +1,91 @@
+"""The Pretrained model page in headless Chromium: its pictures and lines are drawn, the head
+view's legend hides a head, and "Step through this head" opens Step by step. Under CI=true these
+never skip."""
+
+import os
+
+import pytest
+
+from tests.browser_helpers import (CHROMIUM_ARGS, chromium_path, exceptions, running_app,
+                                   wait_for_app)
+
+pytestmark = pytest.mark.browser
+
+MODEL_VIEW_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(el => el.data && el.data.length && el.data.every(tr => tr.type === 'image'))"""
+HEAD_VIEW_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(el => el.data && el.data.some(tr => tr.name === 'queries'))"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = chromium_path()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI=true but Debian's chromium is not installed (.ci/run installs it)")
+        pytest.skip("chromium is not installed: apt-get install -y chromium fonts-noto-cjk")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with running_app() as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser, app_url):
+    """The page at /pretrained. The app's home page is opened first: a server whose first
+    session asks for a sub-page URL runs it in streamlit's old pages/-directory mode, without
+    app.py's navigation and sidebar (streamlit/streamlit#10276)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.goto(app_url)
+    wait_for_app(pg)
+    pg.goto(f"{app_url}/pretrained")
+    pg.get_by_role("heading", name="Pretrained model").first.wait_for(timeout=60_000)
+    wait_for_app(pg)
+    pg.wait_for_function(f"() => ({MODEL_VIEW_JS})() && ({HEAD_VIEW_JS})()", timeout=60_000)
+    yield pg
+    context.close()
+
+
+def test_model_view_and_head_view_are_drawn(page):
+    assert not exceptions(page)
+    assert page.get_by_role("link", name="Pretrained model").count() >= 1   # the app's nav
+    page.wait_for_function(f"() => ({MODEL_VIEW_JS})().querySelectorAll('image').length === 72",
+                           timeout=30_000)
+    sources = page.evaluate(f"() => ({MODEL_VIEW_JS})().data.map(tr => tr.source.slice(0, 22))")
+    assert sources == ["data:image/png;base64,"] * 72
+    head_view_text = page.evaluate(
+        f"() => Array.from(({HEAD_VIEW_JS})().querySelectorAll('text')).map(t => t.textContent)")
+    for token in ("[CLS]", "animal", "tired", "head 0", "head 11"):
+        assert token in head_view_text, token
+    lines = page.evaluate(f"() => ({HEAD_VIEW_JS})().querySelectorAll('.scatterlayer path.js-line')"
+                          ".length")
+    assert lines > 12
+    assert page.locator(".js-plotly-plot").count() >= 3
+
+
+def test_clicking_a_head_in_the_legend_hides_its_lines(page):
+    legend_item = page.locator(".js-plotly-plot .legend .traces").filter(has_text="head 3")
+    legend_item.first.click()
+    page.wait_for_function(f"""() => ({HEAD_VIEW_JS})().data
+        .filter(tr => tr.legendgroup === 'head 3')
+        .every(tr => tr.visible === 'legendonly')""", timeout=10_000)
+    still = page.evaluate(f"""() => ({HEAD_VIEW_JS})().data
+        .filter(tr => tr.legendgroup === 'head 4').map(tr => tr.visible)""")
+    assert all(v in (None, True) for v in still)
+
+
+def test_step_through_this_head_opens_step_by_step(page):
+    page.get_by_role("button", name="Step through this head").click()
+    page.get_by_role("heading", name="Step by step").first.wait_for(timeout=30_000)
+    wait_for_app(page)
+    assert page.get_by_role("radio", name="Pretrained model").is_checked()
+    assert not exceptions(page)

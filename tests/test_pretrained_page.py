@@ -1,0 +1,179 @@
+"""The Pretrained model page in AppTest: it shows the model's own weights, every control changes
+what it should, it runs alone and on any input, and it sends little for 128 tokens."""
+
+import numpy as np
+import pytest
+
+from attnviz.pretrained import PretrainedModel
+from tests.apptest_helpers import (chart_bytes, charts, decode, heatmap_z, no_exceptions,
+                                   open_page, page_alone)
+
+PAGE = "pages/pretrained.py"
+DEFAULT = "The animal didn't cross the street because it was too tired"
+LONG = " ".join(f"Sentence {i}: the animal didn't cross the street because it was too tired."
+                for i in range(20))                       # ≈ 340 word pieces
+
+
+@pytest.fixture(scope="module")
+def model():
+    return PretrainedModel.load()
+
+
+def model_view(at) -> dict:
+    return next(f for f in charts(at) if f["data"] and f["data"][0]["type"] == "image")
+
+
+def head_heatmap(at) -> dict:
+    return next(f for f in charts(at) if f["data"][0]["type"] == "heatmap")
+
+
+def head_view(at) -> dict:
+    return next(f for f in charts(at) if any(tr.get("name") == "queries" for tr in f["data"]))
+
+
+def lines(fig: dict) -> set[tuple[int, int, int]]:
+    """(head, query, key) of every line the head view draws."""
+    out = set()
+    for tr in fig["data"]:
+        if tr.get("meta"):
+            y = tr["y"]
+            out |= {(tr["meta"]["head"], y[i], y[i + 1]) for i in range(0, len(y), 3)}
+    return out
+
+
+def labels(fig: dict) -> list[str]:
+    return [t for tr in fig["data"] if tr.get("mode") == "text" for t in tr["text"]]
+
+
+def test_page_runs_alone_and_shows_the_models_weights(model):
+    at = page_alone(PAGE)
+    no_exceptions(at)
+    assert not at.error
+    run = model.run(DEFAULT)
+    assert list(at.dataframe[0].value.iloc[0]) == run.tokens
+    assert len(model_view(at)["data"]) == 72
+    np.testing.assert_array_equal(heatmap_z(head_heatmap(at)), run.traces[0].weights[0])
+    assert {"[CLS]", "animal", "[SEP]"} <= set(labels(head_view(at)))
+
+
+def test_picking_a_layer_and_head_opens_that_head(model):
+    at = page_alone(PAGE, sentence="Thinking machines think about attention")
+    at.button_group(key="pt_layer").set_value(3)
+    at.button_group(key="pt_head").set_value(7)
+    at.run()
+    no_exceptions(at)
+    fig = head_heatmap(at)
+    expected = model.trace("Thinking machines think about attention")[3].weights[7]
+    np.testing.assert_array_equal(heatmap_z(fig), expected)
+    assert "Layer 3, head 7" in fig["layout"]["title"]["text"]
+    at.button_group(key="pt_head").set_value(0).run()
+    assert not np.array_equal(heatmap_z(head_heatmap(at)), expected)
+
+
+def test_the_sidebar_layer_is_the_first_head_opened(model):
+    at = page_alone(PAGE, mode="Pretrained model", layer=4, head=2)
+    np.testing.assert_array_equal(heatmap_z(head_heatmap(at)), model.trace(DEFAULT)[4].weights[2])
+
+
+def test_chinese_text_shows_its_unknown_characters(model):
+    at = page_alone(PAGE, sentence="早上好，今天天气很好")
+    no_exceptions(at)
+    tokens = model.tokenize("早上好，今天天气很好")
+    assert list(at.dataframe[0].value.iloc[0]) == tokens
+    captions = " ".join(c.value for c in at.caption)
+    assert f"{tokens.count('[UNK]')} of these {len(tokens)} tokens are [UNK]" in captions
+    assert "天" in str(head_heatmap(at)) and "天" in labels(head_view(at))
+
+
+def test_hiding_cls_and_sep_removes_them_from_every_view(model):
+    at = page_alone(PAGE)
+    at.checkbox(key="pt_hide_special").check().run()
+    no_exceptions(at)
+    weights = model.trace(DEFAULT)[0].weights[0]                   # (n, n)
+    heat = head_heatmap(at)
+    np.testing.assert_array_equal(heatmap_z(heat), weights[1:-1, 1:-1])   # not renormalised
+    assert "[CLS]" not in heat["data"][0]["y"] and "[SEP]" not in heat["data"][0]["x"]
+    assert not {"[CLS]", "[SEP]"} & set(labels(head_view(at)))
+    n = len(weights) - 2
+    mv = model_view(at)
+    assert mv["layout"]["xaxis"]["range"] == [0.5, n + 0.5]   # positions as in the token list
+    assert mv["data"][0]["x0"] == 1
+    assert any("not** renormalised" in c.value for c in at.caption)
+
+
+def test_head_view_follows_its_layer_heads_and_token(model):
+    at = page_alone(PAGE)
+    weights = model.trace(DEFAULT)[4].weights                       # (12, n, n)
+    at.selectbox(key="pt_hv_layer").set_value(4).run()
+    expected = {tuple(int(i) for i in idx) for idx in np.argwhere(weights >= 0.05)}
+    assert lines(head_view(at)) == expected
+    at.button_group(key="pt_hv_heads").set_value([2, 5]).run()
+    fig = head_view(at)
+    assert {tr["legendgroup"] for tr in fig["data"] if tr.get("legendgroup")} == \
+        {"head 2", "head 5"}
+    assert lines(fig) == {t for t in expected if t[0] in (2, 5)}
+    it = model.tokenize(DEFAULT).index("it")
+    at.selectbox(key="pt_hv_token").set_value(it).run()
+    assert lines(head_view(at)) == {t for t in expected if t[0] in (2, 5) and t[1] == it}
+    at.button_group(key="pt_hv_heads").set_value([]).run()
+    no_exceptions(at)
+    assert any("at least one head" in i.value for i in at.info)
+
+
+def test_long_text_is_cut_with_a_notice(model):
+    at = page_alone(PAGE, sentence=LONG, max_tokens=16)
+    no_exceptions(at)
+    assert any("the model reads at most 16" in i.value for i in at.info)
+    assert len(at.dataframe[0].value.columns) == 16
+    assert len(heatmap_z(head_heatmap(at))) == 16
+
+
+def test_empty_or_unreadable_text_is_an_error_not_a_crash():
+    for text in ("   ", "\u200b\u200b"):
+        at = page_alone(PAGE, sentence=text)
+        no_exceptions(at)
+        assert at.error and "Cannot run the model" in at.error[0].value
+
+
+def test_stale_or_foreign_widget_values_do_not_break_the_page():
+    at = page_alone(PAGE, pt_layer=99, pt_head="x", pt_hv_heads=[40], pt_hv_token=999,
+                    pt_hv_layer=7, pt_hide_special="yes", layer=-3)
+    no_exceptions(at)
+    assert at.session_state["pt_layer"] == 0 and at.session_state["pt_hv_token"] is None
+
+
+def test_payload_for_128_tokens_is_under_the_budget():
+    at = page_alone(PAGE, sentence=LONG, max_tokens=128)
+    no_exceptions(at)
+    assert len(head_heatmap(at)["data"][0]["y"]) == 128
+    images = sum(len(img.url) for node in at.get("imgs") for img in node.proto.imgs)
+    total = chart_bytes(at) + images   # the model view's pictures are inside its chart
+    assert total <= 3_000_000          # SPEC: a page's figures for 128 tokens (issue 5: 5 MB)
+
+
+def test_step_through_sets_the_step_pages_source_even_alone():
+    at = page_alone(PAGE)
+    at.button_group(key="pt_layer").set_value(2)
+    at.button_group(key="pt_head").set_value(9)
+    at.run()
+    at.button(key="pt_step_through").click().run()
+    no_exceptions(at)
+    assert (at.session_state["mode"], at.session_state["layer"], at.session_state["head"]) == \
+        ("Pretrained model", 2, 9)
+    assert any("Step by step" in i.value for i in at.info)
+
+
+def test_in_the_app_step_through_opens_step_by_step_on_that_head(model):
+    at = open_page(PAGE, mode="Q, K, V", step="weights")
+    no_exceptions(at)
+    assert at.title[0].value == "Pretrained model"
+    at.button_group(key="pt_layer").set_value(1)
+    at.button_group(key="pt_head").set_value(5)
+    at.run()
+    at.button(key="pt_step_through").click().run()
+    no_exceptions(at)
+    assert at.title[0].value == "Step by step"
+    assert at.session_state["mode"] == "Pretrained model"
+    expected = model.trace(DEFAULT, max_tokens=64)[1].weights[5]
+    assert at.session_state["step"] == "weights"
+    np.testing.assert_allclose(decode(charts(at)[0]["data"][0]["z"]), expected, rtol=1e-6)
