@@ -12,20 +12,18 @@ view = state.current_view()
 if not widgets.show_status(view):
     st.stop()
 
-tabs = st.tabs(["√d_k scaling", "Tied vs separate Q/K", "Raw softmax(XXᵀ)X",
-                "Word order & positions", "Masks & padding", "Cross-attention",
-                "Bug: scale after softmax"])
-with tabs[0]:
-    ex.scaling_tab()
-with tabs[1]:
-    ex.tied_tab(view)
-with tabs[2]:
-    ex.raw_tab(view)
-with tabs[3]:
-    ex.order_tab(view)
-with tabs[4]:
-    ex.masks_tab(view)
-with tabs[5]:
-    ex.cross_tab(view)
-with tabs[6]:
-    ex.bug_tab(view)
+EXPERIMENTS = {
+    "√d_k scaling": lambda: ex.scaling_tab(),
+    "Tied vs separate Q/K": lambda: ex.tied_tab(view),
+    "Raw softmax(XXᵀ)X": lambda: ex.raw_tab(view),
+    "Word order & positions": lambda: ex.order_tab(view),
+    "Masks & padding": lambda: ex.masks_tab(view),
+    "Cross-attention": lambda: ex.cross_tab(view),
+    "Bug: scale after softmax": lambda: ex.bug_tab(view),
+}
+# only the open tab is computed and drawn (tabs keep their state under the key "experiment")
+for tab, draw in zip(st.tabs(list(EXPERIMENTS), key="experiment", on_change="rerun"),
+                     EXPERIMENTS.values()):
+    if tab.open:
+        with tab:
+            draw()

@@ -83,10 +83,22 @@ def metrics(at) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+def open_tab(tab: str, **state):
+    """The Experiments page with one tab open (only the open tab is computed and drawn)."""
+    return open_page("pages/experiments.py", experiment=tab, **state)
+
+
+TABS = ("√d_k scaling", "Tied vs separate Q/K", "Raw softmax(XXᵀ)X", "Word order & positions",
+        "Masks & padding", "Cross-attention", "Bug: scale after softmax")
+
+
 def test_page_shows_each_experiments_proof():
-    at = open_page("pages/experiments.py")
-    no_exceptions(at)
-    m = metrics(at)
+    m = {}
+    for tab in TABS:
+        at = open_tab(tab)
+        no_exceptions(at)
+        assert charts(at), tab
+        m.update(metrics(at))
     assert float(m["variance of q·k"]) == pytest.approx(64, rel=0.1)
     assert float(m["max |S − Sᵀ|, tied W_Q = W_K"]) == 0
     assert float(m["max |S − Sᵀ|, separate W_Q, W_K"]) > 0
@@ -97,14 +109,18 @@ def test_page_shows_each_experiments_proof():
     assert float(m["row sums, scale after softmax"]) == pytest.approx(0.5, abs=1e-4)
 
 
+def test_only_the_open_tab_is_drawn():
+    assert set(metrics(open_tab("Masks & padding"))) == {"largest weight on a masked cell"}
+
+
 def test_page_variance_follows_the_d_k_slider():
-    at = open_page("pages/experiments.py")
+    at = open_tab("√d_k scaling")
     at.slider(key="exp_dk").set_value(400).run()
     assert float(metrics(at)["variance of q·k"]) == pytest.approx(400, rel=0.1)
 
 
 def test_page_masks_give_exact_zero_weights_on_pads():
-    at = open_page("pages/experiments.py", sentence="one two three")
+    at = open_tab("Masks & padding", sentence="one two three")
     at.number_input(key="exp_len").set_value(6).run()
     table = next(d.value for d in at.dataframe if "[PAD] (6)" in list(d.value.columns))
     assert table.shape == (6, 6)
@@ -117,14 +133,15 @@ def test_page_masks_give_exact_zero_weights_on_pads():
 
 
 def test_page_cross_attention_is_not_square_and_labelled():
-    at = open_page("pages/experiments.py", sentence="the cat sat")
+    at = open_tab("Cross-attention", sentence="the cat sat")
     at.text_input(key="exp_cross_text").input("le chat").run()
     fig = next(f for f in charts(at) if "queries ×" in str(f["layout"]["title"]))
     assert heatmap_z(fig).shape == (3, 2)
     assert "chat" in str(fig["data"][0]["x"]) and "cat" in str(fig["data"][0]["y"])
 
 
-@pytest.mark.parametrize("mode", ["Preset", "Q, K, V", "Matrix X"])
-def test_page_runs_on_other_inputs(mode):
-    at = open_page("pages/experiments.py", mode=mode)
+@pytest.mark.parametrize("mode", ["Preset", "Q, K, V", "Matrix X", "Pretrained model"])
+@pytest.mark.parametrize("tab", TABS)
+def test_every_tab_runs_on_other_inputs(mode, tab):
+    at = open_tab(tab, mode=mode)
     no_exceptions(at)
