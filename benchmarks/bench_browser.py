@@ -2,8 +2,10 @@
 
     python benchmarks/bench_browser.py [--repeats 3]
 
-Starts the app on a free port, opens each page in a fresh browser context (no cache) and
-prints the median seconds until the first plotly heatmap's SVG exists. Budget (SPEC.md): ≤ 3 s.
+Starts the app on a free port and prints, per page, the median seconds until the first plotly
+heatmap's SVG exists: "cold" opens it in a fresh browser context (empty cache: Streamlit's and
+plotly's JavaScript, ~7 MB, is fetched and compiled first), "warm" in a context that has
+opened the app before (a returning visitor or a second tab). Budget (SPEC.md): ≤ 3 s.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ PAGES = ("", "inputs", "steps", "multihead", "experiments", "pretrained")
 BUDGET_S = 3.0
 
 
+def _time_to_heatmap(tab, address: str) -> float:
+    t0 = time.perf_counter()
+    tab.goto(address)
+    tab.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -35,20 +44,22 @@ def main() -> None:
         warm.goto(url)                      # the server's first run: imports, model load
         warm.wait_for_selector(".js-plotly-plot .main-svg", timeout=120_000)
         warm.close()
-        print(f"{'page':<14} {'first heatmap s':>16} {'budget':>7}")
+        print(f"{'page':<14} {'cold s':>7} {'warm s':>7} {'budget':>7}")
+        warm_context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        warm_tab = warm_context.new_page()
+        warm_tab.goto(url)
+        warm_tab.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
         for page in PAGES:
-            times = []
+            cold, warm = [], []
             for _ in range(args.repeats):
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})
-                tab = context.new_page()
-                t0 = time.perf_counter()
-                tab.goto(f"{url}/{page}")
-                tab.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
-                times.append(time.perf_counter() - t0)
+                cold.append(_time_to_heatmap(context.new_page(), f"{url}/{page}"))
                 context.close()
-            median = statistics.median(times)
-            flag = "" if median <= BUDGET_S else "  OVER"
-            print(f"/{page:<13} {median:>16.2f} {BUDGET_S:>7.1f}{flag}")
+                warm.append(_time_to_heatmap(warm_tab, f"{url}/{page}"))
+            cold_s, warm_s = statistics.median(cold), statistics.median(warm)
+            flag = "" if max(cold_s, warm_s) <= BUDGET_S else "  OVER"
+            print(f"/{page:<13} {cold_s:>7.2f} {warm_s:>7.2f} {BUDGET_S:>7.1f}{flag}")
+        warm_context.close()
         browser.close()
 
 
