@@ -1,0 +1,24 @@
+"""The README stays true: its Python example runs, and its two commands are the ones we use."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_python_example_runs():
+    code = re.findall(r"```python\n(.*?)```", README, re.S)[0]
+    namespace = {}
+    exec(code.replace(".show()", ""), namespace)       # noqa: S102 - our own README
+    t = namespace["t"]
+    assert t.weights.shape[0] == 8 and t.output.shape[1] == 64
+
+
+def test_two_setup_commands_match_ci():
+    commands = re.findall(r"```bash\n(.*?)\n```", README, re.S)
+    assert commands[0] == "pip install -r requirements.txt && streamlit run app.py"
+    assert commands[1].endswith("pip install -r requirements-dev.txt && python -m pytest")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "pip install -q -r requirements-dev.txt" in ci and "python -m pytest" in ci
+    assert "torch==2.13.0" in (ROOT / "requirements.txt").read_text()
