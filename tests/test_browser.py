@@ -2,8 +2,10 @@
 
 import os
 
+import numpy as np
 import pytest
 
+import attnviz
 from tests.browser_helpers import (CHROMIUM_ARGS, chromium_path, exceptions, first_heatmap,
                                    open_page, running_app, tick_labels, wait_for_app,
                                    wait_for_first_z)
@@ -114,21 +116,19 @@ def test_editing_a_cell_changes_the_heatmap(page):
     assert not exceptions(page)
 
 
-def test_a_shared_link_opens_the_same_heatmap(browser, app_url):
-    import numpy as np
-
-    import attnviz
-
+def test_a_shared_link_opens_the_same_heatmap(browser):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
-    pg.goto(f"{app_url}/steps?sentence=the+cat+sat&d_model=8&num_heads=2&seed=3"
-            "&step=weights&head=1")
-    wait_for_app(pg)
-    shown = np.array(first_heatmap(pg)["z"], dtype=float)
-    tokens = ["the", "cat", "sat"]
-    want = attnviz.trace_attention(attnviz.embed_tokens(tokens, 8, seed=3),
-                                   attnviz.MultiHeadWeights.random(8, 2, seed=3)).weights[1]
-    np.testing.assert_allclose(shown, want, rtol=1e-6)
-    assert "sentence=the+cat+sat" in pg.url or "sentence=the%20cat%20sat" in pg.url
-    assert not exceptions(pg)
+    with running_app() as fresh_url:   # the link is the server's very first request
+        pg.goto(f"{fresh_url}/steps?sentence=the+cat+sat&d_model=8&num_heads=2&seed=3"
+                "&step=weights&head=1")
+        wait_for_app(pg)
+        assert pg.get_by_role("link", name="Multi-head").count() >= 1   # the app's navigation
+        shown = np.array(first_heatmap(pg)["z"], dtype=float)
+        want = attnviz.trace_attention(
+            attnviz.embed_tokens(["the", "cat", "sat"], 8, seed=3),
+            attnviz.MultiHeadWeights.random(8, 2, seed=3)).weights[1]
+        np.testing.assert_allclose(shown, want, rtol=1e-6)
+        assert "sentence=the+cat+sat" in pg.url or "sentence=the%20cat%20sat" in pg.url
+        assert not exceptions(pg)
     context.close()

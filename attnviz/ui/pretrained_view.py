@@ -14,6 +14,7 @@ from .. import model_figures
 from ..errors import AttnvizInputError
 from ..model import Settings
 from ..pretrained import MIN_TOKENS, MODEL_NAME, PretrainedModel, PretrainedTrace
+from . import state
 
 RUNS_CACHED = 8              # runs (sentence, token limit[, hide]) kept in memory
 
@@ -66,6 +67,7 @@ def _sentence_and_limit(model: PretrainedModel) -> tuple[str, int]:
 def load() -> PretrainedTrace:
     """The model run on the sidebar's sentence and token limit, with a spinner while the model
     loads or runs; on bad input shows the error and stops the page."""
+    state.init()
     try:
         with st.spinner(f"Loading {MODEL_NAME} …"):
             model = _model()

@@ -16,12 +16,26 @@ EDITOR_VERSION_KEY = "editor_version"
 
 def init() -> None:
     """Give every setting its default unless the session (or a test, or the URL) set it."""
+    _leave_folder_mode()
     links.read_once()
     for name, default in Settings().__dict__.items():
         if name not in st.session_state:
             st.session_state[name] = default
     st.session_state.setdefault(EDITS_KEY, {})
     st.session_state.setdefault(EDITOR_VERSION_KEY, 0)
+
+
+def _leave_folder_mode() -> None:
+    """When a fresh server's very first request is a sub-page (a shared link), Streamlit runs
+    pages/*.py alone, in its old folder-based multipage mode, without app.py's sidebar and
+    navigation; app.py's st.navigation would switch that mode off, but it has not run yet.
+    Switch it off here and rerun: the same page then runs inside app.py. Only at a session's
+    first run (AppTest runs switched pages in that mode on purpose, widgets and all)."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory and links.READ_KEY not in st.session_state:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
 
 
 def settings() -> Settings:
