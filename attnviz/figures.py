@@ -14,8 +14,9 @@ Heatmap conventions (SPEC.md), followed by every builder here:
 - the exact value on hover; numbers printed in the cells only for small matrices;
 - a diverging colour scale centred on 0 for signed arrays, a fixed 0–1 scale for weights, set
   explicitly because streamlit's plotly theme overrides plotly's defaults;
-- masked cells (−∞ scores, the 0 weights they become) drawn grey by a second trace, and their
-  hover says "masked".
+- masked cells (−∞ scores, the 0 weights they become) drawn grey: NaN in the values' trace
+  over a grey plot background, plus (except in large heads grids) a grey second trace whose
+  hover says "masked" and, in small matrices, whose cells say "−∞" or "0".
 
 Large matrices go to plotly as float32 numpy arrays, which plotly serialises as compact base64,
 with no per-cell text: a 128 × 128 heatmap is about 0.1 MB of JSON.
@@ -40,6 +41,7 @@ MASKED_COLOR = "#8c8c8c"          # grey: neither end nor middle of either scale
 BOUNDARY_COLOR = "black"
 VALUES_MAX_SIDE = 20              # numbers in the cells up to 20 × 20 (show_values=None)
 GRID_VALUES_MAX_SIDE = 6          # the same, for one facet of heads_grid
+GRID_OVERLAY_MAX_CELLS = 64 * 64  # heads_grid facets above this skip the "masked" hover trace
 FLOAT64_MAX_CELLS = 400           # larger matrices are sent as float32
 KINDS = ("signed", "weights")
 
@@ -94,6 +96,8 @@ def heatmap(array2d, *, row_labels, col_labels, title: str = "", kind: str = "si
                                    show_values=show_values, colour=_colour_props(kind)))
     fig.update_layout(title=dict(text=title), height=_height(a.shape[0]),
                       margin=dict(l=10, r=10, t=60 if title else 30, b=10))
+    if marked is not None:
+        fig.update_layout(plot_bgcolor=MASKED_COLOR)
     _category_axis(fig.layout.xaxis, cols, col_title)
     _category_axis(fig.layout.yaxis, rows, row_title, top_down=True)
     return fig
@@ -166,8 +170,11 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
         Print the numbers in the cells; None (default): only when every side of a facet is at
         most GRID_VALUES_MAX_SIDE (6).
 
-    The traces are, for each head h in order, the heatmap named "head h" followed, when that
-    head has masked cells, by its grey overlay named "head h masked". The colour scale lives in
+    The traces are, for each head h in order, the heatmap named "head h" (NaN where masked)
+    followed, when that head has masked cells and a facet has at most GRID_OVERLAY_MAX_CELLS
+    (64 × 64) cells, by its grey overlay named "head h masked". Larger facets keep the JSON
+    small (128 tokens × 12 heads with a causal mask ≈ 1.4 MB) by leaving masked cells as gaps
+    over the grey plot background, without a "masked" hover. The colour scale lives in
     ``fig.layout.coloraxis``.
     """
     step = trace.step(step_name)
@@ -200,7 +207,8 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
         hover = f"head {i}<br>{row_ax}: %{{y}}<br>{col_ax}: %{{x}}<br>"
         traces = _matrix_traces(step.array[i], rows, cols,
                                 None if masks is None else masks[i], kind=kind, hover=hover,
-                                show_values=show_values, colour=dict(coloraxis="coloraxis"))
+                                show_values=show_values, colour=dict(coloraxis="coloraxis"),
+                                overlay=n_rows_each * n_cols_each <= GRID_OVERLAY_MAX_CELLS)
         traces[0].name = f"head {i}"
         for tr in traces[1:]:
             tr.name = f"head {i} masked"
@@ -214,6 +222,8 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
     fig.update_layout(coloraxis=_coloraxis(kind), title=dict(text=step.title + " — every head"),
                       height=80 + grid_rows * _facet_height(n_rows_each),
                       margin=dict(l=10, r=10, t=80, b=10))
+    if masks is not None and masks.any():
+        fig.update_layout(plot_bgcolor=MASKED_COLOR)
     return fig
 
 
@@ -263,12 +273,13 @@ def query_vector_figure(trace: AttentionTrace, query: int, *, head: int = 0, tok
 
     Three stacked bar charts sharing the key axis: the scores q·k_j, the scaled (and masked)
     scores, and the softmax weights (y fixed to 0–1). Masked keys get a grey bar of height 0
-    labelled "−∞" or "0".
+    labelled "−∞ (masked)" or "0 (masked)".
     """
     tokens_q, tokens_k = _trace_tokens(trace, tokens_q, tokens_k)
     head = trace._check_head(head)
     query = _check_index(query, trace.n_q, "query")
     keys = _labels(tokens_k, trace.n_k, "tokens_k")
+    query_label = _labels(tokens_q, trace.n_q, "tokens_q")[query]
     masked = _step_mask(trace, head)[query]                   # (n_k,)
     scale = (r"÷ √d_k" if math.isclose(trace.scale, 1 / math.sqrt(trace.d_k))
              else f"× {trace.scale:g}")
@@ -286,15 +297,18 @@ def query_vector_figure(trace: AttentionTrace, query: int, *, head: int = 0, tok
                        ticklabels=r == 3)
     fig.update_yaxes(range=[0, 1], row=3, col=1)
     fig.update_layout(showlegend=False, height=520, margin=dict(l=10, r=10, t=80, b=10),
-                      title=dict(text=f"Query {_esc(tokens_q[query])} — head {head}"))
+                      title=dict(text=f"Query {query_label} — head {head}"))
     return fig
 
 
 # ---- traces ------------------------------------------------------------------------------------
 
 def _matrix_traces(a: np.ndarray, rows: list[str], cols: list[str], marked, *, kind: str,
-                   hover: str, show_values: bool, colour: dict) -> list[go.Heatmap]:
-    """The heatmap of `a` (NaN where marked) and, if any cell is marked, its grey overlay."""
+                   hover: str, show_values: bool, colour: dict,
+                   overlay: bool = True) -> list[go.Heatmap]:
+    """The heatmap of `a` (NaN where marked) and, if any cell is marked and `overlay`, its grey
+    overlay (hover "masked"). Without the overlay the marked cells are gaps showing the plot
+    background, which the caller makes MASKED_COLOR."""
     z = _plotly_floats(a)
     if marked is not None and marked.any():
         z = np.where(marked, np.nan, z).astype(z.dtype)
@@ -303,15 +317,16 @@ def _matrix_traces(a: np.ndarray, rows: list[str], cols: list[str], marked, *, k
                       hovertemplate=f"{hover}{value_name}: %{{z:{_hover_format(z)}}}"
                                     "<extra></extra>",
                       texttemplate=f"%{{z:{_CELL_FORMAT[kind]}}}" if show_values else None)
-    if marked is None or not marked.any():
+    if marked is None or not marked.any() or not overlay:
         return [base]
     label = _masked_label(a, marked)
-    overlay = go.Heatmap(z=np.where(marked, np.float32(1), np.float32(np.nan)), x=cols, y=rows,
-                         name="masked", colorscale=[[0, MASKED_COLOR], [1, MASKED_COLOR]],
-                         zmin=0, zmax=1, showscale=False, hoverongaps=False,
-                         hovertemplate=f"{hover}masked ({label})<extra></extra>",
-                         texttemplate=label if show_values else None)
-    return [base, overlay]
+    text = np.where(marked, label, "").tolist() if show_values else None    # small: ≤ 400 cells
+    grey = go.Heatmap(z=np.where(marked, np.float32(1), np.float32(np.nan)), x=cols, y=rows,
+                      name="masked", colorscale=[[0, MASKED_COLOR], [1, MASKED_COLOR]],
+                      zmin=0, zmax=1, showscale=False, hoverongaps=False,
+                      hovertemplate=f"{hover}masked ({label})<extra></extra>",
+                      text=text, texttemplate="%{text}" if show_values else None)
+    return [base, grey]
 
 
 def _bars(values: np.ndarray, keys: list[str], marked: np.ndarray, *, name: str, kind: str,
@@ -323,12 +338,15 @@ def _bars(values: np.ndarray, keys: list[str], marked: np.ndarray, *, name: str,
     else:
         colours = np.where(marked, MASKED_COLOR, np.where(y < 0, "#2166ac", "#b2182b"))
     label = _masked_label(values, marked) if marked.any() else ""
-    text = [f"masked ({label})" if m else "" for m in marked] if marked.any() else None
-    return go.Bar(x=keys, y=y, name=name, marker_color=colours.tolist(), customdata=text,
+    note = [f"masked ({label})" if m else "" for m in marked] if marked.any() else None
+    cell = ".2f" if kind == "weights" else ".3g"             # _CELL_FORMAT, in Python's words
+    text = [f"{label} (masked)" if m else format(float(v), cell)
+            for v, m in zip(values, marked)] if show_values else None
+    return go.Bar(x=keys, y=y, name=name, marker_color=colours.tolist(), customdata=note,
                   hovertemplate=f"key: %{{x}}<br>{name}: %{{y:.15~g}}"
-                                + (" %{customdata}" if text else "") + "<extra></extra>",
-                  texttemplate=f"%{{y:{_CELL_FORMAT[kind]}}}" if show_values else None,
-                  textposition="outside" if show_values else None)
+                                + (" %{customdata}" if note else "") + "<extra></extra>",
+                  text=text, texttemplate="%{text}" if show_values else None,
+                  textposition="outside" if show_values else None, cliponaxis=False)
 
 
 # ---- helpers -----------------------------------------------------------------------------------

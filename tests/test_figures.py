@@ -1,6 +1,9 @@
 """Figures: the numbers drawn are the trace's, and the heatmap conventions of SPEC.md hold."""
 
+import base64
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -128,3 +131,132 @@ def test_figures_serialise(trace):
     for fig in (figures.heads_grid(trace, TOKENS), figures.concat_figure(trace, TOKENS),
                 figures.query_vector_figure(trace, 0, tokens_q=TOKENS)):
         json.loads(fig.to_json())
+
+
+# ---- what plotly is actually sent --------------------------------------------------------------
+
+def sent(fig) -> dict:
+    """The figure as the browser gets it."""
+    return json.loads(fig.to_json())
+
+
+def decode(z) -> np.ndarray:
+    """A plotly JSON array: base64 typed array ({"dtype", "bdata", "shape"}) or nested lists."""
+    if isinstance(z, dict):
+        shape = tuple(int(n) for n in z["shape"].split(","))
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
+    return np.array(z, dtype=float)
+
+
+@pytest.fixture(scope="module")
+def long_trace():
+    """128 tokens (many repeated), 12 heads, causal."""
+    tokens = [f"w{i % 40}" for i in range(128)]
+    w = attnviz.MultiHeadWeights.random(96, 12, seed=1)
+    return tokens, attnviz.trace_attention(attnviz.embed_tokens(tokens, 96), w, causal=True)
+
+
+def test_large_heatmap_is_float32_and_small_in_json(long_trace):
+    tokens, t = long_trace
+    fig = figures.step_figure(t, "weights", head=3, tokens_q=tokens)
+    spec = sent(fig)
+    z = spec["data"][0]["z"]
+    assert z["dtype"] == "f4"                                    # base64 float32, no lists
+    got = decode(z)
+    upper = np.triu(np.ones((128, 128), bool), 1)
+    assert np.isnan(got[upper]).all()
+    np.testing.assert_allclose(got[~upper], t.weights[3][~upper], rtol=1e-6)
+    assert "text" not in spec["data"][0] and "texttemplate" not in spec["data"][0]
+    assert len(fig.to_json()) < 300_000
+    unmasked = attnviz.trace_attention(t.x, t.attn_weights)
+    assert len(figures.step_figure(unmasked, "weights", tokens_q=tokens).to_json()) < 150_000
+
+
+def test_small_heatmap_keeps_every_digit(trace):
+    spec = sent(figures.step_figure(trace, "scores", head=0, tokens_q=TOKENS))
+    np.testing.assert_array_equal(decode(spec["data"][0]["z"]), trace.scores[0])
+    assert "%{z:.15~g}" in spec["data"][0]["hovertemplate"]
+
+
+def test_masked_grid_of_128_tokens_and_12_heads_stays_small(long_trace):
+    tokens, t = long_trace
+    fig = figures.heads_grid(t, tokens)
+    assert len(fig.to_json()) <= 3 * 1024 * 1024
+    heads = [d for d in fig.data if d.name.startswith("head") and not d.name.endswith("masked")]
+    assert len(heads) == 12                                       # one facet per head
+    assert len({(d.xaxis, d.yaxis) for d in heads}) == 12
+    # large facets: masked cells are gaps over the grey background (no overlay traces)
+    assert fig.layout.plot_bgcolor == figures.MASKED_COLOR
+    assert not any(d.name.endswith("masked") for d in fig.data)
+    assert all(np.isnan(np.array(d.z, float)[np.triu(np.ones((128, 128), bool), 1)]).all()
+               for d in heads)
+
+
+def test_grid_axes_read_top_down_with_head_titles(trace):
+    fig = figures.heads_grid(trace, TOKENS)
+    ys = [fig.layout[k] for k in fig.layout if k.startswith("yaxis")]
+    assert len(ys) == trace.num_heads and all(y.autorange == "reversed" for y in ys)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == [f"head {h}" for h in range(trace.num_heads)]
+    overlays = [d for d in fig.data if d.name.endswith("masked")]  # small: overlay per head
+    assert len(overlays) == trace.num_heads
+
+
+def test_masked_text_only_in_masked_cells(trace):
+    fig = figures.step_figure(trace, "masked_scores", tokens_q=TOKENS)
+    upper = np.triu(np.ones((4, 4), bool), 1)
+    text = np.array(fig.data[1].text)
+    assert (text[upper] == "−∞").all() and (text[~upper] == "").all()
+    assert fig.data[1].texttemplate == "%{text}"
+    weights = figures.step_figure(trace, "weights", tokens_q=TOKENS)
+    assert "masked (0)" in weights.data[1].hovertemplate
+
+
+def test_float_minus_inf_mask_is_shown_masked():
+    x = attnviz.embed_tokens(["a", "b", "c"], 4)
+    w = attnviz.MultiHeadWeights.random(4, 1, seed=0)
+    add = np.zeros((3, 3))
+    add[0, 2] = -np.inf
+    t = attnviz.trace_attention(x, w, attn_mask=add)
+    fig = figures.step_figure(t, "weights", tokens_q=["a", "b", "c"])
+    assert len(fig.data) == 2
+    marked = ~np.isnan(np.array(fig.data[1].z, float))
+    assert marked[0, 2] and marked.sum() == 1
+
+
+def test_number_like_tokens_stay_categories(trace):
+    fig = figures.heatmap(np.eye(3), row_labels=["1", "2", "2024"], col_labels=["3", "1", "2"])
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "category"
+    assert list(fig.layout.xaxis.categoryarray) == ["3", "1", "2"]
+
+
+def test_escaping_reaches_every_builder(trace):
+    for fig in (figures.heads_grid(trace, TOKENS), figures.concat_figure(trace, TOKENS),
+                figures.query_vector_figure(trace, 2, tokens_q=TOKENS),
+                figures.step_figure(trace, "weighted_values", tokens_q=TOKENS, query=2)):
+        strings = list(all_strings(sent(fig)))                   # to_json writes < as \u003c
+        assert not any("<b>sat" in s for s in strings)
+        assert any("&lt;b&gt;sat&lt;/b&gt;" in s for s in strings)
+
+
+def all_strings(obj):
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from all_strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from all_strings(v)
+
+
+def test_query_vector_view_names_the_query_and_masked_keys(trace):
+    fig = figures.query_vector_figure(trace, 0, head=1, tokens_q=TOKENS)
+    assert fig.layout.title.text == "Query the (1) — head 1"
+    assert list(fig.data[1].text[1:]) == ["−∞ (masked)"] * 3      # keys after the query
+    assert list(fig.data[2].text[1:]) == ["0 (masked)"] * 3
+
+
+def test_figures_module_does_not_import_streamlit():
+    code = "import sys, attnviz.figures; assert 'streamlit' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
