@@ -1,7 +1,8 @@
 """Multi-head attention with every intermediate kept, named and shaped for display.
 
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V        (one head)
-    MultiHead(X)       = Concat(Z_1 … Z_H) W_O + b_O    with Z_h = Attention(X W_Q,h, C W_K,h, C W_V,h)
+    MultiHead(X)       = Concat(Z_1 … Z_H) W_O + b_O
+                         with Z_h = Attention(X W_Q,h, C W_K,h, C W_V,h)
 
 Axis order everywhere: (head, query, key, feature). Row-vector convention: ``Q = X @ W_Q``.
 """
@@ -384,7 +385,8 @@ def _attend(q, k, v, causal, key_padding_mask, attn_mask, scale):
     _run_blocks(run, blocks, threaded=h * n_q * n_k > _THREADED_ABOVE)
     np.matmul(weights, v, out=z)                             # (H, n_q, d_v)
     parts = dict(scores=scores, scaled_scores=scaled, masked_scores=masked, weights=weights,
-                 scale=scale, mask=blocked, warnings=_all_masked_rows(blocked, added, (h, n_q, n_k)))
+                 scale=scale, mask=blocked,
+                 warnings=_all_masked_rows(blocked, added, (h, n_q, n_k)))
     for name in ("scores", "scaled_scores", "masked_scores", "weights"):
         readonly(parts[name])
     return readonly(z), parts

@@ -42,7 +42,8 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
-def truncate(tokens: list[str], max_tokens: int = DEFAULT_MAX_TOKENS) -> tuple[list[str], str | None]:
+def truncate(tokens: list[str],
+             max_tokens: int = DEFAULT_MAX_TOKENS) -> tuple[list[str], str | None]:
     """The first `max_tokens` tokens, and a notice saying what was cut (None if nothing)."""
     if not 1 <= max_tokens <= MAX_TOKENS:
         raise AttnvizInputError(f"the token limit must be between 1 and {MAX_TOKENS}, "

@@ -2,10 +2,36 @@
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, running_app
 
 settings.register_profile("ci", max_examples=150, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's headless Chromium; under CI=true a missing one fails instead of skipping."""
+    path = chromium_path()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI=true but Debian's chromium is not installed (.ci/run installs it)")
+        pytest.skip("chromium is not installed: apt-get install -y chromium fonts-noto-cjk")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """The app served on a free local port for the whole test session."""
+    with running_app() as url:
+        yield url

@@ -1,37 +1,15 @@
 """End to end in headless Chromium: what only a browser shows. Under CI=true these never skip."""
 
-import os
 
 import numpy as np
 import pytest
 
 import attnviz
-from tests.browser_helpers import (CHROMIUM_ARGS, chromium_path, exceptions, first_heatmap,
+from tests.browser_helpers import (exceptions, first_heatmap,
                                    open_page, running_app, tick_labels, wait_for_app,
                                    wait_for_first_z)
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI=true but Debian's chromium is not installed (.ci/run installs it)")
-        pytest.skip("chromium is not installed: apt-get install -y chromium fonts-noto-cjk")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    with running_app() as url:
-        yield url
 
 
 @pytest.fixture

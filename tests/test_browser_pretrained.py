@@ -2,12 +2,10 @@
 view's legend hides a head, and "Step through this head" opens Step by step. Under CI=true these
 never skip."""
 
-import os
 
 import pytest
 
-from tests.browser_helpers import (CHROMIUM_ARGS, chromium_path, exceptions, running_app,
-                                   wait_for_app)
+from tests.browser_helpers import (exceptions, wait_for_app)
 
 pytestmark = pytest.mark.browser
 
@@ -17,36 +15,11 @@ HEAD_VIEW_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
     .find(el => el.data && el.data.some(tr => tr.name === 'queries'))"""
 
 
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI=true but Debian's chromium is not installed (.ci/run installs it)")
-        pytest.skip("chromium is not installed: apt-get install -y chromium fonts-noto-cjk")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    with running_app() as url:
-        yield url
-
-
 @pytest.fixture
 def page(browser, app_url):
-    """The page at /pretrained. The app's home page is opened first: a server whose first
-    session asks for a sub-page URL runs it in streamlit's old pages/-directory mode, without
-    app.py's navigation and sidebar (streamlit/streamlit#10276)."""
+    """The page at /pretrained, opened directly."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
-    pg.goto(app_url)
-    wait_for_app(pg)
     pg.goto(f"{app_url}/pretrained")
     pg.get_by_role("heading", name="Pretrained model").first.wait_for(timeout=60_000)
     wait_for_app(pg)

@@ -1,4 +1,5 @@
-"""Every bad argument raises AttnvizInputError (a ValueError) naming the argument and the problem."""
+"""Every bad argument raises AttnvizInputError (a ValueError) naming the argument and the
+problem."""
 
 import numpy as np
 import pytest
