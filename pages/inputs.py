@@ -20,7 +20,7 @@ if not names:
     st.stop()
 
 edit_view.actions(view)
-name = st.segmented_control("Matrix", names, key="matrix", required=True,
+name = st.segmented_control("Matrix", names, persist_state="session", key="matrix", required=True,
                             format_func=edit_view.label_of)
 name = name if name in names else names[0]
 head = widgets.head_picker(view, key="edit_head") if edit_view.per_head(name) else None

@@ -54,7 +54,8 @@ st.caption("Lines go from each token on the left (the query) to the tokens it at
 pretrained_view.keep_in_range("pt_hv_layer", layers)
 controls = st.columns(2)
 with controls[0]:
-    hv_layer = st.selectbox("Layer", list(range(layers)), key="pt_hv_layer",
+    hv_layer = st.selectbox("Layer", list(range(layers)),
+                            persist_state="session", key="pt_hv_layer",
                             format_func=lambda i: f"layer {i}")
 with controls[1]:
     token = pretrained_view.pick_token(view, "pt_hv_token")

@@ -18,7 +18,7 @@ head = widgets.head_picker(view)
 nav = st.columns([1, 6, 1], vertical_alignment="bottom")
 nav[0].button("◀ Previous", on_click=steps_view.move_step, args=(names, -1),
               disabled=st.session_state["step"] == names[0], width="stretch")
-nav[1].selectbox("Step", names, key="step",
+nav[1].selectbox("Step", names, persist_state="session", key="step",
                  format_func=lambda n: f"{names.index(n) + 1}. {t.step(n).title}")
 nav[2].button("Next ▶", on_click=steps_view.move_step, args=(names, 1),
               disabled=st.session_state["step"] == names[-1], width="stretch")

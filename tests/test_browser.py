@@ -110,3 +110,15 @@ def test_a_shared_link_opens_the_same_heatmap(browser):
         assert "sentence=the+cat+sat" in pg.url or "sentence=the%20cat%20sat" in pg.url
         assert not exceptions(pg)
     context.close()
+
+
+def test_the_sentence_survives_switching_the_input_away_and_back(page):
+    type_sentence(page, "my own words")
+    page.get_by_role("radio", name="Preset").check(force=True)
+    page.get_by_role("combobox").first.wait_for(timeout=30_000)   # the preset picker
+    wait_for_app(page)
+    page.get_by_role("radio", name="Sentence").check(force=True)
+    box = page.get_by_role("textbox", name="Sentence")
+    box.wait_for(timeout=30_000)
+    assert box.input_value() == "my own words"
+    wait_for_tick(page, "words")

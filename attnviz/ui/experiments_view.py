@@ -27,7 +27,8 @@ def _weights_for(view: View) -> MultiHeadWeights:
 
 def _tutorial_or_user_x(view: View, preset_name: str, label: str, key: str):
     """A radio between a tutorial preset's X and the user's own X: (x, tokens)."""
-    source = st.radio("Input", [label, "your input X"], horizontal=True, key=f"{key}_source")
+    source = st.radio("Input", [label, "your input X"], horizontal=True,
+                      persist_state="session", key=f"{key}_source")
     if source != label and view.trace.x is not None:
         return view.trace.x, view.tokens_q
     preset = load_preset(preset_name)
@@ -46,7 +47,8 @@ def scaling_tab() -> None:
                 "q·k has variance d_k (tutorial 001 §3). Large scores make softmax put almost "
                 "all the weight on one key, and its gradients vanish. Dividing by √d_k brings "
                 "the variance back to 1, whatever d_k is.")
-    d_k = st.slider("d_k", 1, experiments.MAX_SCALING_D_K, 64, key="exp_dk")
+    d_k = st.slider("d_k", 1, experiments.MAX_SCALING_D_K, 64,
+                    persist_state="session", key="exp_dk")
     r = experiments.scaling(d_k)
     c = st.columns(4)
     c[0].metric("variance of q·k", f"{r.variance:.1f}", help="theory: d_k")
@@ -133,8 +135,9 @@ def masks_tab(view: View) -> None:
         return
     c = st.columns(2)
     max_len = c[0].number_input("Length (truncate or pad to)", 1, 64,
-                                min(64, len(view.tokens_q) + 3), key="exp_len")
-    causal = c[1].checkbox("Causal mask too", key="exp_causal")
+                                min(64, len(view.tokens_q) + 3),
+                                persist_state="session", key="exp_len")
+    causal = c[1].checkbox("Causal mask too", persist_state="session", key="exp_causal")
     r = experiments.pad_and_mask(view.tokens_q, int(max_len), view.weights, causal=causal,
                                  seed=view.settings.seed)
     if r.truncated:
@@ -160,7 +163,7 @@ def cross_tab(view: View) -> None:
                 "from one sentence, keys and values from another, as a translator's decoder "
                 "attends to the source sentence. The weights are n_q × n_k, not square.")
     other = st.text_input("Second sentence (keys and values)", "Le chat est assis",
-                          key="exp_cross_text")
+                          persist_state="session", key="exp_cross_text")
     try:
         keys, _ = truncate(tokenize(other), 64)
     except AttnvizInputError as exc:

@@ -99,7 +99,7 @@ def hide_special_checkbox(key: str = "pt_hide_special") -> bool:
     """"Hide [CLS]/[SEP]": True when the views drop those tokens."""
     if not isinstance(st.session_state.get(key, False), bool):
         del st.session_state[key]
-    return st.checkbox("Hide [CLS]/[SEP]", key=key,
+    return st.checkbox("Hide [CLS]/[SEP]", persist_state="session", key=key,
                        help="Drop the [CLS] and [SEP] rows and columns from every view below.")
 
 
@@ -115,7 +115,8 @@ def keep_in_range(key: str, n: int, default=0) -> None:
 def pick(label: str, n: int, key: str, *, default: int = 0, name: str) -> int:
     """A one-click choice of 0 … n-1 (a layer or a head), kept in range."""
     keep_in_range(key, n, default)
-    return st.segmented_control(label, list(range(n)), key=key, required=True,
+    return st.segmented_control(label, list(range(n)),
+                                persist_state="session", key=key, required=True,
                                 format_func=lambda i: f"{name} {i}")
 
 
@@ -125,7 +126,8 @@ def pick_heads(n: int, key: str) -> list[int]:
     if not isinstance(current, list) or any(
             not isinstance(h, int) or not 0 <= h < n for h in current):
         st.session_state[key] = list(range(n))
-    return sorted(st.segmented_control("Heads", list(range(n)), key=key, selection_mode="multi",
+    return sorted(st.segmented_control("Heads", list(range(n)),
+                                       persist_state="session", key=key, selection_mode="multi",
                                        format_func=lambda h: str(h),
                                        help="Click a head to hide or show its lines (the "
                                             "chart's legend does the same in the browser)."))
@@ -138,7 +140,7 @@ def pick_token(view: ModelRun, key: str) -> int | None:
     if st.session_state.get(key) not in [None, *positions]:
         st.session_state[key] = None
     labels = dict(zip(positions, view.tokens))
-    chosen = st.selectbox("Highlight token", [None, *positions], key=key,
+    chosen = st.selectbox("Highlight token", [None, *positions], persist_state="session", key=key,
                           format_func=lambda p: "(every token)" if p is None
                           else f"{p}: {labels[p]}",
                           help="Show only the lines of this query token.")

@@ -31,7 +31,7 @@ def query_picker(view: View, key: str = "query") -> int:
     if not isinstance(current, int) or not 0 <= current < n:
         st.session_state[key] = 0
     labels = widgets.unique(view.tokens_q)
-    return st.selectbox("Query token", list(range(n)), key=key,
+    return st.selectbox("Query token", list(range(n)), persist_state="session", key=key,
                         format_func=lambda i: f"{i}: {labels[i]}")
 
 

@@ -63,7 +63,8 @@ def head_picker(view: View, *, key: str = "head") -> int:
         st.session_state[key] = 0
     if n == 1:
         return 0
-    return st.segmented_control("Head", list(range(n)), key=key, required=True,
+    return st.segmented_control("Head", list(range(n)),
+                                persist_state="session", key=key, required=True,
                                 format_func=lambda h: f"head {h}")
 
 
@@ -107,8 +108,8 @@ def downloads(view: View, *, key: str) -> None:
                                 lambda: report_html(t, tokens_q, tokens_k),
                                 "attnviz_report.html", "text/html", key=f"{key}_html")
         st.radio("The camera icon above each chart saves it as", IMAGE_FORMATS,
-                 key=IMAGE_FORMAT_KEY, horizontal=True, format_func=str.upper)
-
+                 persist_state="session", key=IMAGE_FORMAT_KEY, horizontal=True,
+                 format_func=str.upper)
 
 def feature_labels(n: int, prefix: str = "d") -> list[str]:
     return [f"{prefix}{j}" for j in range(n)]
