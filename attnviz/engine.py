@@ -379,10 +379,12 @@ def _attend(q, k, v, causal, key_padding_mask, attn_mask, scale):
             s = m
         softmax(s, out=weights[head, rows])
 
+    threaded = h * n_q * n_k > _THREADED_ABOVE
     rows_per_block = max(1, _BLOCK_BYTES // (n_k * dtype.itemsize))
     blocks = [(head, slice(r, r + rows_per_block))
-              for head in range(h) for r in range(0, n_q, rows_per_block)]
-    _run_blocks(run, blocks, threaded=h * n_q * n_k > _THREADED_ABOVE)
+              for head in range(h) for r in range(0, n_q, rows_per_block)] if threaded \
+        else [(slice(None), slice(None))]                    # small: every head in one go
+    _run_blocks(run, blocks, threaded=threaded)
     np.matmul(weights, v, out=z)                             # (H, n_q, d_v)
     parts = dict(scores=scores, scaled_scores=scaled, masked_scores=masked, weights=weights,
                  scale=scale, mask=blocked,
