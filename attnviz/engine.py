@@ -471,7 +471,10 @@ def _steps(t: AttentionTrace, *, has_x: bool, cross: bool, has_wo: bool,
            biased: bool) -> list[Step]:
     """The steps in the order a learner meets them; formulas follow the tutorials."""
     src = "C" if cross else "X"
-    b = (lambda name: f" + b^{{{name}}}_h") if biased else (lambda name: "")
+
+    def b(name: str) -> str:  # the bias term of a projection, when there are biases
+        return f" + b^{{{name}}}_h" if biased else ""
+
     s = []
     if has_x:
         s.append(Step("x", "Input X", r"X \in \mathbb{R}^{n \times d_{model}}",

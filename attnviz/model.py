@@ -277,7 +277,7 @@ def matrix_of(view: View, name: str) -> np.ndarray | None:
     return getattr(view.weights, name)
 
 
-def with_cell(view: View, name: str, current: np.ndarray, index: tuple, value) -> np.ndarray:
+def with_cell(name: str, current: np.ndarray, index: tuple, value) -> np.ndarray:
     """A copy of `current` with one cell set, after checking the value is a finite number."""
     try:
         number = float(value)

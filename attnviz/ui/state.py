@@ -95,7 +95,7 @@ def apply_editor_changes(view: View, name: str, head: int | None, editor_key: st
                 if value is None:
                     raise AttnvizInputError(
                         f"{name} row {int(row)}, column {col} is empty: enter a number")
-                new = with_cell(view, name, new, index, value)
+                new = with_cell(name, new, index, value)
     except AttnvizInputError as exc:
         st.session_state[error_key] = str(exc)
         bump_editor_version()
