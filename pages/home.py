@@ -44,5 +44,14 @@ with cols[2]:
     widgets.page_link("pages/multihead.py", "Multi-head: heads, concat, W_O",
                       ":material/view_module:")
     st.caption("All heads side by side, their concatenation and the output projection.")
+cols = st.columns(3)
+with cols[0]:
+    widgets.page_link("pages/experiments.py", "Experiments: why √d_k, why W_Q ≠ W_K, …",
+                      ":material/science:")
+    st.caption("The tutorials' why-questions, each answered with live numbers.")
+with cols[1]:
+    widgets.page_link("pages/pretrained.py", "Pretrained model: a real BERT's 72 heads",
+                      ":material/neurology:")
+    st.caption("all-MiniLM-L6-v2's attention on your sentence, every layer and head.")
 
 widgets.downloads(view, key="home")
