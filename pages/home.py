@@ -31,27 +31,23 @@ widgets.chart(figures.step_figure(t, last.name, tokens_q=view.tokens_q,
                                   tokens_k=view.tokens_k), key="home_output")
 
 st.subheader("The steps")
-cols = st.columns(3)
-with cols[0]:
-    widgets.page_link("pages/inputs.py", "Inputs & weights: X, W_Q, W_K, W_V, W_O",
-                      ":material/edit:")
-    st.caption("Edit any cell, paste or upload a matrix, randomise.")
-with cols[1]:
-    widgets.page_link("pages/steps.py", "Step by step: Q K V → scores → softmax → Z",
-                      ":material/footprint:")
-    st.caption(" → ".join(s.title for s in t.steps))
-with cols[2]:
-    widgets.page_link("pages/multihead.py", "Multi-head: heads, concat, W_O",
-                      ":material/view_module:")
-    st.caption("All heads side by side, their concatenation and the output projection.")
-cols = st.columns(3)
-with cols[0]:
-    widgets.page_link("pages/experiments.py", "Experiments: why √d_k, why W_Q ≠ W_K, …",
-                      ":material/science:")
-    st.caption("The tutorials' why-questions, each answered with live numbers.")
-with cols[1]:
-    widgets.page_link("pages/pretrained.py", "Pretrained model: a real BERT's 72 heads",
-                      ":material/neurology:")
-    st.caption("all-MiniLM-L6-v2's attention on your sentence, every layer and head.")
+PAGE_MAP = [
+    ("pages/inputs.py", "Inputs & weights: X, W_Q, W_K, W_V, W_O", ":material/edit:",
+     "Edit any cell, paste or upload a matrix, randomise."),
+    ("pages/steps.py", "Step by step: Q K V → scores → softmax → Z", ":material/footprint:",
+     " → ".join(s.title for s in t.steps)),
+    ("pages/multihead.py", "Multi-head: heads, concat, W_O", ":material/view_module:",
+     "All heads side by side, their concatenation and the output projection."),
+    ("pages/experiments.py", "Experiments: why √d_k, why W_Q ≠ W_K, …", ":material/science:",
+     "The tutorials' why-questions, each answered with live numbers."),
+    ("pages/pretrained.py", "Pretrained model: a real BERT's 72 heads", ":material/neurology:",
+     "all-MiniLM-L6-v2's attention on your sentence, every layer and head."),
+]
+for i, (path, label, icon, caption) in enumerate(PAGE_MAP):
+    if i % 3 == 0:
+        cols = st.columns(3)
+    with cols[i % 3]:
+        widgets.page_link(path, label, icon)
+        st.caption(caption)
 
 widgets.downloads(view, key="home")
