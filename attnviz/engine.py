@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,16 +27,26 @@ class Step:
     """One step of the computation, as the pages show it.
 
     axes names the array's axes, e.g. ("head", "query", "key"); "head" first means one slice per
-    head. `array` is None for a step computed on demand (weighted values): use
-    ``trace.step_array(name, head)``.
+    head. A step computed on demand (weighted values) stores nothing: its `array` is computed
+    at each access, for all heads; pages take one head with ``trace.step_array(name, head)``.
     """
 
     name: str
     title: str
     formula: str          # LaTeX
     explanation: str      # one sentence
-    array: np.ndarray | None
+    stored: np.ndarray | None
     axes: tuple[str, ...]
+    compute: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def array(self) -> np.ndarray:
+        """The step's numbers; for an on-demand step, computed now (never kept)."""
+        return self.stored if self.compute is None else self.compute()
+
+    @property
+    def on_demand(self) -> bool:
+        return self.compute is not None
 
     @property
     def per_head(self) -> bool:
@@ -100,7 +111,7 @@ class AttentionTrace:
     def step_array(self, name: str, head: int = 0) -> np.ndarray:
         """The array a page draws for step `name`: one head's slice of per-head steps."""
         s = self.step(name)
-        if s.array is None:
+        if s.on_demand:
             return self.weighted_values(head)
         return s.array[self._check_head(head)] if s.per_head else s.array
 
@@ -527,7 +538,8 @@ def _steps(t: AttentionTrace, *, has_x: bool, cross: bool, has_wo: bool,
              t.weights, ("head", "query", "key")),
         Step("weighted_values", "Weighted values", r"A_h[i, j] \, v_j",
              "Each value vector scaled by how much query i attends to that key.",
-             None, ("head", "query", "key", "feature")),
+             None, ("head", "query", "key", "feature"),
+             compute=lambda: t.weights[..., None] * t.v[:, None]),   # (H, n_q, n_k, d_v)
         Step("z", "Head output Z", r"Z_h = A_h V_h = \sum_j A_h[i, j]\, v_j",
              "Summing the weighted values gives each token's new vector for this head.",
              t.z, ("head", "query", "feature")),

@@ -56,7 +56,7 @@ def to_csv_zip(trace, file, tokens_q=None, tokens_k=None) -> None:
     labels = _axis_labels(trace, tokens_q, tokens_k)
     with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for step in trace.steps:
-            if step.array is None:
+            if step.on_demand:
                 continue
             axes = step.axes[1:] if step.per_head else step.axes
             heads = range(trace.num_heads) if step.per_head else [None]

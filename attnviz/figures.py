@@ -178,7 +178,7 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
     ``fig.layout.coloraxis``.
     """
     step = trace.step(step_name)
-    if not step.per_head or step.array is None:
+    if not step.per_head or step.on_demand:
         raise AttnvizInputError(
             f"heads_grid shows a per-head matrix step (weights, scores, q, k, v, z …), "
             f"not {step_name!r}")

@@ -134,7 +134,7 @@ def test_steps_are_in_order_with_formulas_and_arrays_of_the_fields():
                      "weighted_values", "z", "concat", "output"]
     for s in t.steps:
         assert s.title and s.formula and s.explanation
-        if s.array is not None:
+        if not s.on_demand:
             assert s.array is getattr(t, s.name)
     np.testing.assert_array_equal(t.step_array("weighted_values", 1), t.weighted_values(1))
     np.testing.assert_array_equal(t.step_array("weights", 1), t.weights[1])
@@ -224,3 +224,14 @@ def test_replace_changes_one_matrix_and_rechecks():
     assert (new.w_q == 0).all() and np.array_equal(new.w_k, w.w_k)
     with pytest.raises(attnviz.AttnvizInputError, match="w_q"):
         w.replace(w_q=np.zeros((1, 4, 3)))
+
+
+def test_weighted_values_step_is_computed_on_access_and_never_kept():
+    w = attnviz.MultiHeadWeights.random(6, 3, seed=6)
+    t = attnviz.trace_attention(np.random.default_rng(6).standard_normal((4, 6)), w)
+    step = t.step("weighted_values")
+    assert step.on_demand and step.stored is None
+    a, b = step.array, step.array
+    assert a.shape == (3, 4, 4, 2) and a is not b
+    for h in range(3):
+        np.testing.assert_array_equal(a[h], t.weighted_values(h))
