@@ -9,6 +9,7 @@
 The core (this package minus ``attnviz.ui``) never imports streamlit.
 """
 
+from . import figures
 from .engine import AttentionTrace, Step, softmax, trace_attention, trace_qkv
 from .errors import AttnvizInputError
 from .export import report_html

@@ -235,3 +235,14 @@ def test_weighted_values_step_is_computed_on_access_and_never_kept():
     assert a.shape == (3, 4, 4, 2) and a is not b
     for h in range(3):
         np.testing.assert_array_equal(a[h], t.weighted_values(h))
+
+
+def test_the_core_never_imports_streamlit():
+    import subprocess
+    import sys
+
+    code = ("import sys; import attnviz, attnviz.experiments, attnviz.export, "
+            "attnviz.model, attnviz.model_figures; print('streamlit' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=__file__.rsplit("/tests/", 1)[0])
+    assert out.stdout.strip() == "False"
