@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import html
 import math
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -42,6 +43,7 @@ BOUNDARY_COLOR = "black"
 VALUES_MAX_SIDE = 20              # numbers in the cells up to 20 × 20 (show_values=None)
 GRID_VALUES_MAX_SIDE = 6          # the same, for one facet of heads_grid
 GRID_OVERLAY_MAX_CELLS = 64 * 64  # heads_grid facets above this skip the "masked" hover trace
+GRID_MAX_SIDE = 128               # heads_grid facets with more tokens are pooled to this size
 FLOAT64_MAX_CELLS = 400           # larger matrices are sent as float32
 KINDS = ("signed", "weights")
 
@@ -186,11 +188,21 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
         raise AttnvizInputError(f"max_cols must be a whole number ≥ 1, not {max_cols!r}")
     tokens_q, tokens_k = _trace_tokens(trace, tokens_q, tokens_k)
     kind = "weights" if step.name == "weights" else "signed"
-    _, n_rows_each, n_cols_each = step.array.shape           # (H, rows, cols)
+    masks = _step_mask_all(trace) if step.name in ("masked_scores", "weights") else None
+    arrays = step.array if masks is None else np.where(masks, np.nan, step.array)
+    _, n_rows_each, n_cols_each = arrays.shape               # (H, rows, cols)
     names = {"query": tokens_q, "key": tokens_k}
     row_ax, col_ax = step.axes[1:]
     rows = _labels(names.get(row_ax) or _feature_labels(n_rows_each), n_rows_each, row_ax)
     cols = _labels(names.get(col_ax) or _feature_labels(n_cols_each), n_cols_each, col_ax)
+    title = step.title + " — every head"
+    if max(n_rows_each, n_cols_each) > GRID_MAX_SIDE:
+        arrays, rows, cols, block = _pool_heads(arrays, kind)
+        masks = np.isnan(arrays) if masks is not None else None
+        _, n_rows_each, n_cols_each = arrays.shape
+        row_ax, col_ax = f"{row_ax} positions", f"{col_ax} positions"
+        title += (f"<br><sub>{block}×{block} tokens per cell: its "
+                  f"{'largest weight' if kind == 'weights' else 'mean'}</sub>")
     if show_values is None:
         show_values = max(n_rows_each, n_cols_each) <= GRID_VALUES_MAX_SIDE
 
@@ -201,11 +213,10 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
                         subplot_titles=[f"head {i}" for i in range(h)],
                         horizontal_spacing=min(0.04, 1 / max(grid_cols - 1, 1) - 1e-6),
                         vertical_spacing=min(0.3 / grid_rows, 1 / max(grid_rows - 1, 1) - 1e-6))
-    masks = _step_mask_all(trace) if step.name in ("masked_scores", "weights") else None
     for i in range(h):
         r, c = divmod(i, grid_cols)
         hover = f"head {i}<br>{row_ax}: %{{y}}<br>{col_ax}: %{{x}}<br>"
-        traces = _matrix_traces(step.array[i], rows, cols,
+        traces = _matrix_traces(arrays[i], rows, cols,
                                 None if masks is None else masks[i], kind=kind, hover=hover,
                                 show_values=show_values, colour=dict(coloraxis="coloraxis"),
                                 overlay=n_rows_each * n_cols_each <= GRID_OVERLAY_MAX_CELLS)
@@ -219,12 +230,33 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
                        col_ax if last_in_column else None, ticklabels=last_in_column)
         _category_axis(fig.get_subplot(r + 1, c + 1).yaxis, rows,
                        row_ax if c == 0 else None, top_down=True, ticklabels=c == 0)
-    fig.update_layout(coloraxis=_coloraxis(kind), title=dict(text=step.title + " — every head"),
+    fig.update_layout(coloraxis=_coloraxis(kind), title=dict(text=title),
                       height=80 + grid_rows * _facet_height(n_rows_each),
                       margin=dict(l=10, r=10, t=80, b=10))
     if masks is not None and masks.any():
         fig.update_layout(plot_bgcolor=MASKED_COLOR)
     return fig
+
+
+def _pool_heads(arrays: np.ndarray, kind: str):
+    """(H, n, m) → (H, ≤GRID_MAX_SIDE, ≤GRID_MAX_SIDE): each cell the largest weight (or the
+    mean of signed values) of a block of tokens; NaN (masked) cells are left out, and a block
+    that is all NaN stays NaN. Returns the pooled arrays, row and column labels (the blocks'
+    token positions) and the block side."""
+    h, n, m = arrays.shape
+    block = -(-max(n, m) // GRID_MAX_SIDE)
+    nb, mb = -(-n // block), -(-m // block)
+    padded = np.full((h, nb * block, mb * block), np.nan, dtype=np.float64)
+    padded[:, :n, :m] = arrays
+    blocks = padded.reshape(h, nb, block, mb, block)         # (H, nb, block, mb, block)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)       # all-NaN blocks stay NaN
+        pooled = (np.nanmax if kind == "weights" else np.nanmean)(blocks, axis=(2, 4))
+
+    def labels(count: int, total: int) -> list[str]:
+        return [f"{i * block}–{min(total, (i + 1) * block) - 1}" for i in range(count)]
+
+    return pooled.astype(np.float32), labels(nb, n), labels(mb, m), block
 
 
 def concat_figure(trace: AttentionTrace, tokens_q=None) -> go.Figure:

@@ -260,3 +260,20 @@ def test_query_vector_view_names_the_query_and_masked_keys(trace):
 def test_figures_module_does_not_import_streamlit():
     code = "import sys, attnviz.figures; assert 'streamlit' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_heads_grid_of_a_long_text_pools_blocks_to_their_largest_weight():
+    tokens = [f"w{i}" for i in range(300)]
+    w = attnviz.MultiHeadWeights.random(16, 2, seed=1)
+    t = attnviz.trace_attention(attnviz.embed_tokens(tokens, 16), w, causal=True)
+    fig = figures.heads_grid(t, tokens)
+    heat = [d for d in fig.data if d.name == "head 1"][0]
+    z = np.array(heat.z, dtype=float)
+    assert z.shape == (100, 100)                     # 300 tokens → blocks of 3
+    assert heat.y[0] == "0–2" and heat.x[-1] == "297–299"
+    for i, j in [(0, 0), (5, 2), (99, 99), (50, 10)]:
+        block = t.weights[1, 3 * i:3 * i + 3, 3 * j:3 * j + 3]
+        live = ~np.triu(np.ones((300, 300), bool), 1)[3 * i:3 * i + 3, 3 * j:3 * j + 3]
+        assert z[i, j] == pytest.approx(block[live].max(), rel=1e-6)
+    assert np.isnan(z[0, 5])                         # a block entirely above the diagonal
+    assert "3×3 tokens per cell" in fig.layout.title.text

@@ -207,3 +207,12 @@ def test_chart_camera_saves_png_or_svg_with_a_descriptive_name():
     at.radio(key="image_format").set_value("svg").run()
     config = _json.loads(at.get("plotly_chart")[0].proto.config)
     assert config["toImageButtonOptions"]["format"] == "svg"
+
+
+@pytest.mark.parametrize("page", ["pages/home.py", "pages/multihead.py"])
+def test_512_tokens_and_16_heads_stay_within_the_figure_budget(page):
+    sentence = " ".join(f"w{i}" for i in range(600))
+    at = open_page(page, sentence=sentence, max_tokens=512, num_heads=16, d_model=64)
+    no_exceptions(at)
+    assert any("only the first 512" in i.value for i in at.info)
+    assert chart_bytes(at) <= 3 * 1024 * 1024
