@@ -22,6 +22,6 @@ from .weights import INIT_SCHEMES, MultiHeadWeights
 __all__ = [
     "AttentionTrace", "AttnvizInputError", "DEFAULT_MAX_TOKENS", "INIT_SCHEMES", "MAX_TOKENS",
     "MultiHeadWeights", "PRESET_NAMES", "Preset", "PretrainedModel", "PretrainedTrace", "Step",
-    "embed_tokens", "load_preset", "parse_matrix", "presets", "report_html",
+    "embed_tokens", "figures", "load_preset", "parse_matrix", "presets", "report_html",
     "sinusoidal_positions", "softmax", "tokenize", "trace_attention", "trace_qkv", "truncate",
 ]
