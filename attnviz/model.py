@@ -178,14 +178,14 @@ def _build_projected(view: View, edits: dict) -> None:
 def _build_pretrained(view: View, edits: dict) -> None:
     """One layer of all-MiniLM-L6-v2: its real input hidden states and real weights. Edits
     apply to this layer's attention only (the layers after it are not recomputed)."""
-    from .pretrained import PretrainedModel
+    from .pretrained import PretrainedModel, cached_run
 
     s = view.settings
     model = PretrainedModel.load()
     if not 0 <= s.layer < model.num_layers:
         raise AttnvizInputError(f"layer must be between 0 and {model.num_layers - 1}, "
                                 f"not {s.layer}")
-    run = model.run(s.sentence, max_tokens=max(3, min(s.max_tokens, model.max_tokens)))
+    run = cached_run(s.sentence, s.max_tokens)
     if run.notice:
         view.notices.append(run.notice)
     layer = run.traces[s.layer]

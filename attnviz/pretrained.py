@@ -260,6 +260,15 @@ class PretrainedModel:
 # ---- loading --------------------------------------------------------------------------------
 
 _LOAD_LOCK = threading.Lock()
+RUNS_CACHED = 8                 # texts whose runs cached_run keeps
+
+
+@lru_cache(maxsize=RUNS_CACHED)
+def cached_run(text: str, max_tokens: int) -> PretrainedTrace:
+    """``PretrainedModel.load().run(text, …)`` with the token limit clamped to what the model
+    takes (MIN_TOKENS … 512), kept for the last few texts so every page shares one run."""
+    model = PretrainedModel.load()
+    return model.run(text, max(MIN_TOKENS, min(max_tokens, model.max_tokens)))
 
 
 def _package_folder() -> Path:

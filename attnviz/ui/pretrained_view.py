@@ -13,10 +13,10 @@ from streamlit.errors import StreamlitPageNotFoundError
 from .. import model_figures
 from ..errors import AttnvizInputError
 from ..model import Settings
-from ..pretrained import MIN_TOKENS, MODEL_NAME, PretrainedModel, PretrainedTrace
+from ..pretrained import (MODEL_NAME, RUNS_CACHED, PretrainedModel, PretrainedTrace,
+                          cached_run)
 from . import state
 
-RUNS_CACHED = 8              # runs (sentence, token limit[, hide]) kept in memory
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,19 +36,9 @@ class ModelRun:
         return int(p[0]) if np.array_equal(p, np.arange(p[0], p[0] + len(p))) else 0
 
 
-@st.cache_resource(show_spinner=False)
-def _model() -> PretrainedModel:
-    return PretrainedModel.load()
-
-
-@st.cache_resource(show_spinner=False, max_entries=RUNS_CACHED)
-def _model_run(sentence: str, max_tokens: int) -> PretrainedTrace:
-    return _model().run(sentence, max_tokens)
-
-
 @st.cache_resource(show_spinner=False, max_entries=RUNS_CACHED)
 def _shown(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
-    run = _model_run(sentence, max_tokens)
+    run = cached_run(sentence, max_tokens)
     weights = np.stack([t.weights for t in run.traces])          # (L, H, n, n)
     positions = np.arange(len(run.tokens))
     if hide_special:
@@ -59,9 +49,9 @@ def _shown(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
                     positions=positions)
 
 
-def _sentence_and_limit(model: PretrainedModel) -> tuple[str, int]:
+def _sentence_and_limit() -> tuple[str, int]:
     s = Settings.from_mapping(st.session_state)
-    return s.sentence, max(MIN_TOKENS, min(s.max_tokens, model.max_tokens))
+    return s.sentence, s.max_tokens
 
 
 def load() -> PretrainedTrace:
@@ -70,9 +60,9 @@ def load() -> PretrainedTrace:
     state.init()
     try:
         with st.spinner(f"Loading {MODEL_NAME} …"):
-            model = _model()
+            PretrainedModel.load()
         with st.spinner(f"Running {MODEL_NAME} on your text …"):
-            return _model_run(*_sentence_and_limit(model))
+            return cached_run(*_sentence_and_limit())
     except AttnvizInputError as exc:
         st.error(f"Cannot run the model: {exc}")
         st.stop()
@@ -81,7 +71,7 @@ def load() -> PretrainedTrace:
 def shown(hide_special: bool) -> ModelRun:
     """What the views draw: every layer's weights, without [CLS]/[SEP] if `hide_special`
     (call after :func:`load`)."""
-    return _shown(*_sentence_and_limit(_model()), hide_special)
+    return _shown(*_sentence_and_limit(), hide_special)
 
 
 def token_list(run: PretrainedTrace) -> None:
