@@ -3,14 +3,12 @@
 import streamlit as st
 
 from attnviz.ui import experiments_view as ex
-from attnviz.ui import state, widgets
+from attnviz.ui import widgets
 
 st.title("Experiments")
 st.caption("Why attention is built the way it is: each tab changes one thing and shows, "
            "with numbers, what happens. The sidebar's input is used where it fits.")
-view = state.current_view()
-if not widgets.show_status(view):
-    st.stop()
+view = widgets.view_or_stop()
 
 EXPERIMENTS = {
     "√d_k scaling": lambda: ex.scaling_tab(),

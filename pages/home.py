@@ -4,15 +4,13 @@ import pandas as pd
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import state, widgets
+from attnviz.ui import widgets
 
 st.title("Self-attention, one step at a time")
 st.caption("Type a sentence in the sidebar (English or Chinese), or pick a tutorial's worked "
            "example. Every number below is computed from it, and every step can be opened.")
 
-view = state.current_view()
-if not widgets.show_status(view):
-    st.stop()
+view = widgets.view_or_stop()
 t = view.trace
 
 st.subheader(f"Tokens ({len(view.tokens_q)})")

@@ -3,14 +3,12 @@
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import edit_view, state, widgets
+from attnviz.ui import edit_view, widgets
 
 st.title("Inputs & weights")
 st.caption("Edit any cell: every later step on every page changes at once. Or paste a matrix, "
            "upload a CSV or .npy file, randomise with another seed, or reset your edits.")
-view = state.current_view()
-if not widgets.show_status(view):
-    st.stop()
+view = widgets.view_or_stop()
 
 names = edit_view.editable_names(view)
 if not names:

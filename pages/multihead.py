@@ -3,14 +3,12 @@
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import state, widgets
+from attnviz.ui import widgets
 
 st.title("Multi-head attention")
 st.caption("Each head has its own W_Q, W_K, W_V, so each attends differently. Their outputs Z "
            "are put side by side and W_O mixes them back into one vector per token.")
-view = state.current_view()
-if not widgets.show_status(view):
-    st.stop()
+view = widgets.view_or_stop()
 t = view.trace
 
 st.subheader(f"Attention weights of all {t.num_heads} heads")

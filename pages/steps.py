@@ -4,12 +4,10 @@ and follow one query token through the vector view of tutorials 000 and 003."""
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import state, steps_view, widgets
+from attnviz.ui import steps_view, widgets
 
 st.title("Step by step")
-view = state.current_view()
-if not widgets.show_status(view):
-    st.stop()
+view = widgets.view_or_stop()
 t = view.trace
 
 names = [s.name for s in t.steps]

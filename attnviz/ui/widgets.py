@@ -8,6 +8,7 @@ import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from ..model import View
+from . import state
 
 IMAGE_FORMAT_KEY = "image_format"
 IMAGE_FORMATS = ("png", "svg")
@@ -25,6 +26,15 @@ def show_status(view: View) -> bool:
         st.error(f"Cannot compute attention: {view.error}")
         return False
     return True
+
+
+def view_or_stop() -> View:
+    """The current view for a page; its notices shown, or its error shown and the page
+    stopped when there is nothing to draw."""
+    view = state.current_view()
+    if not show_status(view):
+        st.stop()
+    return view
 
 
 def unique(labels) -> list[str]:
