@@ -22,7 +22,6 @@ MODES = ("Sentence", "Preset", "Matrix X", "Q, K, V", "Pretrained model")
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired"
 MAX_D_MODEL = 1024
 MAX_HEADS = 16
-MAX_MATRIX_CELLS = 512 * 1024
 
 # names of the matrices a user can edit, with the axes of each
 EDITABLE = {
