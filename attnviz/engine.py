@@ -72,6 +72,7 @@ class AttentionTrace:
     scale: float
     mask: np.ndarray | None           # bool (H, n_q, n_k), True = masked (−inf); None = no mask
     attn_weights: MultiHeadWeights | None = None
+    weights_given: str | None = None  # why the weights are given, not softmax (see with_weights)
     warnings: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
 
@@ -185,6 +186,8 @@ def trace_attention(x, w: MultiHeadWeights, *, context=None, value=None, causal:
 
     if context is x and value is x:
         q, k, v = _project_self(x, w, dtype)
+        if w.qk_tied:
+            k = q        # W_K = W_Q on the same input: K is Q, and the scores are symmetric
     else:
         q = _project(x, w, "q", dtype)
         k = _project(context, w, "k", dtype)
@@ -233,6 +236,29 @@ def trace_qkv(q, k, v, *, causal: bool = False, key_padding_mask=None, attn_mask
     fields = dict(x=None, context=None, q=q, k=k, v=v, z=z, concat=concat, output=concat,
                   attn_weights=None, **parts)
     return _finish(fields, has_x=False, cross=False, has_wo=False, biased=False)
+
+
+def with_weights(t: AttentionTrace, weights, *, why: str) -> AttentionTrace:
+    """The trace `t` with its attention weights replaced by `weights` (H, n_q, n_k) and every
+    later step (weighted values, Z, concatenation, output) recomputed from them; the weights
+    step says `why` they are not the softmax (e.g. a tutorial's rounded weights)."""
+    weights = np.array(weights, dtype=t.weights.dtype)
+    if weights.ndim == 2:
+        weights = weights[None]
+    if weights.shape != t.weights.shape:
+        raise AttnvizInputError(f"the weights must have shape {t.weights.shape}, "
+                                f"not {weights.shape}")
+    z = readonly(weights @ t.v)                              # (H, n_q, d_v)
+    concat = _concat_heads(z)
+    w = t.attn_weights
+    output = concat if w is None else concat @ w.w_o.astype(concat.dtype, copy=False)
+    if w is not None and w.b_o is not None:
+        output = output + w.b_o.astype(concat.dtype, copy=False)
+    fields = {name: getattr(t, name) for name in t.__dataclass_fields__ if name != "steps"}
+    fields.update(weights=readonly(weights), z=z, concat=concat, output=output,
+                  weights_given=why)
+    return _finish(fields, has_x=t.x is not None, cross=t.context is not None,
+                   has_wo=w is not None, biased=w is not None and w.has_bias)
 
 
 def softmax(s: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:
@@ -372,6 +398,8 @@ def _attend(q, k, v, causal, key_padding_mask, attn_mask, scale):
 
     with np.errstate(over="ignore", invalid="ignore"):
         np.matmul(q, k_t, out=scores)                        # BLAS, on every core
+    if k is q:
+        _mirror_upper(scores)
     _check_no_overflow(scores, q, k, scale)
 
     def run(block):  # scale, mask and softmax for some rows of one head, in cache
@@ -403,6 +431,13 @@ def _attend(q, k, v, causal, key_padding_mask, attn_mask, scale):
     for name in ("scores", "scaled_scores", "masked_scores", "weights"):
         readonly(parts[name])
     return readonly(z), parts
+
+
+def _mirror_upper(scores: np.ndarray) -> None:
+    """K is Q, so S = Q Qᵀ is symmetric in exact arithmetic; BLAS may round s_ij and s_ji
+    differently. Copy the upper triangle onto the lower so S equals Sᵀ bit for bit."""
+    rows, cols = np.triu_indices(scores.shape[1], k=1)
+    scores[:, cols, rows] = scores[:, rows, cols]
 
 
 def _run_blocks(run, blocks: list, *, threaded: bool) -> None:
@@ -478,6 +513,28 @@ def _finish(fields: dict, *, has_x: bool, cross: bool, has_wo: bool, biased: boo
     return t
 
 
+@dataclass(frozen=True)
+class _Scaling:
+    scores: str          # LaTeX of the scaled scores in terms of Q and K
+    step_formula: str    # LaTeX of the scaling step
+    explanation: str
+
+
+def _scaling_texts(scale: float, d_k: int) -> _Scaling:
+    """The scaling as the formulas write it: ÷√d_k, none (scale 1), or another factor, given
+    exactly (its shortest round-trip decimal)."""
+    if math.isclose(scale, 1 / math.sqrt(d_k), rel_tol=1e-12):
+        return _Scaling(r"\frac{Q_h K_h^{\top}}{\sqrt{d_k}}",
+                        rf"\frac{{S_h}}{{\sqrt{{d_k}}}} = \frac{{S_h}}{{\sqrt{{{d_k}}}}}",
+                        "Dividing by √d_k keeps the scores' spread near 1 whatever d_k is, so "
+                        "softmax does not saturate.")
+    if scale == 1.0:
+        return _Scaling(r"Q_h K_h^{\top}", r"S_h \;(\text{no scaling})",
+                        "Scaling is off: the scores pass through unchanged.")
+    return _Scaling(rf"{scale!r}\, Q_h K_h^{{\top}}", rf"{scale!r}\, S_h",
+                    f"The scores are multiplied by {scale!r} (not 1/√d_k).")
+
+
 def _steps(t: AttentionTrace, *, has_x: bool, cross: bool, has_wo: bool,
            biased: bool) -> list[Step]:
     """The steps in the order a learner meets them; formulas follow the tutorials."""
@@ -512,29 +569,31 @@ def _steps(t: AttentionTrace, *, has_x: bool, cross: bool, has_wo: bool,
                    ("head", axis, "feature"))
               for n, title, axis in (("q", "Queries", "query"), ("k", "Keys", "key"),
                                      ("v", "Values", "key"))]
-    scale_tex = (r"\frac{1}{\sqrt{d_k}}" if math.isclose(t.scale, 1 / math.sqrt(t.d_k))
-                 else f"{t.scale:g}")
+    scaling = _scaling_texts(t.scale, t.d_k)
+    masked = t.masked_scores is not t.scaled_scores
     s += [
         Step("scores", "Scores Q Kᵀ", r"S_h = Q_h K_h^{\top}",
              "Row i, column j is the dot product q_i · k_j: how well query i matches key j.",
              t.scores, ("head", "query", "key")),
-        Step("scaled_scores", "Scaled scores",
-             rf"S_h \cdot {scale_tex}" + (rf" = S_h / \sqrt{{{t.d_k}}}"
-                                          if scale_tex.startswith(r"\frac") else ""),
-             "Dividing by √d_k keeps the scores' spread near 1 whatever d_k is, so softmax "
-             "does not saturate." if t.scale != 1.0 else "Scaling is off: the scores pass "
-             "through unchanged.",
+        Step("scaled_scores", "Scaled scores", scaling.step_formula, scaling.explanation,
              t.scaled_scores, ("head", "query", "key")),
     ]
-    if t.masked_scores is not t.scaled_scores:
-        s.append(Step("masked_scores", "Masked scores", r"S_h \cdot s + M,\; M_{ij} = -\infty"
-                      r"\text{ where masked}",
+    if masked:
+        s.append(Step("masked_scores", "Masked scores",
+                      rf"{scaling.scores} + M_h,\; " + (
+                          r"M_h[i, j] = -\infty\text{ where masked}" if t.mask is not None
+                          else r"M_h = \text{the float mask, added}"),
                       "Masked keys get −∞, so softmax gives them weight 0.",
                       t.masked_scores, ("head", "query", "key")))
     s += [
         Step("weights", "Attention weights (softmax)",
-             r"A_h = \mathrm{softmax}_{\text{row}}\left(\frac{Q_h K_h^{\top}}{\sqrt{d_k}}\right)",
+             r"A_h = \mathrm{softmax}_{\text{row}}\left(" + scaling.scores
+             + (r" + M_h" if masked else "") + r"\right)",
              "Softmax over each row turns scores into weights that are positive and sum to 1.",
+             t.weights, ("head", "query", "key"))
+        if t.weights_given is None else
+        Step("weights", "Attention weights (given, not the softmax)",
+             r"A_h = \text{given weights}", t.weights_given,
              t.weights, ("head", "query", "key")),
         Step("weighted_values", "Weighted values", r"A_h[i, j] \, v_j",
              "Each value vector scaled by how much query i attends to that key.",

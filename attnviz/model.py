@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .engine import AttentionTrace, trace_attention, trace_qkv
+from .engine import AttentionTrace, trace_attention, trace_qkv, with_weights
 from .errors import AttnvizInputError
 from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
                      sinusoidal_positions, tokenize, truncate)
@@ -45,6 +45,7 @@ class Settings:
     seed: int = 0
     bias: bool = False
     scaled: bool = True
+    rounded: bool = False             # tutorial 003's rounded weights instead of the softmax
     causal: bool = False
     positional: bool = False
     max_tokens: int = DEFAULT_MAX_TOKENS
@@ -106,6 +107,62 @@ class View:
         return self.trace is not None
 
 
+@dataclass(frozen=True)
+class InUse:
+    """The sizes and scaling the computation uses, for the sidebar to show. A `*_fixed` text
+    says why the user's own setting does not apply in this mode (None: the setting applies).
+    A size is None where the input does not have it (no X: no d_model) or cannot be read."""
+
+    d_model: int | None
+    num_heads: int | None
+    d_k: int | None
+    scaled: bool
+    d_model_fixed: str | None = None
+    heads_fixed: str | None = None
+    scale_fixed: str | None = None
+
+
+def in_use(s: Settings) -> InUse:
+    """What `build_view(s)` will use for d_model, heads, d_k and scaling; cheap (no trace)."""
+    if s.mode == "Preset":
+        return _preset_in_use(load_preset(s.preset))
+    if s.mode == "Q, K, V":
+        width = _columns(s.q_text)
+        return InUse(None, 1, width, s.scaled, d_model_fixed="Q, K and V are entered "
+                     "directly: there is no X, so no d_model.",
+                     heads_fixed="Q, K and V entered directly are one head; d_k is the "
+                     "width of Q.")
+    if s.mode == "Pretrained model":
+        return InUse(None, None, None, s.scaled, d_model_fixed="all-MiniLM-L6-v2's own",
+                     heads_fixed="all-MiniLM-L6-v2's own")
+    d_model = _columns(s.x_text) if s.mode == "Matrix X" else s.d_model
+    d_k = s.d_k or (d_model // s.num_heads if d_model and s.num_heads
+                    and d_model % s.num_heads == 0 else None)
+    return InUse(d_model, s.num_heads, d_k, s.scaled,
+                 d_model_fixed="Matrix X: d_model is the number of columns of your X."
+                 if s.mode == "Matrix X" else None)
+
+
+def _preset_in_use(p: Preset) -> InUse:
+    if p.weights is not None:
+        d_model, heads, d_k = p.weights.d_model, p.weights.num_heads, p.weights.d_k
+    else:
+        q = p.q if p.q is not None else p.x
+        d_model, heads, d_k = (None if p.q is not None else p.x.shape[1]), 1, q.shape[1]
+    scaled = p.scale is None
+    why = f"Set by the preset, which follows tutorial {p.tutorial}"
+    return InUse(d_model, heads, d_k, scaled, d_model_fixed=why + ".", heads_fixed=why + ".",
+                 scale_fixed=f"{why}: it {'divides' if scaled else 'does not divide'} the "
+                             f"scores by √d_k.")
+
+
+def _columns(text: str) -> int | None:
+    try:
+        return parse_matrix(text, max_rows=MAX_TOKENS, max_cols=MAX_D_MODEL).shape[1]
+    except AttnvizInputError:
+        return None
+
+
 def weights_signature(s: Settings) -> str:
     """Edits are kept per configuration: returning to it brings them back."""
     if s.mode == "Preset":
@@ -156,12 +213,10 @@ def _build_projected(view: View, edits: dict) -> None:
         view.preset = preset
         if preset.weights is None:   # Q, K, V or raw X given directly: nothing to project
             view.trace = preset.trace(causal=s.causal)
-            view.tokens_q = view.tokens_k = list(preset.tokens)
+            view.tokens_q, view.tokens_k = list(preset.tokens), preset.key_tokens
             view.x = preset.x
             return
         tokens, x, w, scale = list(preset.tokens), preset.x, preset.weights, preset.scale
-        if not s.scaled:
-            scale = 1.0
     else:
         tokens, x = _tokens_and_x(view)
         w = _random_weights(s, d_model=x.shape[1])
@@ -172,6 +227,30 @@ def _build_projected(view: View, edits: dict) -> None:
     view.weights = w
     view.tokens_q = view.tokens_k = tokens
     view.trace = trace_attention(x, w, causal=s.causal, scale=scale)
+    if view.preset is not None:
+        _article_weights(view)
+
+
+def _article_weights(view: View) -> None:
+    """Where the tutorial prints numbers from rounded weights, say so; with `rounded` on, use
+    its weights, so every later step shows the tutorial's numbers."""
+    note = view.preset.side_notes.get("rounded_weights")
+    if note is None:
+        return
+    text, rounded = note
+    if not view.settings.rounded:
+        view.notices.append(text + " Tick “Use the tutorial's rounded weights” in the sidebar "
+                            "to see its numbers.")
+        return
+    if rounded.shape != view.trace.weights.shape[1:] or view.settings.causal:
+        view.notices.append("The tutorial's rounded weights fit only its own example without a "
+                            "mask: the exact softmax is shown.")
+        return
+    view.trace = with_weights(view.trace, rounded, why=(
+        "Tutorial 003's weights as it prints them: the softmax rounded by hand for "
+        "readability, typed in here, not computed."))
+    view.notices.append("Using the tutorial's rounded weights instead of the softmax: the "
+                        "weighted values, Z and the output are its printed numbers.")
 
 
 def _build_pretrained(view: View, edits: dict) -> None:

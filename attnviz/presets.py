@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -32,9 +33,15 @@ class Preset:
     v: np.ndarray | None = None
     scale: float | None = None
     sentence: str | None = None
+    tokens_k: list[str] | None = None        # key labels where keys are not the tokens
     alt_weights: MultiHeadWeights | None = None
     alt_label: str = ""
     side_notes: dict = field(default_factory=dict)
+
+    @property
+    def key_tokens(self) -> list[str]:
+        """Labels of the keys (and values): the tokens themselves, unless given apart."""
+        return list(self.tokens if self.tokens_k is None else self.tokens_k)
 
     @property
     def kind(self) -> str:
@@ -64,9 +71,9 @@ def _three_inputs() -> Preset:
         tutorial="003 Self-Attention 机制和代码", tokens=["Input 1", "Input 2", "Input 3"],
         x=x, weights=w, scale=1.0,
         side_notes={"rounded_weights": (
-            "The tutorial rounds the softmax for readability to these weights; its printed "
-            "outputs [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]] come from them, not from the "
-            "exact softmax.", rounded)})
+            "Tutorial 003 rounds the softmax for readability to [[0, 0.5, 0.5], [0, 1, 0], "
+            "[0, 0.9, 0.1]]; its printed outputs [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]] come "
+            "from those rounded weights, not from the exact softmax shown here.", rounded)})
 
 
 def _two_queries() -> Preset:
@@ -75,6 +82,7 @@ def _two_queries() -> Preset:
         description="Tutorial 002's single-head example: Q and K are 2×3, V is 2×2, entered "
                     "directly; the scores are divided by √3 ≈ 1.732.",
         tutorial="002 Attention 注意力机制", tokens=["query 1", "query 2"],
+        tokens_k=["key 1", "key 2"],
         q=np.array([[1.0, 0, 1], [0, 1, 1]]), k=np.array([[0.0, 0, 1], [0, 1, 1]]),
         v=np.array([[1.0, 2], [3, 4]]))
 
@@ -137,6 +145,7 @@ _BUILDERS = {"three_inputs": _three_inputs, "two_queries": _two_queries,
 PRESET_NAMES = tuple(_BUILDERS)
 
 
+@lru_cache(maxsize=len(_BUILDERS))
 def load_preset(name: str) -> Preset:
     """The preset called `name` (one of PRESET_NAMES)."""
     if name not in _BUILDERS:

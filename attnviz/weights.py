@@ -112,6 +112,15 @@ class MultiHeadWeights:
     def dtype(self) -> np.dtype:
         return self.w_q.dtype
 
+    @cached_property
+    def qk_tied(self) -> bool:
+        """W_K equals W_Q (and b_K equals b_Q): queries and keys of one input are the same."""
+        same_bias = (self.b_q is None and self.b_k is None) or (
+            self.b_q is not None and self.b_k is not None
+            and np.array_equal(self.b_q, self.b_k))
+        return self.w_q.shape == self.w_k.shape and same_bias \
+            and np.array_equal(self.w_q, self.w_k)
+
     @property
     def has_bias(self) -> bool:
         return any(b is not None for b in (self.b_q, self.b_k, self.b_v, self.b_o))

@@ -246,3 +246,49 @@ def test_the_core_never_imports_streamlit():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=__file__.rsplit("/tests/", 1)[0])
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("n, d_model, heads, dtype", [(5, 10, 1, np.float64),
+                                                       (37, 24, 3, np.float64),
+                                                       (300, 64, 4, np.float32)])
+def test_tied_q_and_k_give_scores_equal_to_their_transpose_bit_for_bit(n, d_model, heads,
+                                                                       dtype):
+    # Equal W_Q and W_K, given as two separate arrays (not one object), on inputs where BLAS
+    # would round s_ij and s_ji differently: the engine still gives an exactly symmetric S.
+    rng = np.random.default_rng(n)
+    w_q = rng.standard_normal((heads, d_model, 8)).astype(dtype)
+    w = attnviz.MultiHeadWeights(w_q, w_q.copy(), rng.standard_normal((heads, d_model, 8)),
+                                 np.eye(heads * 8))
+    x = rng.standard_normal((n, d_model)).astype(dtype)
+    t = attnviz.trace_attention(x, w)
+    for h in range(heads):
+        assert np.array_equal(t.scores[h], t.scores[h].T)
+        assert np.array_equal(t.scaled_scores[h], t.scaled_scores[h].T)
+    # and still the same numbers as separate projections, to rounding
+    untied = attnviz.trace_attention(x, w.replace(w_k=w_q.copy() + 0.0), context=x.copy())
+    np.testing.assert_allclose(t.weights, untied.weights, atol=1e-5 if dtype == np.float32
+                               else 1e-12)
+
+
+def _formula(t, name):
+    return t.step(name).formula
+
+
+def test_formulas_follow_the_scale_and_the_mask():
+    w = attnviz.MultiHeadWeights.random(8, 2, seed=0)
+    x = np.random.default_rng(0).standard_normal((4, 8))
+    plain = attnviz.trace_attention(x, w)
+    assert r"\sqrt{d_k}" in _formula(plain, "weights")
+    assert "M_h" not in _formula(plain, "weights")
+    unscaled = attnviz.trace_attention(x, w, scale=1.0)
+    for name in ("scaled_scores", "weights"):
+        assert r"\sqrt" not in _formula(unscaled, name)
+        assert r"\frac" not in _formula(unscaled, name)
+    other = attnviz.trace_attention(x, w, scale=0.3)
+    assert "0.3" in _formula(other, "weights") and r"\sqrt" not in _formula(other, "weights")
+    causal = attnviz.trace_attention(x, w, causal=True)
+    assert "M_h" in _formula(causal, "weights")
+    assert r"-\infty" in _formula(causal, "masked_scores")
+    added = attnviz.trace_attention(x, w, attn_mask=np.zeros((4, 4)))
+    assert "M_h" in _formula(added, "weights")
+    assert r"-\infty" not in _formula(added, "masked_scores")

@@ -104,8 +104,10 @@ def raw_tab(view: View) -> None:
 def order_tab(view: View) -> None:
     st.markdown("**Word order and positional encoding.** Self-attention compares every token "
                 "with every other, so without positions it cannot see order (tutorial 001): "
-                "shuffle the tokens and each output row is the same as before, only moved. "
-                "Add the sinusoidal encoding and the rows change.")
+                "shuffle the tokens and each output row is the same as before, only moved (equal up "
+                "to floating-point rounding: the sums are taken in another order, so the last "
+                "digit may differ, about 1e-16). Add the sinusoidal encoding and the rows "
+                "change.")
     if view.weights is None or len(view.tokens_q) < 2:
         st.info("This experiment needs a sentence (or X) of at least two tokens and weights.")
         return
@@ -118,7 +120,8 @@ def order_tab(view: View) -> None:
     st.write("Shuffled: " + " ".join(f"[{t}]" for t in r.shuffled_tokens))
     c = st.columns(2)
     c[0].metric("without positions: max |row change|", f"{r.plain_difference:.2e}",
-                help="Each token's output row, compared after moving it back.")
+                help="Each token's output row, compared after moving it back: 0 up to "
+                     "floating-point rounding (machine precision is about 2.2e-16).")
     c[1].metric("with sinusoidal positions", f"{r.encoded_difference:.3g}")
     _heat(r.positions, list(range(len(r.tokens))), widgets.feature_labels(w.d_model),
           key="exp_pe", title="Sinusoidal positional encoding", row_title="position",

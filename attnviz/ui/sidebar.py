@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..inputs import MAX_TOKENS
-from ..model import MAX_D_MODEL, MAX_HEADS, MODES
+from ..model import MAX_D_MODEL, MAX_HEADS, MODES, in_use
 from ..presets import PRESET_NAMES, load_preset
 from ..weights import INIT_SCHEMES
 from . import links, state, uploads
@@ -52,31 +52,84 @@ def render() -> None:
 
 
 def _model_controls(mode: str) -> None:
-    projected = mode in ("Sentence", "Matrix X")
+    """Sizes and weights. Each control shows the value the computation uses; where the mode
+    fixes it (a preset's own sizes, X's columns), it is shown disabled with the reason."""
+    use = in_use(state.settings())
+    own_weights = mode in ("Sentence", "Matrix X")
     with st.expander("Model", expanded=True):
-        st.number_input("d_model", 1, MAX_D_MODEL, persist_state="session", key="d_model", step=1,
-                        disabled=mode != "Sentence",
-                        help="Width of each token's vector (Matrix X: the number of columns).")
-        st.number_input("Heads", 1, MAX_HEADS,
-                        persist_state="session", key="num_heads", step=1, disabled=not projected)
-        st.number_input("d_k (0 = d_model / heads)", 0, MAX_D_MODEL,
-                        persist_state="session", key="d_k", step=1,
-                        disabled=not projected)
-        st.selectbox("Initialisation", INIT_SCHEMES,
-                     persist_state="session", key="init", disabled=not projected)
-        st.number_input("Seed", 0, 2**31 - 1,
-                        persist_state="session", key="seed", step=1, disabled=not projected,
-                        help="Seeds the random weights and the token embeddings.")
-        st.checkbox("Biases", persist_state="session", key="bias", disabled=not projected)
+        if use.d_model_fixed:
+            _shown_number("d_model", use.d_model, use.d_model_fixed)
+        else:
+            st.number_input("d_model", 1, MAX_D_MODEL, persist_state="session", key="d_model",
+                            step=1, help="Width of each token's vector.")
+        if use.heads_fixed:
+            _shown_number("Heads", use.num_heads, use.heads_fixed)
+            _shown_number("d_k", use.d_k, use.heads_fixed)
+        else:
+            st.number_input("Heads", 1, MAX_HEADS, persist_state="session", key="num_heads",
+                            step=1)
+            _d_k_controls(use)
+        if own_weights:
+            st.selectbox("Initialisation", INIT_SCHEMES, persist_state="session", key="init")
+            st.number_input("Seed", 0, 2**31 - 1, persist_state="session", key="seed", step=1,
+                            help="Seeds the random weights and the token embeddings.")
+            st.checkbox("Biases", persist_state="session", key="bias")
+        else:
+            st.caption("The weights are the preset's own: initialisation, seed and biases do "
+                       "not apply." if mode == "Preset" else
+                       "No weights: Q, K and V are entered directly.")
+
+
+def _d_k_controls(use) -> None:
+    """d_k follows d_model / heads (shown, not editable) unless the user unticks that."""
+    st.session_state["d_k_auto"] = st.session_state.get("d_k") == 0
+    st.checkbox("d_k = d_model / heads", key="d_k_auto", on_change=_toggle_d_k,
+                args=(use.d_k,), help="Untick to choose d_k yourself (d_v follows it).")
+    if st.session_state["d_k_auto"]:
+        _shown_number("d_k", use.d_k, "d_model / heads" if use.d_k else
+                      "d_model does not divide by the number of heads: untick to set d_k")
+    else:
+        st.number_input("d_k", 1, MAX_D_MODEL, persist_state="session", key="d_k", step=1)
+
+
+def _toggle_d_k(derived: int | None) -> None:
+    st.session_state["d_k"] = 0 if st.session_state["d_k_auto"] else (derived or 1)
+
+
+def _shown_number(label: str, value: int | None, why: str) -> None:
+    """A disabled number box showing the value in use; its help says why it is fixed."""
+    key = f"shown_{label}"
+    st.session_state[key] = value
+    st.number_input(label, key=key, step=1, disabled=True, help=why)
+
+
+def _shown_checkbox(label: str, value: bool, why: str) -> None:
+    key = f"shown_{label}"
+    st.session_state[key] = value
+    st.checkbox(label, key=key, disabled=True, help=why)
 
 
 def _options(mode: str) -> None:
+    use = in_use(state.settings())
     with st.expander("Options", expanded=True):
-        st.checkbox("Divide scores by √d_k", persist_state="session", key="scaled")
+        if use.scale_fixed:
+            _shown_checkbox("Divide scores by √d_k", use.scaled, use.scale_fixed)
+        else:
+            st.checkbox("Divide scores by √d_k", persist_state="session", key="scaled")
+        if mode == "Preset" and "rounded_weights" in load_preset(
+                st.session_state["preset"]).side_notes:
+            st.checkbox("Use the tutorial's rounded weights", persist_state="session",
+                        key="rounded", help="The tutorial rounds the softmax by hand before "
+                        "multiplying by V; tick to see its printed numbers.")
         st.checkbox("Causal mask (no looking ahead)", persist_state="session", key="causal")
-        st.checkbox("Sinusoidal positional encoding", persist_state="session", key="positional",
-                    disabled=mode not in ("Sentence", "Matrix X"))
+        if mode in ("Sentence", "Matrix X"):
+            st.checkbox("Sinusoidal positional encoding", persist_state="session",
+                        key="positional")
+        else:
+            _shown_checkbox("Sinusoidal positional encoding", False,
+                            "Only for a sentence or your own X: this input is used as given.")
         st.number_input("Token limit", 1, MAX_TOKENS,
                         persist_state="session", key="max_tokens", step=1,
                         disabled=mode not in ("Sentence", "Pretrained model"),
-                        help="Longer sentences are cut here, with a notice.")
+                        help="Longer sentences are cut here, with a notice." if mode in
+                        ("Sentence", "Pretrained model") else "Only a typed sentence is cut.")

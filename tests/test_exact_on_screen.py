@@ -1,0 +1,129 @@
+"""What the page shows is what the engine computed and what the user set (issue 9).
+
+Expected numbers come from the tutorials (003's printed outputs, 002's key rows) or from the
+inputs themselves (X's column count), never from the page's own code.
+"""
+
+import numpy as np
+import pytest
+
+from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_page
+
+ARTICLE_003_OUTPUT = [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]      # tutorial 003, as printed
+
+
+# AppTest shows the sidebar only on the run of app.py (pages/home.py here): after a switch_page
+# or a click the page runs alone, so sidebar checks open Home with the state seeded.
+
+def sidebar_numbers(at) -> dict:
+    return {n.label: (n.value, n.disabled) for n in at.sidebar.number_input}
+
+
+def sidebar_checkboxes(at) -> dict:
+    return {c.label: (c.value, c.disabled) for c in at.sidebar.checkbox}
+
+
+def test_a_preset_shows_its_own_sizes_and_scaling_disabled_with_the_reason():
+    at = open_page("pages/home.py", mode="Preset", preset="three_inputs")
+    no_exceptions(at)
+    numbers = sidebar_numbers(at)
+    assert numbers["d_model"] == (4, True)      # tutorial 003: inputs of 4 numbers
+    assert numbers["Heads"] == (1, True)
+    assert numbers["d_k"] == (3, True)          # its W_Q is 4 × 3
+    scaled = [c for c in at.sidebar.checkbox if c.label == "Divide scores by √d_k"][0]
+    assert scaled.value is False and scaled.disabled
+    assert "003" in scaled.help
+
+
+def test_the_two_queries_preset_divides_by_root_3_and_says_so():
+    at = open_page("pages/home.py", mode="Preset", preset="two_queries")
+    assert sidebar_checkboxes(at)["Divide scores by √d_k"] == (True, True)
+    assert sidebar_numbers(at)["d_k"] == (3, True)
+
+
+def test_ticking_scaling_in_a_preset_cannot_change_what_the_page_shows():
+    # The control is disabled; even a value forced into the state leaves tutorial 003 unscaled.
+    at = open_page("pages/steps.py", mode="Preset", preset="three_inputs",
+                   step="scaled_scores", scaled=True)
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]),
+                                  [[2, 4, 4], [4, 16, 12], [4, 12, 10]])
+
+
+def test_matrix_x_mode_shows_the_width_of_x_as_d_model():
+    at = open_page("pages/home.py", mode="Matrix X", x_text="1 2 3 4 5\n6 7 8 9 10",
+                   num_heads=1)
+    assert sidebar_numbers(at)["d_model"] == (5, True)
+    assert sidebar_numbers(at)["d_k"] == (5, True)        # 5 / 1 head, derived
+
+
+def test_q_k_v_mode_shows_one_head_and_the_width_of_q():
+    at = open_page("pages/home.py", mode="Q, K, V", q_text="1 2 3 4\n5 6 7 8",
+                   k_text="1 0 0 0\n0 1 0 0", v_text="1\n2")
+    numbers = sidebar_numbers(at)
+    assert numbers["Heads"] == (1, True) and numbers["d_k"] == (4, True)
+
+
+def test_d_k_shows_the_derived_value_not_zero_or_the_users_choice():
+    # (AppTest loses the sidebar after a click on it, so the choices are seeded.)
+    at = open_page("pages/home.py", d_model=12, num_heads=3)
+    assert sidebar_numbers(at)["d_k"] == (4, True)
+    assert sidebar_checkboxes(at)["d_k = d_model / heads"] == (True, False)
+    chosen = dict(d_model=12, num_heads=3, d_k=6)
+    at = open_page("pages/home.py", **chosen)
+    assert sidebar_numbers(at)["d_k"] == (6, False)
+    assert sidebar_checkboxes(at)["d_k = d_model / heads"] == (False, False)
+    at = open_page("pages/steps.py", step="q", **chosen)
+    assert heatmap_z(charts(at)[0]).shape == (11, 6)       # 11 tokens × d_k 6
+
+
+def test_positional_encoding_is_shown_off_where_it_cannot_apply():
+    at = open_page("pages/home.py", mode="Preset", preset="it", positional=True)
+    assert sidebar_checkboxes(at)["Sinusoidal positional encoding"] == (False, True)
+
+
+def formula_of(at) -> str:
+    return at.get("latex")[0].value
+
+
+@pytest.mark.parametrize("state, present, absent", [
+    (dict(scaled=True), [r"\sqrt{d_k}"], ["M_h"]),
+    (dict(scaled=False), [], [r"\sqrt", "M_h"]),
+    (dict(scaled=True, causal=True), [r"\sqrt{d_k}", "M_h"], []),
+    (dict(scaled=False, causal=True), ["M_h"], [r"\sqrt"]),
+])
+def test_the_weights_formula_on_the_page_follows_scaling_and_mask(state, present, absent):
+    at = open_page("pages/steps.py", step="weights", **state)
+    formula = formula_of(at)
+    for part in present:
+        assert part in formula
+    for part in absent:
+        assert part not in formula
+
+
+def test_tutorial_003_notes_the_rounding_and_the_switch_gives_the_printed_output():
+    at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="output")
+    assert any("rounds the softmax" in i.value for i in at.info)
+    exact = heatmap_z(charts(at)[0])
+    np.testing.assert_allclose(exact[0], [1.936621, 6.683105, 1.595068], atol=1e-6)
+    home = open_page("pages/home.py", mode="Preset", preset="three_inputs")
+    assert sidebar_checkboxes(home)["Use the tutorial's rounded weights"] == (False, False)
+    at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="output",
+                   rounded=True)
+    no_exceptions(at)
+    np.testing.assert_allclose(heatmap_z(charts(at)[0]), ARTICLE_003_OUTPUT, atol=1e-12)
+    at.session_state["step"] = "weights"
+    at.run()
+    assert "not the softmax" in at.subheader[0].value
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]),
+                                  [[0, .5, .5], [0, 1, 0], [0, .9, .1]])
+
+
+def test_two_queries_labels_its_keys_as_keys():
+    at = open_page("pages/steps.py", mode="Preset", preset="two_queries", step="weights")
+    fig = charts(at)[0]
+    assert list(fig["data"][0]["x"]) == ["key 1", "key 2"]
+    assert list(fig["data"][0]["y"]) == ["query 1", "query 2"]
+    at.session_state["step"] = "k"
+    at.run()
+    assert list(charts(at)[0]["data"][0]["y"]) == ["key 1", "key 2"]
+    assert "query" not in " ".join(s.value for s in at.subheader)
