@@ -92,32 +92,35 @@ def sinusoidal_positions(n: int, d_model: int) -> np.ndarray:
 _MINUS = str.maketrans({"−": "-", "–": "-", "\u00a0": " "})
 
 
-def parse_matrix(text: str, *, max_rows: int | None = None,
-                 max_cols: int | None = None) -> np.ndarray:
+def parse_matrix(text: str, *, max_rows: int | None = None, max_cols: int | None = None,
+                 name: str | None = None) -> np.ndarray:
     """A float64 matrix from text: one row per line, cells split by commas, tabs or spaces;
-    or a JSON list of lists. Errors name the row and column (counted from 1)."""
+    or a JSON list of lists. Errors name the row and column (counted from 1), after `name`
+    (the matrix as the page names it, e.g. "W_Q of head 0") when given."""
     if not isinstance(text, str):
         raise AttnvizInputError(f"the matrix must be text, not {type(text).__name__}")
     text = text.translate(_MINUS).strip()
+    prefix = f"{name}: " if name else ""
     if not text:
-        raise AttnvizInputError("the matrix is empty: enter at least one number")
-    rows = _json_rows(text) if text.startswith("[") else _text_rows(text)
+        raise AttnvizInputError(f"{prefix}the matrix is empty: enter at least one number")
+    rows = _json_rows(text, name) if text.startswith("[") else _text_rows(text, name)
     widths = [len(r) for r in rows]
     for i, w in enumerate(widths):
         if w != widths[0]:
             raise AttnvizInputError(
-                f"row {i + 1} has {w} number{'s' if w != 1 else ''}, "
+                f"{prefix}row {i + 1} has {w} number{'s' if w != 1 else ''}, "
                 f"row 1 has {widths[0]}: every row needs the same number of columns")
     if max_rows is not None and len(rows) > max_rows:
         raise AttnvizInputError(
-            f"the matrix has {len(rows)} rows; at most {max_rows} rows are allowed")
+            f"{prefix}the matrix has {len(rows)} rows; at most {max_rows} rows are allowed")
     if max_cols is not None and widths[0] > max_cols:
         raise AttnvizInputError(
-            f"the matrix has {widths[0]} columns; at most {max_cols} columns are allowed")
+            f"{prefix}the matrix has {widths[0]} columns; at most {max_cols} columns are "
+            "allowed")
     return np.array(rows, dtype=np.float64)
 
 
-def _text_rows(text: str) -> list[list[float]]:
+def _text_rows(text: str, name: str | None) -> list[list[float]]:
     rows = []
     for line in (ln.strip() for ln in text.splitlines()):
         if not line:
@@ -126,45 +129,76 @@ def _text_rows(text: str) -> list[list[float]]:
         cells = [c.strip() for c in line.split(",")] if "," in line else line.split()
         if "," in line and cells and cells[-1] == "":
             cells.pop()  # a trailing comma, as spreadsheets write
-        rows.append([_number(c, i, j + 1) for j, c in enumerate(cells)])
+        rows.append([number_at(c, cell_name(name, i, j + 1)) for j, c in enumerate(cells)])
     return rows
 
 
-def _json_rows(text: str) -> list[list[float]]:
+def _json_rows(text: str, name: str | None) -> list[list[float]]:
+    prefix = f"{name}: " if name else ""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise AttnvizInputError(
-            f"the matrix looks like JSON but is not valid: {exc.msg} "
+            f"{prefix}the matrix looks like JSON but is not valid: {exc.msg} "
             f"(line {exc.lineno}, column {exc.colno})") from None
     if isinstance(data, list) and data and not any(isinstance(r, list) for r in data):
         data = [data]  # a flat list is one row
     if not isinstance(data, list) or not data:
-        raise AttnvizInputError("the matrix is empty: a JSON matrix is a list of rows")
+        raise AttnvizInputError(f"{prefix}the matrix is empty: a JSON matrix is a list of rows")
     rows = []
     for i, row in enumerate(data, start=1):
         if not isinstance(row, list):
-            raise AttnvizInputError(f"row {i} is not a list of numbers")
-        rows.append([_number(c, i, j) for j, c in enumerate(row, start=1)])
+            raise AttnvizInputError(f"{prefix}row {i} is not a list of numbers")
+        rows.append([number_at(c, cell_name(name, i, j)) for j, c in enumerate(row, start=1)])
     return rows
 
 
-def _number(cell, row: int, col: int) -> float:
-    where = f"row {row}, column {col}"
+# ---- one number, exactly as typed ------------------------------------------------------------
+
+# A decimal number as people write it: optional sign, digits with an optional point (or a
+# leading point), optional exponent. Nothing else: no "1,5", "1_000", "0x10", "nan" or "inf".
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def cell_name(matrix: str | None, row: int, col: int, row_label: str | None = None,
+              col_label: str | None = None) -> str:
+    """"W_Q of head 0, row 2 (d1), column 1 (q0)": where a cell is, as the page labels it;
+    row and column counted from 1, with the shown labels in brackets when given."""
+    row_part = f"row {row}" + (f" ({row_label})" if row_label else "")
+    col_part = f"column {col}" + (f" ({col_label})" if col_label else "")
+    return ", ".join(p for p in (matrix, row_part, col_part) if p)
+
+
+def number_at(cell, where: str) -> float:
+    """The float a person wrote in one cell, or AttnvizInputError "<where>: <what is wrong>".
+
+    Text must be a plain decimal (scientific notation, a sign and a leading point are fine);
+    a comma as decimal point, NaN, infinity, or a number beyond float64 are refused, never
+    turned into another number."""
     if isinstance(cell, bool) or cell is None or isinstance(cell, (list, dict)):
         raise AttnvizInputError(f"{where}: {json.dumps(cell)} is not a number")
     if isinstance(cell, str):
-        if cell == "":
-            raise AttnvizInputError(f"{where} is empty")
-        try:
-            value = float(cell)
-        except ValueError:
-            shown = cell if len(cell) <= 20 else cell[:20] + "…"
-            raise AttnvizInputError(f"{where}: {shown!r} is not a number") from None
-    else:
-        value = float(cell)
+        text = cell.translate(_MINUS).strip()
+        if text == "":
+            raise AttnvizInputError(f"{where} is empty: enter a number")
+        shown = repr(text if len(text) <= 20 else text[:20] + "…")
+        if not _DECIMAL.fullmatch(text):
+            hint = (" (write the decimal point as a dot: "
+                    f"{text.replace(',', '.')})" if re.fullmatch(r"[+-]?\d*,\d+", text)
+                    else "")
+            raise AttnvizInputError(f"{where}: {shown} is not a number{hint}")
+        value = float(text)
+        if math.isinf(value):
+            raise AttnvizInputError(
+                f"{where}: {shown} is too large (the largest number is about 1.8e308)")
+        if value == 0 and re.search(r"[1-9]", text.lower().split("e")[0]):
+            raise AttnvizInputError(
+                f"{where}: {shown} is too small to store (it would become 0): enter 0 or a "
+                "larger number")
+        return value
+    value = float(cell)
     if math.isnan(value):
-        raise AttnvizInputError(f"{where} is NaN: enter a number")
+        raise AttnvizInputError(f"{where}: NaN is not a number")
     if math.isinf(value):
-        raise AttnvizInputError(f"{where} is infinite: enter a finite number")
+        raise AttnvizInputError(f"{where}: {cell!r} is too large")
     return value

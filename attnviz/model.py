@@ -22,6 +22,12 @@ MODES = ("Sentence", "Preset", "Matrix X", "Q, K, V", "Pretrained model")
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired"
 MAX_D_MODEL = 1024
 MAX_HEADS = 16
+MAX_SEED = 2**31 - 1
+NUM_LAYERS = 6                        # all-MiniLM-L6-v2
+
+# the allowed range of each whole-number setting (the sidebar's and a link's bounds)
+BOUNDS = {"d_model": (1, MAX_D_MODEL), "num_heads": (1, MAX_HEADS), "d_k": (0, MAX_D_MODEL),
+          "seed": (0, MAX_SEED), "max_tokens": (1, MAX_TOKENS), "layer": (0, NUM_LAYERS - 1)}
 
 # names of the matrices a user can edit, with the axes of each
 EDITABLE = {
@@ -353,16 +359,3 @@ def matrix_of(view: View, name: str) -> np.ndarray | None:
     if view.weights is None:
         return None
     return getattr(view.weights, name)
-
-
-def with_cell(name: str, current: np.ndarray, index: tuple, value) -> np.ndarray:
-    """A copy of `current` with one cell set, after checking the value is a finite number."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise AttnvizInputError(f"{name}{list(index)}: {value!r} is not a number") from None
-    if not np.isfinite(number):
-        raise AttnvizInputError(f"{name}{list(index)}: enter a finite number, not {value!r}")
-    new = np.array(current, dtype=np.float64, copy=True)
-    new[index] = number
-    return new

@@ -117,3 +117,24 @@ def tick_labels(page) -> list[str]:
 def exceptions(page) -> list[str]:
     return page.eval_on_selector_all('[data-testid="stException"]',
                                      "els => els.map(e => e.textContent)")
+
+
+def type_into_first_cell(page, text: str) -> None:
+    """Type `text` into the first data editor's first number cell, as a person does with the
+    keyboard: focus the grid, go to the first cell (Ctrl+Home lands on the row labels, so one
+    step right), Enter to edit, select what is there, type, Enter."""
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.keyboard.press("Control+Home")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(200)
+    page.keyboard.press("Control+A")
+    page.keyboard.type(text, delay=30)
+    page.keyboard.press("Enter")
+
+
+def alerts(page) -> list[str]:
+    return page.eval_on_selector_all('[data-testid="stAlert"]', "els => els.map(e => e.textContent)")

@@ -3,6 +3,7 @@
 
 import numpy as np
 import pytest
+from playwright.sync_api import expect
 
 import attnviz
 from tests.browser_helpers import (exceptions, first_heatmap,
@@ -119,6 +120,5 @@ def test_the_sentence_survives_switching_the_input_away_and_back(page):
     wait_for_app(page)
     page.get_by_role("radio", name="Sentence").check(force=True)
     box = page.get_by_role("textbox", name="Sentence")
-    box.wait_for(timeout=30_000)
-    assert box.input_value() == "my own words"
+    expect(box).to_have_value("my own words", timeout=30_000)   # the value may come a moment later
     wait_for_tick(page, "words")

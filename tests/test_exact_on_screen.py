@@ -7,7 +7,9 @@ inputs themselves (X's column count), never from the page's own code.
 import numpy as np
 import pytest
 
-from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_page
+from streamlit.testing.v1 import AppTest
+
+from tests.apptest_helpers import ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_page
 
 ARTICLE_003_OUTPUT = [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]      # tutorial 003, as printed
 
@@ -127,3 +129,26 @@ def test_two_queries_labels_its_keys_as_keys():
     at.run()
     assert list(charts(at)[0]["data"][0]["y"]) == ["key 1", "key 2"]
     assert "query" not in " ".join(s.value for s in at.subheader)
+
+
+@pytest.mark.parametrize("param, raw, used", [
+    ("d_model", "999999", 1024), ("num_heads", "-3", 1), ("num_heads", "999999", 16),
+    ("max_tokens", "100000", 512), ("seed", "-1", 0), ("layer", "9", 5), ("d_k", "-2", 0),
+])
+def test_out_of_range_numbers_in_a_link_are_clamped_with_a_notice(param, raw, used):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params[param] = raw
+    at.run()
+    no_exceptions(at)
+    assert at.session_state[param] == used
+    notices = [w.value for w in at.sidebar.warning]
+    assert any(param in n and raw in n and str(used) in n for n in notices), notices
+
+
+def test_a_long_sentence_is_kept_out_of_the_link_with_a_note_and_still_cut_to_the_limit():
+    sentence = "word " * 3000                                   # 15,000 characters
+    at = open_page("pages/home.py", sentence=sentence)
+    no_exceptions(at)
+    assert "sentence" not in dict(at.query_params)
+    assert any("leaves out your sentence" in c.value for c in at.sidebar.caption)
+    assert any("3000 tokens; only the first 64" in i.value for i in at.info)

@@ -92,8 +92,11 @@ def test_parse_matrix_numbers():
     ("1 2 3\n4 5", "row 2 has 2 numbers, row 1 has 3"),
     ("1 2\n3 x", "row 2, column 2: 'x' is not a number"),
     ("1, ,3", "row 1, column 2 is empty"),
-    ("1 nan", "row 1, column 2 is NaN"),
-    ("1 2\ninf 3", "row 2, column 1 is infinite"),
+    ("1 nan", "row 1, column 2: 'nan' is not a number"),
+    ("1 2\ninf 3", "row 2, column 1: 'inf' is not a number"),
+    ("1 1e400", "row 1, column 2: '1e400' is too large"),
+    ("[[1, NaN]]", "row 1, column 2: NaN is not a number"),
+    ("1_0 2", "row 1, column 1: '1_0' is not a number"),
     ("", "empty"),
     ("[]", "empty"),
     ("[[1, 2], [3]]", "row 2 has 1 number, row 1 has 2"),
@@ -112,3 +115,31 @@ def test_parse_matrix_bounds():
         attnviz.parse_matrix("1\n2\n3", max_rows=2)
     with pytest.raises(AttnvizInputError, match="at most 2 columns"):
         attnviz.parse_matrix("1 2 3", max_cols=2)
+
+
+@pytest.mark.parametrize("typed, value", [
+    ("1e-3", 0.001), ("2.5e2", 250.0), ("-.5", -0.5), (".5", 0.5), ("+3", 3.0),
+    ("−2", -2.0), (" 7 ", 7.0), ("1E+2", 100.0), ("0e-999", 0.0), ("5e-324", 5e-324),
+])
+def test_a_typed_number_is_stored_as_written(typed, value):
+    assert attnviz.inputs.number_at(typed, "X, row 1, column 1") == value
+
+
+@pytest.mark.parametrize("typed, problem", [
+    ("1,5", "'1,5' is not a number (write the decimal point as a dot: 1.5)"),
+    ("1e400", "'1e400' is too large"), ("1e-400", "'1e-400' is too small to store"),
+    ("nan", "'nan' is not a number"), ("inf", "'inf' is not a number"),
+    ("0x10", "'0x10' is not a number"), ("1_000", "'1_000' is not a number"),
+    ("", "is empty"),
+])
+def test_a_typed_number_that_cannot_be_stored_exactly_is_refused(typed, problem):
+    with pytest.raises(attnviz.AttnvizInputError) as err:
+        attnviz.inputs.number_at(typed, "W_Q of head 0, row 2 (d1), column 1 (q0)")
+    assert str(err.value).startswith("W_Q of head 0, row 2 (d1), column 1 (q0)")
+    assert problem in str(err.value)
+
+
+def test_parse_matrix_names_the_matrix_in_its_errors():
+    with pytest.raises(attnviz.AttnvizInputError) as err:
+        attnviz.parse_matrix("1 2\n3 oops", name="W_K of head 1")
+    assert str(err.value) == "W_K of head 1, row 2, column 2: 'oops' is not a number"

@@ -82,33 +82,43 @@ def _randomise() -> None:
     state.bump_editor_version()
 
 
+def shown_name(name: str, head: int | None) -> str:
+    """The matrix as the page names it: "W_Q of head 0", "W_O", "X"."""
+    return label_of(name) + ("" if head is None else f" of head {head}")
+
+
 def editor(view: View, name: str, head: int | None) -> None:
-    a, rows, _ = matrix_with_labels(view, name, head)
+    """The matrix as editable text cells: each shows its number exactly (shortest round-trip
+    decimal) and a typed cell is stored exactly as written, or refused with a message naming
+    the cell (a numeric cell editor would silently drop letters: 1e-3 became −13)."""
+    a, rows, cols = matrix_with_labels(view, name, head)
     if a.size > EDITOR_MAX_CELLS:
         st.caption(f"{a.shape[0]}×{a.shape[1]} is too large to edit cell by cell here: paste or "
                    "upload the matrix below.")
         return
-    frame = pd.DataFrame(a, index=widgets.unique(rows),
-                         columns=[str(j) for j in range(a.shape[1])])
+    rows, cols = widgets.unique(rows), widgets.unique(cols)
+    frame = pd.DataFrame([[repr(float(v)) for v in row] for row in a], index=rows, columns=cols)
     version = st.session_state.get(state.EDITOR_VERSION_KEY, 0)
     key = f"editor_{name}_{head}_{version}"
     error_key = f"editor_error_{name}"
     st.data_editor(frame, key=key, on_change=state.apply_editor_changes,
-                   args=(view, name, head, key, error_key), width="stretch")
+                   args=(view, name, head, key, error_key, shown_name(name, head), rows, cols),
+                   disabled=["_index"], width="stretch")
     if st.session_state.get(error_key):
-        st.error(st.session_state[error_key] + " — the matrix keeps its previous value.")
+        st.error(st.session_state[error_key] + ". The matrix keeps its previous value.")
 
 
 def paste_or_upload(view: View, name: str, head: int | None) -> None:
     a, _, _ = matrix_with_labels(view, name, head)
-    what = label_of(name) + ("" if head is None else f" of head {head}")
+    what = shown_name(name, head)
     with st.expander(f"Paste or upload {what} ({a.shape[0]}×{a.shape[1]})"):
         version = st.session_state.get(state.EDITOR_VERSION_KEY, 0)
         text_key = f"paste_{name}_{head}_{version}"
         st.text_area("Matrix text (rows on lines; commas, spaces or tabs; or JSON)",
                      value=uploads.matrix_to_text(a), key=text_key, height=150)
         if st.button("Apply pasted matrix", key=f"apply_{name}_{head}"):
-            _try_set(view, name, head, lambda: parse_matrix(st.session_state[text_key]),
+            _try_set(view, name, head,
+                     lambda: parse_matrix(st.session_state[text_key], name=what),
                      f"paste_error_{name}")
         file = st.file_uploader("…or upload a .csv or .npy file", type=["csv", "txt", "npy"],
                                 key=f"upload_{name}_{head}_{version}",

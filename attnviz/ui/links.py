@@ -14,13 +14,15 @@ import zlib
 import numpy as np
 import streamlit as st
 
-from ..model import EDITABLE, Settings, weights_signature
+from ..model import BOUNDS, EDITABLE, Settings, weights_signature
 
 PAGE_KEYS = {"head": 0, "step": "", "query": 0, "vector_query": 0, "mh_head": 0,
              "matrix": "", "edit_head": 0}
 EDITS_PARAM = "edits"
 MAX_EDITS_CHARS = 4000
 MAX_TEXT_CHARS = 20_000
+MAX_LINK_TEXT_CHARS = 2000    # a longer sentence or matrix text is left out of the link
+TOO_LONG_KEY = "link_too_long"
 NOTICES_KEY = "link_notices"
 READ_KEY = "link_read"
 
@@ -40,9 +42,18 @@ def read_once() -> None:
             notices.append(f"the link's “{name}” is not a setting; ignored")
             continue
         try:
-            st.session_state[name] = _parse(raw, defaults[name])
+            value = _parse(raw, defaults[name])
         except ValueError:
             notices.append(f"the link's {name}={raw[:40]!r} is not valid; using the default")
+            continue
+        low, high = BOUNDS.get(name, (0, None)) if isinstance(value, int) \
+            and not isinstance(value, bool) else (None, None)
+        if low is not None and value < low or high is not None and value > high:
+            clamped = max(low, value) if high is None else min(max(low, value), high)
+            notices.append(f"the link's {name}={raw[:40]!r} is outside {low} to "
+                           f"{'…' if high is None else high}; using {clamped}")
+            value = clamped
+        st.session_state[name] = value
     checked = Settings.from_mapping(st.session_state)
     for name in ("mode", "preset", "init"):
         if name in params and getattr(checked, name) != st.session_state.get(name):
@@ -66,10 +77,9 @@ def _parse(raw: str, default):
             return False
         raise ValueError(raw)
     if isinstance(default, int):
-        value = int(raw)
-        if abs(value) > 2**31:
-            raise ValueError(raw)
-        return value
+        if len(raw) > 30:
+            raise ValueError("too long")
+        return int(raw)
     if len(raw) > MAX_TEXT_CHARS:
         raise ValueError("too long")
     return raw
@@ -80,6 +90,10 @@ def write() -> None:
     s = Settings.from_mapping(st.session_state)
     params = {name: _format(value) for name, value in s.__dict__.items()
               if value != getattr(Settings(), name)}
+    too_long = [name for name, value in params.items() if len(value) > MAX_LINK_TEXT_CHARS]
+    for name in too_long:
+        del params[name]
+    st.session_state[TOO_LONG_KEY] = too_long
     for name, default in PAGE_KEYS.items():
         value = st.session_state.get(name)
         if value is not None and value != default and isinstance(value, (int, str)):
@@ -136,6 +150,9 @@ def _decode_edits(text: str) -> dict:
 def show_notices() -> None:
     for notice in st.session_state.get(NOTICES_KEY, []):
         st.warning(f"Shared link: {notice}.")
+    if st.session_state.get(TOO_LONG_KEY):
+        st.caption(f"The link leaves out your {' and '.join(st.session_state[TOO_LONG_KEY])}: "
+                   f"longer than {MAX_LINK_TEXT_CHARS} characters.")
     if st.session_state.get("link_has_edits") is False:
         st.caption("Your edited matrices are too large for the link: it has the settings but "
                    "not the edits.")

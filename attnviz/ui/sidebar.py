@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..inputs import MAX_TOKENS
-from ..model import MAX_D_MODEL, MAX_HEADS, MODES, in_use
+from ..model import BOUNDS, MODES, in_use
 from ..presets import PRESET_NAMES, load_preset
 from ..weights import INIT_SCHEMES
 from . import links, state, uploads
@@ -22,9 +21,10 @@ def render() -> None:
                       "matrix X, or Q, K and V entered directly.")
         mode = st.session_state["mode"]
         if mode in ("Sentence", "Pretrained model"):
-            st.text_input("Sentence", persist_state="session", key="sentence", max_chars=4000,
+            st.text_input("Sentence", persist_state="session", key="sentence",
                           help="English or Chinese; each word, punctuation mark and Chinese "
-                               "character is a token.")
+                               "character is a token. Paste any length: beyond the token "
+                               "limit the text is cut, with a notice.")
         elif mode == "Preset":
             st.selectbox("Preset", PRESET_NAMES, persist_state="session", key="preset",
                          format_func=lambda n: load_preset(n).title)
@@ -41,14 +41,15 @@ def render() -> None:
                              persist_state="session", key=f"{name}_text",
                              height=80)
         if mode == "Pretrained model":
-            st.number_input("Layer", 0, 5, persist_state="session", key="layer", step=1,
+            st.number_input("Layer", *BOUNDS["layer"], persist_state="session", key="layer",
+                            step=1,
                             help="all-MiniLM-L6-v2 has 6 layers of 12 heads; the step pages "
                                  "show this layer's real weights and inputs.")
         else:
             _model_controls(mode)
         _options(mode)
+        links.write()
         links.show_notices()
-    links.write()
 
 
 def _model_controls(mode: str) -> None:
@@ -60,19 +61,19 @@ def _model_controls(mode: str) -> None:
         if use.d_model_fixed:
             _shown_number("d_model", use.d_model, use.d_model_fixed)
         else:
-            st.number_input("d_model", 1, MAX_D_MODEL, persist_state="session", key="d_model",
-                            step=1, help="Width of each token's vector.")
+            st.number_input("d_model", *BOUNDS["d_model"], persist_state="session",
+                            key="d_model", step=1, help="Width of each token's vector.")
         if use.heads_fixed:
             _shown_number("Heads", use.num_heads, use.heads_fixed)
             _shown_number("d_k", use.d_k, use.heads_fixed)
         else:
-            st.number_input("Heads", 1, MAX_HEADS, persist_state="session", key="num_heads",
-                            step=1)
+            st.number_input("Heads", *BOUNDS["num_heads"], persist_state="session",
+                            key="num_heads", step=1)
             _d_k_controls(use)
         if own_weights:
             st.selectbox("Initialisation", INIT_SCHEMES, persist_state="session", key="init")
-            st.number_input("Seed", 0, 2**31 - 1, persist_state="session", key="seed", step=1,
-                            help="Seeds the random weights and the token embeddings.")
+            st.number_input("Seed", *BOUNDS["seed"], persist_state="session", key="seed",
+                            step=1, help="Seeds the random weights and the token embeddings.")
             st.checkbox("Biases", persist_state="session", key="bias")
         else:
             st.caption("The weights are the preset's own: initialisation, seed and biases do "
@@ -89,7 +90,7 @@ def _d_k_controls(use) -> None:
         _shown_number("d_k", use.d_k, "d_model / heads" if use.d_k else
                       "d_model does not divide by the number of heads: untick to set d_k")
     else:
-        st.number_input("d_k", 1, MAX_D_MODEL, persist_state="session", key="d_k", step=1)
+        st.number_input("d_k", 1, BOUNDS["d_k"][1], persist_state="session", key="d_k", step=1)
 
 
 def _toggle_d_k(derived: int | None) -> None:
@@ -128,7 +129,7 @@ def _options(mode: str) -> None:
         else:
             _shown_checkbox("Sinusoidal positional encoding", False,
                             "Only for a sentence or your own X: this input is used as given.")
-        st.number_input("Token limit", 1, MAX_TOKENS,
+        st.number_input("Token limit", *BOUNDS["max_tokens"],
                         persist_state="session", key="max_tokens", step=1,
                         disabled=mode not in ("Sentence", "Pretrained model"),
                         help="Longer sentences are cut here, with a notice." if mode in

@@ -8,7 +8,8 @@ import streamlit as st
 
 from ..errors import AttnvizInputError
 from . import links
-from ..model import Settings, View, build_view, matrix_of, weights_signature, with_cell
+from ..inputs import cell_name, number_at
+from ..model import Settings, View, build_view, matrix_of, weights_signature
 
 EDITS_KEY = "edits"           # signature → {matrix name → array, "x" → (tokens, array)}
 EDITOR_VERSION_KEY = "editor_version"
@@ -77,39 +78,31 @@ def bump_editor_version() -> None:
 
 
 def apply_editor_changes(view: View, name: str, head: int | None, editor_key: str,
-                         error_key: str) -> None:
-    """on_change of a data editor: apply its edited_rows to the stored matrix, or keep the
-    matrix and record an error naming the cell."""
+                         error_key: str, shown: str, rows: list[str], cols: list[str]) -> None:
+    """on_change of a data editor: apply its edited_rows (text, as typed) to the stored matrix,
+    or keep the matrix and record an error naming the cell as the page labels it (`shown`,
+    e.g. "W_Q of head 0", and the editor's row and column labels)."""
     changes = st.session_state.get(editor_key, {}).get("edited_rows", {})
     current = matrix_of(view, name)
     if current is None or not changes:
         return
     new = np.array(current, dtype=np.float64, copy=True)
-    base = () if head is None else (head,)
-    vector = new[base].ndim == 1 if base else new.ndim == 1   # a bias: one row on screen
+    target = new if head is None else new[head]              # a view: writes go into `new`
+    vector = target.ndim == 1                                # a bias: one row on screen
     try:
         for row, cells in changes.items():
+            row = int(row)
             for col_label, value in cells.items():
-                col = _column_index(col_label, new.shape[-1])
-                index = base + ((col,) if vector else (int(row), col))
-                if value is None:
-                    raise AttnvizInputError(
-                        f"{name} row {int(row)}, column {col} is empty: enter a number")
-                new = with_cell(name, new, index, value)
+                if str(col_label) not in cols:
+                    raise AttnvizInputError(f"{shown}: only the numbers can be edited, not "
+                                            "the row labels")
+                col = cols.index(str(col_label))
+                where = cell_name(shown, row + 1, col + 1, rows[row], cols[col])
+                number = number_at("" if value is None else value, where)
+                target[(col,) if vector else (row, col)] = number
     except AttnvizInputError as exc:
         st.session_state[error_key] = str(exc)
         bump_editor_version()
         return
     st.session_state.pop(error_key, None)
     set_matrix(view, name, new)
-
-
-def _column_index(label, n_columns: int) -> int:
-    """Editor columns are labelled "0", "1", …: their position in the matrix."""
-    try:
-        col = int(str(label))
-    except ValueError:
-        raise AttnvizInputError(f"unknown column {label!r}") from None
-    if not 0 <= col < n_columns:
-        raise AttnvizInputError(f"unknown column {label!r}")
-    return col
