@@ -98,7 +98,7 @@ def downloads(view: View, *, key: str) -> None:
 
     def npz() -> bytes:
         buf = io.BytesIO()
-        t.to_npz(buf)
+        t.to_npz(buf, tokens_q, tokens_k)
         return buf.getvalue()
 
     def csv_zip() -> bytes:
@@ -112,8 +112,8 @@ def downloads(view: View, *, key: str) -> None:
                                 "application/octet-stream", key=f"{key}_npz")
         cols[1].download_button("CSV files (.zip)", csv_zip, "attnviz_trace_csv.zip",
                                 "application/zip", key=f"{key}_csv")
-        cols[2].download_button("JSON", t.to_json, "attnviz_trace.json", "application/json",
-                                key=f"{key}_json")
+        cols[2].download_button("JSON", lambda: t.to_json(tokens_q, tokens_k),
+                                "attnviz_trace.json", "application/json", key=f"{key}_json")
         cols[3].download_button("HTML report (offline)",
                                 lambda: report_html(t, tokens_q, tokens_k),
                                 "attnviz_report.html", "text/html", key=f"{key}_html")
