@@ -88,8 +88,9 @@ def page_link(path: str, label: str, icon: str) -> None:
 
 
 def downloads(view: View, *, key: str) -> None:
-    """Every intermediate of the view's trace as .npz, CSV zip, JSON and an offline HTML report;
-    each file is made only when its button is clicked."""
+    """Every intermediate of the view's trace as .npz, CSV zip, JSON and an offline HTML report,
+    with the page's token labels (and, in the report, its input and settings); each file is
+    made only when its button is clicked."""
     import io
 
     from ..export import report_html
@@ -115,7 +116,8 @@ def downloads(view: View, *, key: str) -> None:
         cols[2].download_button("JSON", lambda: t.to_json(tokens_q, tokens_k),
                                 "attnviz_trace.json", "application/json", key=f"{key}_json")
         cols[3].download_button("HTML report (offline)",
-                                lambda: report_html(t, tokens_q, tokens_k),
+                                lambda: report_html(t, tokens_q, tokens_k,
+                                                    settings=view.settings),
                                 "attnviz_report.html", "text/html", key=f"{key}_html")
         st.radio("The camera icon above each chart saves it as", IMAGE_FORMATS,
                  persist_state="session", key=IMAGE_FORMAT_KEY, horizontal=True,
