@@ -117,11 +117,13 @@ class AttentionTrace:
         return s.array[self._check_head(head)] if s.per_head else s.array
 
     # ---- taking it out (attnviz.export) -------------------------------------------------------
-    def to_npz(self, file) -> None:
-        """Every intermediate, by field name, to a .npz path or binary file object."""
+    def to_npz(self, file, tokens_q=None, tokens_k=None) -> None:
+        """Every intermediate by field name, the token labels, W_Q … W_O and biases, and the
+        settings, to a .npz path or binary file object (``MultiHeadWeights.from_npz`` reads the
+        weights back)."""
         from .export import to_npz
 
-        to_npz(self, file)
+        to_npz(self, file, tokens_q, tokens_k)
 
     def to_csv_zip(self, file, tokens_q=None, tokens_k=None) -> None:
         """A zip with one CSV per array (per head), token labels as row/column headers."""
@@ -129,11 +131,12 @@ class AttentionTrace:
 
         to_csv_zip(self, file, tokens_q, tokens_k)
 
-    def to_json(self) -> str:
-        """Every intermediate as nested lists (−∞ as null), with the steps' texts."""
+    def to_json(self, tokens_q=None, tokens_k=None) -> str:
+        """Every intermediate and parameter as nested lists (−∞ as null), the token labels, the
+        settings and the steps' texts."""
         from .export import to_json
 
-        return to_json(self)
+        return to_json(self, tokens_q, tokens_k)
 
     def figure(self, step_name: str, head: int = 0, *, tokens_q=None, tokens_k=None,
                query: int | None = None):

@@ -7,6 +7,7 @@ Axis order everywhere: ``(head, input feature, output feature)``.
 from __future__ import annotations
 
 import math
+import zipfile
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -16,6 +17,7 @@ from .arrays import as_matrix, float_dtype, readonly
 from .errors import AttnvizInputError
 
 INIT_SCHEMES = ("gaussian", "xavier", "kaiming", "identity")
+_PARAMETERS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
 
 MAX_DIM = 4096
 MAX_HEADS = 64
@@ -216,6 +218,31 @@ class MultiHeadWeights:
         cast = {k: v.astype(dtype) for k, v in biases.items()}
         return cls(w_q.astype(dtype), w_k.astype(dtype), w_v.astype(dtype), w_o.astype(dtype),
                    **cast)
+
+    @classmethod
+    def from_npz(cls, file) -> "MultiHeadWeights":
+        """The weights saved in a .npz by ``AttentionTrace.to_npz`` (keys ``w_q``, ``w_k``, ``w_v``,
+        ``w_o`` and any of ``b_q``, ``b_k``, ``b_v``, ``b_o``); `file` is a path or a binary file
+        object. Read with pickles refused."""
+        unreadable = (OSError, ValueError, EOFError, zipfile.BadZipFile)
+        try:
+            data = np.load(file, allow_pickle=False)
+        except unreadable as exc:
+            raise AttnvizInputError(f"cannot read this file as a .npz: {exc}") from None
+        if not hasattr(data, "files"):
+            raise AttnvizInputError("this is a single .npy array, not a .npz of weights")
+        with data:
+            missing = [n for n in ("w_q", "w_k", "w_v", "w_o") if n not in data.files]
+            if missing:
+                raise AttnvizInputError(
+                    f"the .npz has no {', '.join(missing)}: it holds no weights (a trace of "
+                    f"Q, K, V entered directly, with trace_qkv, has none to save)")
+            try:
+                arrays = {n: data[n] for n in _PARAMETERS if n in data.files}
+            except unreadable as exc:                        # e.g. a pickled object array
+                raise AttnvizInputError(f"cannot read the weights from this .npz: {exc}") \
+                    from None
+        return cls(**arrays)
 
     @classmethod
     def from_torch(cls, mha) -> "MultiHeadWeights":

@@ -88,8 +88,9 @@ def page_link(path: str, label: str, icon: str) -> None:
 
 
 def downloads(view: View, *, key: str) -> None:
-    """Every intermediate of the view's trace as .npz, CSV zip, JSON and an offline HTML report;
-    each file is made only when its button is clicked."""
+    """Every intermediate of the view's trace as .npz, CSV zip, JSON and an offline HTML report,
+    with the page's token labels (and, in the report, its input and settings); each file is
+    made only when its button is clicked."""
     import io
 
     from ..export import report_html
@@ -98,7 +99,7 @@ def downloads(view: View, *, key: str) -> None:
 
     def npz() -> bytes:
         buf = io.BytesIO()
-        t.to_npz(buf)
+        t.to_npz(buf, tokens_q, tokens_k)
         return buf.getvalue()
 
     def csv_zip() -> bytes:
@@ -112,10 +113,11 @@ def downloads(view: View, *, key: str) -> None:
                                 "application/octet-stream", key=f"{key}_npz")
         cols[1].download_button("CSV files (.zip)", csv_zip, "attnviz_trace_csv.zip",
                                 "application/zip", key=f"{key}_csv")
-        cols[2].download_button("JSON", t.to_json, "attnviz_trace.json", "application/json",
-                                key=f"{key}_json")
+        cols[2].download_button("JSON", lambda: t.to_json(tokens_q, tokens_k),
+                                "attnviz_trace.json", "application/json", key=f"{key}_json")
         cols[3].download_button("HTML report (offline)",
-                                lambda: report_html(t, tokens_q, tokens_k),
+                                lambda: report_html(t, tokens_q, tokens_k,
+                                                    settings=view.settings),
                                 "attnviz_report.html", "text/html", key=f"{key}_html")
         st.radio("The camera icon above each chart saves it as", IMAGE_FORMATS,
                  persist_state="session", key=IMAGE_FORMAT_KEY, horizontal=True,
