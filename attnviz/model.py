@@ -201,11 +201,8 @@ def _build_qkv(view: View) -> None:
     s = view.settings
     arrays = {}
     for name in ("q", "k", "v"):
-        try:
-            arrays[name] = parse_matrix(getattr(s, f"{name}_text"), max_rows=MAX_TOKENS,
-                                        max_cols=MAX_D_MODEL)
-        except AttnvizInputError as exc:
-            raise AttnvizInputError(f"{name.upper()}: {exc}") from None
+        arrays[name] = parse_matrix(getattr(s, f"{name}_text"), max_rows=MAX_TOKENS,
+                                    max_cols=MAX_D_MODEL, name=name.upper())
     view.trace = trace_qkv(arrays["q"], arrays["k"], arrays["v"], causal=s.causal,
                            scale=s.scale)
     view.tokens_q = [f"q{i + 1}" for i in range(view.trace.n_q)]
@@ -291,10 +288,7 @@ def _build_pretrained(view: View, edits: dict) -> None:
 def _tokens_and_x(view: View) -> tuple[list[str], np.ndarray]:
     s = view.settings
     if s.mode == "Matrix X":
-        try:
-            x = parse_matrix(s.x_text, max_rows=MAX_TOKENS, max_cols=MAX_D_MODEL)
-        except AttnvizInputError as exc:
-            raise AttnvizInputError(f"X: {exc}") from None
+        x = parse_matrix(s.x_text, max_rows=MAX_TOKENS, max_cols=MAX_D_MODEL, name="X")
         tokens = [f"x{i + 1}" for i in range(len(x))]
     else:
         tokens, notice = truncate(tokenize(s.sentence), s.max_tokens)

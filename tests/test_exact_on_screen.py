@@ -4,10 +4,15 @@ Expected numbers come from the tutorials (003's printed outputs, 002's key rows)
 inputs themselves (X's column count), never from the page's own code.
 """
 
+import io
+
 import numpy as np
 import pytest
 
 from streamlit.testing.v1 import AppTest
+
+import attnviz
+from attnviz.ui import uploads
 
 from tests.apptest_helpers import ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_page
 
@@ -152,3 +157,31 @@ def test_a_long_sentence_is_kept_out_of_the_link_with_a_note_and_still_cut_to_th
     assert "sentence" not in dict(at.query_params)
     assert any("leaves out your sentence" in c.value for c in at.sidebar.caption)
     assert any("3000 tokens; only the first 64" in i.value for i in at.info)
+
+
+def test_the_paste_box_holds_every_number_exactly_so_applying_it_changes_nothing():
+    at = open_page("pages/inputs.py", sentence="Thinking Machines", d_model=4, num_heads=1)
+    x = attnviz.embed_tokens(["Thinking", "Machines"], 4)          # the page's X, from the engine
+    area = next(a for a in at.text_area if a.key.startswith("paste_x"))
+    np.testing.assert_array_equal(attnviz.parse_matrix(area.value), x)
+    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    no_exceptions(at)
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]), x)
+
+
+def test_a_bad_paste_names_the_matrix_and_head_as_the_page_does():
+    at = open_page("pages/inputs.py", sentence="a b", d_model=2, num_heads=2, d_k=1,
+                   matrix="w_k", edit_head=1)
+    area = next(a for a in at.text_area if a.key.startswith("paste_w_k"))
+    area.input("1\n1e400").run()
+    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    assert any("W_K of head 1, row 2, column 1: '1e400' is too large" in e.value
+               for e in at.error), [e.value for e in at.error]
+
+
+def test_an_uploaded_npy_with_nan_names_the_cell():
+    buf = io.BytesIO()
+    np.save(buf, np.array([[1.0, 2.0, 3.0], [4.0, 5.0, np.nan]]))
+    with pytest.raises(attnviz.AttnvizInputError) as err:
+        uploads.read_matrix_file("w.npy", buf.getvalue())
+    assert str(err.value) == "w.npy, row 2, column 3: NaN is not a number"

@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from ..errors import AttnvizInputError
-from ..inputs import parse_matrix
+from ..inputs import cell_name, number_at, parse_matrix
 
 MAX_UPLOAD_MB = 20
 
@@ -32,20 +32,20 @@ def read_matrix_file(name: str, data: bytes) -> np.ndarray:
             raise AttnvizInputError(
                 f"{name} must hold a 2-D array of numbers, not {arr.ndim}-D {arr.dtype}")
         if not np.isfinite(arr).all():
-            raise AttnvizInputError(f"{name} contains NaN or infinite values")
+            row, col = np.argwhere(~np.isfinite(arr))[0]
+            number_at(float(arr[row, col]), cell_name(name, row + 1, col + 1))
         return arr.astype(np.float64)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise AttnvizInputError(f"{name} is not a text (CSV) file") from None
-    try:
-        return parse_matrix(text)
-    except AttnvizInputError as exc:
-        raise AttnvizInputError(f"{name}: {exc}") from None
+    return parse_matrix(text, name=name)
 
 
 def matrix_to_text(arr: np.ndarray) -> str:
-    return "\n".join(", ".join(f"{v:.6g}" for v in row) for row in np.atleast_2d(arr))
+    """Each number exactly (its shortest round-trip decimal), so applying the text unchanged
+    gives back the same matrix."""
+    return "\n".join(", ".join(repr(float(v)) for v in row) for row in np.atleast_2d(arr))
 
 
 def matrix_uploader(text_key: str, label: str) -> None:
