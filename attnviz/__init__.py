@@ -6,11 +6,11 @@
     t = attnviz.trace_attention(x, w)
     t.weights          # (H, n_q, n_k), each row sums to 1
 
-The core (this package minus ``attnviz.ui``) never imports streamlit.
+The core (this package minus ``attnviz.ui``) never imports streamlit; ``attnviz.figures``
+(plotly) is imported on first use, so the numpy engine loads without plotly.
 """
 
-from . import figures
-from .engine import AttentionTrace, Step, softmax, trace_attention, trace_qkv
+from .engine import AttentionTrace, Step, attention, softmax, trace_attention, trace_qkv
 from .errors import AttnvizInputError
 from .export import report_html
 from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
@@ -21,7 +21,16 @@ from .weights import INIT_SCHEMES, MultiHeadWeights
 
 __all__ = [
     "AttentionTrace", "AttnvizInputError", "DEFAULT_MAX_TOKENS", "INIT_SCHEMES", "MAX_TOKENS",
-    "MultiHeadWeights", "PRESET_NAMES", "Preset", "PretrainedModel", "PretrainedTrace", "Step",
+    "MultiHeadWeights", "attention", "PRESET_NAMES", "Preset", "PretrainedModel", "PretrainedTrace", "Step",
     "embed_tokens", "figures", "load_preset", "parse_matrix", "presets", "report_html",
     "sinusoidal_positions", "softmax", "tokenize", "trace_attention", "trace_qkv", "truncate",
 ]
+
+
+def __getattr__(name: str):
+    """``attnviz.figures`` on first use: plotly is loaded only by those who draw."""
+    if name == "figures":
+        import importlib
+
+        return importlib.import_module(".figures", __name__)
+    raise AttributeError(f"module 'attnviz' has no attribute {name!r}")

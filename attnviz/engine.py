@@ -12,146 +12,17 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from .arrays import as_matrix, float_dtype, readonly
 from .errors import AttnvizInputError
+from .step_texts import steps_of
+from .trace import AttentionTrace, Step
 from .weights import MultiHeadWeights
 
-
-@dataclass(frozen=True)
-class Step:
-    """One step of the computation, as the pages show it.
-
-    axes names the array's axes, e.g. ("head", "query", "key"); "head" first means one slice per
-    head. A step computed on demand (weighted values) stores nothing: its `array` is computed
-    at each access, for all heads; pages take one head with ``trace.step_array(name, head)``.
-    """
-
-    name: str
-    title: str
-    formula: str          # LaTeX
-    explanation: str      # one sentence
-    stored: np.ndarray | None
-    axes: tuple[str, ...]
-    compute: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def array(self) -> np.ndarray:
-        """The step's numbers; for an on-demand step, computed now (never kept)."""
-        return self.stored if self.compute is None else self.compute()
-
-    @property
-    def on_demand(self) -> bool:
-        return self.compute is not None
-
-    @property
-    def per_head(self) -> bool:
-        return self.axes[0] == "head"
-
-
-@dataclass(frozen=True, eq=False)
-class AttentionTrace:
-    """Every intermediate of one attention call. Shapes: H heads, n_q queries, n_k keys."""
-
-    x: np.ndarray | None              # (n_q, d_model)
-    context: np.ndarray | None        # (n_k, d_context)
-    q: np.ndarray                     # (H, n_q, d_k)
-    k: np.ndarray                     # (H, n_k, d_k)
-    v: np.ndarray                     # (H, n_k, d_v)
-    scores: np.ndarray                # (H, n_q, n_k)  Q Kᵀ
-    scaled_scores: np.ndarray         # (H, n_q, n_k)  scores × scale
-    masked_scores: np.ndarray         # (H, n_q, n_k)  −inf where masked, float mask added
-    weights: np.ndarray               # (H, n_q, n_k)  softmax over keys
-    z: np.ndarray                     # (H, n_q, d_v)  weights @ V
-    concat: np.ndarray                # (n_q, H*d_v)
-    output: np.ndarray                # (n_q, d_out)
-    scale: float
-    mask: np.ndarray | None           # bool (H, n_q, n_k), True = masked (−inf); None = no mask
-    attn_weights: MultiHeadWeights | None = None
-    weights_given: str | None = None  # why the weights are given, not softmax (see with_weights)
-    warnings: list[str] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
-
-    @property
-    def num_heads(self) -> int:
-        return self.q.shape[0]
-
-    @property
-    def n_q(self) -> int:
-        return self.q.shape[1]
-
-    @property
-    def n_k(self) -> int:
-        return self.k.shape[1]
-
-    @property
-    def d_k(self) -> int:
-        return self.q.shape[2]
-
-    @property
-    def d_v(self) -> int:
-        return self.v.shape[2]
-
-    def weighted_values(self, head: int) -> np.ndarray:
-        """(n_q, n_k, d_v): weights[head, i, j] · v[head, j], each value vector scaled by its
-        weight before the sum over keys (the tutorials' "weighted values")."""
-        head = self._check_head(head)
-        return self.weights[head][:, :, None] * self.v[head][None, :, :]
-
-    def step(self, name: str) -> Step:
-        for s in self.steps:
-            if s.name == name:
-                return s
-        raise AttnvizInputError(
-            f"no step named {name!r}; the steps are {', '.join(s.name for s in self.steps)}")
-
-    def step_array(self, name: str, head: int = 0) -> np.ndarray:
-        """The array a page draws for step `name`: one head's slice of per-head steps."""
-        s = self.step(name)
-        if s.on_demand:
-            return self.weighted_values(head)
-        return s.array[self._check_head(head)] if s.per_head else s.array
-
-    # ---- taking it out (attnviz.export) -------------------------------------------------------
-    def to_npz(self, file, tokens_q=None, tokens_k=None) -> None:
-        """Every intermediate by field name, the token labels, W_Q … W_O and biases, and the
-        settings, to a .npz path or binary file object (``MultiHeadWeights.from_npz`` reads the
-        weights back)."""
-        from .export import to_npz
-
-        to_npz(self, file, tokens_q, tokens_k)
-
-    def to_csv_zip(self, file, tokens_q=None, tokens_k=None) -> None:
-        """A zip with one CSV per array (per head), token labels as row/column headers."""
-        from .export import to_csv_zip
-
-        to_csv_zip(self, file, tokens_q, tokens_k)
-
-    def to_json(self, tokens_q=None, tokens_k=None) -> str:
-        """Every intermediate and parameter as nested lists (−∞ as null), the token labels, the
-        settings and the steps' texts."""
-        from .export import to_json
-
-        return to_json(self, tokens_q, tokens_k)
-
-    def figure(self, step_name: str, head: int = 0, *, tokens_q=None, tokens_k=None,
-               query: int | None = None):
-        """The plotly heatmap of one step (see attnviz.figures.step_figure)."""
-        from .figures import step_figure
-
-        return step_figure(self, step_name, head=head, tokens_q=tokens_q, tokens_k=tokens_k,
-                           query=query)
-
-    def _check_head(self, head) -> int:
-        if isinstance(head, bool) or not isinstance(head, (int, np.integer)) \
-                or not 0 <= head < self.num_heads:
-            raise AttnvizInputError(
-                f"head must be a whole number from 0 to {self.num_heads - 1}, not {head!r}")
-        return int(head)
+__all__ = ["AttentionTrace", "Step", "attention", "softmax", "trace_attention", "trace_qkv",
+           "with_weights"]
 
 
 # ---- the computation ------------------------------------------------------------------------
@@ -202,7 +73,7 @@ def trace_attention(x, w: MultiHeadWeights, *, context=None, value=None, causal:
     if w.b_o is not None:
         output += w.b_o.astype(dtype, copy=False)
     fields = dict(x=x, context=None if context is x else context, q=q, k=k, v=v, z=z,
-                  concat=concat, output=output, attn_weights=w, **parts)
+                  concat=concat, output=output, params=w, **parts)
     return _finish(fields, has_x=True, cross=context is not x, has_wo=True,
                    biased=w.has_bias)
 
@@ -237,8 +108,25 @@ def trace_qkv(q, k, v, *, causal: bool = False, key_padding_mask=None, attn_mask
     z, parts = _attend(q, k, v, causal, key_padding_mask, attn_mask, scale)
     concat = _concat_heads(z)
     fields = dict(x=None, context=None, q=q, k=k, v=v, z=z, concat=concat, output=concat,
-                  attn_weights=None, **parts)
+                  params=None, **parts)
     return _finish(fields, has_x=False, cross=False, has_wo=False, biased=False)
+
+
+def attention(q, k, v, mask=None, scale=None):
+    """The formula, plainly: softmax(Q Kᵀ · scale + mask) V for one head or a stack of heads.
+
+    q (…, n_q, d_k), k (…, n_k, d_k), v (…, n_k, d_v); mask bool (True = masked) or float
+    (added), broadcastable to (…, n_q, n_k); scale None = 1/√d_k. Returns (Z, weights). The
+    engine's fast path (`_attend`) must give the same numbers; a test holds them equal.
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q @ np.swapaxes(k, -1, -2)) * scale
+    if mask is not None and np.asarray(mask).dtype == bool:
+        scores = np.where(mask, -np.inf, scores)
+    elif mask is not None:
+        scores = scores + mask
+    weights = softmax(scores)
+    return weights @ v, weights
 
 
 def with_weights(t: AttentionTrace, weights, *, why: str) -> AttentionTrace:
@@ -253,7 +141,7 @@ def with_weights(t: AttentionTrace, weights, *, why: str) -> AttentionTrace:
                                 f"not {weights.shape}")
     z = readonly(weights @ t.v)                              # (H, n_q, d_v)
     concat = _concat_heads(z)
-    w = t.attn_weights
+    w = t.params
     output = concat if w is None else concat @ w.w_o.astype(concat.dtype, copy=False)
     if w is not None and w.b_o is not None:
         output = output + w.b_o.astype(concat.dtype, copy=False)
@@ -376,41 +264,58 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def _attend(q, k, v, causal, key_padding_mask, attn_mask, scale):
-    """Scores, scaling, masks, softmax and the weighted sum, for all heads.
+    """Scores, scaling, masks, softmax and the weighted sum, for all heads (the fast path;
+    `attention` below is the same computation written plainly, and a test holds them equal).
 
     The matmuls run batched (BLAS uses every core); the element-wise steps between them run in
     blocks of query rows of one head, small enough to stay in cache, spread over the cores
-    (numpy releases the GIL in its loops).
+    (numpy releases the GIL in its loops). With no scaling the scaled scores are the scores
+    (one array), and with no mask the masked scores are the scaled scores: `has_mask` and
+    `scale` say which, never the arrays' identity.
     """
-    h, n_q, d_k = q.shape
-    n_k, d_v = k.shape[1], v.shape[2]
-    dtype = q.dtype
-    scale = _resolve_scale(scale, d_k)
-    blocked, added = _build_mask(causal, key_padding_mask, attn_mask, (h, n_q, n_k), dtype)
-    scores = np.empty((h, n_q, n_k), dtype)                  # (H, n_q, n_k)
+    h, n_q, _ = q.shape
+    n_k = k.shape[1]
+    scale = _resolve_scale(scale, q.shape[2])
+    shape = (h, n_q, n_k)
+    blocked, added = (None if m is None else np.broadcast_to(m, shape)
+                      for m in _build_mask(causal, key_padding_mask, attn_mask, shape, q.dtype))
+    has_mask = blocked is not None or added is not None
+    scores = _scores(q, k)                                   # (H, n_q, n_k)
+    _check_no_overflow(scores, q, k, scale)
     scaled = scores if scale == 1.0 else np.empty_like(scores)
-    masked = scaled if blocked is None and added is None else np.empty_like(scores)
+    masked = np.empty_like(scores) if has_mask else scaled
     weights = np.empty_like(scores)
-    z = np.empty((h, n_q, d_v), dtype)                       # (H, n_q, d_v)
-    k_t = k.transpose(0, 2, 1)                               # (H, d_k, n_k)
-    factor = dtype.type(scale)
-    if blocked is not None:
-        blocked = np.broadcast_to(blocked, (h, n_q, n_k))
-    if added is not None:
-        added = np.broadcast_to(added, (h, n_q, n_k))
+    _run_blocks(_row_block_steps(scores, scaled, masked, weights, scale, blocked, added),
+                _row_blocks(h, n_q, n_k, q.dtype.itemsize))
+    z = np.matmul(weights, v)                                # (H, n_q, d_v)
+    parts = dict(scores=scores, scaled_scores=scaled, masked_scores=masked, weights=weights,
+                 scale=scale, mask=blocked, has_mask=has_mask,
+                 warnings=_all_masked_rows(blocked, added, shape))
+    for name in ("scores", "scaled_scores", "masked_scores", "weights"):
+        readonly(parts[name])
+    return readonly(z), parts
 
+
+def _scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Q Kᵀ for every head, (H, n_q, n_k); exactly symmetric when K is Q."""
     with np.errstate(over="ignore", invalid="ignore"):
-        np.matmul(q, k_t, out=scores)                        # BLAS, on every core
+        scores = np.matmul(q, k.transpose(0, 2, 1))          # BLAS, on every core
     if k is q:
         _mirror_upper(scores)
-    _check_no_overflow(scores, q, k, scale)
+    return scores
 
-    def run(block):  # scale, mask and softmax for some rows of one head, in cache
+
+def _row_block_steps(scores, scaled, masked, weights, scale, blocked, added):
+    """The element-wise steps for one block (head, rows): scale, mask, softmax, written into
+    the trace's arrays. Steps that are off (scale 1, no mask) share their input's array."""
+    factor = scores.dtype.type(scale)
+
+    def run(block):
         head, rows = block
         s = scores[head, rows]
-        if scaled is not scores:
+        if scale != 1.0:
             s = np.multiply(s, factor, out=scaled[head, rows])
-        if masked is not scaled:
+        if blocked is not None or added is not None:
             m = masked[head, rows]
             if added is not None:
                 np.add(s, added[head, rows], out=m)
@@ -421,19 +326,15 @@ def _attend(q, k, v, causal, key_padding_mask, attn_mask, scale):
             s = m
         softmax(s, out=weights[head, rows])
 
-    threaded = h * n_q * n_k > _THREADED_ABOVE
-    rows_per_block = max(1, _BLOCK_BYTES // (n_k * dtype.itemsize))
-    blocks = [(head, slice(r, r + rows_per_block))
-              for head in range(h) for r in range(0, n_q, rows_per_block)] if threaded \
-        else [(slice(None), slice(None))]                    # small: every head in one go
-    _run_blocks(run, blocks, threaded=threaded)
-    np.matmul(weights, v, out=z)                             # (H, n_q, d_v)
-    parts = dict(scores=scores, scaled_scores=scaled, masked_scores=masked, weights=weights,
-                 scale=scale, mask=blocked,
-                 warnings=_all_masked_rows(blocked, added, (h, n_q, n_k)))
-    for name in ("scores", "scaled_scores", "masked_scores", "weights"):
-        readonly(parts[name])
-    return readonly(z), parts
+    return run
+
+
+def _row_blocks(h: int, n_q: int, n_k: int, itemsize: int) -> list:
+    """(head, rows) blocks that fit in cache; a small trace is one block of every head."""
+    if h * n_q * n_k <= _THREADED_ABOVE:
+        return [(slice(None), slice(None))]
+    rows = max(1, _BLOCK_BYTES // (n_k * itemsize))
+    return [(head, slice(r, r + rows)) for head in range(h) for r in range(0, n_q, rows)]
 
 
 def _mirror_upper(scores: np.ndarray) -> None:
@@ -443,10 +344,11 @@ def _mirror_upper(scores: np.ndarray) -> None:
     scores[:, cols, rows] = scores[:, rows, cols]
 
 
-def _run_blocks(run, blocks: list, *, threaded: bool) -> None:
+def _run_blocks(run, blocks: list) -> None:
+    """Run every block; more than one block runs on every core."""
     global _pool
     workers = os.cpu_count() or 1
-    if not threaded or workers == 1:
+    if len(blocks) == 1 or workers == 1:
         for b in blocks:
             run(b)
         return
@@ -511,109 +413,6 @@ def _finish(fields: dict, *, has_x: bool, cross: bool, has_wo: bool, biased: boo
         if fields[name] is not None:
             fields[name] = readonly(np.array(fields[name]))
     t = AttentionTrace(**fields)
-    object.__setattr__(t, "steps", _steps(t, has_x=has_x, cross=cross, has_wo=has_wo,
+    object.__setattr__(t, "steps", steps_of(t, has_x=has_x, cross=cross, has_wo=has_wo,
                                           biased=biased))
     return t
-
-
-@dataclass(frozen=True)
-class _Scaling:
-    scores: str          # LaTeX of the scaled scores in terms of Q and K
-    step_formula: str    # LaTeX of the scaling step
-    explanation: str
-
-
-def _scaling_texts(scale: float, d_k: int) -> _Scaling:
-    """The scaling as the formulas write it: ÷√d_k, none (scale 1), or another factor, given
-    exactly (its shortest round-trip decimal)."""
-    if math.isclose(scale, 1 / math.sqrt(d_k), rel_tol=1e-12):
-        return _Scaling(r"\frac{Q_h K_h^{\top}}{\sqrt{d_k}}",
-                        rf"\frac{{S_h}}{{\sqrt{{d_k}}}} = \frac{{S_h}}{{\sqrt{{{d_k}}}}}",
-                        "Dividing by √d_k keeps the scores' spread near 1 whatever d_k is, so "
-                        "softmax does not saturate.")
-    if scale == 1.0:
-        return _Scaling(r"Q_h K_h^{\top}", r"S_h \;(\text{no scaling})",
-                        "Scaling is off: the scores pass through unchanged.")
-    return _Scaling(rf"{scale!r}\, Q_h K_h^{{\top}}", rf"{scale!r}\, S_h",
-                    f"The scores are multiplied by {scale!r} (not 1/√d_k).")
-
-
-def _steps(t: AttentionTrace, *, has_x: bool, cross: bool, has_wo: bool,
-           biased: bool) -> list[Step]:
-    """The steps in the order a learner meets them; formulas follow the tutorials."""
-    src = "C" if cross else "X"
-
-    def b(name: str) -> str:  # the bias term of a projection, when there are biases
-        return f" + b^{{{name}}}_h" if biased else ""
-
-    s = []
-    if has_x:
-        s.append(Step("x", "Input X", r"X \in \mathbb{R}^{n \times d_{model}}",
-                      "Each row is one token's vector: its embedding (plus position, if on).",
-                      t.x, ("query", "feature")))
-        if cross:
-            s.append(Step("context", "Context C", r"C \in \mathbb{R}^{m \times d_{context}}",
-                          "Cross-attention: keys and values come from this second input.",
-                          t.context, ("key", "feature")))
-        s += [
-            Step("q", "Queries Q", rf"Q_h = X W^Q_h{b('Q')}",
-                 "What each token is looking for: its row of X times the query weights.",
-                 t.q, ("head", "query", "feature")),
-            Step("k", "Keys K", rf"K_h = {src} W^K_h{b('K')}",
-                 "What each token offers to be found by: its row times the key weights.",
-                 t.k, ("head", "key", "feature")),
-            Step("v", "Values V", rf"V_h = {src} W^V_h{b('V')}",
-                 "What each token passes on when attended to: its row times the value weights.",
-                 t.v, ("head", "key", "feature")),
-        ]
-    else:
-        s += [Step(n, f"{title} {n.upper()} (entered)", rf"{n.upper()}_h",
-                   f"{title} entered directly, one row per {axis}.", getattr(t, n),
-                   ("head", axis, "feature"))
-              for n, title, axis in (("q", "Queries", "query"), ("k", "Keys", "key"),
-                                     ("v", "Values", "key"))]
-    scaling = _scaling_texts(t.scale, t.d_k)
-    masked = t.masked_scores is not t.scaled_scores
-    s += [
-        Step("scores", "Scores Q Kᵀ", r"S_h = Q_h K_h^{\top}",
-             "Row i, column j is the dot product q_i · k_j: how well query i matches key j.",
-             t.scores, ("head", "query", "key")),
-        Step("scaled_scores", "Scaled scores", scaling.step_formula, scaling.explanation,
-             t.scaled_scores, ("head", "query", "key")),
-    ]
-    if masked:
-        s.append(Step("masked_scores", "Masked scores",
-                      rf"{scaling.scores} + M_h,\; " + (
-                          r"M_h[i, j] = -\infty\text{ where masked}" if t.mask is not None
-                          else r"M_h = \text{the float mask, added}"),
-                      "Masked keys get −∞, so softmax gives them weight 0.",
-                      t.masked_scores, ("head", "query", "key")))
-    s += [
-        Step("weights", "Attention weights (softmax)",
-             r"A_h = \mathrm{softmax}_{\text{row}}\left(" + scaling.scores
-             + (r" + M_h" if masked else "") + r"\right)",
-             "Softmax over each row turns scores into weights that are positive and sum to 1.",
-             t.weights, ("head", "query", "key"))
-        if t.weights_given is None else
-        Step("weights", "Attention weights (given, not the softmax)",
-             r"A_h = \text{given weights}", t.weights_given,
-             t.weights, ("head", "query", "key")),
-        Step("weighted_values", "Weighted values", r"A_h[i, j] \, v_j",
-             "Each value vector scaled by how much query i attends to that key.",
-             None, ("head", "query", "key", "feature"),
-             compute=lambda: t.weights[..., None] * t.v[:, None]),   # (H, n_q, n_k, d_v)
-        Step("z", "Head output Z", r"Z_h = A_h V_h = \sum_j A_h[i, j]\, v_j",
-             "Summing the weighted values gives each token's new vector for this head.",
-             t.z, ("head", "query", "feature")),
-        Step("concat", "Concatenation",
-             r"\mathrm{Concat}(Z_1, \dots, Z_H) \in \mathbb{R}^{n \times H d_v}",
-             "The heads' outputs side by side, one row per token.",
-             t.concat, ("query", "feature")),
-    ]
-    if has_wo:
-        s.append(Step("output", "Output (× W_O)",
-                      r"\mathrm{MultiHead}(X) = \mathrm{Concat}(Z_1, \dots, Z_H)\, W^O"
-                      + (r" + b^O" if biased else ""),
-                      "W_O mixes the heads back into one vector per token.",
-                      t.output, ("query", "feature")))
-    return s

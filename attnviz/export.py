@@ -1,170 +1,17 @@
-"""Taking a trace out: every intermediate as .npz, a zip of CSVs, JSON, and one offline HTML report.
-
-Names are the trace's field names (q, k, v, scores, …); per-head arrays keep their head axis in
-.npz and JSON, and become one CSV per head in the zip. Beside the intermediates each file carries
-what is needed to take the model away and re-run it: the token labels (``tokens_q``,
-``tokens_k``), the parameters (``w_q``, ``w_k``, ``w_v``, ``w_o`` and the biases ``b_q`` … that
-exist; none for a trace of Q, K, V entered directly) and the settings (``scale``, ``num_heads``,
-``causal``, the boolean ``mask``). Used as methods of AttentionTrace: ``t.to_npz(file)``,
-``t.to_csv_zip(file)``, ``t.to_json()``, and ``attnviz.report_html(t)``;
-``MultiHeadWeights.from_npz(file)`` reads the parameters back.
+"""One self-contained HTML report of a trace: every step's heatmaps with its formula rendered
+as MathML, the input and the settings named; it opens offline (plotly's JavaScript inlined,
+no URL referenced). The plain files (.npz, CSV zip, JSON) are attnviz.files.
 """
 
 from __future__ import annotations
 
 import html
-import io
-import json
 import math
-import zipfile
 
 import numpy as np
 
-ARRAY_FIELDS = ("x", "context", "q", "k", "v", "scores", "scaled_scores", "masked_scores",
-                "weights", "z", "concat", "output")
-PARAMETER_FIELDS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
-
-
-def arrays_of(trace) -> dict[str, np.ndarray]:
-    """Every stored intermediate of `trace` by name (those that are None are left out)."""
-    out = {name: np.asarray(getattr(trace, name)) for name in ARRAY_FIELDS
-           if getattr(trace, name) is not None}
-    if trace.mask is not None:
-        out["mask"] = np.asarray(trace.mask)
-    return out
-
-
-def parameters_of(trace) -> dict[str, np.ndarray]:
-    """W_Q, W_K, W_V, W_O and the biases that exist; empty for a trace_qkv trace (no weights)."""
-    w = trace.attn_weights
-    if w is None:
-        return {}
-    return {name: np.asarray(getattr(w, name)) for name in PARAMETER_FIELDS
-            if getattr(w, name) is not None}
-
-
-def token_labels(trace, tokens_q=None, tokens_k=None) -> tuple[list[str], list[str]]:
-    """The query and key labels, defaulting as the figures do (``q1, q2, …``, ``k1, …``)."""
-    from .figures import _trace_tokens      # one default labelling for charts and files
-
-    return _trace_tokens(trace, tokens_q, tokens_k)
-
-
-def is_causal(trace) -> bool:
-    """True when the trace's boolean mask is exactly the causal one (key j > query i) in every
-    head."""
-    if trace.mask is None:
-        return False
-    shape = (trace.num_heads, trace.n_q, trace.n_k)
-    future = np.triu(np.ones((trace.n_q, trace.n_k), dtype=bool), k=1)   # (n_q, n_k)
-    return bool(np.array_equal(np.broadcast_to(trace.mask, shape),
-                               np.broadcast_to(future, shape)))
-
-
-def to_npz(trace, file, tokens_q=None, tokens_k=None) -> None:
-    """Save every intermediate, the token labels, the parameters and the settings to `file`, a
-    path or a binary file object. Labels are unicode arrays, so ``np.load(file,
-    allow_pickle=False)`` reads everything."""
-    tokens_q, tokens_k = token_labels(trace, tokens_q, tokens_k)
-    np.savez_compressed(file, scale=np.array(trace.scale, dtype=np.float64),
-                        num_heads=np.array(trace.num_heads), causal=np.array(is_causal(trace)),
-                        tokens_q=np.array(tokens_q, dtype=str),
-                        tokens_k=np.array(tokens_k, dtype=str),
-                        **arrays_of(trace), **parameters_of(trace))
-
-
-def to_json(trace, tokens_q=None, tokens_k=None) -> str:
-    """Every intermediate and parameter as nested lists under "arrays" (−∞, in masked scores,
-    is written as null), the token labels (at the top and in "arrays", as in the .npz), the
-    settings and the steps' texts."""
-    tokens_q, tokens_k = token_labels(trace, tokens_q, tokens_k)
-    arrays = {name: _json_array(a)
-              for name, a in {**arrays_of(trace), **parameters_of(trace)}.items()}
-    arrays.update(tokens_q=tokens_q, tokens_k=tokens_k)
-    doc = {"scale": trace.scale, "num_heads": trace.num_heads, "causal": is_causal(trace),
-           "tokens_q": tokens_q, "tokens_k": tokens_k, "warnings": list(trace.warnings),
-           "steps": [{"name": s.name, "title": s.title, "formula": s.formula,
-                      "explanation": s.explanation, "axes": list(s.axes)} for s in trace.steps],
-           "arrays": arrays}
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False)
-
-
-def _json_array(a: np.ndarray) -> list:
-    if a.dtype == bool:
-        return a.tolist()
-    out = np.where(np.isfinite(a), a, np.nan).astype(object)
-    out[~np.isfinite(a)] = None
-    return out.tolist()
-
-
-def to_csv_zip(trace, file, tokens_q=None, tokens_k=None) -> None:
-    """A zip of CSV files, one per array (per head: ``weights_head0.csv``), with the token
-    labels (queries, keys) or feature names (d0, d1, …) as row and column headers; the
-    parameters too, where the trace has them (``w_q_head0.csv`` …, ``w_o.csv``, ``b_q.csv`` with
-    one row per head, ``b_o.csv`` with one row)."""
-    labels = _axis_labels(*token_labels(trace, tokens_q, tokens_k))
-    with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for step in trace.steps:
-            if step.on_demand:
-                continue
-            axes = step.axes[1:] if step.per_head else step.axes
-            heads = range(trace.num_heads) if step.per_head else [None]
-            for h in heads:
-                a = step.array if h is None else step.array[h]
-                name = step.name if h is None else f"{step.name}_head{h}"
-                zf.writestr(f"{name}.csv", _csv(a, *(labels(ax, n) for ax, n in
-                                                     zip(axes, a.shape))))
-        for name, a in parameters_of(trace).items():
-            if a.ndim == 3:                                  # (H, d_in, d_out): one per head
-                for h, m in enumerate(a):
-                    zf.writestr(f"{name}_head{h}.csv", _csv(m, _features(m.shape[0]),
-                                                            _features(m.shape[1])))
-            elif name == "w_o":                              # (H*d_v, d_out)
-                zf.writestr("w_o.csv", _csv(a, _features(a.shape[0]), _features(a.shape[1])))
-            elif a.ndim == 2:                                # b_q, b_k, b_v (H, d)
-                zf.writestr(f"{name}.csv", _csv(a, [f"head{h}" for h in range(a.shape[0])],
-                                                _features(a.shape[1])))
-            else:                                            # b_o (d_out,)
-                zf.writestr(f"{name}.csv", _csv(a[None], [name], _features(a.shape[0])))
-
-
-def _axis_labels(tokens_q: list[str], tokens_k: list[str]):
-    def labels(axis: str, n: int) -> list[str]:
-        if axis == "query":
-            return tokens_q
-        if axis == "key":
-            return tokens_k
-        return _features(n)
-
-    return labels
-
-
-def _features(n: int) -> list[str]:
-    return [f"d{j}" for j in range(n)]
-
-
-def _csv(a: np.ndarray, rows: list[str], cols: list[str]) -> str:
-    buf = io.StringIO()
-    buf.write(",".join(_cell(c) for c in [""] + cols) + "\n")
-    for label, row in zip(rows, a):
-        buf.write(",".join([_cell(label)] + [_number(v) for v in row]) + "\n")
-    return buf.getvalue()
-
-
-def _cell(text: str) -> str:
-    """A CSV cell, quoted when it holds a comma, quote or newline (tokens can)."""
-    text = str(text)
-    if any(c in text for c in ',"\n\r'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
-
-
-def _number(v) -> str:
-    v = float(v)
-    if math.isinf(v):
-        return "-inf" if v < 0 else "inf"
-    return repr(v)
-
+from .files import is_causal
+from .labels import trace_tokens
 
 # ---- one self-contained HTML page ---------------------------------------------------------------
 
@@ -195,7 +42,7 @@ def report_html(trace, tokens_q=None, tokens_k=None, *, title: str = "attnviz re
 
     from . import figures
 
-    labels_q, labels_k = token_labels(trace, tokens_q, tokens_k)
+    labels_q, labels_k = trace_tokens(trace, tokens_q, tokens_k)
     described_source, items = describe_settings(settings)
     source = described_source if source is None else source
     parts = [f"<h1>{_esc(title)}</h1>", "<section class='input'><h2>Input</h2>"]
@@ -288,7 +135,7 @@ def formula_html(latex: str) -> str:
 
 def trace_settings(trace) -> list[tuple[str, str]]:
     """The shapes and settings the trace itself records, as (name, value) rows."""
-    w = trace.attn_weights
+    w = trace.params
     rows = [("heads", str(trace.num_heads))]
     if w is not None:
         rows.append(("d_model", str(w.d_model)))
@@ -314,7 +161,7 @@ def _mask_text(trace) -> str:
         text = f"{int(np.broadcast_to(trace.mask, shape).sum())} cells masked"
     else:
         text = "none"
-    if trace.masked_scores is not trace.scaled_scores:
+    if trace.has_mask:
         free = ~np.isneginf(trace.masked_scores)
         if not np.array_equal(trace.masked_scores[free], trace.scaled_scores[free]):
             text += "; a float mask is added to the scores"

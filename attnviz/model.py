@@ -273,10 +273,10 @@ def _build_pretrained(view: View, edits: dict) -> None:
     tokens = list(run.tokens)
     view.x = layer.x
     x = _apply_x_edit(view, layer.x, tokens, edits.get("x"))
-    w = _apply_weight_edits(view, layer.attn_weights, edits)
+    w = _apply_weight_edits(view, layer.params, edits)
     view.weights = w
     view.tokens_q = view.tokens_k = tokens
-    edited = x is not layer.x or w is not layer.attn_weights
+    edited = x is not layer.x or w is not layer.params
     changed = s.causal or not s.scaled
     view.trace = trace_attention(x, w, causal=s.causal, scale=s.scale) \
         if edited or changed else layer

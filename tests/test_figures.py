@@ -168,7 +168,7 @@ def test_large_heatmap_is_float32_and_small_in_json(long_trace):
     np.testing.assert_allclose(got[~upper], t.weights[3][~upper], rtol=1e-6)
     assert "text" not in spec["data"][0] and "texttemplate" not in spec["data"][0]
     assert len(fig.to_json()) < 300_000
-    unmasked = attnviz.trace_attention(t.x, t.attn_weights)
+    unmasked = attnviz.trace_attention(t.x, t.params)
     assert len(figures.step_figure(unmasked, "weights", tokens_q=tokens).to_json()) < 150_000
 
 

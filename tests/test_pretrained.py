@@ -201,7 +201,7 @@ def test_traces_are_ordinary_engine_traces(model):
     n = len(model.tokenize("Thinking Machines"))
     for layer, t in enumerate(traces):
         assert isinstance(t, AttentionTrace)
-        assert t.attn_weights is model.layer_weights(layer)
+        assert t.params is model.layer_weights(layer)
         assert t.weights.shape == (12, n, n) and t.weights.dtype == np.float32
         np.testing.assert_allclose(t.weights.sum(axis=-1), 1.0, atol=1e-6)
         assert [s.name for s in t.steps][-3:] == ["z", "concat", "output"]

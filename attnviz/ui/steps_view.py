@@ -60,7 +60,7 @@ def vector_view(view: View, head: int) -> None:
     scale_name = "× scale" if not math.isclose(t.scale, 1 / math.sqrt(t.d_k)) \
         else f"÷ √d_k (= ÷ {math.sqrt(t.d_k):.4g})"
     rows = {"q · k": t.scores[head, i], scale_name: t.scaled_scores[head, i]}
-    if t.masked_scores is not t.scaled_scores:
+    if t.has_mask:
         rows["after mask"] = t.masked_scores[head, i]
     rows["softmax weight"] = t.weights[head, i]
     frame = pd.DataFrame(rows, index=keys)

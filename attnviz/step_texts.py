@@ -1,0 +1,112 @@
+"""What the pages say about each step: its title, its formula (LaTeX, following the trace's
+scale and mask) and one sentence of explanation, in the order a learner meets them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .trace import AttentionTrace, Step
+
+
+@dataclass(frozen=True)
+class _Scaling:
+    scores: str          # LaTeX of the scaled scores in terms of Q and K
+    step_formula: str    # LaTeX of the scaling step
+    explanation: str
+
+
+def _scaling_texts(scale: float, d_k: int) -> _Scaling:
+    """The scaling as the formulas write it: ÷√d_k, none (scale 1), or another factor, given
+    exactly (its shortest round-trip decimal)."""
+    if math.isclose(scale, 1 / math.sqrt(d_k), rel_tol=1e-12):
+        return _Scaling(r"\frac{Q_h K_h^{\top}}{\sqrt{d_k}}",
+                        rf"\frac{{S_h}}{{\sqrt{{d_k}}}} = \frac{{S_h}}{{\sqrt{{{d_k}}}}}",
+                        "Dividing by √d_k keeps the scores' spread near 1 whatever d_k is, so "
+                        "softmax does not saturate.")
+    if scale == 1.0:
+        return _Scaling(r"Q_h K_h^{\top}", r"S_h \;(\text{no scaling})",
+                        "Scaling is off: the scores pass through unchanged.")
+    return _Scaling(rf"{scale!r}\, Q_h K_h^{{\top}}", rf"{scale!r}\, S_h",
+                    f"The scores are multiplied by {scale!r} (not 1/√d_k).")
+
+
+def steps_of(t: AttentionTrace, *, has_x: bool, cross: bool, has_wo: bool,
+             biased: bool) -> list[Step]:
+    """The steps in the order a learner meets them; formulas follow the tutorials."""
+    src = "C" if cross else "X"
+
+    def b(name: str) -> str:  # the bias term of a projection, when there are biases
+        return f" + b^{{{name}}}_h" if biased else ""
+
+    s = []
+    if has_x:
+        s.append(Step("x", "Input X", r"X \in \mathbb{R}^{n \times d_{model}}",
+                      "Each row is one token's vector: its embedding (plus position, if on).",
+                      t.x, ("query", "feature")))
+        if cross:
+            s.append(Step("context", "Context C", r"C \in \mathbb{R}^{m \times d_{context}}",
+                          "Cross-attention: keys and values come from this second input.",
+                          t.context, ("key", "feature")))
+        s += [
+            Step("q", "Queries Q", rf"Q_h = X W^Q_h{b('Q')}",
+                 "What each token is looking for: its row of X times the query weights.",
+                 t.q, ("head", "query", "feature")),
+            Step("k", "Keys K", rf"K_h = {src} W^K_h{b('K')}",
+                 "What each token offers to be found by: its row times the key weights.",
+                 t.k, ("head", "key", "feature")),
+            Step("v", "Values V", rf"V_h = {src} W^V_h{b('V')}",
+                 "What each token passes on when attended to: its row times the value weights.",
+                 t.v, ("head", "key", "feature")),
+        ]
+    else:
+        s += [Step(n, f"{title} {n.upper()} (entered)", rf"{n.upper()}_h",
+                   f"{title} entered directly, one row per {axis}.", getattr(t, n),
+                   ("head", axis, "feature"))
+              for n, title, axis in (("q", "Queries", "query"), ("k", "Keys", "key"),
+                                     ("v", "Values", "key"))]
+    scaling = _scaling_texts(t.scale, t.d_k)
+    masked = t.has_mask
+    s += [
+        Step("scores", "Scores Q Kᵀ", r"S_h = Q_h K_h^{\top}",
+             "Row i, column j is the dot product q_i · k_j: how well query i matches key j.",
+             t.scores, ("head", "query", "key")),
+        Step("scaled_scores", "Scaled scores", scaling.step_formula, scaling.explanation,
+             t.scaled_scores, ("head", "query", "key")),
+    ]
+    if masked:
+        s.append(Step("masked_scores", "Masked scores",
+                      rf"{scaling.scores} + M_h,\; " + (
+                          r"M_h[i, j] = -\infty\text{ where masked}" if t.mask is not None
+                          else r"M_h = \text{the float mask, added}"),
+                      "Masked keys get −∞, so softmax gives them weight 0.",
+                      t.masked_scores, ("head", "query", "key")))
+    s += [
+        Step("weights", "Attention weights (softmax)",
+             r"A_h = \mathrm{softmax}_{\text{row}}\left(" + scaling.scores
+             + (r" + M_h" if masked else "") + r"\right)",
+             "Softmax over each row turns scores into weights that are positive and sum to 1.",
+             t.weights, ("head", "query", "key"))
+        if t.weights_given is None else
+        Step("weights", "Attention weights (given, not the softmax)",
+             r"A_h = \text{given weights}", t.weights_given,
+             t.weights, ("head", "query", "key")),
+        Step("weighted_values", "Weighted values", r"A_h[i, j] \, v_j",
+             "Each value vector scaled by how much query i attends to that key.",
+             None, ("head", "query", "key", "feature"),
+             compute=lambda: t.weights[..., None] * t.v[:, None]),   # (H, n_q, n_k, d_v)
+        Step("z", "Head output Z", r"Z_h = A_h V_h = \sum_j A_h[i, j]\, v_j",
+             "Summing the weighted values gives each token's new vector for this head.",
+             t.z, ("head", "query", "feature")),
+        Step("concat", "Concatenation",
+             r"\mathrm{Concat}(Z_1, \dots, Z_H) \in \mathbb{R}^{n \times H d_v}",
+             "The heads' outputs side by side, one row per token.",
+             t.concat, ("query", "feature")),
+    ]
+    if has_wo:
+        s.append(Step("output", "Output (× W_O)",
+                      r"\mathrm{MultiHead}(X) = \mathrm{Concat}(Z_1, \dots, Z_H)\, W^O"
+                      + (r" + b^O" if biased else ""),
+                      "W_O mixes the heads back into one vector per token.",
+                      t.output, ("query", "feature")))
+    return s
