@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .engine import AttentionTrace, trace_attention, trace_qkv, with_weights
+from .edits import PARAMS, Edit
 from .errors import AttnvizInputError
 from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
                      sinusoidal_positions, tokenize, truncate)
@@ -29,12 +30,6 @@ NUM_LAYERS = 6                        # all-MiniLM-L6-v2
 BOUNDS = {"d_model": (1, MAX_D_MODEL), "num_heads": (1, MAX_HEADS), "d_k": (0, MAX_D_MODEL),
           "seed": (0, MAX_SEED), "max_tokens": (1, MAX_TOKENS), "layer": (0, NUM_LAYERS - 1)}
 
-# names of the matrices a user can edit, with the axes of each
-EDITABLE = {
-    "x": ("token", "feature"), "w_q": ("head", "in", "out"), "w_k": ("head", "in", "out"),
-    "w_v": ("head", "in", "out"), "w_o": ("in", "out"), "b_q": ("head", "out"),
-    "b_k": ("head", "out"), "b_v": ("head", "out"), "b_o": ("out",),
-}
 
 
 @dataclass(frozen=True)
@@ -101,7 +96,7 @@ class View:
     trace: AttentionTrace | None = None
     tokens_q: list[str] = field(default_factory=list)
     tokens_k: list[str] = field(default_factory=list)
-    weights: MultiHeadWeights | None = None     # None when Q, K, V were entered directly
+    params: MultiHeadWeights | None = None      # None when Q, K, V were entered directly
     x: np.ndarray | None = None                 # (n, d_model) before edits, None for Q, K, V
     preset: Preset | None = None
     signature: str = ""                         # which generated matrices the edits belong to
@@ -225,9 +220,8 @@ def _build_projected(view: View, edits: dict) -> None:
         w = _random_weights(s, d_model=x.shape[1])
         scale = s.scale
     view.x = x
-    x = _apply_x_edit(view, x, tokens, edits.get("x"))
-    w = _apply_weight_edits(view, w, edits)
-    view.weights = w
+    x, w = _apply_edits(view, x, w, tokens, edits)
+    view.params = w
     view.tokens_q = view.tokens_k = tokens
     view.trace = trace_attention(x, w, causal=s.causal, scale=scale)
     if view.preset is not None:
@@ -272,9 +266,8 @@ def _build_pretrained(view: View, edits: dict) -> None:
     layer = run.traces[s.layer]
     tokens = list(run.tokens)
     view.x = layer.x
-    x = _apply_x_edit(view, layer.x, tokens, edits.get("x"))
-    w = _apply_weight_edits(view, layer.params, edits)
-    view.weights = w
+    x, w = _apply_edits(view, layer.x, layer.params, tokens, edits)
+    view.params = w
     view.tokens_q = view.tokens_k = tokens
     edited = x is not layer.x or w is not layer.params
     changed = s.causal or not s.scaled
@@ -319,37 +312,31 @@ def _random_weights(s: Settings, d_model: int) -> MultiHeadWeights:
                                    seed=s.seed, bias=s.bias)
 
 
-def _apply_x_edit(view: View, x: np.ndarray, tokens: list[str], edited) -> np.ndarray:
-    """`edited` is (tokens it was made for, array): it applies only to the same tokens."""
-    if edited is None:
-        return x
-    edited_tokens, edited = edited
-    if list(edited_tokens) != list(tokens):
-        return x
-    if edited.shape != x.shape:
-        view.notices.append(f"Your edited X is {edited.shape[0]}×{edited.shape[1]} but the "
+def _apply_edits(view: View, x: np.ndarray, w: MultiHeadWeights, tokens: list[str],
+                 edits: dict[str, Edit]) -> tuple[np.ndarray, MultiHeadWeights]:
+    """X and the parameters with the user's edits applied. An edit that no longer fits (an X
+    made for other tokens, or shapes that changed) is kept but not used, with a notice."""
+    usable = {n: e.array for n, e in edits.items() if e.applies_to(tokens)}
+    new_x = usable.pop("x", x)
+    if new_x.shape != x.shape:
+        view.notices.append(f"Your edited X is {new_x.shape[0]}×{new_x.shape[1]} but the "
                             f"input is now {x.shape[0]}×{x.shape[1]}: the edit is kept but "
                             f"not used (Reset on the Inputs & weights page drops it).")
-        return x
-    return edited
-
-
-def _apply_weight_edits(view: View, w: MultiHeadWeights, edits: dict) -> MultiHeadWeights:
-    changes = {n: a for n, a in edits.items() if n != "x" and a is not None}
-    if not changes:
-        return w
+        new_x = x
+    if not usable:
+        return new_x, w
     try:
-        return w.replace(**changes)
+        return new_x, w.replace(**usable)
     except AttnvizInputError as exc:
         view.notices.append(f"Your edited weights no longer fit ({exc}); they are kept but "
                             "not used until the shapes match again.")
-        return w
+        return new_x, w
 
 
-def matrix_of(view: View, name: str) -> np.ndarray | None:
-    """The current value of an editable matrix (edits included), or None if it has none."""
-    if name == "x":
-        return None if view.trace is None or view.trace.x is None else view.trace.x
-    if view.weights is None:
-        return None
-    return getattr(view.weights, name)
+def current_matrices(view: View) -> dict[str, np.ndarray]:
+    """Every editable matrix of the view as it is now (edits included), by catalogue name;
+    empty when the input has no parameters (Q, K, V entered directly)."""
+    if view.params is None or view.trace is None:
+        return {}
+    found = {"x": view.trace.x, **{n: getattr(view.params, n) for n in PARAMS}}
+    return {n: a for n, a in found.items() if a is not None}

@@ -20,7 +20,7 @@ import json
 import math
 import threading
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +106,11 @@ class PretrainedTrace:
     @property
     def tokens(self) -> list[str]:
         return list(self.encoding.tokens)
+
+    @cached_property
+    def attentions(self) -> np.ndarray:
+        """(layers, heads, n, n): every layer's softmax weights, as BertViz takes them."""
+        return readonly(np.stack([t.weights for t in self.traces]))
 
     @property
     def truncated(self) -> bool:

@@ -33,11 +33,11 @@ with st.expander("Concatenation as a table"):
                   key="mh_concat_table")
 
 widgets.downloads(view, key="mh")
-if view.weights is None:
+if view.params is None:
     st.info("Q, K and V were entered directly, so there is no W_O: the output is the "
             "concatenation.")
     st.stop()
-w_o = view.weights.w_o
+w_o = view.params.w_o
 st.subheader(f"W_O ({w_o.shape[0]} × {w_o.shape[1]})")
 widgets.chart(figures.heatmap(w_o, row_labels=[f"h{h}·d{j}" for h in range(t.num_heads)
                                                for j in range(t.d_v)],

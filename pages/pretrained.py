@@ -24,7 +24,7 @@ if hide:
     st.caption("[CLS] and [SEP] are hidden. The rows shown are **not** renormalised: they are "
                "the model's own weights, so a row sums to 1 minus what that token gave to "
                "[CLS] and [SEP] (often most of it).")
-layers, heads = view.weights.shape[:2]
+layers, heads = view.attentions.shape[:2]
 
 st.subheader("Model view: every layer and head")
 st.caption("Each small map is one head: row = the token asking (query), column = the token it "
@@ -33,14 +33,14 @@ st.caption("Each small map is one head: row = the token asking (query), column =
            + (f" Maps are shrunk to {model_figures.MODEL_VIEW_MAX_SIDE} pixels a side: each "
               "pixel is the strongest weight of its block."
               if len(view.tokens) > model_figures.MODEL_VIEW_MAX_SIDE else ""))
-widgets.chart(model_figures.model_view(view.weights, start=view.start), key="pt_model_view")
+widgets.chart(model_figures.model_view(view.attentions, start=view.start), key="pt_model_view")
 
 st.subheader("Open one head")
 layer = pretrained_view.pick("Layer", layers, "pt_layer", name="layer",
                              default=st.session_state.get("layer", 0))
 head = pretrained_view.pick("Head", heads, "pt_head", name="head",
                             default=st.session_state.get("head", 0))
-widgets.chart(figures.heatmap(view.weights[layer, head], row_labels=view.tokens,
+widgets.chart(figures.heatmap(view.attentions[layer, head], row_labels=view.tokens,
                               col_labels=view.tokens, kind="weights",
                               title=f"Layer {layer}, head {head}: attention weights"),
               key="pt_head_heatmap")
@@ -63,6 +63,6 @@ shown_heads = pretrained_view.pick_heads(heads, "pt_hv_heads")
 if not shown_heads:
     st.info("Pick at least one head to draw its lines.")
 else:
-    widgets.chart(model_figures.head_view(view.weights[hv_layer], view.tokens,
+    widgets.chart(model_figures.head_view(view.attentions[hv_layer], view.tokens,
                                           heads=shown_heads, highlight=token),
                   key="pt_head_view")

@@ -143,3 +143,37 @@ def test_parse_matrix_names_the_matrix_in_its_errors():
     with pytest.raises(attnviz.AttnvizInputError) as err:
         attnviz.parse_matrix("1 2\n3 oops", name="W_K of head 1")
     assert str(err.value) == "W_K of head 1, row 2, column 2: 'oops' is not a number"
+
+
+# ---- the edits module: one way in for a typed cell and a pasted matrix ------------------------
+
+def test_a_cell_edit_and_a_pasted_matrix_give_new_arrays_and_leave_the_old_one():
+    from attnviz import edits
+
+    w_q = np.zeros((2, 3, 2))
+    typed = edits.with_cells(w_q, "w_q", 1, {2: {"q1": "1e-3"}}, ["d0", "d1", "d2"],
+                             ["q0", "q1"])
+    assert typed[1, 2, 1] == 0.001 and typed.sum() == 0.001 and w_q.sum() == 0
+    pasted = edits.with_matrix(w_q, "w_q", 0, np.ones((3, 2)))
+    assert pasted[0].sum() == 6 and pasted[1].sum() == 0
+    with pytest.raises(AttnvizInputError, match="W_Q of head 0 must be 3 × 2"):
+        edits.with_matrix(w_q, "w_q", 0, np.ones((2, 3)))
+    bias = edits.with_matrix(np.zeros(4), "b_o", None, np.array([[1.0, 2, 3, 4]]))
+    np.testing.assert_array_equal(bias, [1, 2, 3, 4])
+
+
+def test_edits_round_trip_through_a_link_and_garbage_is_an_input_error():
+    from attnviz import edits
+
+    stored = {"x": edits.make_edit("x", np.array([[1.0, 2.5e-300]]), ["a"]),
+              "w_o": edits.make_edit("w_o", np.eye(2) / 3, ["a"])}
+    back = edits.decode(edits.encode(stored))
+    assert back["x"].tokens == ("a",) and back["w_o"].tokens is None
+    for name in stored:
+        np.testing.assert_array_equal(back[name].array, stored[name].array)   # exact: JSON reprs
+    for garbage in ("", "!!", edits.encode({}).replace("e", "x"), "eJzLSM3JyVcozy_KSQEAGgQEXQ"):
+        try:
+            result = edits.decode(garbage)
+        except AttnvizInputError:
+            continue
+        assert result == {}

@@ -5,6 +5,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import attnviz
+import attnviz.edits
 import attnviz.model
 from tests.apptest_helpers import ROOT, TIMEOUT, charts, heatmap_z, no_exceptions
 
@@ -61,8 +62,9 @@ def test_edited_matrices_travel_in_the_link():
         first.session_state[key] = value
     signature = attnviz.model.weights_signature(attnviz.model.Settings(**state))
     w_v = np.array([[[0.5, -1.0], [2.0, 0.25]]])
-    first.session_state["edits"] = {signature: {"x": (("a", "b"), np.array([[1.0, 2], [3, 4]])),
-                                                "w_v": w_v}}
+    first.session_state["edits"] = {signature: {
+        "x": attnviz.edits.Edit(np.array([[1.0, 2], [3, 4]]), ("a", "b")),
+        "w_v": attnviz.edits.Edit(w_v)}}
     first.run()
     link = dict(first.query_params)
     assert "edits" in link and link["sentence"] == "a b"

@@ -19,8 +19,8 @@ from . import widgets
 
 def _weights_for(view: View) -> MultiHeadWeights:
     """The user's weights where there are some, else small random ones for their X."""
-    if view.weights is not None:
-        return view.weights
+    if view.params is not None:
+        return view.params
     d = view.trace.x.shape[1] if view.trace.x is not None else 8
     return MultiHeadWeights.random(d, 1, d_k=max(1, min(d, 8)), d_v=max(1, min(d, 8)))
 
@@ -108,13 +108,13 @@ def order_tab(view: View) -> None:
                 "to floating-point rounding: the sums are taken in another order, so the last "
                 "digit may differ, about 1e-16). Add the sinusoidal encoding and the rows "
                 "change.")
-    if view.weights is None or len(view.tokens_q) < 2:
+    if view.params is None or len(view.tokens_q) < 2:
         st.info("This experiment needs a sentence (or X) of at least two tokens and weights.")
         return
     if st.button("Shuffle the tokens", key="exp_shuffle"):
         st.session_state["exp_shuffle_seed"] = st.session_state.get("exp_shuffle_seed", 0) + 1
     seed = st.session_state.get("exp_shuffle_seed", 0)
-    w = view.weights
+    w = view.params
     r = experiments.word_order(view.tokens_q, w, shuffle_seed=seed,
                                embed_seed=view.settings.seed)
     st.write("Shuffled: " + " ".join(f"[{t}]" for t in r.shuffled_tokens))
@@ -133,7 +133,7 @@ def masks_tab(view: View) -> None:
                 "later ones; a *padding* mask hides the [PAD] tokens that fill a short "
                 "sentence up to the batch length. Masked scores become −∞, so their weights "
                 "are exactly 0. Sentences longer than the length are truncated.")
-    if view.weights is None:
+    if view.params is None:
         st.info("This experiment needs weights: use a sentence or a matrix X.")
         return
     c = st.columns(2)
@@ -141,7 +141,7 @@ def masks_tab(view: View) -> None:
                                 min(64, len(view.tokens_q) + 3),
                                 persist_state="session", key="exp_len")
     causal = c[1].checkbox("Causal mask too", persist_state="session", key="exp_causal")
-    r = experiments.pad_and_mask(view.tokens_q, int(max_len), view.weights, causal=causal,
+    r = experiments.pad_and_mask(view.tokens_q, int(max_len), view.params, causal=causal,
                                  seed=view.settings.seed)
     if r.truncated:
         st.info(f"{r.truncated} token(s) cut to fit the length {max_len}.")
@@ -172,10 +172,10 @@ def cross_tab(view: View) -> None:
     except AttnvizInputError as exc:
         st.error(f"Second sentence: {exc}")
         return
-    if view.weights is None or view.trace.x is None:
+    if view.params is None or view.trace.x is None:
         st.info("This experiment needs a sentence or matrix X and weights.")
         return
-    w = view.weights
+    w = view.params
     if w.d_context != w.d_model:
         st.info("These weights expect a context of another width; using fresh ones.")
         w = MultiHeadWeights.random(w.d_model, 1)

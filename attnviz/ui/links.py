@@ -7,14 +7,11 @@ session starts. A value that does not parse falls back to its default with a not
 
 from __future__ import annotations
 
-import base64
-import json
-import zlib
-
-import numpy as np
 import streamlit as st
 
-from ..model import BOUNDS, EDITABLE, Settings, weights_signature
+from .. import edits
+from ..errors import AttnvizInputError
+from ..model import BOUNDS, Settings, weights_signature
 
 PAGE_KEYS = {"head": 0, "step": "", "query": 0, "vector_query": 0, "mh_head": 0,
              "matrix": "", "edit_head": 0}
@@ -62,9 +59,9 @@ def read_once() -> None:
             st.session_state[name] = getattr(checked, name)
     if EDITS_PARAM in params:
         try:
-            edits = _decode_edits(params[EDITS_PARAM])
-            st.session_state.setdefault("edits", {})[weights_signature(checked)] = edits
-        except (ValueError, TypeError, KeyError, zlib.error, json.JSONDecodeError):
+            st.session_state.setdefault("edits", {})[weights_signature(checked)] = \
+                edits.decode(params[EDITS_PARAM])
+        except AttnvizInputError:
             notices.append("the link's edited matrices could not be read; using the defaults")
     st.session_state[NOTICES_KEY] = notices
 
@@ -98,10 +95,10 @@ def write() -> None:
         value = st.session_state.get(name)
         if value is not None and value != default and isinstance(value, (int, str)):
             params[name] = _format(value)
-    edits = st.session_state.get("edits", {}).get(weights_signature(s))
+    stored = st.session_state.get("edits", {}).get(weights_signature(s))
     st.session_state["link_has_edits"] = None
-    if edits:
-        encoded = _encode_edits(edits)
+    if stored:
+        encoded = edits.encode(stored)
         if len(encoded) <= MAX_EDITS_CHARS:
             params[EDITS_PARAM] = encoded
             st.session_state["link_has_edits"] = True
@@ -115,36 +112,6 @@ def _format(value) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     return str(value)
-
-
-def _encode_edits(edits: dict) -> str:
-    doc = {}
-    for name, value in edits.items():
-        if name == "x":
-            tokens, arr = value
-            doc["x"] = {"tokens": list(tokens), "values": np.asarray(arr).tolist()}
-        else:
-            doc[name] = np.asarray(value).tolist()
-    raw = zlib.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8"), 9)
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def _decode_edits(text: str) -> dict:
-    raw = zlib.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    doc = json.loads(raw.decode("utf-8"))
-    edits = {}
-    for name, value in doc.items():
-        if name not in EDITABLE:
-            raise ValueError(f"unknown matrix {name}")
-        if name == "x":
-            arr = np.array(value["values"], dtype=np.float64)
-            edits["x"] = (tuple(str(t) for t in value["tokens"]), arr)
-        else:
-            edits[name] = np.array(value, dtype=np.float64)
-        arr = edits[name][1] if name == "x" else edits[name]
-        if not np.isfinite(arr).all():
-            raise ValueError("not finite")
-    return edits
 
 
 def show_notices() -> None:

@@ -24,7 +24,7 @@ class ModelRun:
     """One run of the model as the views draw it."""
 
     run: PretrainedTrace
-    weights: np.ndarray           # (L, H, n, n) every layer's weights, the shown tokens only
+    attentions: np.ndarray        # (L, H, n, n) every layer's weights, the shown tokens only
     tokens: list[str]             # (n,) the shown tokens
     positions: np.ndarray         # (n,) their positions in run.tokens
 
@@ -39,13 +39,13 @@ class ModelRun:
 @st.cache_resource(show_spinner=False, max_entries=RUNS_CACHED)
 def _shown(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
     run = cached_run(sentence, max_tokens)
-    weights = np.stack([t.weights for t in run.traces])          # (L, H, n, n)
+    attentions = run.attentions                                   # (L, H, n, n)
     positions = np.arange(len(run.tokens))
     if hide_special:
         positions = positions[~run.encoding.special]
-        weights, _ = model_figures.keep_tokens(weights, run.tokens, positions)
-    weights.setflags(write=False)
-    return ModelRun(run=run, weights=weights, tokens=[run.tokens[i] for i in positions],
+        attentions, _ = model_figures.keep_tokens(attentions, run.tokens, positions)
+        attentions.setflags(write=False)
+    return ModelRun(run=run, attentions=attentions, tokens=[run.tokens[i] for i in positions],
                     positions=positions)
 
 

@@ -8,10 +8,10 @@ import streamlit as st
 
 from ..errors import AttnvizInputError
 from . import links
-from ..inputs import cell_name, number_at
-from ..model import Settings, View, build_view, matrix_of, weights_signature
+from ..edits import make_edit, with_cells
+from ..model import Settings, View, build_view, current_matrices, weights_signature
 
-EDITS_KEY = "edits"           # signature → {matrix name → array, "x" → (tokens, array)}
+EDITS_KEY = "edits"           # signature → {matrix name → attnviz.edits.Edit}
 EDITOR_VERSION_KEY = "editor_version"
 
 
@@ -60,9 +60,8 @@ def edits(view: View) -> dict:
 
 
 def set_matrix(view: View, name: str, array: np.ndarray) -> None:
-    """Store an edited matrix for the view's configuration (x is stored with its tokens)."""
-    store = edits(view)
-    store[name] = (tuple(view.tokens_q), array) if name == "x" else array
+    """Store an edited matrix (its full array) for the view's configuration."""
+    edits(view)[name] = make_edit(name, array, view.tokens_q)
     bump_editor_version()
 
 
@@ -78,28 +77,15 @@ def bump_editor_version() -> None:
 
 
 def apply_editor_changes(view: View, name: str, head: int | None, editor_key: str,
-                         error_key: str, shown: str, rows: list[str], cols: list[str]) -> None:
+                         error_key: str, rows: list[str], cols: list[str]) -> None:
     """on_change of a data editor: apply its edited_rows (text, as typed) to the stored matrix,
-    or keep the matrix and record an error naming the cell as the page labels it (`shown`,
-    e.g. "W_Q of head 0", and the editor's row and column labels)."""
+    or keep the matrix and record an error naming the cell as the page labels it."""
     changes = st.session_state.get(editor_key, {}).get("edited_rows", {})
-    current = matrix_of(view, name)
+    current = current_matrices(view).get(name)
     if current is None or not changes:
         return
-    new = np.array(current, dtype=np.float64, copy=True)
-    target = new if head is None else new[head]              # a view: writes go into `new`
-    vector = target.ndim == 1                                # a bias: one row on screen
     try:
-        for row, cells in changes.items():
-            row = int(row)
-            for col_label, value in cells.items():
-                if str(col_label) not in cols:
-                    raise AttnvizInputError(f"{shown}: only the numbers can be edited, not "
-                                            "the row labels")
-                col = cols.index(str(col_label))
-                where = cell_name(shown, row + 1, col + 1, rows[row], cols[col])
-                number = number_at("" if value is None else value, where)
-                target[(col,) if vector else (row, col)] = number
+        new = with_cells(current, name, head, changes, rows, cols)
     except AttnvizInputError as exc:
         st.session_state[error_key] = str(exc)
         bump_editor_version()
