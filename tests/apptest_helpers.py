@@ -62,3 +62,10 @@ def heatmap_z(fig: dict, trace: int = 0) -> np.ndarray:
 
 def no_exceptions(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
+
+
+def button(at: AppTest, label: str):
+    """The button with this label (tests find widgets by label or key, never by position)."""
+    found = [b for b in at.button if b.label == label]
+    assert found, f"no button {label!r}; the buttons are {[b.label for b in at.button]}"
+    return found[0]

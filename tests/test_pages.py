@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import attnviz
-from tests.apptest_helpers import (PAGES, chart_bytes, charts, heatmap_z, no_exceptions,
+from tests.apptest_helpers import (PAGES, button, chart_bytes, charts, heatmap_z, no_exceptions,
                                    open_page, page_alone)
 
 DEFAULT = "The animal didn't cross the street because it was too tired"
@@ -34,6 +34,13 @@ def test_every_page_runs_on_every_preset(page, preset):
     at = open_page(page, mode="Preset", preset=preset)
     no_exceptions(at)
     assert not at.error
+    p = attnviz.load_preset(preset)
+    if page == "pages/inputs.py" and p.weights is None:     # Q, K, V or X given: no weights
+        assert any("no weight matrices" in i.value for i in at.info)
+        return
+    shown = " ".join(str(fig) for fig in charts(at))
+    for token in set(p.tokens) | set(p.key_tokens):        # the preset's own labels are drawn
+        assert token.replace("'", "&#x27;") in shown or token in shown, (token, page)
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -67,13 +74,13 @@ def test_changing_the_sentence_changes_the_numbers():
 def test_step_page_walks_the_tutorial_003_numbers():
     at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="scores")
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), [[2, 4, 4], [4, 16, 12], [4, 12, 10]])
-    at.button[1].click().run()  # Next ▶: the scaled scores (here unscaled)
+    button(at, "Next ▶").click().run()        # the scaled scores (here unscaled)
     assert at.session_state["step"] == "scaled_scores"
-    at.button[1].click().run()
+    button(at, "Next ▶").click().run()
     assert at.session_state["step"] == "weights"
     np.testing.assert_allclose(heatmap_z(charts(at)[0])[0], [0.063379, 0.468311, 0.468311],
                                atol=1e-6)
-    at.button[0].click().run()  # ◀ Previous
+    button(at, "◀ Previous").click().run()
     assert at.session_state["step"] == "scaled_scores"
 
 
