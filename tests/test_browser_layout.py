@@ -2,7 +2,7 @@
 wide and a small window. Under CI=true these never skip.
 
 What "clipped" and "overlapping" mean here, read from the real DOM (getBoundingClientRect):
-- a tick label (``.xtick text``, ``.ytick text``) or an axis title (``.xtitle``, ``.x2title`` …)
+- a tick label (``.xtick text``, ``.y2tick text`` …) or an axis title (``.xtitle``, ``.x2title`` …)
   reaches outside its plot's ``svg.main-svg`` box (plotly then cuts it: "1.00" shows as "00");
 - an axis title overlaps a tick label of the same plot;
 - the figure title overlaps a subplot title (an annotation) or the legend.
@@ -44,7 +44,8 @@ LAYOUT_PROBLEMS_JS = """() => {
         if (!svg) return;
         const name = `chart ${p} "${(plot.querySelector('.gtitle') || {}).textContent || ''}"`;
         const outer = box(svg);
-        const ticks = Array.from(plot.querySelectorAll('.xtick text, .ytick text')).filter(shown);
+        const ticks = Array.from(plot.querySelectorAll('g[class*="tick"] > text'))   // xtick, y2tick …
+            .filter(t => /^[xy][0-9]*tick$/.test(t.parentNode.getAttribute('class'))).filter(shown);
         const titles = Array.from(plot.querySelectorAll('text'))
             .filter(t => /^[xy][0-9]*title$/.test(t.getAttribute('class') || '')).filter(shown);
         for (const el of ticks.concat(titles)) {
