@@ -28,11 +28,9 @@ def dot_product_histogram(result: Scaling) -> go.Figure:
     ])
     for sign in (-1, 1):
         fig.add_vline(x=sign * root, line_dash="dot", line_color="#d62728")
-    fig.update_layout(barmode="overlay", height=320, margin=dict(l=10, r=10, t=40, b=10),
-                      title=f"{len(result.dots):,} dot products of random q, k (d_k = "
-                            f"{result.d_k}); dotted: ±√d_k = ±{root:.3g}",
-                      xaxis_title="value", yaxis_title="count",
-                      legend=dict(orientation="h", y=1.12))
+    fig.update_layout(barmode="overlay", height=340, xaxis_title="value", yaxis_title="count")
+    _title_legend_and_margins(fig, f"{len(result.dots):,} dot products of random q, k "
+                                   f"(d_k = {result.d_k}); dotted: ±√d_k = ±{root:.3g}")
     return fig
 
 
@@ -52,7 +50,18 @@ def weight_bars(rows: dict[str, np.ndarray], keys: list[str], *, title: str) -> 
     fig = go.Figure([go.Bar(x=labels, y=np.asarray(v, dtype=np.float64), name=name,
                             hovertemplate="%{x}: %{y:.6f}<extra>" + name + "</extra>")
                      for name, v in rows.items()])
-    fig.update_layout(barmode="group", height=300, title=title, yaxis_range=[0, 1],
-                      yaxis_title="weight", margin=dict(l=10, r=10, t=40, b=10),
-                      legend=dict(orientation="h", y=1.15))
+    fig.update_layout(barmode="group", height=320, yaxis_range=[0, 1], yaxis_title="weight")
+    _title_legend_and_margins(fig, title)
     return fig
+
+
+def _title_legend_and_margins(fig: go.Figure, title: str) -> None:
+    """The title at the top, the legend in a row under it (never on it), and axes that grow
+    their margins to fit their tick labels and titles (nothing clipped, nothing overlapping)."""
+    fig.update_layout(title=dict(text=title, yref="container", y=1, yanchor="top",
+                                 pad=dict(t=10)),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=1.01,
+                                  yanchor="bottom"),
+                      margin=dict(l=10, r=10, t=70, b=10))
+    fig.update_xaxes(automargin=True, title_standoff=8)
+    fig.update_yaxes(automargin=True, title_standoff=8)

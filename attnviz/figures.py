@@ -13,7 +13,11 @@ Heatmap conventions (SPEC.md), followed by every builder here:
 - the first row at the top, like a table (the y axis is reversed);
 - the exact value on hover; numbers printed in the cells only for small matrices;
 - a diverging colour scale centred on 0 for signed arrays, a fixed 0–1 scale for weights, set
-  explicitly because streamlit's plotly theme overrides plotly's defaults;
+  explicitly because streamlit's plotly theme overrides plotly's defaults; weights can instead
+  be coloured relative to each head's or each row's largest weight (`weight_scale`), which
+  shows structure at any length (with 512 keys a fixed-scale map is all ≈ 0.002, white): the
+  colour bar's title names the scale and the hover still shows the true weight;
+- labels are never clipped: every axis grows its margin to fit its labels (`automargin`).
 - masked cells (−∞ scores, the 0 weights they become) drawn grey: NaN in the values' trace
   over a grey plot background, plus (except in large heads grids) a grey second trace whose
   hover says "masked" and, in small matrices, whose cells say "−∞" or "0".
@@ -46,6 +50,11 @@ GRID_OVERLAY_MAX_CELLS = 64 * 64  # heads_grid facets above this skip the "maske
 GRID_MAX_SIDE = 128               # heads_grid facets with more tokens are pooled to this size
 FLOAT64_MAX_CELLS = 400           # larger matrices are sent as float32
 KINDS = ("signed", "weights")
+WEIGHT_SCALES = {"fixed": "fixed 0–1", "head": "each head's max", "row": "each row's max"}
+RELATIVE_SCALE_ABOVE = 32         # default_weight_scale: more keys than this → each row's max
+GRID_MAX_BYTES = 1_600_000        # heads_grid: numbers sent for all heads (before base64)
+_SCALE_TITLE = {"fixed": "weight", "head": "weight<br>(÷ head max)", "row": "weight<br>(÷ row max)"}
+_SCALE_HOVER = {"head": "× head max", "row": "× row max"}
 
 _CELL_FORMAT = {"signed": ".3~g", "weights": ".2f"}       # d3-format of the numbers in cells
 
@@ -54,7 +63,7 @@ _CELL_FORMAT = {"signed": ".3~g", "weights": ".2f"}       # d3-format of the num
 
 def heatmap(array2d, *, row_labels, col_labels, title: str = "", kind: str = "signed",
             masked=None, row_title: str = "query", col_title: str = "key",
-            show_values: bool | None = None) -> go.Figure:
+            show_values: bool | None = None, weight_scale: str = "fixed") -> go.Figure:
     """A heatmap of one matrix that reads like a table.
 
     Parameters
@@ -79,15 +88,22 @@ def heatmap(array2d, *, row_labels, col_labels, title: str = "", kind: str = "si
     show_values : bool, optional
         Print the numbers in the cells. None (default): only when both sides are at most
         VALUES_MAX_SIDE (20).
+    weight_scale : "fixed", "head" or "row"
+        For kind "weights": what the colours run over. "fixed" (default): 0–1. "head": the
+        weights ÷ the matrix's largest (unmasked) weight. "row": each row ÷ its largest weight.
+        The colour bar's title names it; hover and cell numbers show the true weights.
 
     Returns
     -------
     plotly.graph_objects.Figure
-        ``fig.data[0]`` is the heatmap of the values (NaN where masked); ``fig.data[1]``, present
-        only when some cell is masked, is the grey overlay named "masked".
+        ``fig.data[0]`` is the heatmap of the values (NaN where masked): its ``z`` the colours'
+        values, relative for a "head" or "row" weight scale, with the true weights then in
+        ``customdata``; ``fig.data[1]``, present only when some cell is masked, is the grey
+        overlay named "masked".
     """
     a = _as_2d(array2d, "array2d")
     kind = _check_kind(kind)
+    scale = _check_weight_scale(weight_scale) if kind == "weights" else "fixed"
     rows = _labels(row_labels, a.shape[0], "row_labels")
     cols = _labels(col_labels, a.shape[1], "col_labels")
     marked = _marked_cells(a, masked)
@@ -95,7 +111,8 @@ def heatmap(array2d, *, row_labels, col_labels, title: str = "", kind: str = "si
         show_values = max(a.shape) <= VALUES_MAX_SIDE
     hover = f"{_esc(row_title)}: %{{y}}<br>{_esc(col_title)}: %{{x}}<br>"
     fig = go.Figure(_matrix_traces(a, rows, cols, marked, kind=kind, hover=hover,
-                                   show_values=show_values, colour=_colour_props(kind)))
+                                   show_values=show_values, colour=_colour_props(kind, scale),
+                                   scale=scale))
     fig.update_layout(title=dict(text=title), height=_height(a.shape[0]),
                       margin=dict(l=10, r=10, t=60 if title else 30, b=10))
     if marked is not None:
@@ -106,7 +123,8 @@ def heatmap(array2d, *, row_labels, col_labels, title: str = "", kind: str = "si
 
 
 def step_figure(trace: AttentionTrace, step_name: str, *, head: int = 0, tokens_q=None,
-                tokens_k=None, query: int | None = None) -> go.Figure:
+                tokens_k=None, query: int | None = None,
+                weight_scale: str = "fixed") -> go.Figure:
     """The heatmap of one step of ``trace.steps``, for one head.
 
     Parameters
@@ -126,6 +144,8 @@ def step_figure(trace: AttentionTrace, step_name: str, *, head: int = 0, tokens_
     query : int, optional
         For "weighted_values" only: the 0-based query position whose weighted value vectors
         (keys × features, ``trace.weighted_values(head)[query]``) are shown; default 0.
+    weight_scale : "fixed", "head" or "row"
+        The "weights" step's colour scale, as in :func:`heatmap` (other steps ignore it).
 
     Rows and columns follow the step's axes: "query" rows/columns get `tokens_q`, "key" ones
     `tokens_k`, "feature" ones ``d0, d1, …``. The "weights" step uses the fixed 0–1 scale, every
@@ -148,11 +168,12 @@ def step_figure(trace: AttentionTrace, step_name: str, *, head: int = 0, tokens_
     masked = _step_mask(trace, head) if step.name in ("masked_scores", "weights") else None
     return heatmap(a, row_labels=row_labels, col_labels=col_labels, title=title,
                    kind="weights" if step.name == "weights" else "signed", masked=masked,
-                   row_title=axes[0], col_title=axes[1])
+                   row_title=axes[0], col_title=axes[1], weight_scale=weight_scale)
 
 
 def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols: int = 4,
-               step_name: str = "weights", show_values: bool | None = None) -> go.Figure:
+               step_name: str = "weights", show_values: bool | None = None,
+               weight_scale: str = "fixed") -> go.Figure:
     """One figure with a facet per head, all on one shared colour scale.
 
     Parameters
@@ -171,8 +192,13 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
     show_values : bool, optional
         Print the numbers in the cells; None (default): only when every side of a facet is at
         most GRID_VALUES_MAX_SIDE (6).
+    weight_scale : "fixed", "head" or "row"
+        The "weights" step's colour scale, as in :func:`heatmap`: "head" divides each facet by
+        its own largest weight (other steps ignore it).
 
-    The traces are, for each head h in order, the heatmap named "head h" (NaN where masked)
+    Facets of more than GRID_MAX_SIDE (128) tokens, or whose numbers for all heads would pass
+    GRID_MAX_BYTES (a relative scale sends each cell twice: colour and true weight), are pooled
+    into blocks of tokens, named in a subtitle. The traces are, for each head h in order, the heatmap named "head h" (NaN where masked)
     followed, when that head has masked cells and a facet has at most GRID_OVERLAY_MAX_CELLS
     (64 × 64) cells, by its grey overlay named "head h masked". Larger facets keep the JSON
     small (128 tokens × 12 heads with a causal mask ≈ 1.4 MB) by leaving masked cells as gaps
@@ -188,6 +214,7 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
         raise AttnvizInputError(f"max_cols must be a whole number ≥ 1, not {max_cols!r}")
     tokens_q, tokens_k = _trace_tokens(trace, tokens_q, tokens_k)
     kind = "weights" if step.name == "weights" else "signed"
+    scale = _check_weight_scale(weight_scale) if kind == "weights" else "fixed"
     masks = _step_mask_all(trace) if step.name in ("masked_scores", "weights") else None
     arrays = step.array if masks is None else np.where(masks, np.nan, step.array)
     _, n_rows_each, n_cols_each = arrays.shape               # (H, rows, cols)
@@ -196,13 +223,15 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
     rows = _labels(names.get(row_ax) or _feature_labels(n_rows_each), n_rows_each, row_ax)
     cols = _labels(names.get(col_ax) or _feature_labels(n_cols_each), n_cols_each, col_ax)
     title = step.title + " — every head"
-    if max(n_rows_each, n_cols_each) > GRID_MAX_SIDE:
-        arrays, rows, cols, block = _pool_heads(arrays, kind)
+    subtitle = None
+    max_side = _grid_max_side(trace.num_heads, scale)
+    if max(n_rows_each, n_cols_each) > max_side:
+        arrays, rows, cols, block = _pool_heads(arrays, kind, max_side)
         masks = np.isnan(arrays) if masks is not None else None
         _, n_rows_each, n_cols_each = arrays.shape
         row_ax, col_ax = f"{row_ax} positions", f"{col_ax} positions"
-        title += (f"<br><sub>{block}×{block} tokens per cell: its "
-                  f"{'largest weight' if kind == 'weights' else 'mean'}</sub>")
+        subtitle = (f"{block}×{block} tokens per cell: its "
+                    f"{'largest weight' if kind == 'weights' else 'mean'}")
     if show_values is None:
         show_values = max(n_rows_each, n_cols_each) <= GRID_VALUES_MAX_SIDE
 
@@ -219,7 +248,8 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
         traces = _matrix_traces(arrays[i], rows, cols,
                                 None if masks is None else masks[i], kind=kind, hover=hover,
                                 show_values=show_values, colour=dict(coloraxis="coloraxis"),
-                                overlay=n_rows_each * n_cols_each <= GRID_OVERLAY_MAX_CELLS)
+                                overlay=n_rows_each * n_cols_each <= GRID_OVERLAY_MAX_CELLS,
+                                scale=scale)
         traces[0].name = f"head {i}"
         for tr in traces[1:]:
             tr.name = f"head {i} masked"
@@ -230,21 +260,33 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
                        col_ax if last_in_column else None, ticklabels=last_in_column)
         _category_axis(fig.get_subplot(r + 1, c + 1).yaxis, rows,
                        row_ax if c == 0 else None, top_down=True, ticklabels=c == 0)
-    fig.update_layout(coloraxis=_coloraxis(kind), title=dict(text=title),
-                      height=80 + grid_rows * _facet_height(n_rows_each),
-                      margin=dict(l=10, r=10, t=80, b=10))
+    # the title (and subtitle) at the top of the figure, the facets' "head h" titles below it
+    top = 70 if subtitle is None else 95
+    fig.update_layout(coloraxis=_coloraxis(kind, scale),
+                      title=dict(text=title, subtitle=dict(text=subtitle), yref="container",
+                                 y=1, yanchor="top", pad=dict(t=12)),
+                      height=top + grid_rows * _facet_height(n_rows_each),
+                      margin=dict(l=10, r=10, t=top, b=10))
     if masks is not None and masks.any():
         fig.update_layout(plot_bgcolor=MASKED_COLOR)
     return fig
 
 
-def _pool_heads(arrays: np.ndarray, kind: str):
-    """(H, n, m) → (H, ≤GRID_MAX_SIDE, ≤GRID_MAX_SIDE): each cell the largest weight (or the
+def _grid_max_side(num_heads: int, scale: str) -> int:
+    """The largest facet side heads_grid sends unpooled: GRID_MAX_SIDE, or less when the
+    numbers of all heads (4 bytes a cell, 8 with a relative scale's true weights) would pass
+    GRID_MAX_BYTES."""
+    cell_bytes = 4 if scale == "fixed" else 8
+    return max(8, min(GRID_MAX_SIDE, math.isqrt(GRID_MAX_BYTES // (cell_bytes * num_heads))))
+
+
+def _pool_heads(arrays: np.ndarray, kind: str, max_side: int = GRID_MAX_SIDE):
+    """(H, n, m) → (H, ≤max_side, ≤max_side): each cell the largest weight (or the
     mean of signed values) of a block of tokens; NaN (masked) cells are left out, and a block
     that is all NaN stays NaN. Returns the pooled arrays, row and column labels (the blocks'
     token positions) and the block side."""
     h, n, m = arrays.shape
-    block = -(-max(n, m) // GRID_MAX_SIDE)
+    block = -(-max(n, m) // max_side)
     nb, mb = -(-n // block), -(-m // block)
     padded = np.full((h, nb * block, mb * block), np.nan, dtype=np.float64)
     padded[:, :n, :m] = arrays
@@ -325,10 +367,13 @@ def query_vector_figure(trace: AttentionTrace, query: int, *, head: int = 0, tok
         marked = masked if r > 1 else np.zeros_like(masked)
         fig.add_trace(_bars(values, keys, marked, name=name, kind=kind, show_values=show),
                       row=r, col=1)
+        if kind == "signed":                  # room above and below for the bars' numbers
+            fig.update_yaxes(range=_bars_range(values[~marked], show), row=r, col=1)
         _category_axis(fig.get_subplot(r, 1).xaxis, keys, "key" if r == 3 else None,
                        ticklabels=r == 3)
     fig.update_yaxes(range=[0, 1], row=3, col=1)
-    fig.update_layout(showlegend=False, height=520, margin=dict(l=10, r=10, t=80, b=10),
+    fig.update_yaxes(automargin=True, zeroline=True)         # "10" and "−2" are never cut
+    fig.update_layout(showlegend=False, height=540, margin=dict(l=10, r=10, t=80, b=10),
                       title=dict(text=f"Query {query_label} — head {head}"))
     return fig
 
@@ -336,19 +381,31 @@ def query_vector_figure(trace: AttentionTrace, query: int, *, head: int = 0, tok
 # ---- traces ------------------------------------------------------------------------------------
 
 def _matrix_traces(a: np.ndarray, rows: list[str], cols: list[str], marked, *, kind: str,
-                   hover: str, show_values: bool, colour: dict,
-                   overlay: bool = True) -> list[go.Heatmap]:
+                   hover: str, show_values: bool, colour: dict, overlay: bool = True,
+                   scale: str = "fixed") -> list[go.Heatmap]:
     """The heatmap of `a` (NaN where marked) and, if any cell is marked and `overlay`, its grey
     overlay (hover "masked"). Without the overlay the marked cells are gaps showing the plot
-    background, which the caller makes MASKED_COLOR."""
+    background, which the caller makes MASKED_COLOR. With a relative weight `scale` ("head",
+    "row") z holds the colours' values and customdata the true weights, which the hover and
+    the cells' numbers show."""
     z = _plotly_floats(a)
     if marked is not None and marked.any():
         z = np.where(marked, np.nan, z).astype(z.dtype)
-    value_name = "weight" if kind == "weights" else "value"
-    base = go.Heatmap(z=z, x=cols, y=rows, hoverongaps=False, **colour,
-                      hovertemplate=f"{hover}{value_name}: %{{z:{_hover_format(z)}}}"
-                                    "<extra></extra>",
-                      texttemplate=f"%{{z:{_CELL_FORMAT[kind]}}}" if show_values else None)
+    if kind == "weights" and scale != "fixed":
+        relative = relative_weights(z, scale).astype(z.dtype)
+        hover_value = (f"weight: %{{customdata:{_hover_format(z)}}}<br>"
+                       f"colour: %{{z:.3f}} {_SCALE_HOVER[scale]}")
+        text = (np.vectorize(lambda v: "" if math.isnan(v) else format(v, ".2f"))(z).tolist()
+                if show_values else None)                    # true weights; ≤ 400 cells
+        base = go.Heatmap(z=relative, customdata=z, x=cols, y=rows, hoverongaps=False,
+                          **colour, hovertemplate=f"{hover}{hover_value}<extra></extra>",
+                          text=text, texttemplate="%{text}" if show_values else None)
+    else:
+        value_name = "weight" if kind == "weights" else "value"
+        base = go.Heatmap(z=z, x=cols, y=rows, hoverongaps=False, **colour,
+                          hovertemplate=f"{hover}{value_name}: %{{z:{_hover_format(z)}}}"
+                                        "<extra></extra>",
+                          texttemplate=f"%{{z:{_CELL_FORMAT[kind]}}}" if show_values else None)
     if marked is None or not marked.any() or not overlay:
         return [base]
     label = _masked_label(a, marked)
@@ -374,11 +431,25 @@ def _bars(values: np.ndarray, keys: list[str], marked: np.ndarray, *, name: str,
     cell = ".2f" if kind == "weights" else ".3g"             # _CELL_FORMAT, in Python's words
     text = [f"{label} (masked)" if m else format(float(v), cell)
             for v, m in zip(values, marked)] if show_values else None
+    # numbers above the bars, except weights near the fixed top 1, whose number would reach
+    # the next chart's title: those go inside the bar
+    position = (np.where((kind == "weights") & (y > 0.8), "inside", "outside").tolist()
+                if show_values else None)
     return go.Bar(x=keys, y=y, name=name, marker_color=colours.tolist(), customdata=note,
                   hovertemplate=f"key: %{{x}}<br>{name}: %{{y:.15~g}}"
                                 + (" %{customdata}" if note else "") + "<extra></extra>",
                   text=text, texttemplate="%{text}" if show_values else None,
-                  textposition="outside" if show_values else None, cliponaxis=False)
+                  textposition=position, cliponaxis=False)
+
+
+def _bars_range(values: np.ndarray, show_values: bool) -> list[float]:
+    """A y range holding 0, every bar and, when the numbers are printed, a line of text above
+    the highest bar and below the lowest (plotly's autorange leaves none, so "3.37" would sit
+    on the next chart's title)."""
+    v = values[np.isfinite(values)]
+    lo, hi = min(0.0, float(v.min(initial=0.0))), max(0.0, float(v.max(initial=0.0)))
+    pad = (hi - lo or 1.0) * (0.25 if show_values else 0.08)
+    return [lo - pad if lo < 0 else lo, hi + pad]
 
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -504,16 +575,50 @@ def _hover_format(z: np.ndarray) -> str:
     return ".7~g" if z.dtype == np.float32 else ".15~g"
 
 
-def _colour_props(kind: str) -> dict:
+def default_weight_scale(n_keys: int) -> str:
+    """The weights' colour scale to start with: "fixed" (0–1) up to RELATIVE_SCALE_ABOVE (32)
+    keys; beyond, "row", as each weight is then about 1/n_keys and pale on the fixed scale."""
+    return "row" if n_keys > RELATIVE_SCALE_ABOVE else "fixed"
+
+
+def relative_weights(weights, scale: str) -> np.ndarray:
+    """The colours' values of `weights` (…, n_q, n_k), NaN where masked: the weights
+    themselves ("fixed"), ÷ the largest of the last two axes ("head") or ÷ each row's largest
+    ("row"). A maximum of 0 (every key of the row masked) divides by 1. Display only."""
+    w = np.asarray(weights)
+    scale = _check_weight_scale(scale)
+    if scale == "fixed":
+        return w
+    axes = (-2, -1) if scale == "head" else (-1,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)       # all-NaN rows stay NaN
+        top = np.nanmax(w, axis=axes, keepdims=True)
+    return w / np.where(np.isfinite(top) & (top > 0), top, 1)
+
+
+def _check_weight_scale(scale: str) -> str:
+    if scale not in WEIGHT_SCALES:
+        raise AttnvizInputError(
+            f"weight_scale must be one of {', '.join(WEIGHT_SCALES)}, not {scale!r}")
+    return scale
+
+
+def _colour_props(kind: str, scale: str = "fixed") -> dict:
     if kind == "weights":
-        return dict(colorscale=WEIGHTS_COLORSCALE, zmin=0.0, zmax=1.0)
+        return dict(colorscale=WEIGHTS_COLORSCALE, zmin=0.0, zmax=1.0,
+                    colorbar=_colorbar(_SCALE_TITLE[scale]))
     return dict(colorscale=SIGNED_COLORSCALE, zmid=0.0)
 
 
-def _coloraxis(kind: str) -> dict:
+def _coloraxis(kind: str, scale: str = "fixed") -> dict:
     if kind == "weights":
-        return dict(colorscale=WEIGHTS_COLORSCALE, cmin=0.0, cmax=1.0)
+        return dict(colorscale=WEIGHTS_COLORSCALE, cmin=0.0, cmax=1.0,
+                    colorbar=_colorbar(_SCALE_TITLE[scale]))
     return dict(colorscale=SIGNED_COLORSCALE, cmid=0.0)
+
+
+def _colorbar(title: str) -> dict:
+    return dict(title=dict(text=title, side="top"))
 
 
 def _category_axis(axis, labels: list[str], title: str | None, *, top_down: bool = False,

@@ -50,6 +50,10 @@ def truncate(tokens: list[str],
                                 f"not {max_tokens}")
     if len(tokens) <= max_tokens:
         return list(tokens), None
+    if max_tokens == MAX_TOKENS:               # nothing left to raise: say so, suggest nothing
+        return list(tokens[:max_tokens]), (
+            f"The sentence has {len(tokens)} tokens; only the first {max_tokens} are used: "
+            f"the text is cut at the maximum of {MAX_TOKENS} tokens.")
     return list(tokens[:max_tokens]), (
         f"The sentence has {len(tokens)} tokens; only the first {max_tokens} are used "
         f"(the limit). Raise the limit (up to {MAX_TOKENS}) to see more.")

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import widgets
+from attnviz.ui import scales, widgets
 
 st.title("Self-attention, one step at a time")
 st.caption("Type a sentence in the sidebar (English or Chinese), or pick a tutorial's worked "
@@ -20,7 +20,9 @@ st.dataframe(pd.DataFrame([view.tokens_q], index=["token"]), hide_index=False,
 st.subheader("Attention weights, every head")
 st.caption("Row = the token asking (query), column = the token it looks at (key). Each row "
            "sums to 1. Darker = more attention.")
-widgets.chart(figures.heads_grid(t, view.tokens_q, view.tokens_k), key="home_grid")
+scale = scales.weight_scale_picker(t.n_k)
+widgets.chart(figures.heads_grid(t, view.tokens_q, view.tokens_k, weight_scale=scale),
+              key="home_grid")
 
 last = t.steps[-1]
 st.subheader(last.title)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import widgets
+from attnviz.ui import scales, widgets
 
 st.title("Multi-head attention")
 st.caption("Each head has its own W_Q, W_K, W_V, so each attends differently. Their outputs Z "
@@ -14,7 +14,9 @@ t = view.trace
 st.subheader(f"Attention weights of all {t.num_heads} heads")
 st.latex(r"A_h = \mathrm{softmax}\left(\frac{Q_h K_h^{\top}}{\sqrt{d_k}}\right),"
          r"\quad h = 0, \dots, H-1")
-widgets.chart(figures.heads_grid(t, view.tokens_q, view.tokens_k), key="mh_grid")
+scale = scales.weight_scale_picker(t.n_k)
+widgets.chart(figures.heads_grid(t, view.tokens_q, view.tokens_k, weight_scale=scale),
+              key="mh_grid")
 
 st.subheader("Each head's output Z")
 head = widgets.head_picker(view, key="mh_head")

@@ -4,7 +4,7 @@ and follow one query token through the vector view of tutorials 000 and 003."""
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import steps_view, widgets
+from attnviz.ui import scales, steps_view, widgets
 
 st.title("Step by step")
 view = widgets.view_or_stop()
@@ -27,8 +27,9 @@ st.latex(step.formula)
 st.write(step.explanation)
 
 query = steps_view.query_picker(view) if step.name == "weighted_values" else None
+scale = scales.weight_scale_picker(t.n_k) if step.name == "weights" else "fixed"
 fig = figures.step_figure(t, step.name, head=head, tokens_q=view.tokens_q,
-                          tokens_k=view.tokens_k, query=query)
+                          tokens_k=view.tokens_k, query=query, weight_scale=scale)
 widgets.chart(fig, key=f"step_{step.name}")
 array, rows, cols = steps_view.table_of(view, step, head, query)
 with st.expander("The numbers as a table", expanded=array.size <= 400):

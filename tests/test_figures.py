@@ -276,4 +276,98 @@ def test_heads_grid_of_a_long_text_pools_blocks_to_their_largest_weight():
         live = ~np.triu(np.ones((300, 300), bool), 1)[3 * i:3 * i + 3, 3 * j:3 * j + 3]
         assert z[i, j] == pytest.approx(block[live].max(), rel=1e-6)
     assert np.isnan(z[0, 5])                         # a block entirely above the diagonal
-    assert "3×3 tokens per cell" in fig.layout.title.text
+    assert "3×3 tokens per cell" in fig.layout.title.subtitle.text
+
+
+# ---- the weights' colour scale -----------------------------------------------------------------
+
+@pytest.mark.parametrize("scale, words", [("fixed", "weight"), ("head", "head max"),
+                                          ("row", "row max")])
+def test_colour_bar_title_names_the_scale(trace, scale, words):
+    single = figures.step_figure(trace, "weights", tokens_q=TOKENS, weight_scale=scale)
+    grid = figures.heads_grid(trace, TOKENS, weight_scale=scale)
+    for title in (single.data[0].colorbar.title.text, grid.layout.coloraxis.colorbar.title.text):
+        assert words in title
+        assert ("max" in title) == (scale != "fixed")
+
+
+def test_row_max_scale_colours_each_row_by_its_max_and_hovers_the_true_weight(trace):
+    fig = figures.step_figure(trace, "weights", head=1, tokens_q=TOKENS, weight_scale="row")
+    z, true = z_of(fig), np.array(fig.data[0].customdata, dtype=float)
+    live = ~np.triu(np.ones((4, 4), bool), 1)                    # causal: unmasked cells
+    np.testing.assert_allclose(np.nanmax(z, axis=1), 1.0)        # every row's max is 1
+    assert np.isnan(z[~live]).all()                              # masked cells stay apart
+    np.testing.assert_allclose(true[live], trace.weights[1][live], rtol=1e-12)
+    assert not np.allclose(z[live], trace.weights[1][live])      # the colours did change
+    assert "%{customdata" in fig.data[0].hovertemplate           # hover: the true weight
+    cells = np.array(fig.data[0].text)                           # numbers: the true weights
+    assert cells[3, 0] == f"{trace.weights[1, 3, 0]:.2f}" and fig.data[0].texttemplate == "%{text}"
+
+
+def test_head_max_scale_divides_each_facet_by_its_own_max(trace):
+    fig = figures.heads_grid(trace, TOKENS, weight_scale="head")
+    heat = [d for d in fig.data if not d.name.endswith("masked")]
+    for h, d in enumerate(heat):
+        z, true = np.array(d.z, dtype=float), np.array(d.customdata, dtype=float)
+        live = ~np.triu(np.ones((4, 4), bool), 1)                # causal: unmasked cells
+        assert np.nanmax(z) == pytest.approx(1.0) and np.isnan(z[~live]).all()
+        np.testing.assert_allclose(z[live], trace.weights[h][live] / trace.weights[h].max(),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(true[live], trace.weights[h][live], rtol=1e-12)
+        assert "%{customdata" in d.hovertemplate
+
+
+def test_fixed_scale_sends_the_weights_themselves(trace):
+    fig = figures.step_figure(trace, "weights", head=1, tokens_q=TOKENS)
+    assert fig.data[0].customdata is None
+    np.testing.assert_array_equal(np.nan_to_num(z_of(fig)), trace.weights[1])
+
+
+def test_unknown_scale_is_a_domain_error(trace):
+    with pytest.raises(attnviz.AttnvizInputError, match="weight_scale must be one of"):
+        figures.step_figure(trace, "weights", weight_scale="log")
+
+
+@pytest.fixture(scope="module")
+def trace_512():
+    tokens = [f"w{i}" for i in range(512)]
+    w = attnviz.MultiHeadWeights.random(64, 16, seed=0, dtype=np.float32)
+    return tokens, attnviz.trace_attention(
+        attnviz.embed_tokens(tokens, 64).astype(np.float32), w)
+
+
+def test_at_512_tokens_the_default_scale_shows_structure(trace_512):
+    tokens, t = trace_512
+    assert figures.default_weight_scale(512) == "row"
+    assert figures.default_weight_scale(12) == "fixed"
+    fixed = figures.step_figure(t, "weights", head=0, tokens_q=tokens)
+    assert np.percentile(z_of(fixed), 99) < 0.05                 # the white map of the issue
+    shown = figures.step_figure(t, "weights", head=0, tokens_q=tokens,
+                                weight_scale=figures.default_weight_scale(512))
+    z = z_of(shown)
+    assert np.median(z) > 0.05 and np.percentile(z, 10) < np.percentile(z, 90) - 0.1
+    np.testing.assert_allclose(np.array(shown.data[0].customdata, float), t.weights[0],
+                               rtol=1e-6)
+    grid = figures.heads_grid(t, tokens, weight_scale="row")     # pooled, 16 heads
+    pooled = np.concatenate([np.array(d.z, float).ravel() for d in grid.data])
+    assert np.median(pooled) > 0.05
+
+
+def test_relative_grids_stay_within_the_figure_budget(trace_512, long_trace):
+    for tokens, t in (trace_512, long_trace):
+        for scale in ("row", "head"):
+            assert len(figures.heads_grid(t, tokens, weight_scale=scale).to_json()) \
+                <= 2.7 * 1024 * 1024
+    tokens, t = long_trace                       # 128 tokens, 12 heads: every token kept
+    assert figures.heads_grid(t, tokens, weight_scale="row").data[0].z.shape == (128, 128)
+
+
+def test_pooled_grid_subtitle_sits_above_the_head_titles():
+    tokens = [f"w{i}" for i in range(300)]
+    t = attnviz.trace_attention(attnviz.embed_tokens(tokens, 8),
+                                attnviz.MultiHeadWeights.random(8, 2, seed=1))
+    fig = figures.heads_grid(t, tokens)
+    title = fig.layout.title
+    assert "<sub>" not in title.text and "tokens per cell" in title.subtitle.text
+    assert (title.yref, title.y, title.yanchor) == ("container", 1, "top")   # pinned at the top
+    assert fig.layout.margin.t >= 90                             # room for title, subtitle, heads

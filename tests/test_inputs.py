@@ -41,6 +41,15 @@ def test_truncate_keeps_the_first_tokens_and_says_so():
         attnviz.truncate(tokens, 513)
 
 
+def test_truncation_notice_suggests_only_what_the_user_can_do():
+    tokens = [str(i) for i in range(600)]
+    _, below = attnviz.truncate(tokens, 100)
+    assert "raise the limit (up to 512)" in below.lower()
+    kept, at_max = attnviz.truncate(tokens, 512)
+    assert kept == tokens[:512] and "600" in at_max
+    assert "raise" not in at_max.lower() and "maximum of 512" in at_max
+
+
 def test_embeddings_are_per_token_string_and_seed():
     e = attnviz.embed_tokens(["the", "cat", "the"], 16)
     assert e.shape == (3, 16)
