@@ -31,7 +31,6 @@ from __future__ import annotations
 import html
 import math
 import warnings
-from collections import Counter
 
 import numpy as np
 import plotly.graph_objects as go
@@ -39,6 +38,7 @@ from plotly.subplots import make_subplots
 
 from .engine import AttentionTrace
 from .errors import AttnvizInputError
+from .labels import feature_labels, step_layout, trace_tokens, unique
 
 SIGNED_COLORSCALE = "RdBu_r"      # diverging, blue < 0 < red; centred on 0 by zmid
 WEIGHTS_COLORSCALE = "Blues"      # sequential, on the fixed range 0–1
@@ -154,17 +154,12 @@ def step_figure(trace: AttentionTrace, step_name: str, *, head: int = 0, tokens_
     step = trace.step(step_name)
     if step.name == "concat":
         return concat_figure(trace, tokens_q)
-    tokens_q, tokens_k = _trace_tokens(trace, tokens_q, tokens_k)
-    a = trace.step_array(step.name, head)
-    axes = step.axes[1:] if step.per_head else step.axes
+    layout = step_layout(trace, step.name, head, tokens_q, tokens_k, query)
+    a, axes = layout.array, (layout.row_axis, layout.col_axis)
     title = step.title + (f" — head {head}" if step.per_head else "")
-    if a.ndim == 3:                                          # weighted values (n_q, n_k, d_v)
-        query = _check_index(0 if query is None else query, trace.n_q, "query")
-        a, axes = a[query], axes[1:]                         # (n_k, d_v)
-        title += f" — query {_esc(tokens_q[query])}"
-    names = {"query": tokens_q, "key": tokens_k}
-    row_labels, col_labels = (names.get(ax) or _feature_labels(n)
-                              for ax, n in zip(axes, a.shape))
+    if step.name == "weighted_values":
+        title += f" — query {_esc(trace_tokens(trace, tokens_q, tokens_k)[0][query or 0])}"
+    row_labels, col_labels = layout.rows, layout.cols
     masked = _step_mask(trace, head) if step.name in ("masked_scores", "weights") else None
     return heatmap(a, row_labels=row_labels, col_labels=col_labels, title=title,
                    kind="weights" if step.name == "weights" else "signed", masked=masked,
@@ -212,7 +207,7 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
             f"not {step_name!r}")
     if isinstance(max_cols, bool) or not isinstance(max_cols, (int, np.integer)) or max_cols < 1:
         raise AttnvizInputError(f"max_cols must be a whole number ≥ 1, not {max_cols!r}")
-    tokens_q, tokens_k = _trace_tokens(trace, tokens_q, tokens_k)
+    tokens_q, tokens_k = trace_tokens(trace, tokens_q, tokens_k)
     kind = "weights" if step.name == "weights" else "signed"
     scale = _check_weight_scale(weight_scale) if kind == "weights" else "fixed"
     masks = _step_mask_all(trace) if step.name in ("masked_scores", "weights") else None
@@ -220,8 +215,8 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
     _, n_rows_each, n_cols_each = arrays.shape               # (H, rows, cols)
     names = {"query": tokens_q, "key": tokens_k}
     row_ax, col_ax = step.axes[1:]
-    rows = _labels(names.get(row_ax) or _feature_labels(n_rows_each), n_rows_each, row_ax)
-    cols = _labels(names.get(col_ax) or _feature_labels(n_cols_each), n_cols_each, col_ax)
+    rows = _labels(names.get(row_ax) or feature_labels(n_rows_each), n_rows_each, row_ax)
+    cols = _labels(names.get(col_ax) or feature_labels(n_cols_each), n_cols_each, col_ax)
     title = step.title + " — every head"
     subtitle = None
     max_side = _grid_max_side(trace.num_heads, scale)
@@ -314,10 +309,9 @@ def concat_figure(trace: AttentionTrace, tokens_q=None) -> go.Figure:
     Columns are labelled ``h0·d0, h0·d1, …, h1·d0, …``; a vertical line (a layout shape)
     separates consecutive heads and a "head h" annotation sits above each block.
     """
-    tokens_q, _ = _trace_tokens(trace, tokens_q, None)
+    layout = step_layout(trace, "concat", tokens_q=tokens_q)
     h, d_v = trace.num_heads, trace.d_v
-    cols = [f"h{i}·d{j}" for i in range(h) for j in range(d_v)]
-    fig = heatmap(trace.concat, row_labels=tokens_q, col_labels=cols,
+    fig = heatmap(trace.concat, row_labels=layout.rows, col_labels=layout.cols,
                   title=trace.step("concat").title, kind="signed", row_title="query",
                   col_title="feature (heads side by side)")
     for i in range(1, h):                                    # between block i-1 and block i
@@ -349,7 +343,7 @@ def query_vector_figure(trace: AttentionTrace, query: int, *, head: int = 0, tok
     scores, and the softmax weights (y fixed to 0–1). Masked keys get a grey bar of height 0
     labelled "−∞ (masked)" or "0 (masked)".
     """
-    tokens_q, tokens_k = _trace_tokens(trace, tokens_q, tokens_k)
+    tokens_q, tokens_k = trace_tokens(trace, tokens_q, tokens_k)
     head = trace._check_head(head)
     query = _check_index(query, trace.n_q, "query")
     keys = _labels(tokens_k, trace.n_k, "tokens_k")
@@ -491,37 +485,7 @@ def _labels(labels, n: int, name: str) -> list[str]:
     labels = [str(s) for s in labels]
     if len(labels) != n:
         raise AttnvizInputError(f"{name} has {len(labels)} labels for {n} rows or columns")
-    counts = Counter(labels)
-    out, seen = [], set()
-    for i, s in enumerate(labels):
-        if counts[s] > 1 or not s.strip():
-            s = f"{s} ({i + 1})".lstrip()
-        while s in seen:                                     # "a (2)" given and made
-            s += "′"
-        seen.add(s)
-        out.append(_esc(s))
-    return out
-
-
-def _feature_labels(n: int) -> list[str]:
-    return [f"d{j}" for j in range(n)]
-
-
-def _trace_tokens(trace: AttentionTrace, tokens_q, tokens_k) -> tuple[list[str], list[str]]:
-    """Raw (unescaped) query and key labels, checked against the trace's n_q and n_k."""
-    self_attention = trace.context is None and trace.n_k == trace.n_q
-    if tokens_q is None:
-        tokens_q = [f"q{i + 1}" for i in range(trace.n_q)]
-    elif tokens_k is None and self_attention:
-        tokens_k = tokens_q
-    if tokens_k is None:
-        tokens_k = [f"k{j + 1}" for j in range(trace.n_k)]
-    for name, tokens, n in (("tokens_q", tokens_q, trace.n_q), ("tokens_k", tokens_k, trace.n_k)):
-        if isinstance(tokens, str) or len(tokens) != n:
-            raise AttnvizInputError(
-                f"{name} must have one label per position ({n}), not {len(tokens)}"
-                if not isinstance(tokens, str) else f"{name} must be a list of {n} labels")
-    return [str(s) for s in tokens_q], [str(s) for s in tokens_k]
+    return [_esc(s) for s in unique(labels)]
 
 
 def _step_mask_all(trace: AttentionTrace) -> np.ndarray:

@@ -20,7 +20,7 @@ import zipfile
 
 import numpy as np
 
-from .labels import trace_tokens
+from .labels import feature_labels, step_layout, trace_tokens
 
 ARRAY_FIELDS = ("x", "context", "q", "k", "v", "scores", "scaled_scores", "masked_scores",
                 "weights", "z", "concat", "output")
@@ -97,45 +97,26 @@ def to_csv_zip(trace, file, tokens_q=None, tokens_k=None) -> None:
     labels (queries, keys) or feature names (d0, d1, …) as row and column headers; the
     parameters too, where the trace has them (``w_q_head0.csv`` …, ``w_o.csv``, ``b_q.csv`` with
     one row per head, ``b_o.csv`` with one row)."""
-    labels = _axis_labels(*trace_tokens(trace, tokens_q, tokens_k))
     with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for step in trace.steps:
             if step.on_demand:
                 continue
-            axes = step.axes[1:] if step.per_head else step.axes
-            heads = range(trace.num_heads) if step.per_head else [None]
-            for h in heads:
-                a = step.array if h is None else step.array[h]
+            for h in range(trace.num_heads) if step.per_head else [None]:
+                layout = step_layout(trace, step.name, h or 0, tokens_q, tokens_k)
                 name = step.name if h is None else f"{step.name}_head{h}"
-                zf.writestr(f"{name}.csv", _csv(a, *(labels(ax, n) for ax, n in
-                                                     zip(axes, a.shape))))
+                zf.writestr(f"{name}.csv", _csv(layout.array, layout.rows, layout.cols))
         for name, a in parameters_of(trace).items():
             if a.ndim == 3:                                  # (H, d_in, d_out): one per head
                 for h, m in enumerate(a):
-                    zf.writestr(f"{name}_head{h}.csv", _csv(m, _features(m.shape[0]),
-                                                            _features(m.shape[1])))
+                    zf.writestr(f"{name}_head{h}.csv", _csv(m, feature_labels(m.shape[0]),
+                                                            feature_labels(m.shape[1])))
             elif name == "w_o":                              # (H*d_v, d_out)
-                zf.writestr("w_o.csv", _csv(a, _features(a.shape[0]), _features(a.shape[1])))
+                zf.writestr("w_o.csv", _csv(a, feature_labels(a.shape[0]), feature_labels(a.shape[1])))
             elif a.ndim == 2:                                # b_q, b_k, b_v (H, d)
                 zf.writestr(f"{name}.csv", _csv(a, [f"head{h}" for h in range(a.shape[0])],
-                                                _features(a.shape[1])))
+                                                feature_labels(a.shape[1])))
             else:                                            # b_o (d_out,)
-                zf.writestr(f"{name}.csv", _csv(a[None], [name], _features(a.shape[0])))
-
-
-def _axis_labels(tokens_q: list[str], tokens_k: list[str]):
-    def labels(axis: str, n: int) -> list[str]:
-        if axis == "query":
-            return tokens_q
-        if axis == "key":
-            return tokens_k
-        return _features(n)
-
-    return labels
-
-
-def _features(n: int) -> list[str]:
-    return [f"d{j}" for j in range(n)]
+                zf.writestr(f"{name}.csv", _csv(a[None], [name], feature_labels(a.shape[0])))
 
 
 def _csv(a: np.ndarray, rows: list[str], cols: list[str]) -> str:

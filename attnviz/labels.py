@@ -7,6 +7,11 @@ columns); a repeated label made unique by its 1-based position.
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
 from .errors import AttnvizInputError
 
 
@@ -34,10 +39,19 @@ def feature_labels(n: int, prefix: str = "d") -> list[str]:
 
 
 def unique(labels) -> list[str]:
-    """Labels made unique for table headers: a repeated token gets its 1-based position."""
-    labels = [str(t) for t in labels]
-    counts = {t: labels.count(t) for t in set(labels)}
-    return [f"{t} ({i + 1})" if counts[t] > 1 else t for i, t in enumerate(labels)]
+    """Labels made distinct for table headers and chart axes: a repeated (or blank) label gets
+    its 1-based position, "the (1)", "the (5)"; a collision with a given label gets a prime."""
+    labels = [str(s) for s in labels]
+    counts = Counter(labels)
+    out, seen = [], set()
+    for i, s in enumerate(labels):
+        if counts[s] > 1 or not s.strip():
+            s = f"{s} ({i + 1})".lstrip()
+        while s in seen:                                     # "a (2)" given and made
+            s += "′"
+        seen.add(s)
+        out.append(s)
+    return out
 
 
 def concat_labels(num_heads: int, d_v: int) -> list[str]:
@@ -61,3 +75,38 @@ def matrix_labels(name: str, shape: tuple[int, int], tokens, num_heads: int,
     else:
         rows = feature_labels(n_rows)
     return rows, feature_labels(n_cols, prefix.get(name, "d"))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One step of one head as a table: a 2-D array with its raw (unescaped) labels."""
+
+    array: np.ndarray            # (rows, columns)
+    rows: list[str]
+    cols: list[str]
+    row_axis: str                # "query", "key" or "feature"
+    col_axis: str
+
+
+def step_layout(trace, step_name: str, head: int = 0, tokens_q=None, tokens_k=None,
+                query: int | None = None) -> Layout:
+    """The step `step_name` of `head` laid out as (array, row labels, column labels): queries
+    and keys by their tokens, the concatenation's columns by head (h0·d0 …), other features
+    d0, d1, …; weighted values (n_q, n_k, d_v) as one query's keys × features. Figures,
+    tables, the CSV files and the vector view all lay steps out here."""
+    step = trace.step(step_name)
+    tokens_q, tokens_k = trace_tokens(trace, tokens_q, tokens_k)
+    a = trace.step_array(step.name, head)
+    axes = step.axes[1:] if step.per_head else step.axes
+    if a.ndim == 3:                                          # weighted values (n_q, n_k, d_v)
+        query = 0 if query is None else query
+        if isinstance(query, bool) or not isinstance(query, (int, np.integer)) \
+                or not 0 <= query < trace.n_q:
+            raise AttnvizInputError(
+                f"query must be a whole number from 0 to {trace.n_q - 1}, not {query!r}")
+        a, axes = a[query], axes[1:]                         # (n_k, d_v)
+    names = {"query": tokens_q, "key": tokens_k}
+    rows, cols = (names.get(ax) or feature_labels(n) for ax, n in zip(axes, a.shape))
+    if step.name == "concat":
+        cols = concat_labels(trace.num_heads, trace.d_v)
+    return Layout(a, rows, cols, axes[0], axes[1])

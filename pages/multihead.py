@@ -3,6 +3,7 @@
 import streamlit as st
 
 from attnviz import figures
+from attnviz.labels import feature_labels
 from attnviz.ui import scales, widgets
 
 st.title("Multi-head attention")
@@ -23,7 +24,7 @@ head = widgets.head_picker(view, key="mh_head")
 widgets.chart(figures.step_figure(t, "z", head=head, tokens_q=view.tokens_q,
                                   tokens_k=view.tokens_k), key="mh_z")
 with st.expander(f"Z of head {head} as a table"):
-    widgets.table(t.z[head], view.tokens_q, widgets.feature_labels(t.d_v), key="mh_z_table")
+    widgets.table(t.z[head], view.tokens_q, feature_labels(t.d_v), key="mh_z_table")
 
 concat = t.step("concat")
 st.subheader(concat.title)
@@ -43,7 +44,7 @@ w_o = view.params.w_o
 st.subheader(f"W_O ({w_o.shape[0]} × {w_o.shape[1]})")
 widgets.chart(figures.heatmap(w_o, row_labels=[f"h{h}·d{j}" for h in range(t.num_heads)
                                                for j in range(t.d_v)],
-                              col_labels=widgets.feature_labels(w_o.shape[1]),
+                              col_labels=feature_labels(w_o.shape[1]),
                               title="W_O", row_title="concat feature", col_title="output "
                               "feature"), key="mh_wo")
 out = t.step("output")
@@ -51,5 +52,5 @@ st.subheader(out.title)
 st.latex(out.formula)
 widgets.chart(figures.step_figure(t, "output", tokens_q=view.tokens_q), key="mh_output")
 with st.expander("Output as a table", expanded=t.output.size <= 400):
-    widgets.table(t.output, view.tokens_q, widgets.feature_labels(t.output.shape[1]),
+    widgets.table(t.output, view.tokens_q, feature_labels(t.output.shape[1]),
                   key="mh_output_table")

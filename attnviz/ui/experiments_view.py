@@ -11,6 +11,7 @@ import streamlit as st
 from .. import experiment_figures, experiments, figures
 from ..errors import AttnvizInputError
 from ..inputs import tokenize, truncate
+from ..labels import feature_labels
 from ..model import View
 from ..presets import load_preset
 from ..weights import MultiHeadWeights
@@ -123,7 +124,7 @@ def order_tab(view: View) -> None:
                 help="Each token's output row, compared after moving it back: 0 up to "
                      "floating-point rounding (machine precision is about 2.2e-16).")
     c[1].metric("with sinusoidal positions", f"{r.encoded_difference:.3g}")
-    _heat(r.positions, list(range(len(r.tokens))), widgets.feature_labels(w.d_model),
+    _heat(r.positions, list(range(len(r.tokens))), feature_labels(w.d_model),
           key="exp_pe", title="Sinusoidal positional encoding", row_title="position",
           col_title="feature")
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from .. import figures
 from ..engine import Step
+from ..labels import feature_labels, step_layout, unique
 from ..model import View
 from . import widgets
 
@@ -30,21 +31,15 @@ def query_picker(view: View, key: str = "query") -> int:
     current = st.session_state.get(key)
     if not isinstance(current, int) or not 0 <= current < n:
         st.session_state[key] = 0
-    labels = widgets.unique(view.tokens_q)
+    labels = unique(view.tokens_q)
     return st.selectbox("Query token", list(range(n)), persist_state="session", key=key,
                         format_func=lambda i: f"{i}: {labels[i]}")
 
 
 def table_of(view: View, step: Step, head: int, query: int | None):
     """The step's numbers with row and column labels, as the heatmap shows them."""
-    t = view.trace
-    a = t.step_array(step.name, head)
-    axes = step.axes[1:] if step.per_head else step.axes
-    if a.ndim == 3:                                   # weighted values: one query's (n_k, d_v)
-        a, axes = a[query or 0], axes[1:]
-    names = {"query": view.tokens_q, "key": view.tokens_k}
-    rows, cols = (names.get(ax) or widgets.feature_labels(n) for ax, n in zip(axes, a.shape))
-    return a, rows, cols
+    layout = step_layout(view.trace, step.name, head, view.tokens_q, view.tokens_k, query)
+    return layout.array, layout.rows, layout.cols
 
 
 def vector_view(view: View, head: int) -> None:
@@ -55,10 +50,13 @@ def vector_view(view: View, head: int) -> None:
                "product with every key, scaled, turned into weights by softmax; each value "
                "vector times its weight; their sum is this token's row of Z.")
     i = query_picker(view, key="vector_query")
-    label = widgets.unique(view.tokens_q)[i]
-    keys = widgets.unique(view.tokens_k)
-    scale_name = "× scale" if not math.isclose(t.scale, 1 / math.sqrt(t.d_k)) \
-        else f"÷ √d_k (= ÷ {math.sqrt(t.d_k):.4g})"
+    label = unique(view.tokens_q)[i]
+    keys = unique(view.tokens_k)
+    root = math.sqrt(t.d_k)
+    if math.isclose(t.scale, 1 / root):
+        scale_name = f"÷ √d_k ({'=' if root.is_integer() else '≈'} ÷ {root:.4g})"
+    else:
+        scale_name = "no scaling (× 1)" if t.scale == 1.0 else f"× {t.scale!r}"
     rows = {"q · k": t.scores[head, i], scale_name: t.scaled_scores[head, i]}
     if t.has_mask:
         rows["after mask"] = t.masked_scores[head, i]
@@ -69,7 +67,7 @@ def vector_view(view: View, head: int) -> None:
     widgets.chart(figures.query_vector_figure(t, i, head=head, tokens_q=view.tokens_q,
                                               tokens_k=view.tokens_k), key="vector_bars")
     weighted = t.weighted_values(head)[i]                                      # (n_k, d_v)
-    features = widgets.feature_labels(t.d_v)
+    features = feature_labels(t.d_v)
     st.markdown("**Each value vector × its weight** (rows: keys), and their sum:")
     widgets.chart(figures.heatmap(weighted, row_labels=view.tokens_k, col_labels=features,
                                   title="weight × value, for each key", row_title="key",

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
+from ..labels import unique
 from ..model import View
 from . import state
 
@@ -35,13 +36,6 @@ def view_or_stop() -> View:
     if not show_status(view):
         st.stop()
     return view
-
-
-def unique(labels) -> list[str]:
-    """Labels made unique for table headers: a repeated token gets its 1-based position."""
-    labels = [str(t) for t in labels]
-    seen = {t for t in labels if labels.count(t) > 1}
-    return [f"{t} ({i + 1})" if t in seen else t for i, t in enumerate(labels)]
 
 
 def table(array: np.ndarray, rows, cols, *, key: str | None = None) -> None:
@@ -122,6 +116,3 @@ def downloads(view: View, *, key: str) -> None:
         st.radio("The camera icon above each chart saves it as", IMAGE_FORMATS,
                  persist_state="session", key=IMAGE_FORMAT_KEY, horizontal=True,
                  format_func=str.upper)
-
-def feature_labels(n: int, prefix: str = "d") -> list[str]:
-    return [f"{prefix}{j}" for j in range(n)]
