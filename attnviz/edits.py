@@ -6,7 +6,8 @@ shows it (``W_Q``), the axes of one shown slice, and whether it has one slice pe
 entry like the others; its rows are tokens, so an edit of X is kept with the tokens it was made
 for and applies only while the input has the same tokens.
 
-An edit store is ``{name: Edit}`` for one configuration (see attnviz.model.weights_signature).
+An edit store is ``{name: Edit}`` for one configuration (see
+``attnviz.settings_view.weights_signature``).
 Both ways of editing, a cell typed in an editor and a whole matrix pasted or uploaded, go
 through `with_cells` / `with_matrix` and give a new full array; nothing is changed in place.
 """

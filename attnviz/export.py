@@ -32,7 +32,7 @@ def report_html(trace, tokens_q=None, tokens_k=None, *, title: str = "attnviz re
     source : str, optional
         What the input was, in words, e.g. ``'Sentence: “The cat sat.”'``; by default it is
         derived from `settings` when that is the app's ``Settings``.
-    settings : attnviz.model.Settings or mapping, optional
+    settings : attnviz.settings_view.Settings or mapping, optional
         The app's settings (described as text: sentence or preset, d_model, heads, …), or any
         mapping of name → value, shown as a table.
 

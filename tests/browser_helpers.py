@@ -125,8 +125,7 @@ def type_into_first_cell(page, text: str) -> None:
     step right), Enter to edit, select what is there, type, Enter."""
     grid = page.locator('[data-testid="stDataFrame"]').first
     grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    grid.click()                             # any cell: the keys below go to the first one
     page.keyboard.press("Control+Home")
     page.keyboard.press("ArrowRight")
     page.keyboard.press("Enter")

@@ -6,8 +6,8 @@ import pytest
 from playwright.sync_api import expect
 
 import attnviz
-from tests.browser_helpers import (exceptions, first_heatmap,
-                                   open_page, running_app, tick_labels, wait_for_app,
+from tests.browser_helpers import (exceptions, first_heatmap, open_page, running_app,
+                                   tick_labels, type_into_first_cell, wait_for_app,
                                    wait_for_first_z)
 
 pytestmark = pytest.mark.browser
@@ -81,15 +81,7 @@ def test_html_in_the_sentence_shows_as_text(page):
 def test_editing_a_cell_changes_the_heatmap(page):
     open_page(page, "Inputs & weights", "Inputs & weights")
     before = first_heatmap(page)["z"][0][0]
-    grid = page.locator('[data-testid="stDataFrame"]').first
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
-    # first data cell: right of the index column, below the header row
-    page.mouse.dblclick(box["x"] + 90, box["y"] + 50)
-    page.wait_for_timeout(300)
-    page.keyboard.press("Control+A")
-    page.keyboard.type("7.5", delay=50)
-    page.keyboard.press("Enter")
+    type_into_first_cell(page, "7.5")
     wait_for_first_z(page, 0, 0, 7.5)
     assert before != 7.5
     assert not exceptions(page)

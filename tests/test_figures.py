@@ -1,6 +1,5 @@
 """Figures: the numbers drawn are the trace's, and the heatmap conventions of SPEC.md hold."""
 
-import base64
 import json
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import pytest
 
 import attnviz
 from attnviz import figures
+from tests.apptest_helpers import decode
 
 TOKENS = ["the", "cat", "<b>sat</b>", "the"]
 
@@ -139,13 +139,6 @@ def sent(fig) -> dict:
     """The figure as the browser gets it."""
     return json.loads(fig.to_json())
 
-
-def decode(z) -> np.ndarray:
-    """A plotly JSON array: base64 typed array ({"dtype", "bdata", "shape"}) or nested lists."""
-    if isinstance(z, dict):
-        shape = tuple(int(n) for n in z["shape"].split(","))
-        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
-    return np.array(z, dtype=float)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 import attnviz
 import attnviz.edits
-import attnviz.model
+import attnviz.settings_view
 from tests.apptest_helpers import ROOT, TIMEOUT, charts, heatmap_z, no_exceptions
 
 EVERY_SETTING = {
@@ -60,7 +60,7 @@ def test_edited_matrices_travel_in_the_link():
     state = {"sentence": "a b", "d_model": 2, "num_heads": 1}
     for key, value in state.items():
         first.session_state[key] = value
-    signature = attnviz.model.weights_signature(attnviz.model.Settings(**state))
+    signature = attnviz.settings_view.weights_signature(attnviz.settings_view.Settings(**state))
     w_v = np.array([[[0.5, -1.0], [2.0, 0.25]]])
     first.session_state["edits"] = {signature: {
         "x": attnviz.edits.Edit(np.array([[1.0, 2], [3, 4]]), ("a", "b")),

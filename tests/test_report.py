@@ -9,7 +9,7 @@ import pytest
 
 import attnviz
 from attnviz.export import formula_html
-from attnviz.model import Settings
+from attnviz.settings_view import Settings
 
 SENTENCE = "The cat sat."
 EVIL = "<script>alert(1)</script>"

@@ -12,7 +12,7 @@ from .. import edits
 from ..errors import AttnvizInputError
 from ..inputs import parse_matrix
 from ..labels import matrix_labels, unique
-from ..model import View, current_matrices
+from ..settings_view import View, current_matrices
 from . import state, uploads
 
 EDITOR_MAX_CELLS = 20_000

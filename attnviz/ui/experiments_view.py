@@ -12,7 +12,7 @@ from .. import experiment_figures, experiments, figures
 from ..errors import AttnvizInputError
 from ..inputs import tokenize, truncate
 from ..labels import feature_labels
-from ..model import View
+from ..settings_view import View
 from ..presets import load_preset
 from ..weights import MultiHeadWeights
 from . import widgets

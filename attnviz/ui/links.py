@@ -11,7 +11,7 @@ import streamlit as st
 
 from .. import edits
 from ..errors import AttnvizInputError
-from ..model import BOUNDS, Settings, weights_signature
+from ..settings_view import BOUNDS, Settings, weights_signature
 
 PAGE_KEYS = {"head": 0, "step": "", "query": 0, "vector_query": 0, "mh_head": 0,
              "matrix": "", "edit_head": 0}

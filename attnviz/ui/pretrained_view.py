@@ -12,7 +12,7 @@ from streamlit.errors import StreamlitPageNotFoundError
 
 from .. import model_figures
 from ..errors import AttnvizInputError
-from ..model import Settings
+from ..settings_view import Settings
 from ..pretrained import (MODEL_NAME, RUNS_CACHED, PretrainedModel, PretrainedTrace,
                           cached_run)
 from . import state

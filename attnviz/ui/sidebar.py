@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..model import BOUNDS, MODES, in_use
+from ..settings_view import BOUNDS, MODES, in_use
 from ..presets import PRESET_NAMES, load_preset
 from ..weights import INIT_SCHEMES
 from . import links, state, uploads

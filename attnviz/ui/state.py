@@ -9,7 +9,7 @@ import streamlit as st
 from ..errors import AttnvizInputError
 from . import links
 from ..edits import make_edit, with_cells
-from ..model import Settings, View, build_view, current_matrices, weights_signature
+from ..settings_view import Settings, View, build_view, current_matrices, weights_signature
 
 EDITS_KEY = "edits"           # signature → {matrix name → attnviz.edits.Edit}
 EDITOR_VERSION_KEY = "editor_version"

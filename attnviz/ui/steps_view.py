@@ -11,7 +11,7 @@ import streamlit as st
 from .. import figures
 from ..engine import Step
 from ..labels import feature_labels, step_layout, unique
-from ..model import View
+from ..settings_view import View
 from . import widgets
 
 

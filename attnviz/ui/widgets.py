@@ -8,7 +8,7 @@ import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from ..labels import unique
-from ..model import View
+from ..settings_view import View
 from . import state
 
 IMAGE_FORMAT_KEY = "image_format"
