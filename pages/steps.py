@@ -13,7 +13,7 @@ t = view.trace
 names = [s.name for s in t.steps]
 steps_view.keep_step_in_range(names)
 head = widgets.head_picker(view)
-nav = st.columns([1, 6, 1], vertical_alignment="bottom")
+nav = st.columns([2, 5, 2], vertical_alignment="bottom")
 nav[0].button("◀ Previous", on_click=steps_view.move_step, args=(names, -1),
               disabled=st.session_state["step"] == names[0], width="stretch")
 nav[1].selectbox("Step", names, persist_state="session", key="step",

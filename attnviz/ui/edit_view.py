@@ -45,7 +45,7 @@ def matrix_with_labels(view: View, name: str, head: int | None):
 
 def actions(view: View) -> None:
     s = view.settings
-    cols = st.columns([1, 1, 4])
+    cols = st.columns([2, 2, 3])
     cols[0].button(":material/casino: Randomise", on_click=_randomise,
                    disabled=s.mode == "Preset",
                    help="New random weights and embeddings: a new seed (same initialisation "
