@@ -5,6 +5,7 @@ heads as lines between tokens (head view, after BertViz)."""
 import streamlit as st
 
 from attnviz import figures, model_figures
+from attnviz.ui.text import literal
 from attnviz.ui import pretrained_view, widgets
 
 st.title("Pretrained model")
@@ -14,7 +15,7 @@ st.caption("all-MiniLM-L6-v2 (a BERT encoder: 6 layers × 12 heads, d_model 384,
 
 run = pretrained_view.load()
 if run.notice:
-    st.info(run.notice)
+    st.info(literal(run.notice))
 
 st.subheader(f"Tokens ({len(run.tokens)})")
 pretrained_view.token_list(run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 from pathlib import Path
 
@@ -69,3 +70,9 @@ def button(at: AppTest, label: str):
     found = [b for b in at.button if b.label == label]
     assert found, f"no button {label!r}; the buttons are {[b.label for b in at.button]}"
     return found[0]
+
+
+def plain(element) -> str:
+    """An alert's or caption's text as the reader sees it: the app escapes user text for
+    Markdown (attnviz.ui.text.literal), so drop those backslashes and invisible joiners."""
+    return re.sub(r"\\(.)", r"\1", element.value).replace("\u2060", "")

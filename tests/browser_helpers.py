@@ -136,4 +136,6 @@ def type_into_first_cell(page, text: str) -> None:
 
 
 def alerts(page) -> list[str]:
-    return page.eval_on_selector_all('[data-testid="stAlert"]', "els => els.map(e => e.textContent)")
+    """The text of every alert as a reader sees it (invisible word joiners dropped)."""
+    return [t.replace("\u2060", "") for t in page.eval_on_selector_all(
+        '[data-testid="stAlert"]', "els => els.map(e => e.textContent)")]

@@ -73,3 +73,24 @@ def test_a_pasted_article_is_accepted_and_cut_to_the_token_limit(context, app_ur
     labels = tick_labels(page)
     assert "w63" in labels and "w64" not in labels
     assert not exceptions(page)
+
+
+def test_markdown_in_a_link_or_a_typed_cell_shows_as_text_never_a_link_or_image(context,
+                                                                                app_url):
+    page = context.new_page()
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(app_url + "/?%5BYour+session+expired%5D(https://evil.example/login)=1"
+                        "&!%5Bx%5D(https://evil.example/pixel.png)=1")
+    wait_for_app(page)
+    page.get_by_text("Your session expired").first.wait_for(timeout=30_000)
+    assert page.locator('a[href*="evil.example"]').count() == 0
+    assert page.locator('img[src*="evil.example"]').count() == 0
+    assert any("[Your session expired](https://evil.example/login)" in a for a in alerts(page))
+    page.goto(app_url + W_Q_HEAD_1)
+    wait_for_app(page)
+    type_into_first_cell(page, "[x](https://e.io)")          # short: shown whole
+    page.get_by_text(CELL).first.wait_for(timeout=30_000)
+    assert page.locator('a[href*="e.io"]').count() == 0
+    assert any("'[x](https://e.io)' is not a number" in a for a in alerts(page))
+    assert not [u for u in requests if u.startswith(("http://evil", "https://evil"))]

@@ -14,6 +14,7 @@ from ..inputs import parse_matrix
 from ..labels import matrix_labels, unique
 from ..settings_view import View, current_matrices
 from . import state, uploads
+from .text import literal
 
 EDITOR_MAX_CELLS = 20_000
 
@@ -81,7 +82,7 @@ def editor(view: View, name: str, head: int | None) -> None:
                    args=(view, name, head, key, error_key, rows, cols),
                    disabled=["_index"], width="stretch")
     if st.session_state.get(error_key):
-        st.error(st.session_state[error_key] + ". The matrix keeps its previous value.")
+        st.error(literal(st.session_state[error_key] + ". The matrix keeps its previous value."))
 
 
 def paste_or_upload(view: View, name: str, head: int | None) -> None:
@@ -104,7 +105,7 @@ def paste_or_upload(view: View, name: str, head: int | None) -> None:
                      lambda: uploads.read_matrix_file(file.name, file.getvalue()),
                      f"paste_error_{name}")
         if st.session_state.get(f"paste_error_{name}"):
-            st.error(st.session_state[f"paste_error_{name}"])
+            st.error(literal(st.session_state[f"paste_error_{name}"]))
 
 
 def _try_set(view: View, name: str, head: int | None, read, error_key: str) -> None:

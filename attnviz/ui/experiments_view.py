@@ -16,6 +16,7 @@ from ..settings_view import View
 from ..presets import load_preset
 from ..weights import MultiHeadWeights
 from . import widgets
+from .text import literal
 
 
 def _weights_for(view: View) -> MultiHeadWeights:
@@ -98,8 +99,8 @@ def raw_tab(view: View) -> None:
         _heat(t.weights[0], tokens, tokens, key="exp_raw_w", kind="weights",
               title="softmax(X Xᵀ)")
     widgets.table(t.weights[0], tokens, tokens, key="exp_raw_table")
-    st.caption(f"Row “{tokens[0]}”: " + ", ".join(
-        f"{w:.2f} to “{k}”" for w, k in zip(t.weights[0, 0], tokens)) + ".")
+    st.caption(literal(f"Row “{tokens[0]}”: " + ", ".join(
+        f"{w:.2f} to “{k}”" for w, k in zip(t.weights[0, 0], tokens)) + "."))
 
 
 def order_tab(view: View) -> None:
@@ -118,7 +119,7 @@ def order_tab(view: View) -> None:
     w = view.params
     r = experiments.word_order(view.tokens_q, w, shuffle_seed=seed,
                                embed_seed=view.settings.seed)
-    st.write("Shuffled: " + " ".join(f"[{t}]" for t in r.shuffled_tokens))
+    st.write("Shuffled: " + literal(" ".join(f"[{t}]" for t in r.shuffled_tokens)))
     c = st.columns(2)
     c[0].metric("without positions: max |row change|", f"{r.plain_difference:.2e}",
                 help="Each token's output row, compared after moving it back: 0 up to "
@@ -159,7 +160,7 @@ def masks_tab(view: View) -> None:
     st.metric("largest weight on a masked cell", f"{masked_weights.max(initial=0.0):.1f}")
     widgets.table(t.weights[0], r.tokens, r.tokens, key="exp_mask_table")
     for warning in t.warnings:
-        st.warning(warning)
+        st.warning(literal(warning))
 
 
 def cross_tab(view: View) -> None:
@@ -171,7 +172,7 @@ def cross_tab(view: View) -> None:
     try:
         keys, _ = truncate(tokenize(other), 64)
     except AttnvizInputError as exc:
-        st.error(f"Second sentence: {exc}")
+        st.error("Second sentence: " + literal(exc))
         return
     if view.params is None or view.trace.x is None:
         st.info("This experiment needs a sentence or matrix X and weights.")

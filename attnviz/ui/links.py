@@ -12,6 +12,7 @@ import streamlit as st
 from .. import edits
 from ..errors import AttnvizInputError
 from ..settings_view import BOUNDS, Settings, weights_signature
+from .text import literal
 
 PAGE_KEYS = {"head": 0, "step": "", "query": 0, "vector_query": 0, "mh_head": 0,
              "matrix": "", "edit_head": 0}
@@ -116,7 +117,7 @@ def _format(value) -> str:
 
 def show_notices() -> None:
     for notice in st.session_state.get(NOTICES_KEY, []):
-        st.warning(f"Shared link: {notice}.")
+        st.warning("Shared link: " + literal(notice) + ".")
     if st.session_state.get(TOO_LONG_KEY):
         st.caption(f"The link leaves out your {' and '.join(st.session_state[TOO_LONG_KEY])}: "
                    f"longer than {MAX_LINK_TEXT_CHARS} characters.")

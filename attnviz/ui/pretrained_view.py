@@ -16,6 +16,7 @@ from ..settings_view import Settings
 from ..pretrained import (MODEL_NAME, RUNS_CACHED, PretrainedModel, PretrainedTrace,
                           cached_run)
 from . import state
+from .text import literal
 
 
 
@@ -64,7 +65,7 @@ def load() -> PretrainedTrace:
         with st.spinner(f"Running {MODEL_NAME} on your text …"):
             return cached_run(*_sentence_and_limit())
     except AttnvizInputError as exc:
-        st.error(f"Cannot run the model: {exc}")
+        st.error("Cannot run the model: " + literal(exc))
         st.stop()
 
 

@@ -13,6 +13,7 @@ from ..engine import Step
 from ..labels import feature_labels, step_layout, unique
 from ..settings_view import View
 from . import widgets
+from .text import literal
 
 
 def keep_step_in_range(names: list[str]) -> None:
@@ -63,7 +64,7 @@ def vector_view(view: View, head: int) -> None:
     rows["softmax weight"] = t.weights[head, i]
     frame = pd.DataFrame(rows, index=keys)
     st.dataframe(frame.T, width="stretch")
-    st.caption(f"The weights of “{label}” sum to {t.weights[head, i].sum():.6f}.")
+    st.caption(literal(f"The weights of “{label}” sum to {t.weights[head, i].sum():.6f}."))
     widgets.chart(figures.query_vector_figure(t, i, head=head, tokens_q=view.tokens_q,
                                               tokens_k=view.tokens_k), key="vector_bars")
     weighted = t.weighted_values(head)[i]                                      # (n_k, d_v)

@@ -9,6 +9,7 @@ import streamlit as st
 
 from ..errors import AttnvizInputError
 from ..inputs import cell_name, number_at, parse_matrix
+from .text import literal
 
 MAX_UPLOAD_MB = 20
 
@@ -66,4 +67,4 @@ def matrix_uploader(text_key: str, label: str) -> None:
     st.file_uploader(label, type=["csv", "txt", "tsv", "npy"], key=f"{text_key}_upload",
                      on_change=load, max_upload_size=MAX_UPLOAD_MB)
     if st.session_state.get(error_key):
-        st.error(st.session_state[error_key])
+        st.error(literal(st.session_state[error_key]))

@@ -10,6 +10,7 @@ from streamlit.errors import StreamlitPageNotFoundError
 from ..labels import unique
 from ..settings_view import View
 from . import state
+from .text import literal
 
 IMAGE_FORMAT_KEY = "image_format"
 IMAGE_FORMATS = ("png", "svg")
@@ -19,12 +20,12 @@ TABLE_MAX_CELLS = 40_000      # larger tables show their first rows only
 def show_status(view: View) -> bool:
     """Show the view's notices and error; False when there is nothing to draw."""
     for notice in view.notices:
-        st.info(notice)
+        st.info(literal(notice))
     if view.trace is not None:
         for warning in view.trace.warnings:
-            st.warning(warning)
+            st.warning(literal(warning))
     if view.error:
-        st.error(f"Cannot compute attention: {view.error}")
+        st.error("Cannot compute attention: " + literal(view.error))
         return False
     return True
 
