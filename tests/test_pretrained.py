@@ -179,6 +179,14 @@ def test_attention_weights_match_transformers(ours, theirs, name):
 
 
 @pytest.mark.parametrize("name", TEXTS)
+def test_run_attentions_is_every_layers_weights_as_transformers_stacks_them(ours, theirs, name):
+    attentions = ours[name].attentions                                   # (L, H, n, n)
+    expected = np.stack(theirs[name]["attentions"])
+    assert attentions.shape == expected.shape and not attentions.flags.writeable
+    np.testing.assert_allclose(attentions, expected, rtol=0, atol=WEIGHTS_ATOL)
+
+
+@pytest.mark.parametrize("name", TEXTS)
 def test_hidden_states_match_transformers(ours, theirs, name):
     hidden, expected = ours[name].hidden_states, theirs[name]["hidden"]  # (L+1, n, d)
     assert len(hidden) == 7
