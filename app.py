@@ -3,12 +3,17 @@
     streamlit run app.py
 """
 
+from pathlib import Path
+
 import streamlit as st
 
 from attnviz.ui import sidebar
 
-st.set_page_config(page_title="attnviz: attention step by step",
-                   page_icon=":material/visibility:", layout="wide")
+# a local file: a ":material/…:" page icon is fetched from a font host on the internet
+ICON = Path(__file__).resolve().parent / "static" / "favicon.svg"
+
+st.set_page_config(page_title="attnviz: attention step by step", page_icon=str(ICON),
+                   layout="wide")
 
 PAGES = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
