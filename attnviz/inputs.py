@@ -17,11 +17,18 @@ from .errors import AttnvizInputError
 _CJK = (r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
         r"\U00020000-\U0002fa1f")
 _LETTER = rf"(?:(?![{_CJK}])[^\W_])"
+# Marks that draw nothing of their own: zero-width space, non-joiner, joiner, word joiner, BOM.
+_INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
+# What may follow a symbol inside one visible glyph: variation selectors, skin tones, and a
+# zero-width joiner with the next symbol (👩‍💻, 👍🏽 stay one token).
+_DROPPED = {ord(c): None for c in "\u200b\u200c\u2060\ufeff"}   # the joiner stays: emoji
+_GLYPH_TAIL = r"[\ufe0e\ufe0f\U0001f3fb-\U0001f3ff]*"
 _TOKEN = re.compile(
     rf"[{_CJK}]"                                   # one CJK character
     r"|\d+(?:[.,]\d+)+(?![^\W_])"                  # a number with a point: 42.5, 1,000
     rf"|{_LETTER}+(?:['’\-]{_LETTER}+)*"           # a word: didn't, well-known, 42
-    r"|\S"                                         # any other mark on its own
+    rf"|[^\s{_INVISIBLE}]{_GLYPH_TAIL}"             # any other mark on its own, with its
+    rf"(?:\u200d[^\s{_INVISIBLE}]{_GLYPH_TAIL})*"   # joined sequence (an emoji family)
 )
 
 MAX_TOKENS = 512            # the most any page will trace
@@ -32,13 +39,16 @@ def tokenize(text: str) -> list[str]:
     """Split text into words, punctuation marks and CJK characters.
 
     Letters and digits with inner apostrophes or hyphens stay together (``didn't``); each
-    punctuation mark and each CJK character is a token; whitespace never is.
+    punctuation mark and each CJK character is a token; whitespace and zero-width marks never
+    are, so every token has a visible label (an emoji joined with U+200D stays one token).
     """
     if not isinstance(text, str):
         raise AttnvizInputError(f"the sentence must be text, not {type(text).__name__}")
-    tokens = _TOKEN.findall(unicodedata.normalize("NFC", text))
+    text = unicodedata.normalize("NFC", text).translate(_DROPPED)
+    tokens = _TOKEN.findall(text)
     if not tokens:
-        raise AttnvizInputError("the sentence is empty: type at least one word")
+        raise AttnvizInputError("the sentence is empty: type at least one word (blank and "
+                                "invisible characters are not words)")
     return tokens
 
 

@@ -186,3 +186,20 @@ def test_edits_round_trip_through_a_link_and_garbage_is_an_input_error():
         except AttnvizInputError:
             continue
         assert result == {}
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("a\u200bb c", ["ab", "c"]),                                  # zero-width space dropped
+    ("\ufeffhello\u2060 world\u200c", ["hello", "world"]),
+    ("👩\u200d💻 codes", ["👩\u200d💻", "codes"]),                  # a joined emoji stays whole
+    ("ok 👍🏽!", ["ok", "👍🏽", "!"]),                                # with its skin tone
+    ("x\u200d y", ["x", "y"]),                                     # a stray joiner is no token
+])
+def test_every_token_has_a_visible_label(text, tokens):
+    assert attnviz.tokenize(text) == tokens
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200c\u200d\ufeff", " \u2060 ", "\u200d\u200d"])
+def test_a_sentence_of_only_invisible_characters_is_empty(text):
+    with pytest.raises(AttnvizInputError, match="the sentence is empty"):
+        attnviz.tokenize(text)
