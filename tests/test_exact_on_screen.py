@@ -186,3 +186,14 @@ def test_an_uploaded_npy_with_nan_names_the_cell():
     with pytest.raises(attnviz.AttnvizInputError) as err:
         uploads.read_matrix_file("w.npy", buf.getvalue())
     assert str(err.value) == "w.npy, row 2, column 3: NaN is not a number"
+
+
+def test_an_npz_named_npy_and_a_complex_npy_are_refused_with_a_message():
+    buf = io.BytesIO()
+    np.savez(buf, a=np.eye(2), b=np.eye(3))
+    with pytest.raises(attnviz.AttnvizInputError, match="is a .npz archive"):
+        uploads.read_matrix_file("w.npy", buf.getvalue())
+    buf = io.BytesIO()
+    np.save(buf, np.array([[1 + 2j, 3.0]]))
+    with pytest.raises(attnviz.AttnvizInputError, match="complex numbers"):
+        uploads.read_matrix_file("c.npy", buf.getvalue())

@@ -27,6 +27,12 @@ def read_matrix_file(name: str, data: bytes) -> np.ndarray:
             raise AttnvizInputError(f"{name} is not a valid .npy file ({exc})") from None
         except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input
             raise AttnvizInputError(f"{name} is not a valid .npy file ({exc})") from None
+        if not isinstance(arr, np.ndarray):                  # np.load gave an NpzFile
+            raise AttnvizInputError(f"{name} is a .npz archive of several arrays, not a .npy "
+                                    "file of one matrix: save one array with np.save")
+        if np.iscomplexobj(arr):
+            raise AttnvizInputError(f"{name} holds complex numbers; only real numbers can be "
+                                    "weights or inputs")
         if arr.ndim == 1:
             arr = arr[None, :]
         if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.number):
