@@ -407,7 +407,33 @@ def _concat_heads(z: np.ndarray) -> np.ndarray:
     return readonly(np.ascontiguousarray(z.transpose(1, 0, 2).reshape(n_q, h * d_v)))
 
 
+# Each step that must hold only finite numbers, and what a learner is told when it does not.
+_MUST_BE_FINITE = (
+    ("q", "the queries Q overflow: X or W_Q (or b_Q) is too large"),
+    ("k", "the keys K overflow: the input or W_K (or b_K) is too large"),
+    ("v", "the values V overflow: the input or W_V (or b_V) is too large"),
+    ("weights", "the attention weights are not numbers: a float mask or the scores are too "
+                "large (a mask entry of +inf or near 1e308 overflows)"),
+    ("z", "the head outputs Z overflow: the values V are too large"),
+    ("output", "the output overflows: W_O (or b_O) or the head outputs are too large"),
+)
+
+
+def _check_finite(fields: dict) -> None:
+    """Raise AttnvizInputError naming the first step that holds NaN or ±inf (the masked
+    scores' −inf is the mask, not an overflow): a trace never shows a silent NaN."""
+    with np.errstate(invalid="ignore"):
+        masked = fields["masked_scores"]
+        if np.isnan(masked).any() or np.isposinf(masked).any():
+            raise AttnvizInputError("the masked scores are not numbers: a float mask is too "
+                                    "large or holds +inf")
+        for name, why in _MUST_BE_FINITE:
+            if not np.isfinite(fields[name]).all():
+                raise AttnvizInputError(why)
+
+
 def _finish(fields: dict, *, has_x: bool, cross: bool, has_wo: bool, biased: bool):
+    _check_finite(fields)
     fields["output"] = readonly(fields["output"])
     for name in ("x", "context"):
         if fields[name] is not None:

@@ -292,3 +292,25 @@ def test_formulas_follow_the_scale_and_the_mask():
     added = attnviz.trace_attention(x, w, attn_mask=np.zeros((4, 4)))
     assert "M_h" in _formula(added, "weights")
     assert r"-\infty" not in _formula(added, "masked_scores")
+
+
+def test_a_float_mask_that_overflows_is_an_error_not_nan_weights():
+    q = k = v = np.ones((2, 2))
+    with pytest.raises(attnviz.AttnvizInputError, match="not numbers"):   # 1e308 + 1e308 = inf
+        attnviz.trace_qkv(q, k, v, attn_mask=np.full((2, 2), 1e308),
+                          key_padding_mask=np.array([1e308, 0.0]))
+
+
+def test_values_and_w_o_that_overflow_name_the_step():
+    big = attnviz.MultiHeadWeights(np.eye(2)[None], np.eye(2)[None], 1e200 * np.eye(2)[None],
+                                   1e200 * np.eye(2))
+    with pytest.raises(attnviz.AttnvizInputError, match="the output overflows"):
+        attnviz.trace_attention(np.eye(2), big)
+
+
+def test_float16_values_that_overflow_name_v():
+    w = attnviz.MultiHeadWeights(np.eye(2)[None], np.eye(2)[None], np.full((1, 2, 2), 6e4),
+                                 np.eye(2))
+    x = np.full((2, 2), 10.0, dtype=np.float16)
+    with pytest.raises(attnviz.AttnvizInputError, match="the values V overflow"):
+        attnviz.trace_attention(x, w.replace(w_v=w.w_v.astype(np.float16)))
