@@ -202,6 +202,7 @@ def test_pages_offer_every_export(page):
     at = open_page(page)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["NumPy .npz", "CSV files (.zip)", "JSON", "HTML report (offline)"]
+    assert all(b.proto.ignore_rerun for b in at.get("download_button"))   # a click: no rerun
 
 
 def test_chart_camera_saves_png_or_svg_with_a_descriptive_name():

@@ -85,7 +85,8 @@ def page_link(path: str, label: str, icon: str) -> None:
 def downloads(view: View, *, key: str) -> None:
     """Every intermediate of the view's trace as .npz, CSV zip, JSON and an offline HTML report,
     with the page's token labels (and, in the report, its input and settings); each file is
-    made only when its button is clicked."""
+    made only when its button is clicked, and a click does not rerun the page (so a second
+    click while the first file is made is not lost)."""
     import io
 
     from ..export import report_html
@@ -105,15 +106,19 @@ def downloads(view: View, *, key: str) -> None:
     with st.expander("Download every intermediate"):
         cols = st.columns(4)
         cols[0].download_button("NumPy .npz", npz, "attnviz_trace.npz",
-                                "application/octet-stream", key=f"{key}_npz")
+                                "application/octet-stream", key=f"{key}_npz",
+                                on_click="ignore")
         cols[1].download_button("CSV files (.zip)", csv_zip, "attnviz_trace_csv.zip",
-                                "application/zip", key=f"{key}_csv")
+                                "application/zip", key=f"{key}_csv",
+                                on_click="ignore")
         cols[2].download_button("JSON", lambda: t.to_json(tokens_q, tokens_k),
-                                "attnviz_trace.json", "application/json", key=f"{key}_json")
+                                "attnviz_trace.json", "application/json", key=f"{key}_json",
+                                on_click="ignore")
         cols[3].download_button("HTML report (offline)",
                                 lambda: report_html(t, tokens_q, tokens_k,
                                                     settings=view.settings),
-                                "attnviz_report.html", "text/html", key=f"{key}_html")
+                                "attnviz_report.html", "text/html", key=f"{key}_html",
+                                on_click="ignore")
         st.radio("The camera icon above each chart saves it as", IMAGE_FORMATS,
                  persist_state="session", key=IMAGE_FORMAT_KEY, horizontal=True,
                  format_func=str.upper)
