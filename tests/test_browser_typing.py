@@ -94,3 +94,17 @@ def test_markdown_in_a_link_or_a_typed_cell_shows_as_text_never_a_link_or_image(
     assert page.locator('a[href*="e.io"]').count() == 0
     assert any("'[x](https://e.io)' is not a number" in a for a in alerts(page))
     assert not [u for u in requests if u.startswith(("http://evil", "https://evil"))]
+
+
+def test_two_quick_downloads_both_arrive(context, app_url):
+    page = context.new_page()
+    page.goto(app_url + "/steps")
+    wait_for_app(page)
+    page.get_by_text("Download every intermediate").click()
+    names = []
+    for label in ("JSON", "NumPy .npz"):
+        with page.expect_download(timeout=30_000) as download:
+            page.get_by_role("button", name=label).click()
+        names.append(download.value.suggested_filename)
+    assert names == ["attnviz_trace.json", "attnviz_trace.npz"]
+    assert not exceptions(page)
