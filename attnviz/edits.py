@@ -47,6 +47,8 @@ CATALOGUE = {e.name: e for e in (
     Editable("b_o", "b_O", ("bias", "output feature"), False),
 )}
 PARAMS = tuple(n for n in CATALOGUE if n != "x")    # the MultiHeadWeights fields
+MAX_ENCODED_CHARS = 100_000      # longer link text is refused before it is decoded
+MAX_DECODED_BYTES = 4 << 20      # nor is more than this inflated from it (no zip bomb)
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,14 @@ def encode(edits: dict[str, Edit]) -> str:
 
 def decode(text: str) -> dict[str, Edit]:
     """The edits of `encode`; AttnvizInputError for anything else."""
+    if len(text) > MAX_ENCODED_CHARS:
+        raise AttnvizInputError("the edited matrices are too long for a link")
     try:
-        raw = zlib.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)),
+                                 MAX_DECODED_BYTES)
+        if inflate.unconsumed_tail:
+            raise AttnvizInputError("the edited matrices are too large")
         doc = json.loads(raw.decode("utf-8"))
     except (ValueError, zlib.error, binascii.Error, UnicodeDecodeError, RecursionError):
         raise AttnvizInputError("the edited matrices cannot be read") from None

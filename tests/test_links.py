@@ -72,6 +72,41 @@ def test_edited_matrices_travel_in_the_link():
     np.testing.assert_allclose(heatmap_z(charts(again)[0]), np.array([[1, 2], [3, 4]]) @ w_v[0])
 
 
+def _encoded(doc_text: str) -> str:
+    import base64
+    import zlib
+
+    raw = zlib.compress(doc_text.encode("utf-8"), 9)
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+HOSTILE = [
+    {"edits": _encoded('{"w_q": {"values": ' + "[" * 5000 + "]" * 5000 + "}}")},   # deep
+    {"edits": _encoded('{"w_q": {"values": [' + "0," * 3_000_000 + "0]}}")},        # a bomb
+    {"edits": "A" * 400_000},              # (Streamlit drops a query string over 512 K chars)
+    {"sentence": "x" * 400_000},
+    {"x_text": "1 " * 200_000, "mode": "Matrix X"},
+    {"[Your session expired](https://evil.example/login)": "1", "a" * 5000: "b"},
+]
+
+
+@pytest.mark.parametrize("params", HOSTILE)
+def test_a_hostile_link_gives_a_notice_and_the_page_still_draws(params):
+    at = open_link(params, "pages/steps.py")
+    no_exceptions(at)
+    home = open_link(params)
+    no_exceptions(home)
+    assert home.sidebar.warning, "a notice says what was ignored"
+    assert charts(home), "the page still draws"
+
+
+def test_a_link_over_streamlits_limit_opens_the_default_view():
+    home = open_link({"sentence": "x" * 1_000_000})
+    no_exceptions(home)
+    assert home.session_state["sentence"] == attnviz.settings_view.DEFAULT_SENTENCE
+    assert charts(home)
+
+
 @pytest.mark.parametrize("params", [
     {"d_model": "lots", "num_heads": "-3", "seed": "1e99"},
     {"mode": "<script>", "preset": "nope", "init": "0", "bias": "maybe"},
