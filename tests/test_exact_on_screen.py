@@ -197,3 +197,28 @@ def test_an_npz_named_npy_and_a_complex_npy_are_refused_with_a_message():
     np.save(buf, np.array([[1 + 2j, 3.0]]))
     with pytest.raises(attnviz.AttnvizInputError, match="complex numbers"):
         uploads.read_matrix_file("c.npy", buf.getvalue())
+
+
+def test_an_oversized_upload_is_refused_by_its_shape_before_it_is_parsed(monkeypatch):
+    parsed = []
+    monkeypatch.setattr(uploads, "parse_matrix", lambda *a, **k: parsed.append(1))
+    column = ("0.5\n" * 600_000).encode()                      # 600,000 × 1
+    with pytest.raises(attnviz.AttnvizInputError, match="600000 × 1; the largest matrix"):
+        uploads.read_matrix_file("tall.csv", column)
+    assert not parsed                                          # judged before parsing
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((2, 5000)))
+    with pytest.raises(attnviz.AttnvizInputError, match="2 × 5000"):
+        uploads.read_matrix_file("wide.npy", buf.getvalue())
+    buf = io.BytesIO()
+    np.save(buf, np.array([[1, "a"]], dtype=object), allow_pickle=True)
+    with pytest.raises(attnviz.AttnvizInputError, match="Python objects"):
+        uploads.read_matrix_file("objects.npy", buf.getvalue())
+
+
+def test_the_server_accepts_no_upload_larger_than_the_app_can_use():
+    import tomllib
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxUploadSize"] == uploads.MAX_UPLOAD_MB
+    assert 512 * 1024 * 25 <= uploads.MAX_UPLOAD_MB * 2**20     # 25 characters a number fit

@@ -8,15 +8,20 @@ import numpy as np
 import streamlit as st
 
 from ..errors import AttnvizInputError
-from ..inputs import cell_name, number_at, parse_matrix
+from ..inputs import MAX_TOKENS, cell_name, number_at, parse_matrix
+from ..settings_view import MAX_D_MODEL
 from .text import literal
 
-MAX_UPLOAD_MB = 20
+MAX_UPLOAD_MB = 20            # 512 × 1024 numbers as CSV text of ~25 characters each fit
+MAX_ROWS, MAX_COLS = MAX_TOKENS, MAX_D_MODEL    # no matrix the app can use is larger
 
 
 def read_matrix_file(name: str, data: bytes) -> np.ndarray:
-    """A 2-D float matrix from a .npy or CSV/TXT file's bytes; AttnvizInputError otherwise."""
+    """A 2-D float matrix from a .npy or CSV/TXT file's bytes; AttnvizInputError otherwise.
+    The shape is judged before the numbers are read (a .npy by its header, a CSV by its
+    lines and first row), so an oversized file is refused without being parsed."""
     if name.lower().endswith(".npy"):
+        _check_npy_header(name, data)
         try:
             arr = np.load(io.BytesIO(data), allow_pickle=False)
         except ValueError as exc:
@@ -46,7 +51,38 @@ def read_matrix_file(name: str, data: bytes) -> np.ndarray:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise AttnvizInputError(f"{name} is not a text (CSV) file") from None
-    return parse_matrix(text, name=name)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    columns = len(first.split(",")) if "," in first else len(first.split())
+    _check_shape(name, len(lines), columns)
+    return parse_matrix(text, name=name, max_rows=MAX_ROWS, max_cols=MAX_COLS)
+
+
+def _check_shape(name: str, rows: int, cols: int) -> None:
+    if rows > MAX_ROWS or cols > MAX_COLS:
+        raise AttnvizInputError(
+            f"{name} is {rows} × {cols}; the largest matrix the app uses is {MAX_ROWS} rows × "
+            f"{MAX_COLS} columns")
+
+
+def _check_npy_header(name: str, data: bytes) -> None:
+    """Refuse a .npy by its header alone: not a .npy, objects (a pickle), or too large."""
+    buf = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(buf)
+    except ValueError:
+        return                                   # not a plain .npy (an .npz?): np.load says
+    try:
+        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read(buf)
+    except (ValueError, SyntaxError) as exc:
+        raise AttnvizInputError(f"{name} is not a valid .npy file ({exc})") from None
+    if dtype.hasobject:
+        raise AttnvizInputError(f"{name} holds Python objects (a pickle); only plain number "
+                                "arrays are accepted")
+    if len(shape) in (1, 2):
+        _check_shape(name, *((1,) + shape if len(shape) == 1 else shape))
 
 
 def matrix_to_text(arr: np.ndarray) -> str:
