@@ -5,7 +5,7 @@ import pytest
 
 import attnviz
 from tests.apptest_helpers import (PAGES, button, chart_bytes, charts, heatmap_z, no_exceptions,
-                                   open_page, page_alone, plain)
+                                   open_page, page_alone, plain, shown_tokens)
 
 DEFAULT = "The animal didn't cross the street because it was too tired"
 
@@ -58,7 +58,7 @@ def test_home_grid_has_one_facet_per_head_and_changes_with_heads():
 
 def test_home_shows_the_tokens_and_output_of_the_sentence():
     at = open_page("pages/home.py", sentence="Thinking Machines")
-    assert list(at.dataframe[0].value.iloc[0]) == ["Thinking", "Machines"]
+    assert shown_tokens(at) == ["Thinking", "Machines"]
     t = attnviz.trace_attention(attnviz.embed_tokens(["Thinking", "Machines"], 16),
                                 attnviz.MultiHeadWeights.random(16, 4))
     output = charts(at)[-1]
@@ -146,7 +146,7 @@ def test_reset_drops_the_edits():
 def test_long_sentence_is_truncated_with_a_notice():
     at = open_page("pages/home.py", sentence=" ".join(f"w{i}" for i in range(70)))
     assert any("only the first 64" in plain(i) for i in at.info)
-    assert at.dataframe[0].value.shape[1] == 64
+    assert shown_tokens(at) == [f"w{i}" for i in range(64)]
 
 
 @pytest.mark.parametrize("state, message", [
@@ -170,7 +170,14 @@ def test_user_text_is_escaped_in_figures():
         [str(v) for tr in grid["data"] for v in (tr.get("x") or [])]
     assert not any("<b>" in v or "<script>" in v for v in labels)
     assert "&lt;" in str(grid)
-    assert at.dataframe[0].value.iloc[0].tolist()[:3] == ["<", "b", ">"]
+    assert shown_tokens(at)[:3] == ["<", "b", ">"]
+    assert not any("<b>" in m.value for m in at.markdown)      # each token its own code span
+
+
+def test_tokens_with_backticks_and_markdown_are_shown_as_typed():
+    sentence = "say `hi` to [me](x) $a$"
+    at = open_page("pages/home.py", sentence=sentence)
+    assert shown_tokens(at) == attnviz.tokenize(sentence)
 
 
 def test_figure_payload_for_128_tokens_and_12_heads_is_bounded():
