@@ -23,17 +23,16 @@ st.subheader("Each head's output Z")
 head = widgets.head_picker(view, key="mh_head")
 widgets.chart(figures.step_figure(t, "z", head=head, tokens_q=view.tokens_q,
                                   tokens_k=view.tokens_k), key="mh_z")
-with st.expander(f"Z of head {head} as a table"):
-    widgets.table(t.z[head], view.tokens_q, feature_labels(t.d_v), key="mh_z_table")
+widgets.toggled_table(t.z[head], view.tokens_q, feature_labels(t.d_v), key="mh_z_table",
+                      label="Show Z as a table")
 
 concat = t.step("concat")
 st.subheader(concat.title)
 st.latex(concat.formula)
 widgets.chart(figures.concat_figure(t, view.tokens_q), key="mh_concat")
-with st.expander("Concatenation as a table"):
-    widgets.table(t.concat, view.tokens_q,
-                  [f"h{h}·d{j}" for h in range(t.num_heads) for j in range(t.d_v)],
-                  key="mh_concat_table")
+widgets.toggled_table(t.concat, view.tokens_q,
+                      [f"h{h}·d{j}" for h in range(t.num_heads) for j in range(t.d_v)],
+                      key="mh_concat_table", label="Show the concatenation as a table")
 
 widgets.downloads(view, key="mh")
 if view.params is None:
@@ -51,6 +50,5 @@ out = t.step("output")
 st.subheader(out.title)
 st.latex(out.formula)
 widgets.chart(figures.step_figure(t, "output", tokens_q=view.tokens_q), key="mh_output")
-with st.expander("Output as a table", expanded=t.output.size <= 400):
-    widgets.table(t.output, view.tokens_q, feature_labels(t.output.shape[1]),
-                  key="mh_output_table")
+widgets.toggled_table(t.output, view.tokens_q, feature_labels(t.output.shape[1]),
+                      key="mh_output_table", label="Show the output as a table")

@@ -86,12 +86,34 @@ def test_step_page_walks_the_tutorial_003_numbers():
 
 def test_step_page_vector_view_follows_one_query():
     at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="z")
+    assert not at.dataframe, "tables wait for their toggle: a grid delays the first chart"
+    at.toggle(key="vector_shown").set_value(True).run()
     frames = [d.value for d in at.dataframe]
     sums = [f for f in frames if "Σ (sum)" in list(f.index)]
     assert sums, "the vector view ends with the sum of the weighted values"
     np.testing.assert_allclose(sums[0].loc["Σ (sum)"], [1.936621, 6.683105, 1.595068],
                                atol=1e-6)
     np.testing.assert_allclose(sums[0].loc["z row of Z"], sums[0].loc["Σ (sum)"])
+
+
+def test_a_step_table_shows_the_heatmap_numbers_when_toggled():
+    at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="scores")
+    at.toggle(key="table_scores_shown").set_value(True).run()
+    np.testing.assert_array_equal(at.dataframe[0].value, heatmap_z(charts(at)[0]))
+    np.testing.assert_array_equal(at.dataframe[0].value, [[2, 4, 4], [4, 16, 12], [4, 12, 10]])
+
+
+def test_multihead_tables_show_z_concat_and_output_when_toggled():
+    at = open_page("pages/multihead.py", sentence="Thinking Machines", d_model=4, num_heads=2)
+    assert not at.dataframe
+    for key in ("mh_z_table", "mh_concat_table", "mh_output_table"):
+        at.toggle(key=f"{key}_shown").set_value(True).run()
+    t = attnviz.trace_attention(attnviz.embed_tokens(["Thinking", "Machines"], 4),
+                                attnviz.MultiHeadWeights.random(4, 2))
+    z, concat, output = (d.value.to_numpy() for d in at.dataframe)
+    np.testing.assert_allclose(z, t.z[0], rtol=1e-6)
+    np.testing.assert_allclose(concat, t.concat, rtol=1e-6)
+    np.testing.assert_allclose(output, t.output, rtol=1e-6)
 
 
 def test_two_queries_entered_directly():

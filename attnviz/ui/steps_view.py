@@ -62,8 +62,9 @@ def vector_view(view: View, head: int) -> None:
     if t.has_mask:
         rows["after mask"] = t.masked_scores[head, i]
     rows["softmax weight"] = t.weights[head, i]
-    frame = pd.DataFrame(rows, index=keys)
-    st.dataframe(frame.T, width="stretch")
+    tables = widgets.table_toggle("Show the numbers as tables", key="vector")
+    if tables:
+        st.dataframe(pd.DataFrame(rows, index=keys).T, width="stretch")
     st.caption(literal(f"The weights of “{label}” sum to {t.weights[head, i].sum():.6f}."))
     widgets.chart(figures.query_vector_figure(t, i, head=head, tokens_q=view.tokens_q,
                                               tokens_k=view.tokens_k), key="vector_bars")
@@ -73,5 +74,6 @@ def vector_view(view: View, head: int) -> None:
     widgets.chart(figures.heatmap(weighted, row_labels=view.tokens_k, col_labels=features,
                                   title="weight × value, for each key", row_title="key",
                                   col_title="feature"), key="vector_weighted")
-    table = np.vstack([weighted, weighted.sum(axis=0), t.z[head, i]])
-    widgets.table(table, keys + ["Σ (sum)", "z row of Z"], features, key="vector_sum")
+    if tables:
+        table = np.vstack([weighted, weighted.sum(axis=0), t.z[head, i]])
+        widgets.table(table, keys + ["Σ (sum)", "z row of Z"], features, key="vector_sum")
