@@ -31,7 +31,9 @@ def test_a_page_works_alone_from_the_seeded_sentence_or_none(page):
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize("preset", attnviz.PRESET_NAMES)
 def test_every_page_runs_on_every_preset(page, preset):
-    at = open_page(page, mode="Preset", preset=preset)
+    # on Step by step, the vector view (off on arrival) is what draws the key labels
+    at = open_page(page, mode="Preset", preset=preset,
+                   **({"vector_view": True} if page == "pages/steps.py" else {}))
     no_exceptions(at)
     assert not at.error
     p = attnviz.load_preset(preset)
@@ -86,7 +88,9 @@ def test_step_page_walks_the_tutorial_003_numbers():
 
 def test_step_page_vector_view_follows_one_query():
     at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="z")
-    assert not at.dataframe, "tables wait for their toggle: a grid delays the first chart"
+    assert len(charts(at)) == 1, "the vector view waits for its toggle"
+    at.toggle(key="vector_view").set_value(True).run()
+    assert len(charts(at)) == 3 and not at.dataframe, "its tables wait for their own toggle"
     at.toggle(key="vector_shown").set_value(True).run()
     frames = [d.value for d in at.dataframe]
     sums = [f for f in frames if "Σ (sum)" in list(f.index)]

@@ -50,6 +50,10 @@ def vector_view(view: View, head: int) -> None:
     st.caption("The same computation for one query, as the tutorials write it out: its dot "
                "product with every key, scaled, turned into weights by softmax; each value "
                "vector times its weight; their sum is this token's row of Z.")
+    # off on arrival: every chart on the page is drawn before the first one shows, and these
+    # two (with the step's own) cost a first visit about 0.3 s
+    if not st.toggle("Show the vector view", persist_state="session", key="vector_view"):
+        return
     i = query_picker(view, key="vector_query")
     label = unique(view.tokens_q)[i]
     keys = unique(view.tokens_k)
