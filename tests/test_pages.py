@@ -108,16 +108,17 @@ def test_a_step_table_shows_the_heatmap_numbers_when_toggled():
 
 
 def test_multihead_tables_show_z_concat_and_output_when_toggled():
-    at = open_page("pages/multihead.py", sentence="Thinking Machines", d_model=4, num_heads=2)
-    assert not at.dataframe
-    for key in ("mh_z_table", "mh_concat_table", "mh_output_table"):
-        at.toggle(key=f"{key}_shown").set_value(True).run()
     t = attnviz.trace_attention(attnviz.embed_tokens(["Thinking", "Machines"], 4),
                                 attnviz.MultiHeadWeights.random(4, 2))
-    z, concat, output = (d.value.to_numpy() for d in at.dataframe)
-    np.testing.assert_allclose(z, t.z[0], rtol=1e-6)
-    np.testing.assert_allclose(concat, t.concat, rtol=1e-6)
-    np.testing.assert_allclose(output, t.output, rtol=1e-6)
+    # one section tab open at a time (only the open one is drawn)
+    for section, key, expected in (("Each head's Z", "mh_z_table", t.z[0]),
+                                   ("Concatenation", "mh_concat_table", t.concat),
+                                   ("W_O and output", "mh_output_table", t.output)):
+        at = open_page("pages/multihead.py", sentence="Thinking Machines", d_model=4,
+                       num_heads=2, mh_section=section)
+        assert len(charts(at)) == 1 + (section == "W_O and output") + 1 and not at.dataframe
+        at.toggle(key=f"{key}_shown").set_value(True).run()
+        np.testing.assert_allclose(at.dataframe[0].value.to_numpy(), expected, rtol=1e-6)
 
 
 def test_two_queries_entered_directly():
