@@ -1,10 +1,10 @@
 """Home: the sentence's tokens, every head's attention at a glance, the output, a map of steps."""
 
-import pandas as pd
 import streamlit as st
 
 from attnviz import figures
 from attnviz.ui import scales, widgets
+from attnviz.ui.text import token_line
 
 st.title("Self-attention, one step at a time")
 st.caption("Type a sentence in the sidebar (English or Chinese), or pick a tutorial's worked "
@@ -14,8 +14,7 @@ view = widgets.view_or_stop()
 t = view.trace
 
 st.subheader(f"Tokens ({len(view.tokens_q)})")
-st.dataframe(pd.DataFrame([view.tokens_q], index=["token"]), hide_index=False,
-             width="stretch")
+st.markdown(token_line(view.tokens_q))
 
 st.subheader("Attention weights, every head")
 st.caption("Row = the token asking (query), column = the token it looks at (key). Each row "

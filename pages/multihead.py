@@ -19,38 +19,51 @@ scale = scales.weight_scale_picker(t.n_k)
 widgets.chart(figures.heads_grid(t, view.tokens_q, view.tokens_k, weight_scale=scale),
               key="mh_grid")
 
-st.subheader("Each head's output Z")
-head = widgets.head_picker(view, key="mh_head")
-widgets.chart(figures.step_figure(t, "z", head=head, tokens_q=view.tokens_q,
-                                  tokens_k=view.tokens_k), key="mh_z")
-with st.expander(f"Z of head {head} as a table"):
-    widgets.table(t.z[head], view.tokens_q, feature_labels(t.d_v), key="mh_z_table")
 
-concat = t.step("concat")
-st.subheader(concat.title)
-st.latex(concat.formula)
-widgets.chart(figures.concat_figure(t, view.tokens_q), key="mh_concat")
-with st.expander("Concatenation as a table"):
-    widgets.table(t.concat, view.tokens_q,
-                  [f"h{h}·d{j}" for h in range(t.num_heads) for j in range(t.d_v)],
-                  key="mh_concat_table")
+def z_tab() -> None:
+    st.subheader("Each head's output Z")
+    head = widgets.head_picker(view, key="mh_head")
+    widgets.chart(figures.step_figure(t, "z", head=head, tokens_q=view.tokens_q,
+                                      tokens_k=view.tokens_k), key="mh_z")
+    widgets.toggled_table(t.z[head], view.tokens_q, feature_labels(t.d_v), key="mh_z_table",
+                          label="Show Z as a table")
+
+
+def concat_tab() -> None:
+    concat = t.step("concat")
+    st.subheader(concat.title)
+    st.latex(concat.formula)
+    widgets.chart(figures.concat_figure(t, view.tokens_q), key="mh_concat")
+    widgets.toggled_table(t.concat, view.tokens_q, concat_features,
+                          key="mh_concat_table", label="Show the concatenation as a table")
+
+
+def output_tab() -> None:
+    if view.params is None:
+        st.info("Q, K and V were entered directly, so there is no W_O: the output is the "
+                "concatenation.")
+        return
+    w_o = view.params.w_o
+    st.subheader(f"W_O ({w_o.shape[0]} × {w_o.shape[1]})")
+    widgets.chart(figures.heatmap(w_o, row_labels=concat_features,
+                                  col_labels=feature_labels(w_o.shape[1]), title="W_O",
+                                  row_title="concat feature", col_title="output feature"),
+                  key="mh_wo")
+    out = t.step("output")
+    st.subheader(out.title)
+    st.latex(out.formula)
+    widgets.chart(figures.step_figure(t, "output", tokens_q=view.tokens_q), key="mh_output")
+    widgets.toggled_table(t.output, view.tokens_q, feature_labels(t.output.shape[1]),
+                          key="mh_output_table", label="Show the output as a table")
+
+
+concat_features = [f"h{h}·d{j}" for h in range(t.num_heads) for j in range(t.d_v)]
+SECTIONS = {"Each head's Z": z_tab, "Concatenation": concat_tab, "W_O and output": output_tab}
+# only the open tab is drawn: every chart on a page is drawn before the first one shows
+for tab, draw in zip(st.tabs(list(SECTIONS), key="mh_section", on_change="rerun"),
+                     SECTIONS.values()):
+    if tab.open:
+        with tab:
+            draw()
 
 widgets.downloads(view, key="mh")
-if view.params is None:
-    st.info("Q, K and V were entered directly, so there is no W_O: the output is the "
-            "concatenation.")
-    st.stop()
-w_o = view.params.w_o
-st.subheader(f"W_O ({w_o.shape[0]} × {w_o.shape[1]})")
-widgets.chart(figures.heatmap(w_o, row_labels=[f"h{h}·d{j}" for h in range(t.num_heads)
-                                               for j in range(t.d_v)],
-                              col_labels=feature_labels(w_o.shape[1]),
-                              title="W_O", row_title="concat feature", col_title="output "
-                              "feature"), key="mh_wo")
-out = t.step("output")
-st.subheader(out.title)
-st.latex(out.formula)
-widgets.chart(figures.step_figure(t, "output", tokens_q=view.tokens_q), key="mh_output")
-with st.expander("Output as a table", expanded=t.output.size <= 400):
-    widgets.table(t.output, view.tokens_q, feature_labels(t.output.shape[1]),
-                  key="mh_output_table")

@@ -32,8 +32,7 @@ fig = figures.step_figure(t, step.name, head=head, tokens_q=view.tokens_q,
                           tokens_k=view.tokens_k, query=query, weight_scale=scale)
 widgets.chart(fig, key=f"step_{step.name}")
 array, rows, cols = steps_view.table_of(view, step, head, query)
-with st.expander("The numbers as a table", expanded=array.size <= 400):
-    widgets.table(array, rows, cols, key=f"table_{step.name}")
+widgets.toggled_table(array, rows, cols, key=f"table_{step.name}")
 
 st.divider()
 steps_view.vector_view(view, head)

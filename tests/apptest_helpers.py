@@ -76,3 +76,9 @@ def plain(element) -> str:
     """An alert's or caption's text as the reader sees it: the app escapes user text for
     Markdown (attnviz.ui.text.literal), so drop those backslashes and invisible joiners."""
     return re.sub(r"\\(.)", r"\1", element.value).replace("\u2060", "")
+
+
+def shown_tokens(at: AppTest) -> list[str]:
+    """The tokens of the page's token line (Markdown code spans, ui/text.token_line)."""
+    line = next(m.value for m in at.markdown if m.value.startswith("`"))
+    return [m.group(2).strip() for m in re.finditer(r"(`+)(.+?)(?<!`)\1(?!`)", line)]

@@ -20,15 +20,19 @@ from tests.browser_helpers import exceptions, wait_for_app
 pytestmark = pytest.mark.browser
 
 SIZES = [(1400, 1000), (1024, 768)]
+MULTIHEAD_TABS = ["Each head's Z", "Concatenation", "W_O and output"]
 EXPERIMENT_TABS = ["√d_k scaling", "Tied vs separate Q/K", "Raw softmax(XXᵀ)X",
                    "Word order & positions", "Masks & padding", "Cross-attention",
                    "Bug: scale after softmax"]
 # (URL path and query, tabs to open one after the other, or [None] for the page as it opens):
-# every page, the Step by step page at its weights step (its vector view is on every step)
-VIEWS = [("", [None]), ("inputs", [None]), ("steps?step=weights", [None]), ("multihead", [None]),
+# every page, the Step by step page at its weights step, then with its vector view switched on
+# ("toggle:<label>" clicks a toggle instead of a tab)
+VIEWS = [("", [None]), ("inputs", [None]),
+         ("steps?step=weights", [None, "toggle:Show the vector view"]),
+         ("multihead", MULTIHEAD_TABS),
          ("pretrained", [None]), ("experiments", EXPERIMENT_TABS)]
 CHINESE = "早上好，今天天气很好。我们一起去公园散步吧"
-CHINESE_VIEWS = [("", [None]), ("steps?step=weights", [None]), ("multihead", [None]),
+CHINESE_VIEWS = [("", [None]), ("steps?step=weights", [None]), ("multihead", MULTIHEAD_TABS),
                  ("experiments", ["Masks & padding", "Cross-attention"]), ("pretrained", [None])]
 
 # Every problem of every drawn plotly chart, as strings naming the chart and the labels.
@@ -86,7 +90,10 @@ def open_view(page, url: str, tab: str | None = None) -> None:
 
 
 def open_tab(page, tab: str) -> None:
-    page.get_by_role("tab", name=tab).click()
+    if tab.startswith("toggle:"):
+        page.get_by_text(tab.removeprefix("toggle:"), exact=True).click()
+    else:
+        page.get_by_role("tab", name=tab).click()
     page.wait_for_timeout(300)
     wait_for_app(page)
     page.wait_for_timeout(300)

@@ -5,7 +5,7 @@ import pytest
 
 import attnviz
 from tests.apptest_helpers import (PAGES, button, chart_bytes, charts, heatmap_z, no_exceptions,
-                                   open_page, page_alone, plain)
+                                   open_page, page_alone, plain, shown_tokens)
 
 DEFAULT = "The animal didn't cross the street because it was too tired"
 
@@ -31,7 +31,9 @@ def test_a_page_works_alone_from_the_seeded_sentence_or_none(page):
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize("preset", attnviz.PRESET_NAMES)
 def test_every_page_runs_on_every_preset(page, preset):
-    at = open_page(page, mode="Preset", preset=preset)
+    # on Step by step, the vector view (off on arrival) is what draws the key labels
+    at = open_page(page, mode="Preset", preset=preset,
+                   **({"vector_view": True} if page == "pages/steps.py" else {}))
     no_exceptions(at)
     assert not at.error
     p = attnviz.load_preset(preset)
@@ -58,7 +60,7 @@ def test_home_grid_has_one_facet_per_head_and_changes_with_heads():
 
 def test_home_shows_the_tokens_and_output_of_the_sentence():
     at = open_page("pages/home.py", sentence="Thinking Machines")
-    assert list(at.dataframe[0].value.iloc[0]) == ["Thinking", "Machines"]
+    assert shown_tokens(at) == ["Thinking", "Machines"]
     t = attnviz.trace_attention(attnviz.embed_tokens(["Thinking", "Machines"], 16),
                                 attnviz.MultiHeadWeights.random(16, 4))
     output = charts(at)[-1]
@@ -86,12 +88,37 @@ def test_step_page_walks_the_tutorial_003_numbers():
 
 def test_step_page_vector_view_follows_one_query():
     at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="z")
+    assert len(charts(at)) == 1, "the vector view waits for its toggle"
+    at.toggle(key="vector_view").set_value(True).run()
+    assert len(charts(at)) == 3 and not at.dataframe, "its tables wait for their own toggle"
+    at.toggle(key="vector_shown").set_value(True).run()
     frames = [d.value for d in at.dataframe]
     sums = [f for f in frames if "Σ (sum)" in list(f.index)]
     assert sums, "the vector view ends with the sum of the weighted values"
     np.testing.assert_allclose(sums[0].loc["Σ (sum)"], [1.936621, 6.683105, 1.595068],
                                atol=1e-6)
     np.testing.assert_allclose(sums[0].loc["z row of Z"], sums[0].loc["Σ (sum)"])
+
+
+def test_a_step_table_shows_the_heatmap_numbers_when_toggled():
+    at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="scores")
+    at.toggle(key="table_scores_shown").set_value(True).run()
+    np.testing.assert_array_equal(at.dataframe[0].value, heatmap_z(charts(at)[0]))
+    np.testing.assert_array_equal(at.dataframe[0].value, [[2, 4, 4], [4, 16, 12], [4, 12, 10]])
+
+
+def test_multihead_tables_show_z_concat_and_output_when_toggled():
+    t = attnviz.trace_attention(attnviz.embed_tokens(["Thinking", "Machines"], 4),
+                                attnviz.MultiHeadWeights.random(4, 2))
+    # one section tab open at a time (only the open one is drawn)
+    for section, key, expected in (("Each head's Z", "mh_z_table", t.z[0]),
+                                   ("Concatenation", "mh_concat_table", t.concat),
+                                   ("W_O and output", "mh_output_table", t.output)):
+        at = open_page("pages/multihead.py", sentence="Thinking Machines", d_model=4,
+                       num_heads=2, mh_section=section)
+        assert len(charts(at)) == 1 + (section == "W_O and output") + 1 and not at.dataframe
+        at.toggle(key=f"{key}_shown").set_value(True).run()
+        np.testing.assert_allclose(at.dataframe[0].value.to_numpy(), expected, rtol=1e-6)
 
 
 def test_two_queries_entered_directly():
@@ -146,7 +173,7 @@ def test_reset_drops_the_edits():
 def test_long_sentence_is_truncated_with_a_notice():
     at = open_page("pages/home.py", sentence=" ".join(f"w{i}" for i in range(70)))
     assert any("only the first 64" in plain(i) for i in at.info)
-    assert at.dataframe[0].value.shape[1] == 64
+    assert shown_tokens(at) == [f"w{i}" for i in range(64)]
 
 
 @pytest.mark.parametrize("state, message", [
@@ -170,7 +197,14 @@ def test_user_text_is_escaped_in_figures():
         [str(v) for tr in grid["data"] for v in (tr.get("x") or [])]
     assert not any("<b>" in v or "<script>" in v for v in labels)
     assert "&lt;" in str(grid)
-    assert at.dataframe[0].value.iloc[0].tolist()[:3] == ["<", "b", ">"]
+    assert shown_tokens(at)[:3] == ["<", "b", ">"]
+    assert not any("<b>" in m.value for m in at.markdown)      # each token its own code span
+
+
+def test_tokens_with_backticks_and_markdown_are_shown_as_typed():
+    sentence = "say `hi` to [me](x) $a$"
+    at = open_page("pages/home.py", sentence=sentence)
+    assert shown_tokens(at) == attnviz.tokenize(sentence)
 
 
 def test_figure_payload_for_128_tokens_and_12_heads_is_bounded():

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
@@ -16,7 +15,7 @@ from ..settings_view import Settings
 from ..pretrained import (MODEL_NAME, RUNS_CACHED, PretrainedModel, PretrainedTrace,
                           cached_run)
 from . import state
-from .text import literal
+from .text import literal, token_line
 
 
 
@@ -78,7 +77,7 @@ def shown(hide_special: bool) -> ModelRun:
 def token_list(run: PretrainedTrace) -> None:
     """The WordPiece tokens in one row, and what [UNK] means."""
     tokens = run.tokens
-    st.dataframe(pd.DataFrame([tokens], index=["token"]), width="stretch")
+    st.markdown(token_line(tokens))
     unknown = tokens.count("[UNK]")
     st.caption("WordPiece splits rare words into pieces; `##` marks a piece that continues the "
                "word before it. This model's vocabulary maps many Chinese characters to "

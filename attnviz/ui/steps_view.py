@@ -50,6 +50,10 @@ def vector_view(view: View, head: int) -> None:
     st.caption("The same computation for one query, as the tutorials write it out: its dot "
                "product with every key, scaled, turned into weights by softmax; each value "
                "vector times its weight; their sum is this token's row of Z.")
+    # off on arrival: every chart on the page is drawn before the first one shows, and these
+    # two (with the step's own) cost a first visit about 0.3 s
+    if not st.toggle("Show the vector view", persist_state="session", key="vector_view"):
+        return
     i = query_picker(view, key="vector_query")
     label = unique(view.tokens_q)[i]
     keys = unique(view.tokens_k)
@@ -62,8 +66,9 @@ def vector_view(view: View, head: int) -> None:
     if t.has_mask:
         rows["after mask"] = t.masked_scores[head, i]
     rows["softmax weight"] = t.weights[head, i]
-    frame = pd.DataFrame(rows, index=keys)
-    st.dataframe(frame.T, width="stretch")
+    tables = widgets.table_toggle("Show the numbers as tables", key="vector")
+    if tables:
+        st.dataframe(pd.DataFrame(rows, index=keys).T, width="stretch")
     st.caption(literal(f"The weights of “{label}” sum to {t.weights[head, i].sum():.6f}."))
     widgets.chart(figures.query_vector_figure(t, i, head=head, tokens_q=view.tokens_q,
                                               tokens_k=view.tokens_k), key="vector_bars")
@@ -73,5 +78,6 @@ def vector_view(view: View, head: int) -> None:
     widgets.chart(figures.heatmap(weighted, row_labels=view.tokens_k, col_labels=features,
                                   title="weight × value, for each key", row_title="key",
                                   col_title="feature"), key="vector_weighted")
-    table = np.vstack([weighted, weighted.sum(axis=0), t.z[head, i]])
-    widgets.table(table, keys + ["Σ (sum)", "z row of Z"], features, key="vector_sum")
+    if tables:
+        table = np.vstack([weighted, weighted.sum(axis=0), t.z[head, i]])
+        widgets.table(table, keys + ["Σ (sum)", "z row of Z"], features, key="vector_sum")

@@ -49,6 +49,20 @@ def table(array: np.ndarray, rows, cols, *, key: str | None = None) -> None:
     st.dataframe(frame, key=key, width="stretch")
 
 
+def table_toggle(label: str = "Show the numbers as a table", *, key: str) -> bool:
+    """A toggle, off by default, for a table whose numbers the chart above already shows: a
+    table loads a grid component first, which delays the page's first chart by about half a
+    second, so it is drawn only on request."""
+    return st.toggle(label, persist_state="session", key=f"{key}_shown")
+
+
+def toggled_table(array: np.ndarray, rows, cols, *, key: str,
+                  label: str = "Show the numbers as a table") -> None:
+    """`table` behind `table_toggle`."""
+    if table_toggle(label, key=key):
+        table(array, rows, cols, key=key)
+
+
 def chart(fig, *, key: str) -> None:
     """A plotly chart whose camera button saves it as PNG or SVG (the Download expander's
     choice) under a file name that says what it shows."""
