@@ -412,8 +412,6 @@ _MUST_BE_FINITE = (
     ("q", "the queries Q overflow: X or W_Q (or b_Q) is too large"),
     ("k", "the keys K overflow: the input or W_K (or b_K) is too large"),
     ("v", "the values V overflow: the input or W_V (or b_V) is too large"),
-    ("weights", "the attention weights are not numbers: a float mask or the scores are too "
-                "large (a mask entry of +inf or near 1e308 overflows)"),
     ("z", "the head outputs Z overflow: the values V are too large"),
     ("output", "the output overflows: W_O (or b_O) or the head outputs are too large"),
 )
@@ -421,14 +419,18 @@ _MUST_BE_FINITE = (
 
 def _check_finite(fields: dict) -> None:
     """Raise AttnvizInputError naming the first step that holds NaN or ±inf (the masked
-    scores' −inf is the mask, not an overflow): a trace never shows a silent NaN."""
+    scores' −inf is the mask, not an overflow): a trace never shows a silent NaN. Reductions
+    (max, min propagate NaN), not element-wise masks: no (H, n, n) temporaries. The scores
+    were checked for overflow already and softmax of finite-or-−∞ rows is finite, so of the
+    (H, n, n) arrays only a masked one is scanned (a float mask can add up to +inf)."""
     with np.errstate(invalid="ignore"):
-        masked = fields["masked_scores"]
-        if np.isnan(masked).any() or np.isposinf(masked).any():
-            raise AttnvizInputError("the masked scores are not numbers: a float mask is too "
-                                    "large or holds +inf")
+        if fields["has_mask"] and not fields["masked_scores"].max() < np.inf:
+            raise AttnvizInputError("the masked scores, and so the weights, are not numbers: "
+                                    "a float mask is too large (entries near 1e308 add up to "
+                                    "+inf) or holds +inf")
         for name, why in _MUST_BE_FINITE:
-            if not np.isfinite(fields[name]).all():
+            a = fields[name]
+            if a.size and not (np.isfinite(a.max()) and np.isfinite(a.min())):
                 raise AttnvizInputError(why)
 
 
