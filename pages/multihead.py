@@ -13,8 +13,7 @@ view = widgets.view_or_stop()
 t = view.trace
 
 st.subheader(f"Attention weights of all {t.num_heads} heads")
-st.latex(r"A_h = \mathrm{softmax}\left(\frac{Q_h K_h^{\top}}{\sqrt{d_k}}\right),"
-         r"\quad h = 0, \dots, H-1")
+st.latex(t.step("weights").formula + r",\quad h = 0, \dots, H-1")   # follows scale and mask
 scale = scales.weight_scale_picker(t.n_k)
 widgets.chart(figures.heads_grid(t, view.tokens_q, view.tokens_k, weight_scale=scale),
               key="mh_grid")

@@ -222,3 +222,17 @@ def test_the_server_accepts_no_upload_larger_than_the_app_can_use():
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert config["server"]["maxUploadSize"] == uploads.MAX_UPLOAD_MB
     assert 512 * 1024 * 25 <= uploads.MAX_UPLOAD_MB * 2**20     # 25 characters a number fit
+
+
+@pytest.mark.parametrize("state, present, absent", [
+    (dict(scaled=False), [], [r"\sqrt"]),
+    (dict(causal=True), ["M_h", r"\sqrt{d_k}"], []),
+])
+def test_the_multihead_formula_follows_scaling_and_mask(state, present, absent):
+    at = open_page("pages/multihead.py", **state)
+    formula = at.get("latex")[0].value
+    assert "H-1" in formula
+    for part in present:
+        assert part in formula
+    for part in absent:
+        assert part not in formula
