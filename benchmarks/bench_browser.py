@@ -15,19 +15,15 @@ and the warm time (a tab that has opened the app before). Budget (SPEC.md): ≤ 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, free_port  # noqa: E402
+from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, running_app  # noqa: E402
 
 PAGES = ("home", "inputs", "steps", "multihead", "experiments", "pretrained")
 BUDGET_S = 3.0
@@ -36,37 +32,10 @@ HEATMAP = ".js-plotly-plot .main-svg"
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
-@contextmanager
-def serve(script: Path, cwd: Path, timeout: float = 90):
-    """`streamlit run script` on 127.0.0.1 and a free port, from `cwd` (whose .streamlit/
-    config applies); yields the base URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(script),
-         "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit run {script} did not start")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+def serve(script: Path, cwd: Path):
+    """`streamlit run script` from `cwd` (whose .streamlit/config applies): the tests' own
+    server helper; yields the base URL."""
+    return running_app(script=script, cwd=cwd)
 
 
 def address(url: str, page: str) -> str:

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -29,14 +30,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_app(timeout: float = 90):
-    """`streamlit run app.py` on 127.0.0.1 and a free port; yields the base URL."""
+def running_app(timeout: float = 90, *, script: Path = ROOT / "app.py", cwd: Path = ROOT):
+    """`streamlit run script` (default the app) on 127.0.0.1 and a free port, from `cwd`
+    (whose .streamlit/config applies); yields the base URL."""
     port = free_port()
+    log = tempfile.TemporaryFile()           # not a pipe: a long run must never block on it
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+        [sys.executable, "-m", "streamlit", "run", str(script),
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}"
     try:
@@ -49,8 +52,9 @@ def running_app(timeout: float = 90):
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-                raise RuntimeError(f"streamlit did not start:\n{out}")
+                log.seek(0)
+                raise RuntimeError(f"streamlit run {script} did not start:\n"
+                                   + log.read().decode(errors="replace"))
             time.sleep(0.3)
         yield url
     finally:
@@ -59,6 +63,7 @@ def running_app(timeout: float = 90):
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 def wait_for_app(page, timeout_ms: int = 60_000) -> None:
