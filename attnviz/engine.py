@@ -9,6 +9,7 @@ Axis order everywhere: (head, query, key, feature). Row-vector convention: ``Q =
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,18 @@ __all__ = ["AttentionTrace", "Step", "attention", "softmax", "trace_attention", 
 
 # ---- the computation ------------------------------------------------------------------------
 
+def _quiet(compute):
+    """Run `compute` without numpy's overflow warnings: every overflow the engine can meet
+    is checked and reported as an AttnvizInputError naming the step (`_check_finite`)."""
+    @functools.wraps(compute)
+    def quiet(*args, **kwargs):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return compute(*args, **kwargs)
+
+    return quiet
+
+
+@_quiet
 def trace_attention(x, w: MultiHeadWeights, *, context=None, value=None, causal: bool = False,
                     key_padding_mask=None, attn_mask=None, scale=None) -> AttentionTrace:
     """Run multi-head attention of queries from `x` over keys and values from `context`.
@@ -78,6 +91,7 @@ def trace_attention(x, w: MultiHeadWeights, *, context=None, value=None, causal:
                    biased=w.has_bias)
 
 
+@_quiet
 def trace_qkv(q, k, v, *, causal: bool = False, key_padding_mask=None, attn_mask=None,
               scale=None) -> AttentionTrace:
     """Attention on Q, K, V entered directly: 2-D arrays are one head, 3-D arrays (H, n, d).
@@ -129,6 +143,7 @@ def attention(q, k, v, mask=None, scale=None):
     return weights @ v, weights
 
 
+@_quiet
 def with_weights(t: AttentionTrace, weights, *, why: str) -> AttentionTrace:
     """The trace `t` with its attention weights replaced by `weights` (H, n_q, n_k) and every
     later step (weighted values, Z, concatenation, output) recomputed from them; the weights
@@ -311,6 +326,10 @@ def _row_block_steps(scores, scaled, masked, weights, scale, blocked, added):
     factor = scores.dtype.type(scale)
 
     def run(block):
+        with np.errstate(over="ignore", invalid="ignore"):   # overflow is checked after
+            _block_steps(block)
+
+    def _block_steps(block):
         head, rows = block
         s = scores[head, rows]
         if scale != 1.0:
