@@ -268,12 +268,28 @@ _LOAD_LOCK = threading.Lock()
 RUNS_CACHED = 8                 # texts whose runs cached_run keeps
 
 
-@lru_cache(maxsize=RUNS_CACHED)
+_RUN_LOCKS: dict[tuple[str, int], threading.Lock] = {}
+_RUN_LOCKS_GUARD = threading.Lock()
+
+
 def cached_run(text: str, max_tokens: int) -> PretrainedTrace:
     """``PretrainedModel.load().run(text, …)`` with the token limit clamped to what the model
-    takes (MIN_TOKENS … 512), kept for the last few texts so every page shares one run."""
-    model = PretrainedModel.load()
-    return model.run(text, max(MIN_TOKENS, min(max_tokens, model.max_tokens)))
+    takes (MIN_TOKENS … 512), kept for the last few texts so every page shares one run.
+    Sessions asking for the same run at the same time wait for one computation of it."""
+    limit = max(MIN_TOKENS, min(max_tokens, PretrainedModel.load().max_tokens))
+    key = (text, limit)
+    with _RUN_LOCKS_GUARD:
+        lock = _RUN_LOCKS.setdefault(key, threading.Lock())
+    with lock:                                   # the first computes; the others then hit
+        run = _cached_run(text, limit)           # the cache
+    with _RUN_LOCKS_GUARD:
+        _RUN_LOCKS.pop(key, None)
+    return run
+
+
+@lru_cache(maxsize=RUNS_CACHED)
+def _cached_run(text: str, limit: int) -> PretrainedTrace:
+    return PretrainedModel.load().run(text, limit)
 
 
 def _package_folder() -> Path:

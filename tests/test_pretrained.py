@@ -223,3 +223,23 @@ def test_gelu_is_the_exact_erf_form():
     np.testing.assert_allclose(pretrained._erf(x), expected_erf, rtol=0, atol=1e-15)
     expected_gelu = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])
     np.testing.assert_allclose(pretrained._gelu(x), expected_gelu, rtol=1e-14, atol=1e-15)
+
+
+def test_simultaneous_sessions_on_one_text_run_the_model_once(model, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from attnviz import pretrained
+
+    calls = []
+    real_run = type(model).run
+
+    def counted(self, text, max_tokens=None):
+        calls.append(text)
+        return real_run(self, text, max_tokens)
+
+    monkeypatch.setattr(type(model), "run", counted)
+    text = "Ten learners open the same sentence at once."
+    with ThreadPoolExecutor(8) as pool:
+        runs = list(pool.map(lambda _: pretrained.cached_run(text, 64), range(8)))
+    assert calls == [text]                                  # one computation, shared
+    assert all(r is runs[0] for r in runs)
