@@ -158,8 +158,13 @@ def _preset_in_use(p: Preset) -> InUse:
 
 
 def _columns(text: str) -> int | None:
+    """The width of a typed matrix, read off its first row (JSON: the whole text); None when
+    it does not parse (the page then says why)."""
+    stripped = text.strip()
+    first = stripped if stripped.startswith("[") else next(
+        (line for line in stripped.splitlines() if line.strip()), "")
     try:
-        return parse_matrix(text, max_rows=MAX_TOKENS, max_cols=MAX_D_MODEL).shape[1]
+        return parse_matrix(first, max_cols=MAX_D_MODEL).shape[1]
     except AttnvizInputError:
         return None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..settings_view import BOUNDS, MODES, in_use
+from ..settings_view import BOUNDS, MODES, InUse, in_use
 from ..presets import PRESET_NAMES, load_preset
 from ..weights import INIT_SCHEMES
 from . import links, state, uploads
@@ -45,17 +45,17 @@ def render() -> None:
                             step=1,
                             help="all-MiniLM-L6-v2 has 6 layers of 12 heads; the step pages "
                                  "show this layer's real weights and inputs.")
-        else:
-            _model_controls(mode)
-        _options(mode)
+        use = in_use(state.settings())          # the sizes and scaling the trace will use
+        if mode != "Pretrained model":
+            _model_controls(mode, use)
+        _options(mode, use)
         links.write()
         links.show_notices()
 
 
-def _model_controls(mode: str) -> None:
+def _model_controls(mode: str, use: InUse) -> None:
     """Sizes and weights. Each control shows the value the computation uses; where the mode
     fixes it (a preset's own sizes, X's columns), it is shown disabled with the reason."""
-    use = in_use(state.settings())
     own_weights = mode in ("Sentence", "Matrix X")
     with st.expander("Model", expanded=True):
         if use.d_model_fixed:
@@ -81,7 +81,7 @@ def _model_controls(mode: str) -> None:
                        "No weights: Q, K and V are entered directly.")
 
 
-def _d_k_controls(use) -> None:
+def _d_k_controls(use: InUse) -> None:
     """d_k follows d_model / heads (shown, not editable) unless the user unticks that."""
     st.session_state["d_k_auto"] = st.session_state.get("d_k") == 0
     st.checkbox("d_k = d_model / heads", key="d_k_auto", on_change=_toggle_d_k,
@@ -110,8 +110,7 @@ def _shown_checkbox(label: str, value: bool, why: str) -> None:
     st.checkbox(label, key=key, disabled=True, help=why)
 
 
-def _options(mode: str) -> None:
-    use = in_use(state.settings())
+def _options(mode: str, use: InUse) -> None:
     with st.expander("Options", expanded=True):
         if use.scale_fixed:
             _shown_checkbox("Divide scores by √d_k", use.scaled, use.scale_fixed)
