@@ -81,14 +81,9 @@ def trace_attention(x, w: MultiHeadWeights, *, context=None, value=None, causal:
         v = _project(value, w, "v", dtype)
     z, parts = _attend(q, k, v, causal, key_padding_mask, attn_mask, scale)
     concat = _concat_heads(z)
-    w_o = w.w_o.astype(dtype, copy=False)
-    output = concat @ w_o                                    # (n_q, d_out)
-    if w.b_o is not None:
-        output += w.b_o.astype(dtype, copy=False)
     fields = dict(x=x, context=None if context is x else context, q=q, k=k, v=v, z=z,
-                  concat=concat, output=output, params=w, **parts)
-    return _finish(fields, has_x=True, cross=context is not x, has_wo=True,
-                   biased=w.has_bias)
+                  concat=concat, output=_output(concat, w), params=w, **parts)
+    return _finish(fields)
 
 
 @_quiet
@@ -121,9 +116,9 @@ def trace_qkv(q, k, v, *, causal: bool = False, key_padding_mask=None, attn_mask
     q, k, v = (readonly(np.ascontiguousarray(a)) for a in (q, k, v))
     z, parts = _attend(q, k, v, causal, key_padding_mask, attn_mask, scale)
     concat = _concat_heads(z)
-    fields = dict(x=None, context=None, q=q, k=k, v=v, z=z, concat=concat, output=concat,
-                  params=None, **parts)
-    return _finish(fields, has_x=False, cross=False, has_wo=False, biased=False)
+    fields = dict(x=None, context=None, q=q, k=k, v=v, z=z, concat=concat,
+                  output=_output(concat, None), params=None, **parts)
+    return _finish(fields)
 
 
 def attention(q, k, v, mask=None, scale=None):
@@ -156,15 +151,10 @@ def with_weights(t: AttentionTrace, weights, *, why: str) -> AttentionTrace:
                                 f"not {weights.shape}")
     z = readonly(weights @ t.v)                              # (H, n_q, d_v)
     concat = _concat_heads(z)
-    w = t.params
-    output = concat if w is None else concat @ w.w_o.astype(concat.dtype, copy=False)
-    if w is not None and w.b_o is not None:
-        output = output + w.b_o.astype(concat.dtype, copy=False)
     fields = {name: getattr(t, name) for name in t.__dataclass_fields__ if name != "steps"}
-    fields.update(weights=readonly(weights), z=z, concat=concat, output=output,
-                  weights_given=why)
-    return _finish(fields, has_x=t.x is not None, cross=t.context is not None,
-                   has_wo=w is not None, biased=w is not None and w.has_bias)
+    fields.update(weights=readonly(weights), z=z, concat=concat,
+                  output=_output(concat, t.params), weights_given=why)
+    return _finish(fields)
 
 
 def softmax(s: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:
@@ -453,13 +443,22 @@ def _check_finite(fields: dict) -> None:
                 raise AttnvizInputError(why)
 
 
-def _finish(fields: dict, *, has_x: bool, cross: bool, has_wo: bool, biased: bool):
+def _output(concat: np.ndarray, w: MultiHeadWeights | None) -> np.ndarray:
+    """Concat W_O + b_O, (n_q, d_out); the concatenation itself where there is no W_O."""
+    if w is None:
+        return concat
+    output = concat @ w.w_o.astype(concat.dtype, copy=False)
+    if w.b_o is not None:
+        output += w.b_o.astype(concat.dtype, copy=False)
+    return output
+
+
+def _finish(fields: dict):
     _check_finite(fields)
     fields["output"] = readonly(fields["output"])
     for name in ("x", "context"):
         if fields[name] is not None:
             fields[name] = readonly(np.array(fields[name]))
     t = AttentionTrace(**fields)
-    object.__setattr__(t, "steps", steps_of(t, has_x=has_x, cross=cross, has_wo=has_wo,
-                                          biased=biased))
+    object.__setattr__(t, "steps", steps_of(t))
     return t

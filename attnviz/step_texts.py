@@ -31,9 +31,12 @@ def _scaling_texts(scale: float, d_k: int) -> _Scaling:
                     f"The scores are multiplied by {scale!r} (not 1/√d_k).")
 
 
-def steps_of(t: AttentionTrace, *, has_x: bool, cross: bool, has_wo: bool,
-             biased: bool) -> list[Step]:
-    """The steps in the order a learner meets them; formulas follow the tutorials."""
+def steps_of(t: AttentionTrace) -> list[Step]:
+    """The steps in the order a learner meets them; formulas follow the tutorials. Which steps
+    there are follows the trace: X when it was projected (not Q, K, V entered), a context for
+    cross-attention, the output step and bias terms when it has W_O and biases."""
+    has_x, cross = t.x is not None, t.context is not None
+    has_wo, biased = t.params is not None, t.params is not None and t.params.has_bias
     src = "C" if cross else "X"
 
     def b(name: str) -> str:  # the bias term of a projection, when there are biases
