@@ -44,13 +44,8 @@ def read_once() -> None:
         except ValueError:
             notices.append(f"the link's {name}={raw[:40]!r} is not valid; using the default")
             continue
-        low, high = BOUNDS.get(name, (0, None)) if isinstance(value, int) \
-            and not isinstance(value, bool) else (None, None)
-        if low is not None and value < low or high is not None and value > high:
-            clamped = max(low, value) if high is None else min(max(low, value), high)
-            notices.append(f"the link's {name}={raw[:40]!r} is outside {low} to "
-                           f"{'…' if high is None else high}; using {clamped}")
-            value = clamped
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = _clamped(name, raw, value, notices)
         st.session_state[name] = value
     checked = Settings.from_mapping(st.session_state)
     for name in ("mode", "preset", "init"):
@@ -65,6 +60,17 @@ def read_once() -> None:
         except AttnvizInputError:
             notices.append("the link's edited matrices could not be read; using the defaults")
     st.session_state[NOTICES_KEY] = notices
+
+
+def _clamped(name: str, raw: str, value: int, notices: list[str]) -> int:
+    """`value` within its setting's bounds (a page's pick: at least 0), with a notice when it
+    had to move."""
+    low, high = BOUNDS.get(name, (0, None))
+    clamped = max(low, value) if high is None else min(max(low, value), high)
+    if clamped != value:
+        notices.append(f"the link's {name}={raw[:40]!r} is outside {low} to "
+                       f"{'…' if high is None else high}; using {clamped}")
+    return clamped
 
 
 def _parse(raw: str, default):

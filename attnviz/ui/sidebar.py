@@ -97,23 +97,22 @@ def _toggle_d_k(derived: int | None) -> None:
     st.session_state["d_k"] = 0 if st.session_state["d_k_auto"] else (derived or 1)
 
 
+def _shown(widget, label: str, value, why: str, **options) -> None:
+    """A disabled `widget` (st.number_input, st.checkbox) showing the value in use, beside the
+    user's own setting (kept under its key); its help says why it is fixed."""
+    key = f"shown_{label}"
+    st.session_state[key] = value
+    widget(label, key=key, disabled=True, help=why, **options)
+
+
 def _shown_number(label: str, value: int | None, why: str) -> None:
-    """A disabled number box showing the value in use; its help says why it is fixed."""
-    key = f"shown_{label}"
-    st.session_state[key] = value
-    st.number_input(label, key=key, step=1, disabled=True, help=why)
-
-
-def _shown_checkbox(label: str, value: bool, why: str) -> None:
-    key = f"shown_{label}"
-    st.session_state[key] = value
-    st.checkbox(label, key=key, disabled=True, help=why)
+    _shown(st.number_input, label, value, why, step=1)
 
 
 def _options(mode: str, use: InUse) -> None:
     with st.expander("Options", expanded=True):
         if use.scale_fixed:
-            _shown_checkbox("Divide scores by √d_k", use.scaled, use.scale_fixed)
+            _shown(st.checkbox, "Divide scores by √d_k", use.scaled, use.scale_fixed)
         else:
             st.checkbox("Divide scores by √d_k", persist_state="session", key="scaled")
         if mode == "Preset" and "rounded_weights" in load_preset(
@@ -126,8 +125,8 @@ def _options(mode: str, use: InUse) -> None:
             st.checkbox("Sinusoidal positional encoding", persist_state="session",
                         key="positional")
         else:
-            _shown_checkbox("Sinusoidal positional encoding", False,
-                            "Only for a sentence or your own X: this input is used as given.")
+            _shown(st.checkbox, "Sinusoidal positional encoding", False,
+                   "Only for a sentence or your own X: this input is used as given.")
         st.number_input("Token limit", *BOUNDS["max_tokens"],
                         persist_state="session", key="max_tokens", step=1,
                         disabled=mode not in ("Sentence", "Pretrained model"),
