@@ -46,7 +46,6 @@ CATALOGUE = {e.name: e for e in (
     Editable("b_v", "b_V", ("bias", "v feature"), True),
     Editable("b_o", "b_O", ("bias", "output feature"), False),
 )}
-PARAMS = tuple(n for n in CATALOGUE if n != "x")    # the MultiHeadWeights fields
 MAX_ENCODED_CHARS = 100_000      # longer link text is refused before it is decoded
 MAX_DECODED_BYTES = 4 << 20      # nor is more than this inflated from it (no zip bomb)
 

@@ -20,11 +20,11 @@ import zipfile
 
 import numpy as np
 
-from .labels import feature_labels, step_layout, trace_tokens
+from .labels import matrix_labels, step_layout, trace_tokens
+from .weights import PARAMETERS
 
 ARRAY_FIELDS = ("x", "context", "q", "k", "v", "scores", "scaled_scores", "masked_scores",
                 "weights", "z", "concat", "output")
-PARAMETER_FIELDS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
 
 
 def arrays_of(trace) -> dict[str, np.ndarray]:
@@ -41,7 +41,7 @@ def parameters_of(trace) -> dict[str, np.ndarray]:
     w = trace.params
     if w is None:
         return {}
-    return {name: np.asarray(getattr(w, name)) for name in PARAMETER_FIELDS
+    return {name: np.asarray(getattr(w, name)) for name in PARAMETERS
             if getattr(w, name) is not None}
 
 
@@ -105,18 +105,20 @@ def to_csv_zip(trace, file, tokens_q=None, tokens_k=None) -> None:
                 layout = step_layout(trace, step.name, h or 0, tokens_q, tokens_k)
                 name = step.name if h is None else f"{step.name}_head{h}"
                 zf.writestr(f"{name}.csv", _csv(layout.array, layout.rows, layout.cols))
-        for name, a in parameters_of(trace).items():
+        for name, a in parameters_of(trace).items():        # labelled as on the page
             if a.ndim == 3:                                  # (H, d_in, d_out): one per head
                 for h, m in enumerate(a):
-                    zf.writestr(f"{name}_head{h}.csv", _csv(m, feature_labels(m.shape[0]),
-                                                            feature_labels(m.shape[1])))
+                    zf.writestr(f"{name}_head{h}.csv", _csv(m, *_param_labels(trace, name, m)))
             elif name == "w_o":                              # (H*d_v, d_out)
-                zf.writestr("w_o.csv", _csv(a, feature_labels(a.shape[0]), feature_labels(a.shape[1])))
-            elif a.ndim == 2:                                # b_q, b_k, b_v (H, d)
-                zf.writestr(f"{name}.csv", _csv(a, [f"head{h}" for h in range(a.shape[0])],
-                                                feature_labels(a.shape[1])))
-            else:                                            # b_o (d_out,)
-                zf.writestr(f"{name}.csv", _csv(a[None], [name], feature_labels(a.shape[0])))
+                zf.writestr("w_o.csv", _csv(a, *_param_labels(trace, name, a)))
+            else:                                            # biases: one row per head, or one
+                rows = [f"head{h}" for h in range(len(a))] if a.ndim == 2 else [name]
+                a = np.atleast_2d(a)
+                zf.writestr(f"{name}.csv", _csv(a, rows, _param_labels(trace, name, a)[1]))
+
+
+def _param_labels(trace, name: str, a: np.ndarray) -> tuple[list[str], list[str]]:
+    return matrix_labels(name, a.shape, (), trace.num_heads, trace.d_v)
 
 
 def _csv(a: np.ndarray, rows: list[str], cols: list[str]) -> str:

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .engine import AttentionTrace, trace_attention, trace_qkv, with_weights
-from .edits import PARAMS, Edit
+from .edits import Edit
 from .errors import AttnvizInputError
 from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
                      sinusoidal_positions, tokenize, truncate)
 from .presets import PRESET_NAMES, Preset, load_preset
-from .weights import INIT_SCHEMES, MultiHeadWeights
+from .weights import INIT_SCHEMES, PARAMETERS, MultiHeadWeights
 
 MODES = ("Sentence", "Preset", "Matrix X", "Q, K, V", "Pretrained model")
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired"
@@ -343,5 +343,5 @@ def current_matrices(view: View) -> dict[str, np.ndarray]:
     empty when the input has no parameters (Q, K, V entered directly)."""
     if view.params is None or view.trace is None:
         return {}
-    found = {"x": view.trace.x, **{n: getattr(view.params, n) for n in PARAMS}}
+    found = {"x": view.trace.x, **{n: getattr(view.params, n) for n in PARAMETERS}}
     return {n: a for n, a in found.items() if a is not None}

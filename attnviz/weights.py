@@ -17,7 +17,7 @@ from .arrays import as_matrix, float_dtype, readonly
 from .errors import AttnvizInputError
 
 INIT_SCHEMES = ("gaussian", "xavier", "kaiming", "identity")
-_PARAMETERS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
+PARAMETERS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")   # the fields, in order
 
 MAX_DIM = 4096
 MAX_HEADS = 64
@@ -165,8 +165,7 @@ class MultiHeadWeights:
     # ---- making weights -----------------------------------------------------------------
     def replace(self, **arrays) -> "MultiHeadWeights":
         """A copy with some arrays replaced, e.g. ``w.replace(w_q=new)``; checked as new."""
-        fields = {n: getattr(self, n) for n in
-                  ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")}
+        fields = {n: getattr(self, n) for n in PARAMETERS}
         fields.update(arrays)
         return MultiHeadWeights(**fields)
 
@@ -232,13 +231,13 @@ class MultiHeadWeights:
         if not hasattr(data, "files"):
             raise AttnvizInputError("this is a single .npy array, not a .npz of weights")
         with data:
-            missing = [n for n in ("w_q", "w_k", "w_v", "w_o") if n not in data.files]
+            missing = [n for n in PARAMETERS[:4] if n not in data.files]   # biases optional
             if missing:
                 raise AttnvizInputError(
                     f"the .npz has no {', '.join(missing)}: it holds no weights (a trace of "
                     f"Q, K, V entered directly, with trace_qkv, has none to save)")
             try:
-                arrays = {n: data[n] for n in _PARAMETERS if n in data.files}
+                arrays = {n: data[n] for n in PARAMETERS if n in data.files}
             except unreadable as exc:                        # e.g. a pickled object array
                 raise AttnvizInputError(f"cannot read the weights from this .npz: {exc}") \
                     from None

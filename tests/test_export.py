@@ -254,6 +254,9 @@ def test_csv_zip_holds_every_weight_and_bias():
         header, rows, a = read("w_o.csv")
         np.testing.assert_array_equal(a, w.w_o)
         assert header == [""] + [f"d{j}" for j in range(6)]
+        # rows as the Inputs & weights page labels W_O: head h's feature j of the concat
+        assert rows == [f"h{h}·d{j}" for h in range(3) for j in range(w.d_v)]
+        assert read("w_k_head1.csv")[0] == [""] + [f"k{j}" for j in range(w.d_k)]
         header, rows, a = read("b_q.csv")
         assert rows == ["head0", "head1", "head2"]
         np.testing.assert_array_equal(a, w.b_q)
