@@ -142,9 +142,9 @@ def trace_settings(trace) -> list[tuple[str, str]]:
     rows += [("d_k", str(trace.d_k)), ("d_v", str(trace.d_v)),
              ("queries × keys", f"{trace.n_q} × {trace.n_k}")]
     if math.isclose(trace.scale, 1 / math.sqrt(trace.d_k)):
-        rows.append(("scale", f"1/√d_k = {trace.scale:.6g}"))
+        rows.append(("scale", f"1/√d_k = {trace.scale!r}"))       # exact: shortest repr
     else:
-        rows.append(("scale", "1 (no scaling)" if trace.scale == 1.0 else f"{trace.scale:.6g}"))
+        rows.append(("scale", "1 (no scaling)" if trace.scale == 1.0 else repr(trace.scale)))
     rows.append(("mask", _mask_text(trace)))
     if w is not None:
         rows.append(("biases", "yes" if w.has_bias else "no"))
