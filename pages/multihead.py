@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attnviz import figures
-from attnviz.labels import feature_labels
+from attnviz.labels import concat_labels, feature_labels
 from attnviz.ui import scales, widgets
 
 st.title("Multi-head attention")
@@ -56,7 +56,7 @@ def output_tab() -> None:
                           key="mh_output_table", label="Show the output as a table")
 
 
-concat_features = [f"h{h}·d{j}" for h in range(t.num_heads) for j in range(t.d_v)]
+concat_features = concat_labels(t.num_heads, t.d_v)
 SECTIONS = {"Each head's Z": z_tab, "Concatenation": concat_tab, "W_O and output": output_tab}
 # only the open tab is drawn: every chart on a page is drawn before the first one shows
 for tab, draw in zip(st.tabs(list(SECTIONS), key="mh_section", on_change="rerun"),
