@@ -69,3 +69,33 @@ def test_preset_report_names_the_preset(downloads):
     with np.load(io.BytesIO(_as_bytes(downloads["attnviz_trace.npz"]())),
                  allow_pickle=False) as data:
         assert data["tokens_q"].tolist() == list(attnviz.load_preset("three_inputs").tokens)
+
+
+def _reachable(root, depth: int = 6):
+    """Every object reachable from `root` through references, to `depth` steps."""
+    import gc
+    seen, frontier = {id(root): root}, [root]
+    for _ in range(depth):
+        nxt = []
+        for obj in frontier:
+            if isinstance(obj, type) or type(obj).__name__ == "module":
+                continue                                 # classes and modules: not session data
+            for ref in gc.get_referents(obj):
+                if id(ref) not in seen:
+                    seen[id(ref)] = ref
+                    nxt.append(ref)
+        frontier = nxt
+    return seen.values()
+
+
+@pytest.mark.parametrize("page", ["pages/home.py", "pages/steps.py", "pages/multihead.py"])
+def test_download_buttons_keep_no_trace_for_the_session(downloads, page):
+    """What a button keeps lives as long as the session (minutes after the browser left): the
+    settings and edits, not the trace with every intermediate (issue 14.4)."""
+    at = open_page(page, sentence="a fairly long sentence for the memory check", num_heads=4,
+                   d_model=16)
+    assert not at.exception and len(downloads) == 4
+    for name, maker in downloads.items():
+        kept = [o for o in _reachable(maker) if isinstance(o, attnviz.AttentionTrace)]
+        assert not kept, f"the {name} button keeps a trace alive"
+        assert _as_bytes(maker())                        # and still makes its file

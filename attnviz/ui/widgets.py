@@ -100,22 +100,35 @@ def downloads(view: View, *, key: str) -> None:
     """Every intermediate of the view's trace as .npz, CSV zip, JSON and an offline HTML report,
     with the page's token labels (and, in the report, its input and settings); each file is
     made only when its button is clicked, and a click does not rerun the page (so a second
-    click while the first file is made is not lost)."""
+    click while the first file is made is not lost). The buttons keep only the settings and
+    edits, never the trace: a session that left holds no trace for the minutes it lingers."""
     import io
 
     from ..export import report_html
+    from ..settings_view import build_view
 
-    t, tokens_q, tokens_k = view.trace, view.tokens_q, view.tokens_k
+    recipe = (view.settings, dict(state.edits(view)))        # small: no intermediate arrays
+
+    def rebuilt() -> View:
+        return build_view(*recipe)
 
     def npz() -> bytes:
-        buf = io.BytesIO()
-        t.to_npz(buf, tokens_q, tokens_k)
+        v, buf = rebuilt(), io.BytesIO()
+        v.trace.to_npz(buf, v.tokens_q, v.tokens_k)
         return buf.getvalue()
 
     def csv_zip() -> bytes:
-        buf = io.BytesIO()
-        t.to_csv_zip(buf, tokens_q, tokens_k)
+        v, buf = rebuilt(), io.BytesIO()
+        v.trace.to_csv_zip(buf, v.tokens_q, v.tokens_k)
         return buf.getvalue()
+
+    def json_text() -> str:
+        v = rebuilt()
+        return v.trace.to_json(v.tokens_q, v.tokens_k)
+
+    def report() -> str:
+        v = rebuilt()
+        return report_html(v.trace, v.tokens_q, v.tokens_k, settings=v.settings)
 
     with st.expander("Download every intermediate"):
         cols = st.columns(4)
@@ -125,14 +138,10 @@ def downloads(view: View, *, key: str) -> None:
         cols[1].download_button("CSV files (.zip)", csv_zip, "attnviz_trace_csv.zip",
                                 "application/zip", key=f"{key}_csv",
                                 on_click="ignore")
-        cols[2].download_button("JSON", lambda: t.to_json(tokens_q, tokens_k),
-                                "attnviz_trace.json", "application/json", key=f"{key}_json",
-                                on_click="ignore")
-        cols[3].download_button("HTML report (offline)",
-                                lambda: report_html(t, tokens_q, tokens_k,
-                                                    settings=view.settings),
-                                "attnviz_report.html", "text/html", key=f"{key}_html",
-                                on_click="ignore")
+        cols[2].download_button("JSON", json_text, "attnviz_trace.json", "application/json",
+                                key=f"{key}_json", on_click="ignore")
+        cols[3].download_button("HTML report (offline)", report, "attnviz_report.html",
+                                "text/html", key=f"{key}_html", on_click="ignore")
         st.radio("The camera icon above each chart saves it as", IMAGE_FORMATS,
                  persist_state="session", key=IMAGE_FORMAT_KEY, horizontal=True,
                  format_func=str.upper)
