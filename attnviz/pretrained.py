@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .arrays import readonly
+from .cache import SizedCache, arrays_in, nbytes
 from .engine import AttentionTrace, trace_attention
 from .errors import AttnvizInputError
 from .weights import MultiHeadWeights
@@ -265,31 +266,31 @@ class PretrainedModel:
 # ---- loading --------------------------------------------------------------------------------
 
 _LOAD_LOCK = threading.Lock()
-RUNS_CACHED = 8                 # texts whose runs cached_run keeps
+RUNS_MAX_BYTES = 256 * 2**20    # the runs cached_run keeps, at most (the newest is always kept:
+RUNS_MAX_ENTRIES = 64           # one 512-token run alone holds about 350 MB)
 
 
-_RUN_LOCKS: dict[tuple[str, int], threading.Lock] = {}
-_RUN_LOCKS_GUARD = threading.Lock()
+def _run_size(run: "PretrainedTrace") -> int:
+    """Bytes a run holds of its own (the layer weights its traces point to are the model's)."""
+    return nbytes(run, skip=_model_arrays())
+
+
+@lru_cache(maxsize=1)
+def _model_arrays() -> frozenset[int]:
+    model = PretrainedModel.load()
+    return frozenset(id(a) for a in arrays_in(model))
+
+
+_RUNS = SizedCache(RUNS_MAX_BYTES, RUNS_MAX_ENTRIES, size_of=_run_size)
 
 
 def cached_run(text: str, max_tokens: int) -> PretrainedTrace:
     """``PretrainedModel.load().run(text, …)`` with the token limit clamped to what the model
-    takes (MIN_TOKENS … 512), kept for the last few texts so every page shares one run.
-    Sessions asking for the same run at the same time wait for one computation of it."""
+    takes (MIN_TOKENS … 512), kept for recent texts (within RUNS_MAX_BYTES) so every page and
+    every session shares one run. Sessions asking for the same run at the same time wait for
+    one computation of it."""
     limit = max(MIN_TOKENS, min(max_tokens, PretrainedModel.load().max_tokens))
-    key = (text, limit)
-    with _RUN_LOCKS_GUARD:
-        lock = _RUN_LOCKS.setdefault(key, threading.Lock())
-    with lock:                                   # the first computes; the others then hit
-        run = _cached_run(text, limit)           # the cache
-    with _RUN_LOCKS_GUARD:
-        _RUN_LOCKS.pop(key, None)
-    return run
-
-
-@lru_cache(maxsize=RUNS_CACHED)
-def _cached_run(text: str, limit: int) -> PretrainedTrace:
-    return PretrainedModel.load().run(text, limit)
+    return _RUNS.get((text, limit), lambda: PretrainedModel.load().run(text, limit))
 
 
 def _package_folder() -> Path:

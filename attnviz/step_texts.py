@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .trace import AttentionTrace, Step
 
 
@@ -97,7 +99,7 @@ def steps_of(t: AttentionTrace) -> list[Step]:
         Step("weighted_values", "Weighted values", r"A_h[i, j] \, v_j",
              "Each value vector scaled by how much query i attends to that key.",
              None, ("head", "query", "key", "feature"),
-             compute=lambda: t.weights[..., None] * t.v[:, None]),   # (H, n_q, n_k, d_v)
+             compute=_weighted_values(t.weights, t.v)),
         Step("z", "Head output Z", r"Z_h = A_h V_h = \sum_j A_h[i, j]\, v_j",
              "Summing the weighted values gives each token's new vector for this head.",
              t.z, ("head", "query", "feature")),
@@ -113,3 +115,10 @@ def steps_of(t: AttentionTrace) -> list[Step]:
                       "W_O mixes the heads back into one vector per token.",
                       t.output, ("query", "feature")))
     return s
+
+
+def _weighted_values(weights: np.ndarray, v: np.ndarray):
+    """A_h[i, j] v_j for every head, query and key: (H, n_q, n_k, d_v), made when asked. Holds
+    the two arrays, not the trace, so a trace is freed as soon as it is dropped (a closure over
+    the trace would be a cycle that only the garbage collector breaks, minutes later)."""
+    return lambda: weights[..., None] * v[:, None]

@@ -12,8 +12,8 @@ from streamlit.errors import StreamlitPageNotFoundError
 from .. import model_figures
 from ..errors import AttnvizInputError
 from ..settings_view import Settings
-from ..pretrained import (MODEL_NAME, RUNS_CACHED, PretrainedModel, PretrainedTrace,
-                          cached_run)
+from ..cache import SizedCache
+from ..pretrained import MODEL_NAME, PretrainedModel, PretrainedTrace, cached_run
 from . import state
 from .text import literal, token_line
 
@@ -23,7 +23,6 @@ from .text import literal, token_line
 class ModelRun:
     """One run of the model as the views draw it."""
 
-    run: PretrainedTrace
     attentions: np.ndarray        # (L, H, n, n) every layer's weights, the shown tokens only
     tokens: list[str]             # (n,) the shown tokens
     positions: np.ndarray         # (n,) their positions in run.tokens
@@ -36,8 +35,16 @@ class ModelRun:
         return int(p[0]) if np.array_equal(p, np.arange(p[0], p[0] + len(p))) else 0
 
 
-@st.cache_resource(show_spinner=False, max_entries=RUNS_CACHED)
+# What the views draw, shared by every session (with [CLS]/[SEP] hidden, a copy of the weights).
+_SHOWN = SizedCache(max_bytes=128 * 2**20, max_entries=32)
+
+
 def _shown(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
+    return _SHOWN.get((sentence, max_tokens, hide_special),
+                      lambda: _model_run(sentence, max_tokens, hide_special))
+
+
+def _model_run(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
     run = cached_run(sentence, max_tokens)
     attentions = run.attentions                                   # (L, H, n, n)
     positions = np.arange(len(run.tokens))
@@ -45,7 +52,7 @@ def _shown(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
         positions = positions[~run.encoding.special]
         attentions, _ = model_figures.keep_tokens(attentions, run.tokens, positions)
         attentions.setflags(write=False)
-    return ModelRun(run=run, attentions=attentions, tokens=[run.tokens[i] for i in positions],
+    return ModelRun(attentions=attentions, tokens=[run.tokens[i] for i in positions],
                     positions=positions)
 
 

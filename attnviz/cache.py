@@ -1,0 +1,114 @@
+"""A cache shared by every session of the server, bounded by the bytes its arrays hold.
+
+Entries are kept least-recently-used first out, while their arrays add up to at most
+`max_bytes` (the newest entry is always kept, however large: dropping it would recompute it on
+the very next rerun). Sessions asking for the same key at the same time wait for one
+computation of it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable, Hashable, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+
+def arrays_in(obj):
+    """Every numpy array reachable from `obj` through dataclass and object fields, lists,
+    tuples and dicts, once each."""
+    seen: set[int] = set()
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, np.ndarray):
+            yield o
+        elif isinstance(o, (list, tuple)):
+            stack.extend(o)
+        elif isinstance(o, dict):
+            stack.extend(o.values())
+        elif hasattr(o, "__dict__") and not isinstance(o, type):
+            stack.extend(vars(o).values())
+
+
+def nbytes(obj, skip: frozenset[int] = frozenset()) -> int:
+    """The bytes of the arrays in `obj` (see :func:`arrays_in`), each memory block counted once
+    (views share their base's); arrays whose id is in `skip` (shared with others, like a
+    model's weights) are not counted."""
+    counted: set[int] = set()
+    total = 0
+    for a in arrays_in(obj):
+        if id(a) in skip:
+            continue
+        base = a
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        if id(base) not in counted and id(base) not in skip:
+            counted.add(id(base))
+            total += base.nbytes
+    return total
+
+
+class SizedCache:
+    """key → value, computed once and kept within `max_bytes` (and `max_entries`)."""
+
+    def __init__(self, max_bytes: int, max_entries: int,
+                 size_of: Callable[[object], int] = nbytes):
+        self.max_bytes, self.max_entries, self._size_of = max_bytes, max_entries, size_of
+        self._entries: OrderedDict[Hashable, object] = OrderedDict()
+        self._guard = threading.Lock()                    # held briefly: never while computing
+        self._computing: dict[Hashable, threading.Lock] = {}
+
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
+        while True:
+            with self._guard:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    return self._entries[key]
+                lock = self._computing.get(key)
+                if lock is None:                          # nobody computes it: we do
+                    lock = self._computing[key] = threading.Lock()
+                    lock.acquire()
+                    break
+            with lock:                                    # wait for whoever computes it,
+                pass                                      # then look again
+        try:
+            value = compute()
+            with self._guard:
+                self._entries[key] = value
+                self._evict()
+            return value
+        finally:
+            with self._guard:
+                del self._computing[key]
+            lock.release()
+
+    def _evict(self) -> None:
+        """Drop the least recently used entries until the rest fit (sizes are measured now,
+        so arrays an entry made lazily since it was stored count too)."""
+        while len(self._entries) > 1:
+            sizes = sum(self._size_of(v) for v in self._entries.values())
+            if sizes <= self.max_bytes and len(self._entries) <= self.max_entries:
+                return
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    @property
+    def bytes(self) -> int:
+        with self._guard:
+            return sum(self._size_of(v) for v in self._entries.values())
+
+    def clear(self) -> None:
+        with self._guard:
+            self._entries.clear()

@@ -1,0 +1,142 @@
+"""The server-wide cache: bounded by the bytes its entries hold, one computation per key."""
+
+import threading
+import time
+import tracemalloc
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pytest
+
+from attnviz.cache import SizedCache, nbytes
+
+MB = 2**20
+
+
+def _block(mb: float) -> np.ndarray:
+    return np.ones(int(mb * MB) // 8)
+
+
+def test_nbytes_counts_each_memory_block_once():
+    a = np.zeros((100, 10))                       # 8000 bytes
+    b = np.zeros(7, dtype=np.float32)             # 28 bytes
+    nested = {"x": [a, a[:3], a.T, (b, {"again": a.reshape(-1)})]}
+    assert nbytes(nested) == 8000 + 28
+    assert nbytes(nested, skip=frozenset({id(a)})) == 28
+
+
+def test_least_recently_used_entries_go_when_the_bytes_are_over_the_limit():
+    cache, made = SizedCache(max_bytes=int(2.5 * MB), max_entries=10), []
+
+    def make(key):
+        made.append(key)
+        return _block(1)
+
+    for key in "abc":
+        cache.get(key, lambda key=key: make(key))
+    assert "a" not in cache and "b" in cache and "c" in cache
+    cache.get("b", lambda: make("b"))             # a hit: b is now the most recent
+    cache.get("d", lambda: make("d"))             # c goes, not b
+    assert made == ["a", "b", "c", "d"]
+    assert "b" in cache and "c" not in cache and cache.bytes <= 2.5 * MB
+
+
+def test_the_newest_entry_stays_however_large():
+    cache = SizedCache(max_bytes=MB, max_entries=10)
+    cache.get("small", lambda: _block(0.5))
+    big = cache.get("big", lambda: _block(3))
+    assert "big" in cache and "small" not in cache
+    assert cache.get("big", lambda: _block(3)) is big
+
+
+def test_entries_are_limited_in_number_too():
+    cache = SizedCache(max_bytes=MB, max_entries=3)
+    for i in range(5):
+        cache.get(i, lambda: np.zeros(1))
+    assert len(cache) == 3 and 0 not in cache and 4 in cache
+
+
+def test_arrays_an_entry_makes_later_count_at_the_next_eviction():
+    @dataclass(frozen=True)
+    class Lazy:
+        n: int
+
+        @cached_property
+        def big(self):
+            return _block(self.n)
+
+    cache = SizedCache(max_bytes=int(1.5 * MB), max_entries=10)
+    first = cache.get("first", lambda: Lazy(1))
+    first.big                                     # 1 MB more, after it was stored
+    cache.get("second", lambda: _block(1))
+    assert "first" not in cache
+
+
+def test_simultaneous_requests_compute_once_and_errors_are_not_kept():
+    cache, calls = SizedCache(max_bytes=MB, max_entries=10), []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.2)
+        return object()
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get("k", slow)))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and all(r is results[0] for r in results)
+
+    def fails():
+        raise ValueError("bad input")
+
+    with pytest.raises(ValueError):
+        cache.get("bad", fails)
+    assert cache.get("bad", lambda: "fine now") == "fine now"
+
+
+def test_pretrained_runs_kept_stay_within_the_byte_budget():
+    """Six different 512-token texts: the old cache kept eight runs (about 350 MB each); what
+    stays allocated now is the budget plus at most the newest run."""
+    from attnviz import pretrained
+
+    pretrained.PretrainedModel.load()
+    pretrained._RUNS.clear()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(6):
+            run = pretrained.cached_run(f"text number {i} " + "word " * 600, 512)
+            assert len(run.tokens) == 512
+        del run
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        pretrained._RUNS.clear()
+    assert kept < pretrained.RUNS_MAX_BYTES + 400 * MB, f"{kept / MB:.0f} MB kept"
+
+
+def test_a_dropped_trace_is_freed_at_once_not_by_the_garbage_collector():
+    """No reference cycle in a trace or a pretrained run: its arrays go when the last
+    reference does (a cycle kept 100 sessions' traces alive until a collection, issue 14.4)."""
+    import gc
+    import weakref
+
+    import attnviz
+
+    gc.collect()
+    gc.disable()
+    try:
+        w = attnviz.MultiHeadWeights.random(8, 2, seed=0)
+        t = attnviz.trace_attention(attnviz.embed_tokens(list("abcd"), 8), w, causal=True)
+        t.step("weighted_values").array
+        run = attnviz.PretrainedModel.load().run("a short text", 16)
+        run.attentions
+        alive = [weakref.ref(t), weakref.ref(run), weakref.ref(run.traces[0])]
+        del t, run
+        assert [r() for r in alive] == [None, None, None]
+    finally:
+        gc.enable()
