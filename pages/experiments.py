@@ -3,8 +3,9 @@
 import streamlit as st
 
 from attnviz.ui import experiments_view as ex
-from attnviz.ui import widgets
+from attnviz.ui import state, widgets
 
+state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Experiments")
 st.caption("Why attention is built the way it is: each tab changes one thing and shows, "
            "with numbers, what happens. The sidebar's input is used where it fits.")

@@ -3,9 +3,10 @@
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import scales, widgets
+from attnviz.ui import scales, state, widgets
 from attnviz.ui.text import token_line
 
+state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Self-attention, one step at a time")
 st.caption("Type a sentence in the sidebar (English or Chinese), or pick a tutorial's worked "
            "example. Every number below is computed from it, and every step can be opened.")

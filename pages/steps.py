@@ -4,8 +4,9 @@ and follow one query token through the vector view of tutorials 000 and 003."""
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import scales, steps_view, widgets
+from attnviz.ui import scales, state, steps_view, widgets
 
+state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Step by step")
 view = widgets.view_or_stop()
 t = view.trace
@@ -14,12 +15,13 @@ names = [s.name for s in t.steps]
 steps_view.keep_step_in_range(names)
 head = widgets.head_picker(view)
 nav = st.columns([2, 5, 2], vertical_alignment="bottom")
-nav[0].button("◀ Previous", on_click=steps_view.move_step, args=(names, -1),
-              disabled=st.session_state["step"] == names[0], width="stretch")
+for where, label, delta, end in ((nav[0], "◀ Previous", -1, names[0]),
+                                 (nav[2], "Next ▶", 1, names[-1])):     # before the step box:
+    widgets.action_button(label, steps_view.move_step, (names, delta),   # they may move it
+                          key=f"step_{delta:+d}", where=where,
+                          disabled=st.session_state["step"] == end, width="stretch")
 nav[1].selectbox("Step", names, persist_state="session", key="step",
                  format_func=lambda n: f"{names.index(n) + 1}. {t.step(n).title}")
-nav[2].button("Next ▶", on_click=steps_view.move_step, args=(names, 1),
-              disabled=st.session_state["step"] == names[-1], width="stretch")
 
 step = t.step(st.session_state["step"])
 st.subheader(step.title + (f" — head {head}" if step.per_head else ""))

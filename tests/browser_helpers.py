@@ -30,10 +30,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_app(timeout: float = 90, *, script: Path = ROOT / "app.py", cwd: Path = ROOT):
-    """`streamlit run script` (default the app) on 127.0.0.1 and a free port, from `cwd`
-    (whose .streamlit/config applies); yields the base URL."""
-    port = free_port()
+def running_app(timeout: float = 90, *, script: Path = ROOT / "app.py", cwd: Path = ROOT,
+                port: int | None = None):
+    """`streamlit run script` (default the app) on 127.0.0.1 and `port` (default: a free one),
+    from `cwd` (whose .streamlit/config applies); yields the base URL."""
+    port = port or free_port()
     log = tempfile.TemporaryFile()           # not a pipe: a long run must never block on it
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(script),

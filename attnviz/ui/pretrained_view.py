@@ -14,7 +14,7 @@ from ..errors import AttnvizInputError
 from ..settings_view import Settings
 from ..cache import SizedCache
 from ..pretrained import MODEL_NAME, PretrainedModel, PretrainedTrace, cached_run
-from . import state
+from . import state, widgets
 from .text import literal, token_line
 
 
@@ -154,10 +154,11 @@ def _open_in_steps(layer: int, head: int) -> None:
 
 def step_through_button(layer: int, head: int) -> None:
     """"Step through this head": the Step by step page on this layer and head."""
-    if st.button("Step through this head", icon=":material/footprint:",
-                 on_click=_open_in_steps, args=(layer, head), key="pt_step_through",
-                 help="Opens Step by step with the input set to the pretrained model, on this "
-                      "layer and head: its real Q, K, V, scores, weights and output."):
+    if widgets.action_button("Step through this head", _open_in_steps, (layer, head),
+                             key="pt_step_through", rerun=False, icon=":material/footprint:",
+                             help="Opens Step by step with the input set to the pretrained "
+                                  "model, on this layer and head: its real Q, K, V, scores, "
+                                  "weights and output."):
         try:
             st.switch_page("pages/steps.py")
         except StreamlitPageNotFoundError:

@@ -3,6 +3,8 @@ the View every page draws. Pages call `current_view()`; they work from seeded st
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import streamlit as st
 
@@ -13,6 +15,7 @@ from ..settings_view import Settings, View, build_view, current_matrices, weight
 
 EDITS_KEY = "edits"           # signature → {matrix name → attnviz.edits.Edit}
 EDITOR_VERSION_KEY = "editor_version"
+APP_SCRIPT = Path(__file__).resolve().parents[2] / "app.py"
 
 
 def init() -> None:
@@ -27,16 +30,21 @@ def init() -> None:
 
 
 def _leave_folder_mode() -> None:
-    """When a fresh server's very first request is a sub-page (a shared link), Streamlit runs
-    pages/*.py alone, in its old folder-based multipage mode, without app.py's sidebar and
-    navigation; app.py's st.navigation would switch that mode off, but it has not run yet.
-    Switch it off here and rerun: the same page then runs inside app.py. Only at a session's
-    first run (AppTest runs switched pages in that mode on purpose, widgets and all)."""
+    """When a fresh server's very first request is a sub-page (a shared link, or the first
+    click after a restart), Streamlit runs pages/*.py alone, in its old folder-based multipage
+    mode, without app.py's sidebar and navigation; app.py's st.navigation would switch that
+    mode off, but it has not run yet. Switch it off and run app.py here, around the same page,
+    then end the page run alone (the pages call `init` before they draw anything). Not
+    st.rerun(): a rerun drops the click that started this run. Only at a session's first run
+    (AppTest runs switched pages in that mode on purpose, widgets and all)."""
+    import runpy
+
     from streamlit.runtime.pages_manager import PagesManager
 
     if PagesManager.uses_pages_directory and links.READ_KEY not in st.session_state:
         PagesManager.uses_pages_directory = False
-        st.rerun()
+        runpy.run_path(str(APP_SCRIPT), run_name="__main__")
+        st.stop()
 
 
 def settings() -> Settings:

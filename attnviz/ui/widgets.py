@@ -87,6 +87,28 @@ def head_picker(view: View, *, key: str = "head") -> int:
                                 format_func=lambda h: f"head {h}")
 
 
+def action_button(label: str, action, args: tuple = (), *, key: str, where=st,
+                  rerun: bool = True, **options) -> bool:
+    """A button that calls `action(*args)` when clicked, before the page draws (as on_click
+    does, so what it changes shows at once); True in the run it was clicked. On a session's
+    first run (the first click after a server restart) Streamlit does not know the callback
+    yet and only the click reaches the page: then the action is done here, and the page
+    reruns to show it (unless not `rerun`: the caller moves on itself, e.g. to another page).
+    `where` is a container (default: the page)."""
+    done = f"{key}__done"
+
+    def callback() -> None:
+        st.session_state[done] = True
+        action(*args)
+
+    clicked = where.button(label, key=key, on_click=callback, **options)
+    if clicked and not st.session_state.pop(done, False):
+        action(*args)
+        if rerun:
+            st.rerun()
+    return clicked
+
+
 def page_link(path: str, label: str, icon: str) -> None:
     """A link to another page; plain text when the page runs alone (outside app.py's
     navigation, as AppTest's switch_page runs it)."""
