@@ -45,8 +45,8 @@ def check_finite(arr: np.ndarray, name: str) -> None:
     bad = ~np.isfinite(arr)
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
-        kind = "NaN" if np.isnan(arr[where]) else "infinite"
-        raise AttnvizInputError(f"{name} has a {kind} entry at index {where}")
+        kind = "a NaN" if np.isnan(arr[where]) else "an infinite"
+        raise AttnvizInputError(f"{name} has {kind} entry at index {where}")
 
 
 def readonly(arr: np.ndarray) -> np.ndarray:

@@ -1,0 +1,104 @@
+"""Hostile use of the Python API (issue 14): random shapes, dtypes (float16 to float64 and
+integers), huge values and masks. Every call either gives finite numbers in every step (a
+masked score is −∞ and nothing else is) or refuses with AttnvizInputError; nothing else
+escapes. Bounded: a fixed number of examples, no deadline."""
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import attnviz
+from attnviz import AttnvizInputError
+
+DTYPES = [np.float16, np.float32, np.float64, np.int64]
+MAGNITUDES = [1e-300, 1e-5, 1.0, 1e3, 6e4, 1e20, 3e38, 1e150, 1e300, 1.7e308]
+
+
+def _array(draw, shape, dtype):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    scale = draw(st.sampled_from(MAGNITUDES))
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = rng.standard_normal(shape) * scale
+        if draw(st.booleans()):                   # sometimes one extreme entry
+            a.flat[draw(st.integers(0, a.size - 1))] = draw(st.sampled_from(MAGNITUDES)) * \
+                draw(st.sampled_from([-1, 1]))
+        return a.astype(dtype)
+
+
+def _mask(draw, n_q, n_k):
+    kind = draw(st.sampled_from(["none", "bool", "float", "causal"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if kind == "bool":
+        return {"attn_mask": rng.random((n_q, n_k)) < draw(st.sampled_from([0.0, 0.5, 1.0]))}
+    if kind == "float":
+        with np.errstate(over="ignore"):
+            m = rng.standard_normal((n_q, n_k)) * draw(st.sampled_from(MAGNITUDES))
+        if draw(st.booleans()):
+            m[rng.random((n_q, n_k)) < 0.3] = -np.inf
+        return {"attn_mask": m}
+    if kind == "causal":
+        return {"causal": True}
+    return {}
+
+
+def _check(trace) -> None:
+    """Every step finite, except −∞ scores where the mask says so; weights rows sum to 1."""
+    for step in trace.steps:
+        a = np.asarray(step.array, dtype=np.float64)
+        if step.name == "masked_scores":
+            assert not np.isnan(a).any() and not np.isposinf(a).any(), step.name
+        else:
+            assert np.isfinite(a).all(), f"{step.name} holds NaN or inf"
+        if step.name == "weights":                # 1, or 0 where every key is masked (said)
+            sums = a.sum(-1)
+            assert np.all((np.abs(sums - 1) < 1e-2) | ((sums == 0) & bool(trace.warnings)))
+
+
+@st.composite
+def qkv_calls(draw):
+    h = draw(st.integers(1, 3))
+    n_q, n_k, d = draw(st.integers(1, 6)), draw(st.integers(1, 6)), draw(st.integers(1, 5))
+    dtype = draw(st.sampled_from(DTYPES))
+    q, k, v = (_array(draw, (h, n, d), dtype) for n in (n_q, n_k, n_k))
+    scale = draw(st.sampled_from([None, 1.0, 1e-300, 1e300, 0.0, -1.0, float("nan")]))
+    return q, k, v, {**_mask(draw, n_q, n_k), "scale": scale}
+
+
+@st.composite
+def projected_calls(draw):
+    h = draw(st.integers(1, 3))
+    d_model, n = h * draw(st.integers(1, 3)), draw(st.integers(1, 6))
+    dtype = draw(st.sampled_from(DTYPES[:3]))
+    w = attnviz.MultiHeadWeights.random(d_model, h, seed=draw(st.integers(0, 99)),
+                                        bias=draw(st.booleans()))
+    factor = draw(st.sampled_from(MAGNITUDES))
+    with np.errstate(over="ignore"):
+        fields = {name: (a * factor).astype(dtype) for name, a in vars(w).items()
+                  if isinstance(a, np.ndarray)}
+    x = _array(draw, (n, d_model), dtype)
+    return x, fields, _mask(draw, n, n)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(qkv_calls())
+def test_trace_qkv_gives_finite_steps_or_a_clear_error(call):
+    q, k, v, options = call
+    try:
+        trace = attnviz.trace_qkv(q, k, v, **options)
+    except AttnvizInputError as exc:
+        assert str(exc)
+        return
+    _check(trace)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(projected_calls())
+def test_trace_attention_gives_finite_steps_or_a_clear_error(call):
+    x, fields, options = call
+    try:
+        w = attnviz.MultiHeadWeights(**fields)
+        trace = attnviz.trace_attention(x, w, **options)
+    except AttnvizInputError as exc:
+        assert str(exc)
+        return
+    _check(trace)
