@@ -28,43 +28,57 @@ if hide:
                "[CLS] and [SEP] (often most of it).")
 layers, heads = view.attentions.shape[:2]
 
-st.subheader("Model view: every layer and head")
-st.caption("Each small map is one head: row = the token asking (query), column = the token it "
-           "looks at (key), darker = more attention, on the fixed 0–1 scale. Early layers "
-           "often look at the previous or next token, later ones at [SEP] or at related words."
-           + (f" Maps are shrunk to {model_figures.MODEL_VIEW_MAX_SIDE} pixels a side: each "
-              "pixel is the strongest weight of its block."
-              if len(view.tokens) > model_figures.MODEL_VIEW_MAX_SIDE else ""))
-widgets.chart(model_figures.model_view(view.attentions, start=view.start), key="pt_model_view")
 
-st.subheader("Open one head")
-layer = pretrained_view.pick("Layer", layers, "pt_layer", name="layer",
-                             default=st.session_state.get("layer", 0))
-head = pretrained_view.pick("Head", heads, "pt_head", name="head",
-                            default=st.session_state.get("head", 0))
-widgets.chart(figures.heatmap(view.attentions[layer, head], row_labels=view.tokens,
-                              col_labels=view.tokens, kind="weights",
-                              title=f"Layer {layer}, head {head}: attention weights"),
-              key="pt_head_heatmap")
-pretrained_view.step_through_button(layer, head)
+def model_view_tab() -> None:
+    st.caption("Each small map is one head: row = the token asking (query), column = the token "
+               "it looks at (key), darker = more attention, on the fixed 0–1 scale. Early "
+               "layers often look at the previous or next token, later ones at [SEP] or at "
+               "related words."
+               + (f" Maps are shrunk to {model_figures.MODEL_VIEW_MAX_SIDE} pixels a side: each "
+                  "pixel is the strongest weight of its block."
+                  if len(view.tokens) > model_figures.MODEL_VIEW_MAX_SIDE else ""))
+    widgets.chart(model_figures.model_view(view.attentions, start=view.start),
+                  key="pt_model_view")
 
-st.subheader("Head view: one layer, every head")
-st.caption("Lines go from each token on the left (the query) to the tokens it attends to on "
-           "the right (the keys), one colour per head; the darker the line, the larger the "
-           f"weight. Weights below {model_figures.HEAD_VIEW_MIN_WEIGHT} are not drawn. Click a "
-           "head in the chart's legend to hide it, double-click to show it alone.")
-pretrained_view.keep_in_range("pt_hv_layer", layers)
-controls = st.columns(2)
-with controls[0]:
-    hv_layer = st.selectbox("Layer", list(range(layers)),
-                            persist_state="session", key="pt_hv_layer",
-                            format_func=lambda i: f"layer {i}")
-with controls[1]:
-    token = pretrained_view.pick_token(view, "pt_hv_token")
-shown_heads = pretrained_view.pick_heads(heads, "pt_hv_heads")
-if not shown_heads:
-    st.info("Pick at least one head to draw its lines.")
-else:
-    widgets.chart(model_figures.head_view(view.attentions[hv_layer], view.tokens,
-                                          heads=shown_heads, highlight=token),
-                  key="pt_head_view")
+
+def one_head_tab() -> None:
+    layer = pretrained_view.pick("Layer", layers, "pt_layer", name="layer",
+                                 default=st.session_state.get("layer", 0))
+    head = pretrained_view.pick("Head", heads, "pt_head", name="head",
+                                default=st.session_state.get("head", 0))
+    widgets.chart(figures.heatmap(view.attentions[layer, head], row_labels=view.tokens,
+                                  col_labels=view.tokens, kind="weights",
+                                  title=f"Layer {layer}, head {head}: attention weights"),
+                  key="pt_head_heatmap")
+    pretrained_view.step_through_button(layer, head)
+
+
+def head_view_tab() -> None:
+    st.caption("Lines go from each token on the left (the query) to the tokens it attends to "
+               "on the right (the keys), one colour per head; the darker the line, the larger "
+               f"the weight. Weights below {model_figures.HEAD_VIEW_MIN_WEIGHT} are not drawn. "
+               "Click a head in the chart's legend to hide it, double-click to show it alone.")
+    pretrained_view.keep_in_range("pt_hv_layer", layers)
+    controls = st.columns(2)
+    with controls[0]:
+        hv_layer = st.selectbox("Layer", list(range(layers)),
+                                persist_state="session", key="pt_hv_layer",
+                                format_func=lambda i: f"layer {i}")
+    with controls[1]:
+        token = pretrained_view.pick_token(view, "pt_hv_token")
+    shown_heads = pretrained_view.pick_heads(heads, "pt_hv_heads")
+    if not shown_heads:
+        st.info("Pick at least one head to draw its lines.")
+    else:
+        widgets.chart(model_figures.head_view(view.attentions[hv_layer], view.tokens,
+                                              heads=shown_heads, highlight=token),
+                      key="pt_head_view")
+
+
+VIEWS = {"Model view: every layer and head": model_view_tab, "One head": one_head_tab,
+         "Head view: one layer, every head": head_view_tab}
+# only the open tab is drawn: every chart on a page is drawn before the first one shows
+for tab, draw in zip(st.tabs(list(VIEWS), key="pt_view", on_change="rerun"), VIEWS.values()):
+    if tab.open:
+        with tab:
+            draw()

@@ -24,16 +24,19 @@ MULTIHEAD_TABS = ["Each head's Z", "Concatenation", "W_O and output"]
 EXPERIMENT_TABS = ["√d_k scaling", "Tied vs separate Q/K", "Raw softmax(XXᵀ)X",
                    "Word order & positions", "Masks & padding", "Cross-attention",
                    "Bug: scale after softmax"]
+PRETRAINED_TABS = ["Model view: every layer and head", "One head",
+                   "Head view: one layer, every head"]
 # (URL path and query, tabs to open one after the other, or [None] for the page as it opens):
 # every page, the Step by step page at its weights step, then with its vector view switched on
 # ("toggle:<label>" clicks a toggle instead of a tab)
 VIEWS = [("", [None]), ("inputs", [None]),
          ("steps?step=weights", [None, "toggle:Show the vector view"]),
          ("multihead", MULTIHEAD_TABS),
-         ("pretrained", [None]), ("experiments", EXPERIMENT_TABS)]
+         ("pretrained", PRETRAINED_TABS), ("experiments", EXPERIMENT_TABS)]
 CHINESE = "早上好，今天天气很好。我们一起去公园散步吧"
 CHINESE_VIEWS = [("", [None]), ("steps?step=weights", [None]), ("multihead", MULTIHEAD_TABS),
-                 ("experiments", ["Masks & padding", "Cross-attention"]), ("pretrained", [None])]
+                 ("experiments", ["Masks & padding", "Cross-attention"]),
+                 ("pretrained", PRETRAINED_TABS)]
 
 # Every problem of every drawn plotly chart, as strings naming the chart and the labels.
 LAYOUT_PROBLEMS_JS = """() => {

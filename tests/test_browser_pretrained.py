@@ -23,9 +23,16 @@ def page(browser, app_url):
     pg.goto(f"{app_url}/pretrained")
     pg.get_by_role("heading", name="Pretrained model").first.wait_for(timeout=60_000)
     wait_for_app(pg)
-    pg.wait_for_function(f"() => ({MODEL_VIEW_JS})() && ({HEAD_VIEW_JS})()", timeout=60_000)
+    pg.wait_for_function(f"() => ({MODEL_VIEW_JS})()", timeout=60_000)
     yield pg
     context.close()
+
+
+def open_tab(page, name: str) -> None:
+    """The page's views are tabs, only the open one drawn."""
+    page.get_by_role("tab", name=name).click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
 
 
 def test_model_view_and_head_view_are_drawn(page):
@@ -35,6 +42,8 @@ def test_model_view_and_head_view_are_drawn(page):
                            timeout=30_000)
     sources = page.evaluate(f"() => ({MODEL_VIEW_JS})().data.map(tr => tr.source.slice(0, 22))")
     assert sources == ["data:image/png;base64,"] * 72
+    open_tab(page, "Head view: one layer, every head")
+    page.wait_for_function(f"() => ({HEAD_VIEW_JS})()", timeout=30_000)
     head_view_text = page.evaluate(
         f"() => Array.from(({HEAD_VIEW_JS})().querySelectorAll('text')).map(t => t.textContent)")
     for token in ("[CLS]", "animal", "tired", "head 0", "head 11"):
@@ -42,10 +51,10 @@ def test_model_view_and_head_view_are_drawn(page):
     lines = page.evaluate(f"() => ({HEAD_VIEW_JS})().querySelectorAll('.scatterlayer path.js-line')"
                           ".length")
     assert lines > 12
-    assert page.locator(".js-plotly-plot").count() >= 3
 
 
 def test_clicking_a_head_in_the_legend_hides_its_lines(page):
+    open_tab(page, "Head view: one layer, every head")
     legend_item = page.locator(".js-plotly-plot .legend .traces").filter(has_text="head 3")
     legend_item.first.click()
     page.wait_for_function(f"""() => ({HEAD_VIEW_JS})().data
@@ -57,6 +66,7 @@ def test_clicking_a_head_in_the_legend_hides_its_lines(page):
 
 
 def test_step_through_this_head_opens_step_by_step(page):
+    open_tab(page, "One head")
     page.get_by_role("button", name="Step through this head").click()
     page.get_by_role("heading", name="Step by step").first.wait_for(timeout=30_000)
     wait_for_app(page)
