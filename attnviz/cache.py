@@ -56,12 +56,14 @@ def nbytes(obj, skip: frozenset[int] = frozenset()) -> int:
 
 
 class SizedCache:
-    """key → value, computed once and kept within `max_bytes` (and `max_entries`)."""
+    """key → value, computed once and kept within `max_bytes` (and `max_entries`); an entry's
+    size is `size_of(value)` when it is stored."""
 
     def __init__(self, max_bytes: int, max_entries: int,
                  size_of: Callable[[object], int] = nbytes):
         self.max_bytes, self.max_entries, self._size_of = max_bytes, max_entries, size_of
         self._entries: OrderedDict[Hashable, object] = OrderedDict()
+        self._sizes: dict[Hashable, int] = {}             # measured once, when stored
         self._guard = threading.Lock()                    # held briefly: never while computing
         self._computing: dict[Hashable, threading.Lock] = {}
 
@@ -80,8 +82,9 @@ class SizedCache:
                 pass                                      # then look again
         try:
             value = compute()
+            size = self._size_of(value)
             with self._guard:
-                self._entries[key] = value
+                self._entries[key], self._sizes[key] = value, size
                 self._evict()
             return value
         finally:
@@ -90,13 +93,11 @@ class SizedCache:
             lock.release()
 
     def _evict(self) -> None:
-        """Drop the least recently used entries until the rest fit (sizes are measured now,
-        so arrays an entry made lazily since it was stored count too)."""
-        while len(self._entries) > 1:
-            sizes = sum(self._size_of(v) for v in self._entries.values())
-            if sizes <= self.max_bytes and len(self._entries) <= self.max_entries:
-                return
-            self._entries.popitem(last=False)
+        """Drop the least recently used entries until the rest fit."""
+        while len(self._entries) > 1 and (sum(self._sizes.values()) > self.max_bytes
+                                          or len(self._entries) > self.max_entries):
+            key, _ = self._entries.popitem(last=False)
+            del self._sizes[key]
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -106,9 +107,12 @@ class SizedCache:
 
     @property
     def bytes(self) -> int:
+        """What the entries held when they were stored (compute values whole: an entry that
+        grows later, e.g. by a cached_property, is not measured again)."""
         with self._guard:
-            return sum(self._size_of(v) for v in self._entries.values())
+            return sum(self._sizes.values())
 
     def clear(self) -> None:
         with self._guard:
             self._entries.clear()
+            self._sizes.clear()

@@ -290,7 +290,14 @@ def cached_run(text: str, max_tokens: int) -> PretrainedTrace:
     every session shares one run. Sessions asking for the same run at the same time wait for
     one computation of it."""
     limit = max(MIN_TOKENS, min(max_tokens, PretrainedModel.load().max_tokens))
-    return _RUNS.get((text, limit), lambda: PretrainedModel.load().run(text, limit))
+    return _RUNS.get((text, limit), lambda: _whole_run(text, limit))
+
+
+def _whole_run(text: str, limit: int) -> PretrainedTrace:
+    """A run with its lazily stacked attentions made now, so the cache measures them."""
+    run = PretrainedModel.load().run(text, limit)
+    run.attentions
+    return run
 
 
 def _package_folder() -> Path:

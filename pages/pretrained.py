@@ -37,8 +37,9 @@ def model_view_tab() -> None:
                + (f" Maps are shrunk to {model_figures.MODEL_VIEW_MAX_SIDE} pixels a side: each "
                   "pixel is the strongest weight of its block."
                   if len(view.tokens) > model_figures.MODEL_VIEW_MAX_SIDE else ""))
-    widgets.chart(model_figures.model_view(view.attentions, start=view.start),
-                  key="pt_model_view")
+    fig = pretrained_view.shared_figure(
+        "model_view", lambda: model_figures.model_view(view.attentions, start=view.start), hide)
+    widgets.chart(fig, key="pt_model_view")
 
 
 def one_head_tab() -> None:
@@ -70,9 +71,11 @@ def head_view_tab() -> None:
     if not shown_heads:
         st.info("Pick at least one head to draw its lines.")
     else:
-        widgets.chart(model_figures.head_view(view.attentions[hv_layer], view.tokens,
-                                              heads=shown_heads, highlight=token),
-                      key="pt_head_view")
+        fig = pretrained_view.shared_figure(
+            "head_view", lambda: model_figures.head_view(view.attentions[hv_layer], view.tokens,
+                                                         heads=shown_heads, highlight=token),
+            hide, hv_layer, tuple(shown_heads), token)
+        widgets.chart(fig, key="pt_head_view")
 
 
 VIEWS = {"Model view: every layer and head": model_view_tab, "One head": one_head_tab,

@@ -3,8 +3,6 @@
 import threading
 import time
 import tracemalloc
-from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import pytest
@@ -57,20 +55,13 @@ def test_entries_are_limited_in_number_too():
     assert len(cache) == 3 and 0 not in cache and 4 in cache
 
 
-def test_arrays_an_entry_makes_later_count_at_the_next_eviction():
-    @dataclass(frozen=True)
-    class Lazy:
-        n: int
+def test_a_cached_run_is_measured_with_its_stacked_attentions():
+    from attnviz import pretrained
 
-        @cached_property
-        def big(self):
-            return _block(self.n)
-
-    cache = SizedCache(max_bytes=int(1.5 * MB), max_entries=10)
-    first = cache.get("first", lambda: Lazy(1))
-    first.big                                     # 1 MB more, after it was stored
-    cache.get("second", lambda: _block(1))
-    assert "first" not in cache
+    run = pretrained.cached_run("measured whole, attentions and all", 32)
+    assert "attentions" in vars(run)                     # made before it was stored
+    key = ("measured whole, attentions and all", 32)
+    assert pretrained._RUNS._sizes[key] == pretrained._run_size(run) >= run.attentions.nbytes
 
 
 def test_simultaneous_requests_compute_once_and_errors_are_not_kept():

@@ -199,3 +199,23 @@ def test_in_the_app_step_through_opens_step_by_step_on_that_head(model):
     expected = model.trace(DEFAULT, max_tokens=64)[1].weights[5]
     assert at.session_state["step"] == "weights"
     np.testing.assert_allclose(decode(charts(at)[0]["data"][0]["z"]), expected, rtol=1e-6)
+
+
+def test_learners_on_the_same_text_share_the_figures(monkeypatch):
+    """The second to tenth learner on a text pay almost nothing (issue 13): the model view and
+    head view are built once per text and choice, and again for another text."""
+    from attnviz import model_figures
+
+    built = []
+    for name in ("model_view", "head_view"):
+        real = getattr(model_figures, name)
+        monkeypatch.setattr(model_figures, name,
+                            lambda *a, _real=real, _name=name, **k: (built.append(_name),
+                                                                     _real(*a, **k))[1])
+    text = "Ten learners share one figure of this sentence"
+    for view in (MODEL_VIEW, MODEL_VIEW, HEAD_VIEW, HEAD_VIEW, MODEL_VIEW):
+        no_exceptions(page_alone(PAGE, sentence=text, pt_view=view))
+    assert built == ["model_view", "head_view"]
+    at = page_alone(PAGE, sentence=text + " and one more", pt_view=MODEL_VIEW)
+    assert built == ["model_view", "head_view", "model_view"]
+    assert len(model_view(at)["data"]) == 72

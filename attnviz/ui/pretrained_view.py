@@ -56,6 +56,17 @@ def _model_run(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
                     positions=positions)
 
 
+# The figures are the same for every learner on the same text: built once, shared.
+_FIGURES = SizedCache(max_bytes=64 * 2**20, max_entries=64,
+                      size_of=lambda fig: len(fig.to_json()))
+
+
+def shared_figure(name: str, build, *key):
+    """`build()` for the sidebar's text and limit and `key` (the view's own choices), built
+    once for every session that shows the same (plotly figures are not changed by drawing)."""
+    return _FIGURES.get((name, *_sentence_and_limit(), *key), build)
+
+
 def _sentence_and_limit() -> tuple[str, int]:
     s = Settings.from_mapping(st.session_state)
     return s.sentence, s.max_tokens
