@@ -25,5 +25,7 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
-sidebar.render()
-page.run()
+try:
+    page.run()          # the page first: its charts reach the browser before the sidebar's
+finally:                # widgets, which the browser would otherwise draw first; the sidebar
+    sidebar.render()    # reads the same session state, and is drawn even if the page stops
