@@ -41,7 +41,7 @@ from .toy_tasks import NO_TARGET, TASKS, Task, get_task
 from .weights import MultiHeadWeights
 
 __all__ = ["Checkpoint", "HeadScore", "Point", "StopTraining", "TASKS", "ToyConfig", "ToyRun",
-           "train"]
+           "make_config", "train"]
 
 POSITIONS = ("learned", "sinusoidal")
 MAX_LENGTH, MAX_VOCAB, MAX_LAYERS, MAX_D_MODEL, MAX_STEPS = 64, 512, 4, 256, 100_000
@@ -170,7 +170,7 @@ def train(task: str, *, length: int = 8, vocab: int = 10, layers: int = 1, heads
     residual  add each attention's output to its input; None = the task's choice (all but
               copy, which a residual connection would solve without attention)
     """
-    cfg = _config(task, length=length, vocab=vocab, layers=layers, heads=heads,
+    cfg = make_config(task, length=length, vocab=vocab, layers=layers, heads=heads,
                   d_model=d_model, steps=steps, seed=seed, causal=causal, positions=positions,
                   mlp=mlp, residual=residual)
     spec = TASKS[cfg.task]
@@ -434,8 +434,12 @@ class ToyRun:
 
 # ---- checking the arguments -------------------------------------------------------------------
 
-def _config(task, *, length, vocab, layers, heads, d_model, steps, seed, causal, positions,
-            mlp, residual) -> ToyConfig:
+def make_config(task: str, *, length: int = 8, vocab: int = 10, layers: int = 1,
+                heads: int = 2, d_model: int = 32, steps: int | None = None, seed: int = 0,
+                causal: bool | None = None, positions: str = "learned", mlp: bool = False,
+                residual: bool | None = None) -> ToyConfig:
+    """The checked configuration `train` would use for these arguments (the same ones, minus
+    on_step), with the task's defaults filled in; AttnvizInputError says what is wrong."""
     spec = get_task(task)
     length = _whole(length, "length", 2, MAX_LENGTH)
     vocab = _whole(vocab, "vocab", 2, MAX_VOCAB)
@@ -453,6 +457,9 @@ def _config(task, *, length, vocab, layers, heads, d_model, steps, seed, causal,
             f"each position, the next uses it), not {layers}")
     causal = _flag(causal, "causal", spec.causal)
     residual = _flag(residual, "residual", spec.residual)
+    if spec.name == "induction" and length < 3:
+        raise AttnvizInputError("induction needs length ≥ 3: a token, the one after it, and "
+                                "the token again")
     if spec.name == "induction" and not causal:
         raise AttnvizInputError("induction predicts the next token, so it must be causal: "
                                 "without the mask the model would read the answer")

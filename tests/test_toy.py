@@ -230,6 +230,7 @@ def test_sort_answers_are_the_sorted_input():
     (lambda: toy.train("rot13"), "copy, reverse, sort, shift, induction"),
     (lambda: toy.train("induction"), "at least 2 layers"),
     (lambda: toy.train("induction", layers=2, causal=False), "must be causal"),
+    (lambda: toy.train("induction", layers=2, length=2), "length ≥ 3"),
     (lambda: toy.train("copy", d_model=30, heads=4), "does not divide"),
     (lambda: toy.train("copy", length=1), "length must be between"),
     (lambda: toy.train("copy", steps=0), "steps must be between"),
@@ -240,6 +241,13 @@ def test_sort_answers_are_the_sorted_input():
 def test_bad_arguments_say_what_is_wrong(call, message):
     with pytest.raises(attnviz.AttnvizInputError, match=message):
         call()
+
+
+def test_make_config_fills_in_the_tasks_defaults():
+    cfg = toy.make_config("shift")
+    assert (cfg.causal, cfg.residual, cfg.steps) == (True, True, toy.DEFAULT_STEPS["shift"])
+    assert toy.make_config("copy").residual is False
+    assert toy.make_config("reverse", causal=True, steps=5).causal
 
 
 def test_bad_sequences_and_layers_say_what_is_wrong():
