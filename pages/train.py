@@ -25,7 +25,7 @@ if run is None:
     st.stop()
 
 st.divider()
-train_view.summary(run)
+train_view.summary(run, job)
 st.subheader("Every head, step by step of training")
 step = train_view.checkpoint_slider(run)
 sequence = train_view.test_sequence(run)

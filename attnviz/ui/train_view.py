@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +30,7 @@ RUN_KEY = "toy_run"           # the last finished ToyRun
 STEP_KEY = "toy_step"         # the checkpoint the views show
 EXAMPLE_KEY = "toy_example"   # which held-out sequence the views show
 MAX_PAGE_STEPS = 5000         # the page's limit on steps (the library allows more)
-POLL_SECONDS = 0.5
+POLL_SECONDS = 1.0
 GOOD_HIT_RATE = 0.5           # below this, no head is said to have learnt the pattern
 
 FORM = {   # widget key → (label, default, lowest, highest)
@@ -52,6 +53,7 @@ class TrainingJob:
     run: toy.ToyRun | None = None
     error: str | None = None
     thread: threading.Thread | None = None
+    seconds: float | None = None                      # wall time of training, once ended
 
     @property
     def running(self) -> bool:
@@ -75,10 +77,12 @@ def _train(job: TrainingJob) -> None:
         job.history.append(toy.Point(step, loss, accuracy))
         return not job.stop.is_set()
 
+    start = time.perf_counter()
     try:
         job.run = toy.train(**dataclasses.asdict(job.config), on_step=on_step)
     except Exception as exc:      # a thread's error would vanish: the page shows it instead
         job.error = f"{type(exc).__name__}: {exc}"
+    job.seconds = time.perf_counter() - start
 
 
 # ---- the form ----------------------------------------------------------------------------------
@@ -178,10 +182,14 @@ def finished_run() -> toy.ToyRun | None:
     return run if isinstance(run, toy.ToyRun) else None
 
 
-def summary(run: toy.ToyRun) -> None:
+def summary(run: toy.ToyRun, job: TrainingJob | None = None) -> None:
+    """Accuracy, sizes, the training curve and the accuracy per position; with the job that
+    trained the run, how long it took."""
     cfg = run.config
     how = (f"stopped at step {run.steps} of {cfg.steps}" if run.stopped
            else f"{run.steps} steps")
+    if job is not None and job.run is run and job.seconds is not None:
+        how += f" in {job.seconds:.1f} s"
     st.subheader(f"{cfg.task}: {run.mean_accuracy:.0%} right on held-out sequences")
     st.caption(f"{cfg.layers} layer(s), {cfg.heads} heads, d_model {cfg.d_model}, length "
                f"{cfg.length}, vocabulary {cfg.vocab}, {cfg.positions} positions"
