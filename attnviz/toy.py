@@ -279,15 +279,15 @@ class ToyRun:
     """
 
     config: ToyConfig
-    task: Task
-    history: tuple[Point, ...]
-    checkpoints: tuple[Checkpoint, ...]
+    task: Task = field(repr=False)
+    history: tuple[Point, ...] = field(repr=False)
+    checkpoints: tuple[Checkpoint, ...] = field(repr=False)
     accuracy: np.ndarray
     mean_accuracy: float
     test_inputs: np.ndarray = field(repr=False)
     stopped: bool = False
-    _models: dict = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _models: dict = field(default_factory=dict, init=False, repr=False)   # step → torch model
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def steps(self) -> int:
