@@ -23,6 +23,7 @@ same weights and output torch computes (a test holds them equal to 1e-5).
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 from dataclasses import dataclass, field
@@ -337,9 +338,13 @@ class ToyRun:
         """(layers, heads, n, n) every layer's attention weights on `sequence`."""
         return readonly(np.stack([t.weights for t in self.traces(sequence, step)]))
 
-    def predict(self, sequence, step: int | None = None) -> np.ndarray:
-        """(n,) the model's answer at each position (its most likely token)."""
-        return _predict(self.model(step), self._sequence(sequence)[None])[0]
+    def predict(self, sequence, step: int | None = None,
+                params: dict[int, MultiHeadWeights] | None = None) -> np.ndarray:
+        """(n,) the model's answer at each position (its most likely token). `params`
+        {layer: MultiHeadWeights} replaces those layers' attention weights for this answer
+        only, e.g. a head edited by hand: the layers after it then read what it now writes."""
+        model = self.model(step) if not params else self._with_params(step, params)
+        return _predict(model, self._sequence(sequence)[None])[0]
 
     def accuracy_of(self, inputs, step: int | None = None) -> np.ndarray:
         """(batch, n) 1.0 where the answer is right, 0.0 where wrong, NaN where not scored."""
@@ -397,6 +402,23 @@ class ToyRun:
                                  average_attn_weights=False)
                 out.append(w.numpy())
         return np.stack(out)
+
+    def _with_params(self, step: int | None, params: dict) -> ToyTransformer:
+        """A copy of the model at `step` with some layers' attention weights replaced."""
+        model = copy.deepcopy(self.model(step))
+        for layer, w in params.items():
+            own = self.params(self._layer(layer), step)
+            if not isinstance(w, MultiHeadWeights) or any(
+                    getattr(w, n) != getattr(own, n) for n in
+                    ("num_heads", "d_model", "d_context", "d_k", "d_v", "d_out")) \
+                    or w.b_q is None or w.b_k is None or w.b_v is None or w.b_o is None:
+                raise AttnvizInputError(
+                    f"the weights for layer {layer} must be a MultiHeadWeights shaped like the "
+                    f"layer's own ({own.num_heads} heads, d_model {own.d_model}, d_k "
+                    f"{own.d_k}, with biases)")
+            with torch.no_grad():
+                model.attention[layer].load_state_dict(w.to_torch().state_dict())
+        return model
 
     def _checkpoint(self, step: int | None) -> Checkpoint:
         if step is None:

@@ -102,6 +102,18 @@ def test_predict_is_the_models_own_answer(reverse):
     np.testing.assert_array_equal(reverse.predict(seq), seq[::-1])
 
 
+def test_predict_with_hand_edited_weights(reverse):
+    seq = [3, 1, 4, 1, 5, 9, 2, 6]
+    own = reverse.params(0)
+    assert list(reverse.predict(seq, params={0: own})) == seq[::-1]
+    silent = own.replace(w_v=np.zeros_like(own.w_v), b_v=np.zeros_like(own.b_v))
+    right = np.mean([reverse.predict(s, params={0: silent}) == s[::-1] for s in held_out(50)])
+    assert right < 0.3                                      # no head passes on any token
+    assert list(reverse.predict(seq)) == seq[::-1]          # the run itself is unchanged
+    with pytest.raises(attnviz.AttnvizInputError, match="shaped like the layer's own"):
+        reverse.predict(seq, params={0: attnviz.MultiHeadWeights.random(32, 4, bias=True)})
+
+
 # ---- what the heads learn ---------------------------------------------------------------------
 
 def test_reverse_reaches_95_percent_and_a_head_reads_the_mirror_position(reverse):
