@@ -167,6 +167,12 @@ TASKS: dict[str, Task] = {t.name: t for t in (
 )}
 
 
+def token_labels(sequence) -> list[str]:
+    """Labels for a toy sequence's rows and columns: "position: token" (``0: 3``, ``1: 7``…),
+    so repeated tokens stay apart and positions read as the task's patterns count them."""
+    return [f"{i}: {int(t)}" for i, t in enumerate(sequence)]
+
+
 def get_task(name) -> Task:
     """The task called `name`, or an AttnvizInputError listing the tasks."""
     if name not in TASKS:

@@ -21,7 +21,7 @@ import streamlit as st
 
 from .. import figures, toy
 from ..errors import AttnvizInputError
-from ..toy_tasks import NO_TARGET, TASKS
+from ..toy_tasks import NO_TARGET, TASKS, token_labels
 from . import widgets
 from .text import literal
 
@@ -226,11 +226,6 @@ def test_sequence(run: toy.ToyRun) -> np.ndarray:
     index = st.number_input("Held-out sequence", 0, last, key=EXAMPLE_KEY,
                             help="One of the sequences the model never trained on.")
     return run.test_inputs[index]
-
-
-def token_labels(sequence) -> list[str]:
-    """"position: token", so repeated tokens stay apart and positions read as in the task."""
-    return [f"{i}: {t}" for i, t in enumerate(sequence)]
 
 
 def answers(run: toy.ToyRun, sequence, step: int) -> None:
