@@ -7,7 +7,8 @@
     t.weights          # (H, n_q, n_k), each row sums to 1
 
 The core (this package minus ``attnviz.ui``) never imports streamlit; ``attnviz.figures``
-(plotly) is imported on first use, so the numpy engine loads without plotly.
+(plotly) and ``attnviz.toy`` (torch: train a tiny transformer) are imported on first use, so
+the numpy engine loads without plotly or torch.
 """
 
 from .engine import AttentionTrace, Step, attention, softmax, trace_attention, trace_qkv
@@ -28,9 +29,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """``attnviz.figures`` on first use: plotly is loaded only by those who draw."""
-    if name == "figures":
+    """``attnviz.figures`` and ``attnviz.toy`` on first use: plotly is loaded only by those
+    who draw, torch only by those who train."""
+    if name in ("figures", "toy"):
         import importlib
 
-        return importlib.import_module(".figures", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'attnviz' has no attribute {name!r}")
