@@ -24,9 +24,8 @@ PAGES = [
     st.Page("pages/pretrained.py", title="Pretrained model", icon=":material/neurology:"),
     st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
 ]
+OWN_SETTINGS = {"Train"}          # pages whose settings are on the page: no input in the sidebar
 
 page = st.navigation(PAGES)
-try:
-    page.run()          # the page first: its charts reach the browser before the sidebar's
-finally:                # widgets, which the browser would otherwise draw first; the sidebar
-    sidebar.render()    # reads the same session state, and is drawn even if the page stops
+sidebar.render(inputs=page.title not in OWN_SETTINGS)   # before the page: a page that stops
+page.run()                                              # (st.stop) ends the run

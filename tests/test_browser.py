@@ -114,3 +114,21 @@ def test_the_sentence_survives_switching_the_input_away_and_back(page):
     box = page.get_by_role("textbox", name="Sentence")
     expect(box).to_have_value("my own words", timeout=30_000)   # the value may come a moment later
     wait_for_tick(page, "words")
+
+
+def test_a_page_that_cannot_compute_still_shows_the_sidebar_to_fix_it(browser, app_url):
+    """An empty sentence stops the page with an error; the sidebar, where it is fixed, is
+    there (a sidebar drawn after the page would be lost to st.stop)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        page.goto(f"{app_url}/steps?sentence=%20%20")
+        page.get_by_text("Cannot compute attention").wait_for(timeout=60_000)
+        box = page.get_by_role("textbox", name="Sentence")
+        box.fill("now it works")
+        box.press("Enter")
+        page.get_by_role("heading", name="Step by step").wait_for(timeout=30_000)
+        wait_for_app(page)
+        assert not page.get_by_text("Cannot compute attention").count()
+    finally:
+        context.close()

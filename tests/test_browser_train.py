@@ -19,6 +19,8 @@ def test_train_with_few_steps_then_the_slider_redraws_the_heads(browser, app_url
     try:
         page.goto(f"{app_url}/train")
         page.get_by_role("heading", name="Train attention yourself").wait_for(timeout=60_000)
+        page.get_by_text("This page has its own settings").wait_for(timeout=30_000)
+        assert page.get_by_role("textbox", name="Sentence").count() == 0   # not used here
         steps = page.get_by_role("spinbutton", name="Steps")
         steps.fill("60")
         steps.press("Enter")

@@ -13,8 +13,13 @@ from ..weights import INIT_SCHEMES
 from . import links, state, uploads
 
 
-def render() -> None:
+def render(inputs: bool = True) -> None:
+    """The sidebar; without `inputs` (a page with its own settings) only a line saying so."""
     state.init()
+    if not inputs:
+        st.sidebar.caption("This page has its own settings; the input and model settings "
+                           "here belong to the other pages.")
+        return
     with st.sidebar:
         st.radio("Input", MODES, persist_state="session", key="mode", horizontal=True,
                  help="A sentence (random embeddings), a tutorial's worked example, your own "
