@@ -29,6 +29,7 @@ from .arrays import readonly
 from .cache import SizedCache, arrays_in, nbytes
 from .engine import AttentionTrace, trace_attention
 from .errors import AttnvizInputError
+from .reading import value_norms
 from .weights import MultiHeadWeights
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -112,6 +113,15 @@ class PretrainedTrace:
     def attentions(self) -> np.ndarray:
         """(layers, heads, n, n): every layer's softmax weights, as BertViz takes them."""
         return readonly(np.stack([t.weights for t in self.traces]))
+
+    @cached_property
+    def value_norms(self) -> np.ndarray:
+        """(layers, heads, n, n): ‖α_ij · (x_j W_V,h + b_V,h) W_O,h‖₂, the size of what query i
+        takes from key j through head h (Kobayashi et al. 2020), where W_O,h is the rows of W_O
+        that head h's output meets. Beside ``attentions``: a large weight on a token whose
+        transformed value is small (often [SEP] or a full stop) moves little."""
+        return readonly(np.stack([value_norms(t.weights, t.v, t.params.w_o)
+                                  for t in self.traces]))
 
     @property
     def truncated(self) -> bool:

