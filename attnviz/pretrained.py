@@ -27,7 +27,7 @@ import numpy as np
 
 from .arrays import readonly
 from .cache import SizedCache, arrays_in, nbytes
-from .engine import AttentionTrace, trace_attention
+from .engine import AttentionTrace, attention, trace_attention
 from .errors import AttnvizInputError
 from .reading import value_norms
 from .weights import MultiHeadWeights
@@ -234,9 +234,7 @@ class PretrainedModel:
         encoding = self.encode(text, max_tokens)
         h = self._embed(encoding.ids)                                # (n, d_model)
         hidden, traces = [h], []
-        for block in self._blocks:
-            t = trace_attention(h, block.attention)
-            h = self._after_attention(block, h, t.output)            # (n, d_model)
+        for t, h in self._layers(h, self._traced):
             traces.append(t)
             hidden.append(readonly(h))
         return PretrainedTrace(encoding=encoding, traces=traces, hidden_states=hidden)
@@ -250,6 +248,98 @@ class PretrainedModel:
     def hidden_states(self, text: str, max_tokens: int | None = None) -> list[np.ndarray]:
         """num_layers + 1 arrays (n, d_model): the embeddings, then each layer's output."""
         return self.run(text, max_tokens).hidden_states
+
+    # ---- sentence embeddings and head ablation --------------------------------------------------
+    @cached_property
+    def embed_max_tokens(self) -> int:
+        """The most tokens ``embed`` reads unless told: sentence-transformers' max_seq_length
+        for this model (256, in sentence_bert_config.json), else the model's own limit."""
+        file = self.path / "sentence_bert_config.json"
+        if not file.is_file():
+            return self.max_tokens
+        limit = json.loads(file.read_text(encoding="utf-8")).get("max_seq_length")
+        return self.max_tokens if limit is None else max(MIN_TOKENS, min(int(limit),
+                                                                         self.max_tokens))
+
+    def embed(self, text: str, head_mask=None, max_tokens: int | None = None) -> np.ndarray:
+        """(d_model,) float32 of length 1: the sentence embedding, as sentence-transformers
+        computes it for this model — the last layer's output averaged over every token ([CLS]
+        and [SEP] included), divided by its norm — for the first `max_tokens` tokens (None:
+        ``embed_max_tokens``, 256, where sentence-transformers cuts).
+
+        head_mask (layers, heads) of 0/1 (or bool): 0 removes that head in every position —
+        its Z is zeroed before W_O, what BERT's ``head_mask`` did — so the layer's output is
+        the other heads' part of Concat·W_O, plus b_O. None (or all ones): every head kept.
+        """
+        keep = self._check_head_mask(head_mask)                    # (layers, heads)
+        h = self._embed(self.encode(text, self._embed_limit(max_tokens)).ids)  # (n, d_model)
+        return self._embeddings(h, keep[None])[0]
+
+    def _embeddings(self, h: np.ndarray, keep: np.ndarray, first: int = 0) -> np.ndarray:
+        """(B, d_model) unit sentence embeddings of B variants of one text, which differ in the
+        heads they keep: keep (B, layers, heads) bool. h (n, d_model) is the input of layer
+        `first`, the same for every variant."""
+        b, n = len(keep), len(h)
+        rows = np.tile(h, (b, 1))                                   # (B·n, d_model)
+        for _, rows in self._layers(rows, self._plain(keep, n), first):
+            pass                                                    # only the last layer counts
+        return _mean_unit(rows.reshape(b, n, -1))
+
+    def _embed_limit(self, max_tokens) -> int:
+        return self.embed_max_tokens if max_tokens is None else self._check_max_tokens(max_tokens)
+
+    def _check_head_mask(self, head_mask) -> np.ndarray:
+        """head_mask as (layers, heads) bool, True = the head is kept (None: every head)."""
+        shape = (self.num_layers, self.num_heads)
+        if head_mask is None:
+            return np.ones(shape, dtype=bool)
+        mask = _as_array(head_mask, "head_mask")
+        if mask.shape != shape:
+            raise AttnvizInputError(
+                f"head_mask must have shape {shape} (layers × heads: one 0 or 1 per head), "
+                f"not {mask.shape}")
+        if mask.dtype == bool:
+            return mask
+        if not (np.issubdtype(mask.dtype, np.integer) or np.issubdtype(mask.dtype, np.floating)):
+            raise AttnvizInputError(f"head_mask must hold the numbers 0 and 1, not {mask.dtype}")
+        bad = (mask != 0) & (mask != 1)
+        if bad.any():
+            layer, head = (int(i) for i in np.argwhere(bad)[0])
+            raise AttnvizInputError(
+                f"head_mask may hold only 0 (head removed) and 1 (head kept), but layer {layer}, "
+                f"head {head} holds {mask[layer, head].item()!r}")
+        return mask == 1
+
+    def _layers(self, h: np.ndarray, attend, first: int = 0):
+        """The encoder layers `first` … last on h (rows, d_model), the input of layer `first`;
+        yields (what `attend` gave besides the output, the layer's output (rows, d_model)).
+
+        attend(layer, h) → (attention output (rows, d_model), a trace or None): ``_traced``
+        (one text, every intermediate kept: ``run``) or ``_plain`` (several variants of a
+        text, rows one variant after another, heads silenced, nothing kept: ``embed``). All
+        the rest of BERT works on each row alone, so it does not care which rows are which.
+        """
+        for layer in range(first, self.num_layers):
+            attended, t = attend(layer, h)
+            h = self._after_attention(self._blocks[layer], h, attended)    # (rows, d_model)
+            yield t, h
+
+    def _traced(self, layer: int, h: np.ndarray) -> tuple[np.ndarray, AttentionTrace]:
+        """attend for ``_layers``: layer `layer`'s attention on one text h (n, d_model), traced
+        by the engine; (its output (n, d_model), the trace)."""
+        t = trace_attention(h, self._blocks[layer].attention)
+        return t.output, t
+
+    def _plain(self, keep: np.ndarray, n: int):
+        """attend for ``_layers``: B = len(keep) variants of a text of n tokens, their rows one
+        after another (B·n, d_model); variant b silences the heads where keep[b, layer] is
+        False. No trace is kept."""
+        def attend(layer: int, h: np.ndarray) -> tuple[np.ndarray, None]:
+            x = h.reshape(len(keep), n, -1)                              # (B, n, d_model)
+            out = _attention_output(x, self._blocks[layer].attention, keep[:, layer])
+            return out.reshape(h.shape), None
+
+        return attend
 
     def _embed(self, ids: np.ndarray) -> np.ndarray:
         e = self._word[ids] + self._position[:len(ids)] + self._token_type   # (n, d_model)
@@ -271,6 +361,43 @@ class PretrainedModel:
                 f"the token limit must be a whole number from {MIN_TOKENS} to {self.max_tokens} "
                 f"(the model's limit, [CLS] and [SEP] included), not {max_tokens!r}")
         return int(max_tokens)
+
+
+def _attention_output(x: np.ndarray, w: MultiHeadWeights, keep: np.ndarray) -> np.ndarray:
+    """MultiHead(x) for B texts at once, x (B, n, d_model) → (B, n, d_out), with the heads
+    where keep (B, H) is False silenced: their Z zeroed before W_O, what BERT's head_mask did.
+    The engine's formula written plainly (``attention``) and batched; no intermediate is kept.
+    """
+    b, n, _ = x.shape
+    h, d_k = w.num_heads, w.d_k
+    mat, bias = w.stacked("qkv", x.dtype)                       # (d_model, H·(2 d_k + d_v))
+    flat = x.reshape(b * n, -1) @ mat                           # (B·n, H·(2 d_k + d_v))
+    if bias is not None:
+        flat += bias
+    cuts = (0, h * d_k, 2 * h * d_k, flat.shape[1])
+    q, k, v = (flat[:, i:j].reshape(b, n, h, -1).transpose(0, 2, 1, 3)   # (B, H, n, d)
+               for i, j in zip(cuts, cuts[1:]))
+    z, _ = attention(q, k, v)                                   # (B, H, n, d_v)
+    z *= keep[:, :, None, None]
+    concat = z.transpose(0, 2, 1, 3).reshape(b * n, -1)         # (B·n, H·d_v)
+    out = concat @ w.w_o.astype(x.dtype, copy=False)
+    if w.b_o is not None:
+        out += w.b_o.astype(x.dtype, copy=False)
+    return out.reshape(b, n, -1)
+
+
+def _mean_unit(h: np.ndarray) -> np.ndarray:
+    """(…, d_model): the mean of the rows of h (…, n, d_model), divided by its length."""
+    pooled = h.mean(axis=-2)
+    return pooled / np.linalg.norm(pooled, axis=-1, keepdims=True)
+
+
+def _as_array(value, name: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError):
+        raise AttnvizInputError(f"{name} is not an array of numbers: are some rows longer "
+                                f"than others?") from None
 
 
 # ---- loading --------------------------------------------------------------------------------

