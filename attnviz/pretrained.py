@@ -275,6 +275,51 @@ class PretrainedModel:
         h = self._embed(self.encode(text, self._embed_limit(max_tokens)).ids)  # (n, d_model)
         return self._embeddings(h, keep[None])[0]
 
+    def head_ablation_effects(self, text_a: str, text_b: str, *, max_tokens: int | None = None,
+                              on_progress=None):
+        """How much removing each single head changes the similarity of two texts: a pandas
+        DataFrame, one row per head, columns ``layer``, ``head``, ``similarity`` (cosine of
+        ``embed(text_a, m)`` and ``embed(text_b, m)``, m removing only that head) and
+        ``change`` (similarity − the similarity with every head, which is also in
+        ``df.attrs["baseline"]``), sorted by |change|, largest first (ties: layer, head).
+
+        on_progress(done, total), if given, is called as the work goes (done heads of both
+        texts out of total = 2 · layers · heads), e.g. for a progress bar. Each text's layers
+        below the removed head run once, and the heads of one layer are removed in one batch.
+        """
+        import pandas as pd
+
+        limit = self._embed_limit(max_tokens)
+        progress = _Progress(on_progress, 2 * self.num_layers * self.num_heads)
+        base_a, each_a = self._single_head_ablations(text_a, limit, progress)  # (d,), (L, H, d)
+        base_b, each_b = self._single_head_ablations(text_b, limit, progress)
+        baseline = float(np.dot(base_a, base_b))                    # both have length 1
+        similarity = np.einsum("lhd,lhd->lh", each_a, each_b, dtype=np.float64)  # (L, H)
+        layers, heads = np.indices(similarity.shape)
+        table = pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel(),
+                              "similarity": similarity.ravel(),
+                              "change": similarity.ravel() - baseline})
+        order = np.argsort(-np.abs(table["change"].to_numpy()), kind="stable")
+        table = table.iloc[order].reset_index(drop=True)
+        table.attrs["baseline"] = baseline
+        return table
+
+    def _single_head_ablations(self, text: str, limit: int, progress: "_Progress"):
+        """The embedding of `text` with every head (d_model,), and with each single head
+        removed (layers, heads, d_model). Layer l's input is the same whichever head of layer
+        l or above is removed: it is computed once, then the heads of layer l go in one batch."""
+        n_layers, n_heads = self.num_layers, self.num_heads
+        h = self._embed(self.encode(text, limit).ids)                   # (n, d_model)
+        every = np.ones((1, n_layers, n_heads), dtype=bool)
+        hidden = [h] + [out for _, out in self._layers(h, self._plain(every, len(h)))]
+        each = np.empty((n_layers, n_heads, self.d_model), dtype=_DTYPE)
+        for layer in range(n_layers):
+            keep = np.ones((n_heads, n_layers, n_heads), dtype=bool)   # variant v removes
+            keep[np.arange(n_heads), layer, np.arange(n_heads)] = False  # head v of `layer`
+            each[layer] = self._embeddings(hidden[layer], keep, first=layer)
+            progress.add(n_heads)
+        return _mean_unit(hidden[-1]), each
+
     def _embeddings(self, h: np.ndarray, keep: np.ndarray, first: int = 0) -> np.ndarray:
         """(B, d_model) unit sentence embeddings of B variants of one text, which differ in the
         heads they keep: keep (B, layers, heads) bool. h (n, d_model) is the input of layer
@@ -390,6 +435,18 @@ def _mean_unit(h: np.ndarray) -> np.ndarray:
     """(…, d_model): the mean of the rows of h (…, n, d_model), divided by its length."""
     pooled = h.mean(axis=-2)
     return pooled / np.linalg.norm(pooled, axis=-1, keepdims=True)
+
+
+class _Progress:
+    """Calls on_progress(done, total) as work is done; nothing when on_progress is None."""
+
+    def __init__(self, on_progress, total: int):
+        self.on_progress, self.total, self.done = on_progress, total, 0
+
+    def add(self, amount: int) -> None:
+        self.done += amount
+        if self.on_progress is not None:
+            self.on_progress(self.done, self.total)
 
 
 def _as_array(value, name: str) -> np.ndarray:

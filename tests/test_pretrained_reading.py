@@ -1,7 +1,7 @@
 """Reading the real model (issue 11) against independent references: value norms, rollout and
 head statistics against torch computations on transformers' own attentions and value vectors;
-embeddings against sentence-transformers, and with heads removed against transformers with the
-heads' context zeroed by a forward hook. No expected number comes from attnviz itself."""
+embeddings against sentence-transformers; head ablation against transformers with the head's
+context zeroed by a forward hook. No expected number comes from attnviz itself."""
 
 import math
 import os
@@ -29,6 +29,7 @@ TEXTS = {
     "punctuation": 'Wait... what?! "Attention" (is) all-you-need; isn\'t it? — 3.14% & co.',
     "mixed": "Thinking Machines 思考 machines, Héllo WÖRLD!",
 }
+PAIR = ("A man is playing a guitar on the stage.", "Someone performs music for a crowd.")
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +199,7 @@ def test_head_stats_of_transformers_attentions_equal_a_plain_loop(hf, name):
 
 # ---- sentence embeddings ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", [*TEXTS.values(), LONG])
+@pytest.mark.parametrize("text", [*TEXTS.values(), LONG, PAIR[0]])
 def test_embed_equals_sentence_transformers(model, sbert, text):
     expected = sbert.encode(text, normalize_embeddings=True)
     got = model.embed(text)
@@ -262,3 +263,35 @@ def test_embed_leaves_run_unchanged(model, sbert):
 def test_bad_head_masks_are_explained(model, mask, words):
     with pytest.raises(AttnvizInputError, match=words):
         model.embed("hello", head_mask=mask)
+
+
+# ---- single-head ablation ranking ------------------------------------------------------------
+
+def test_head_ablation_effects_equal_embed_with_one_hot_masks(model):
+    calls = []
+    df = model.head_ablation_effects(*PAIR, on_progress=lambda done, total: calls.append(
+        (done, total)))
+    assert list(df.columns) == ["layer", "head", "similarity", "change"] and len(df) == 72
+    baseline = float(model.embed(PAIR[0]) @ model.embed(PAIR[1]))
+    assert df.attrs["baseline"] == pytest.approx(baseline, abs=1e-6)
+    for row in df.itertuples():
+        mask = np.ones((6, 12))
+        mask[row.layer, row.head] = 0
+        expected = float(model.embed(PAIR[0], mask) @ model.embed(PAIR[1], mask))
+        assert row.similarity == pytest.approx(expected, abs=1e-6), (row.layer, row.head)
+        assert row.change == pytest.approx(expected - baseline, abs=1e-6)
+    assert sorted(zip(df.layer, df["head"])) == [(l, h) for l in range(6) for h in range(12)]
+    changes = np.abs(df.change.to_numpy())
+    assert (changes[:-1] >= changes[1:]).all()               # largest change first
+    assert calls[-1] == (144, 144) and [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_head_ablation_effects_of_one_head_agree_with_transformers(model, hf):
+    df = model.head_ablation_effects(*PAIR)
+    top = df.iloc[0]
+    mask = np.ones((6, 12))
+    mask[int(top["layer"]), int(top["head"])] = 0
+    a, b = (hf_embedding(hf, text, mask) for text in PAIR)
+    assert top["similarity"] == pytest.approx(float(a @ b), abs=ATOL)
+    a, b = (hf_embedding(hf, text) for text in PAIR)
+    assert df.attrs["baseline"] == pytest.approx(float(a @ b), abs=ATOL)
