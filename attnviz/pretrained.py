@@ -34,6 +34,7 @@ from .weights import MultiHeadWeights
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MIN_TOKENS = 3              # [CLS], one word piece, [SEP]
+_SCORE_CELLS = 1 << 23      # attention scores computed at once for embeddings (32 MB float32)
 _DTYPE = np.float32         # the model's own precision; float64 would be no closer to
                             # transformers, whose own float32 error is the floor (~5e-6)
 
@@ -234,7 +235,8 @@ class PretrainedModel:
         encoding = self.encode(text, max_tokens)
         h = self._embed(encoding.ids)                                # (n, d_model)
         hidden, traces = [h], []
-        for t, h in self._layers(h, self._traced):
+        for layer in range(self.num_layers):
+            h, t = self._layer(layer, h, self._traced)              # (n, d_model)
             traces.append(t)
             hidden.append(readonly(h))
         return PretrainedTrace(encoding=encoding, traces=traces, hidden_states=hidden)
@@ -271,9 +273,12 @@ class PretrainedModel:
         its Z is zeroed before W_O, what BERT's ``head_mask`` did — so the layer's output is
         the other heads' part of Concat·W_O, plus b_O. None (or all ones): every head kept.
         """
-        keep = self._check_head_mask(head_mask)                    # (layers, heads)
+        keep = self._check_head_mask(head_mask)[None]              # (1, layers, heads)
         h = self._embed(self.encode(text, self._embed_limit(max_tokens)).ids)  # (n, d_model)
-        return self._embeddings(h, keep[None])[0]
+        attend = self._plain(keep, len(h))
+        for layer in range(self.num_layers):
+            h, _ = self._layer(layer, h, attend)                     # (n, d_model)
+        return _mean_unit(h)
 
     def head_ablation_effects(self, text_a: str, text_b: str, *, max_tokens: int | None = None,
                               on_progress=None):
@@ -283,14 +288,16 @@ class PretrainedModel:
         ``change`` (similarity − the similarity with every head, which is also in
         ``df.attrs["baseline"]``), sorted by |change|, largest first (ties: layer, head).
 
-        on_progress(done, total), if given, is called as the work goes (done heads of both
-        texts out of total = 2 · layers · heads), e.g. for a progress bar. Each text's layers
-        below the removed head run once, and the heads of one layer are removed in one batch.
+        on_progress(done, total), if given, is called after each layer of each text's pass,
+        e.g. for a progress bar; done and total count variants of a text carried through one
+        layer (the work). Each text takes one forward pass over a batch of its variants that
+        grows layer by layer (``_single_head_ablations``), not 73 passes.
         """
         import pandas as pd
 
         limit = self._embed_limit(max_tokens)
-        progress = _Progress(on_progress, 2 * self.num_layers * self.num_heads)
+        per_text = sum(1 + self.num_heads * (layer + 1) for layer in range(self.num_layers))
+        progress = _Progress(on_progress, 2 * per_text)
         base_a, each_a = self._single_head_ablations(text_a, limit, progress)  # (d,), (L, H, d)
         base_b, each_b = self._single_head_ablations(text_b, limit, progress)
         baseline = float(np.dot(base_a, base_b))                    # both have length 1
@@ -306,29 +313,23 @@ class PretrainedModel:
 
     def _single_head_ablations(self, text: str, limit: int, progress: "_Progress"):
         """The embedding of `text` with every head (d_model,), and with each single head
-        removed (layers, heads, d_model). Layer l's input is the same whichever head of layer
-        l or above is removed: it is computed once, then the heads of layer l go in one batch."""
+        removed (layers, heads, d_model), from one forward pass over a batch of variants of the
+        text that grows: variant 0 keeps every head; just before layer l, H copies of variant
+        0's rows join, copy v removing head v of layer l. Below layer l they all equal variant
+        0, so those layers are not run again for them."""
         n_layers, n_heads = self.num_layers, self.num_heads
-        h = self._embed(self.encode(text, limit).ids)                   # (n, d_model)
-        every = np.ones((1, n_layers, n_heads), dtype=bool)
-        hidden = [h] + [out for _, out in self._layers(h, self._plain(every, len(h)))]
-        each = np.empty((n_layers, n_heads, self.d_model), dtype=_DTYPE)
+        rows = self._embed(self.encode(text, limit).ids)            # (n, d_model): variant 0
+        n = len(rows)
+        keep = np.ones((1, n_layers, n_heads), dtype=bool)          # (variants, layers, heads)
         for layer in range(n_layers):
-            keep = np.ones((n_heads, n_layers, n_heads), dtype=bool)   # variant v removes
-            keep[np.arange(n_heads), layer, np.arange(n_heads)] = False  # head v of `layer`
-            each[layer] = self._embeddings(hidden[layer], keep, first=layer)
-            progress.add(n_heads)
-        return _mean_unit(hidden[-1]), each
-
-    def _embeddings(self, h: np.ndarray, keep: np.ndarray, first: int = 0) -> np.ndarray:
-        """(B, d_model) unit sentence embeddings of B variants of one text, which differ in the
-        heads they keep: keep (B, layers, heads) bool. h (n, d_model) is the input of layer
-        `first`, the same for every variant."""
-        b, n = len(keep), len(h)
-        rows = np.tile(h, (b, 1))                                   # (B·n, d_model)
-        for _, rows in self._layers(rows, self._plain(keep, n), first):
-            pass                                                    # only the last layer counts
-        return _mean_unit(rows.reshape(b, n, -1))
+            joining = np.ones((n_heads, n_layers, n_heads), dtype=bool)
+            joining[np.arange(n_heads), layer, np.arange(n_heads)] = False
+            keep = np.concatenate([keep, joining])
+            rows = np.concatenate([rows, np.tile(rows[:n], (n_heads, 1))])  # (variants·n, d)
+            rows, _ = self._layer(layer, rows, self._plain(keep, n))
+            progress.add(len(keep))
+        pooled = _mean_unit(rows.reshape(len(keep), n, -1))         # (1 + layers·heads, d)
+        return pooled[0], pooled[1:].reshape(n_layers, n_heads, -1)
 
     def _embed_limit(self, max_tokens) -> int:
         return self.embed_max_tokens if max_tokens is None else self._check_max_tokens(max_tokens)
@@ -355,34 +356,36 @@ class PretrainedModel:
                 f"head {head} holds {mask[layer, head].item()!r}")
         return mask == 1
 
-    def _layers(self, h: np.ndarray, attend, first: int = 0):
-        """The encoder layers `first` … last on h (rows, d_model), the input of layer `first`;
-        yields (what `attend` gave besides the output, the layer's output (rows, d_model)).
+    def _layer(self, layer: int, h: np.ndarray, attend) -> tuple[np.ndarray, AttentionTrace | None]:
+        """Encoder layer `layer` on h (rows, d_model): attention, then residual + LayerNorm,
+        the feed-forward layer, residual + LayerNorm. Returns (its output (rows, d_model), what
+        `attend` gave beside the attention output: the trace, or None).
 
-        attend(layer, h) → (attention output (rows, d_model), a trace or None): ``_traced``
-        (one text, every intermediate kept: ``run``) or ``_plain`` (several variants of a
-        text, rows one variant after another, heads silenced, nothing kept: ``embed``). All
-        the rest of BERT works on each row alone, so it does not care which rows are which.
+        attend(layer, h) → (attention output (rows, d_model), trace or None) is ``_traced``
+        (one text, every intermediate kept: ``run``) or ``_plain`` (variants of a text, their
+        rows one after another, heads silenced, nothing kept: ``embed``). All the rest of BERT
+        works on each row alone, so it does not care which rows belong to which variant.
         """
-        for layer in range(first, self.num_layers):
-            attended, t = attend(layer, h)
-            h = self._after_attention(self._blocks[layer], h, attended)    # (rows, d_model)
-            yield t, h
+        attended, t = attend(layer, h)
+        return self._after_attention(self._blocks[layer], h, attended), t
 
     def _traced(self, layer: int, h: np.ndarray) -> tuple[np.ndarray, AttentionTrace]:
-        """attend for ``_layers``: layer `layer`'s attention on one text h (n, d_model), traced
+        """attend for ``_layer``: layer `layer`'s attention on one text h (n, d_model), traced
         by the engine; (its output (n, d_model), the trace)."""
         t = trace_attention(h, self._blocks[layer].attention)
         return t.output, t
 
     def _plain(self, keep: np.ndarray, n: int):
-        """attend for ``_layers``: B = len(keep) variants of a text of n tokens, their rows one
+        """attend for ``_layer``: B = len(keep) variants of a text of n tokens, their rows one
         after another (B·n, d_model); variant b silences the heads where keep[b, layer] is
-        False. No trace is kept."""
+        False. No trace is kept; a few variants at a time, so the scores stay small."""
         def attend(layer: int, h: np.ndarray) -> tuple[np.ndarray, None]:
             x = h.reshape(len(keep), n, -1)                              # (B, n, d_model)
-            out = _attention_output(x, self._blocks[layer].attention, keep[:, layer])
-            return out.reshape(h.shape), None
+            w = self._blocks[layer].attention
+            step = max(1, _SCORE_CELLS // (w.num_heads * n * n))         # variants at a time
+            out = [_attention_output(x[i:i + step], w, keep[i:i + step, layer])
+                   for i in range(0, len(x), step)]
+            return np.concatenate(out).reshape(h.shape), None
 
         return attend
 
