@@ -18,13 +18,17 @@ from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
                      sinusoidal_positions, tokenize, truncate)
 from .presets import PRESET_NAMES, Preset, load_preset, presets
 from .pretrained import PretrainedModel, PretrainedTrace
+from .reading import attention_rollout, head_stats
+from .trace_diff import StepDiff, TraceDiff, diff
 from .weights import INIT_SCHEMES, MultiHeadWeights
 
 __all__ = [
     "AttentionTrace", "AttnvizInputError", "DEFAULT_MAX_TOKENS", "INIT_SCHEMES", "MAX_TOKENS",
-    "MultiHeadWeights", "attention", "PRESET_NAMES", "Preset", "PretrainedModel", "PretrainedTrace", "Step",
-    "embed_tokens", "figures", "load_preset", "parse_matrix", "presets", "report_html",
-    "sinusoidal_positions", "softmax", "tokenize", "trace_attention", "trace_qkv", "truncate",
+    "MultiHeadWeights", "attention", "PRESET_NAMES", "Preset", "PretrainedModel",
+    "PretrainedTrace", "Step", "StepDiff", "TraceDiff", "attention_rollout", "diff",
+    "embed_tokens", "figures", "head_stats", "load_preset", "parse_matrix", "presets",
+    "report_html", "sinusoidal_positions", "softmax", "tokenize", "trace_attention", "trace_qkv",
+    "truncate",
 ]
 
 

@@ -27,12 +27,14 @@ import numpy as np
 
 from .arrays import readonly
 from .cache import SizedCache, arrays_in, nbytes
-from .engine import AttentionTrace, trace_attention
+from .engine import AttentionTrace, attention, trace_attention
 from .errors import AttnvizInputError
+from .reading import value_norms
 from .weights import MultiHeadWeights
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MIN_TOKENS = 3              # [CLS], one word piece, [SEP]
+_SCORE_CELLS = 1 << 23      # attention scores computed at once for embeddings (32 MB float32)
 _DTYPE = np.float32         # the model's own precision; float64 would be no closer to
                             # transformers, whose own float32 error is the floor (~5e-6)
 
@@ -112,6 +114,15 @@ class PretrainedTrace:
     def attentions(self) -> np.ndarray:
         """(layers, heads, n, n): every layer's softmax weights, as BertViz takes them."""
         return readonly(np.stack([t.weights for t in self.traces]))
+
+    @cached_property
+    def value_norms(self) -> np.ndarray:
+        """(layers, heads, n, n): ‖α_ij · (x_j W_V,h + b_V,h) W_O,h‖₂, the size of what query i
+        takes from key j through head h (Kobayashi et al. 2020), where W_O,h is the rows of W_O
+        that head h's output meets. Beside ``attentions``: a large weight on a token whose
+        transformed value is small (often [SEP] or a full stop) moves little."""
+        return readonly(np.stack([value_norms(t.weights, t.v, t.params.w_o)
+                                  for t in self.traces]))
 
     @property
     def truncated(self) -> bool:
@@ -224,9 +235,8 @@ class PretrainedModel:
         encoding = self.encode(text, max_tokens)
         h = self._embed(encoding.ids)                                # (n, d_model)
         hidden, traces = [h], []
-        for block in self._blocks:
-            t = trace_attention(h, block.attention)
-            h = self._after_attention(block, h, t.output)            # (n, d_model)
+        for layer in range(self.num_layers):
+            h, t = self._layer(layer, h, self._traced)              # (n, d_model)
             traces.append(t)
             hidden.append(readonly(h))
         return PretrainedTrace(encoding=encoding, traces=traces, hidden_states=hidden)
@@ -240,6 +250,144 @@ class PretrainedModel:
     def hidden_states(self, text: str, max_tokens: int | None = None) -> list[np.ndarray]:
         """num_layers + 1 arrays (n, d_model): the embeddings, then each layer's output."""
         return self.run(text, max_tokens).hidden_states
+
+    # ---- sentence embeddings and head ablation --------------------------------------------------
+    @cached_property
+    def embed_max_tokens(self) -> int:
+        """The most tokens ``embed`` reads unless told: sentence-transformers' max_seq_length
+        for this model (256, in sentence_bert_config.json), else the model's own limit."""
+        file = self.path / "sentence_bert_config.json"
+        if not file.is_file():
+            return self.max_tokens
+        limit = json.loads(file.read_text(encoding="utf-8")).get("max_seq_length")
+        return self.max_tokens if limit is None else max(MIN_TOKENS, min(int(limit),
+                                                                         self.max_tokens))
+
+    def embed(self, text: str, head_mask=None, max_tokens: int | None = None) -> np.ndarray:
+        """(d_model,) float32 of length 1: the sentence embedding, as sentence-transformers
+        computes it for this model — the last layer's output averaged over every token ([CLS]
+        and [SEP] included), divided by its norm — for the first `max_tokens` tokens (None:
+        ``embed_max_tokens``, 256, where sentence-transformers cuts).
+
+        head_mask (layers, heads) of 0/1 (or bool): 0 removes that head in every position —
+        its Z is zeroed before W_O, what BERT's ``head_mask`` did — so the layer's output is
+        the other heads' part of Concat·W_O, plus b_O. None (or all ones): every head kept.
+        """
+        keep = self._check_head_mask(head_mask)[None]              # (1, layers, heads)
+        h = self._embed(self.encode(text, self._embed_limit(max_tokens)).ids)  # (n, d_model)
+        attend = self._plain(keep, len(h))
+        for layer in range(self.num_layers):
+            h, _ = self._layer(layer, h, attend)                     # (n, d_model)
+        return _mean_unit(h)
+
+    def head_ablation_effects(self, text_a: str, text_b: str, *, max_tokens: int | None = None,
+                              on_progress=None):
+        """How much removing each single head changes the similarity of two texts: a pandas
+        DataFrame, one row per head, columns ``layer``, ``head``, ``similarity`` (cosine of
+        ``embed(text_a, m)`` and ``embed(text_b, m)``, m removing only that head) and
+        ``change`` (similarity − the similarity with every head, which is also in
+        ``df.attrs["baseline"]``), sorted by |change|, largest first (ties: layer, head).
+
+        on_progress(done, total), if given, is called after each layer of each text's pass,
+        e.g. for a progress bar; done and total count variants of a text carried through one
+        layer (the work). Each text takes one forward pass over a batch of its variants that
+        grows layer by layer (``_single_head_ablations``), not 73 passes.
+        """
+        import pandas as pd
+
+        limit = self._embed_limit(max_tokens)
+        per_text = sum(1 + self.num_heads * (layer + 1) for layer in range(self.num_layers))
+        progress = _Progress(on_progress, 2 * per_text)
+        base_a, each_a = self._single_head_ablations(text_a, limit, progress)  # (d,), (L, H, d)
+        base_b, each_b = self._single_head_ablations(text_b, limit, progress)
+        baseline = float(np.dot(base_a, base_b))                    # both have length 1
+        similarity = np.einsum("lhd,lhd->lh", each_a, each_b, dtype=np.float64)  # (L, H)
+        layers, heads = np.indices(similarity.shape)
+        table = pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel(),
+                              "similarity": similarity.ravel(),
+                              "change": similarity.ravel() - baseline})
+        order = np.argsort(-np.abs(table["change"].to_numpy()), kind="stable")
+        table = table.iloc[order].reset_index(drop=True)
+        table.attrs["baseline"] = baseline
+        return table
+
+    def _single_head_ablations(self, text: str, limit: int, progress: "_Progress"):
+        """The embedding of `text` with every head (d_model,), and with each single head
+        removed (layers, heads, d_model), from one forward pass over a batch of variants of the
+        text that grows: variant 0 keeps every head; just before layer l, H copies of variant
+        0's rows join, copy v removing head v of layer l. Below layer l they all equal variant
+        0, so those layers are not run again for them."""
+        n_layers, n_heads = self.num_layers, self.num_heads
+        rows = self._embed(self.encode(text, limit).ids)            # (n, d_model): variant 0
+        n = len(rows)
+        keep = np.ones((1, n_layers, n_heads), dtype=bool)          # (variants, layers, heads)
+        for layer in range(n_layers):
+            joining = np.ones((n_heads, n_layers, n_heads), dtype=bool)
+            joining[np.arange(n_heads), layer, np.arange(n_heads)] = False
+            keep = np.concatenate([keep, joining])
+            rows = np.concatenate([rows, np.tile(rows[:n], (n_heads, 1))])  # (variants·n, d)
+            rows, _ = self._layer(layer, rows, self._plain(keep, n))
+            progress.add(len(keep))
+        pooled = _mean_unit(rows.reshape(len(keep), n, -1))         # (1 + layers·heads, d)
+        return pooled[0], pooled[1:].reshape(n_layers, n_heads, -1)
+
+    def _embed_limit(self, max_tokens) -> int:
+        return self.embed_max_tokens if max_tokens is None else self._check_max_tokens(max_tokens)
+
+    def _check_head_mask(self, head_mask) -> np.ndarray:
+        """head_mask as (layers, heads) bool, True = the head is kept (None: every head)."""
+        shape = (self.num_layers, self.num_heads)
+        if head_mask is None:
+            return np.ones(shape, dtype=bool)
+        mask = _as_array(head_mask, "head_mask")
+        if mask.shape != shape:
+            raise AttnvizInputError(
+                f"head_mask must have shape {shape} (layers × heads: one 0 or 1 per head), "
+                f"not {mask.shape}")
+        if mask.dtype == bool:
+            return mask
+        if not (np.issubdtype(mask.dtype, np.integer) or np.issubdtype(mask.dtype, np.floating)):
+            raise AttnvizInputError(f"head_mask must hold the numbers 0 and 1, not {mask.dtype}")
+        bad = (mask != 0) & (mask != 1)
+        if bad.any():
+            layer, head = (int(i) for i in np.argwhere(bad)[0])
+            raise AttnvizInputError(
+                f"head_mask may hold only 0 (head removed) and 1 (head kept), but layer {layer}, "
+                f"head {head} holds {mask[layer, head].item()!r}")
+        return mask == 1
+
+    def _layer(self, layer: int, h: np.ndarray, attend) -> tuple[np.ndarray, AttentionTrace | None]:
+        """Encoder layer `layer` on h (rows, d_model): attention, then residual + LayerNorm,
+        the feed-forward layer, residual + LayerNorm. Returns (its output (rows, d_model), what
+        `attend` gave beside the attention output: the trace, or None).
+
+        attend(layer, h) → (attention output (rows, d_model), trace or None) is ``_traced``
+        (one text, every intermediate kept: ``run``) or ``_plain`` (variants of a text, their
+        rows one after another, heads silenced, nothing kept: ``embed``). All the rest of BERT
+        works on each row alone, so it does not care which rows belong to which variant.
+        """
+        attended, t = attend(layer, h)
+        return self._after_attention(self._blocks[layer], h, attended), t
+
+    def _traced(self, layer: int, h: np.ndarray) -> tuple[np.ndarray, AttentionTrace]:
+        """attend for ``_layer``: layer `layer`'s attention on one text h (n, d_model), traced
+        by the engine; (its output (n, d_model), the trace)."""
+        t = trace_attention(h, self._blocks[layer].attention)
+        return t.output, t
+
+    def _plain(self, keep: np.ndarray, n: int):
+        """attend for ``_layer``: B = len(keep) variants of a text of n tokens, their rows one
+        after another (B·n, d_model); variant b silences the heads where keep[b, layer] is
+        False. No trace is kept; a few variants at a time, so the scores stay small."""
+        def attend(layer: int, h: np.ndarray) -> tuple[np.ndarray, None]:
+            x = h.reshape(len(keep), n, -1)                              # (B, n, d_model)
+            w = self._blocks[layer].attention
+            step = max(1, _SCORE_CELLS // (w.num_heads * n * n))         # variants at a time
+            out = [_attention_output(x[i:i + step], w, keep[i:i + step, layer])
+                   for i in range(0, len(x), step)]
+            return np.concatenate(out).reshape(h.shape), None
+
+        return attend
 
     def _embed(self, ids: np.ndarray) -> np.ndarray:
         e = self._word[ids] + self._position[:len(ids)] + self._token_type   # (n, d_model)
@@ -261,6 +409,55 @@ class PretrainedModel:
                 f"the token limit must be a whole number from {MIN_TOKENS} to {self.max_tokens} "
                 f"(the model's limit, [CLS] and [SEP] included), not {max_tokens!r}")
         return int(max_tokens)
+
+
+def _attention_output(x: np.ndarray, w: MultiHeadWeights, keep: np.ndarray) -> np.ndarray:
+    """MultiHead(x) for B texts at once, x (B, n, d_model) → (B, n, d_out), with the heads
+    where keep (B, H) is False silenced: their Z zeroed before W_O, what BERT's head_mask did.
+    The engine's formula written plainly (``attention``) and batched; no intermediate is kept.
+    """
+    b, n, _ = x.shape
+    h, d_k = w.num_heads, w.d_k
+    mat, bias = w.stacked("qkv", x.dtype)                       # (d_model, H·(2 d_k + d_v))
+    flat = x.reshape(b * n, -1) @ mat                           # (B·n, H·(2 d_k + d_v))
+    if bias is not None:
+        flat += bias
+    cuts = (0, h * d_k, 2 * h * d_k, flat.shape[1])
+    q, k, v = (flat[:, i:j].reshape(b, n, h, -1).transpose(0, 2, 1, 3)   # (B, H, n, d)
+               for i, j in zip(cuts, cuts[1:]))
+    z, _ = attention(q, k, v)                                   # (B, H, n, d_v)
+    z *= keep[:, :, None, None]
+    concat = z.transpose(0, 2, 1, 3).reshape(b * n, -1)         # (B·n, H·d_v)
+    out = concat @ w.w_o.astype(x.dtype, copy=False)
+    if w.b_o is not None:
+        out += w.b_o.astype(x.dtype, copy=False)
+    return out.reshape(b, n, -1)
+
+
+def _mean_unit(h: np.ndarray) -> np.ndarray:
+    """(…, d_model): the mean of the rows of h (…, n, d_model), divided by its length."""
+    pooled = h.mean(axis=-2)
+    return pooled / np.linalg.norm(pooled, axis=-1, keepdims=True)
+
+
+class _Progress:
+    """Calls on_progress(done, total) as work is done; nothing when on_progress is None."""
+
+    def __init__(self, on_progress, total: int):
+        self.on_progress, self.total, self.done = on_progress, total, 0
+
+    def add(self, amount: int) -> None:
+        self.done += amount
+        if self.on_progress is not None:
+            self.on_progress(self.done, self.total)
+
+
+def _as_array(value, name: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError):
+        raise AttnvizInputError(f"{name} is not an array of numbers: are some rows longer "
+                                f"than others?") from None
 
 
 # ---- loading --------------------------------------------------------------------------------

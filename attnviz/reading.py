@@ -1,0 +1,177 @@
+"""Reading a model's attention beyond "here are the weights": rollout through the layers, the
+size of what each weight moves (value norms), and a few statistics per head.
+
+Input is a stack of softmax weights, axis order (layer, head, query, key), as
+``PretrainedModel.run(text).attentions`` gives it: (layers, heads, n, n), each row summing to 1.
+Plain numpy (pandas for the statistics table); no model is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .arrays import as_matrix
+from .errors import AttnvizInputError
+
+ROW_SUM_TOLERANCE = 1e-3      # how far a row's sum may be from 1 (rounded or float32 weights)
+CLS, SEP = "[CLS]", "[SEP]"   # BERT's special tokens, as the model's tokenizer writes them
+
+__all__ = ["attention_rollout", "head_stats", "value_norms"]
+
+
+# ---- rollout (Abnar & Zuidema 2020) ----------------------------------------------------------
+
+def attention_rollout(attentions, residual: bool = True) -> np.ndarray:
+    """How much of each token's representation after layer l comes from each input token, if
+    information flowed only along the attention weights. (layers, n, n), row i of layer l sums
+    to 1: entry [l, i, j] is the share of token j (an input token) in token i after layer l.
+
+        Â_l = ½ mean_h(A_l) + ½ I, rows renormalised    (residual=True: the skip connection)
+        Â_l = mean_h(A_l)                               (residual=False)
+        R_0 = Â_0,   R_l = Â_l R_{l−1}
+
+    attentions (layers, heads, n, n): softmax weights, each row summing to 1.
+    Computed in float64, returned in the attentions' float dtype.
+    """
+    a = _check_attentions(attentions)                           # (L, H, n, n)
+    mixed = a.mean(axis=1, dtype=np.float64)                    # (L, n, n) mean over heads
+    if residual:
+        mixed = 0.5 * mixed + 0.5 * np.eye(a.shape[-1])
+        mixed /= mixed.sum(axis=-1, keepdims=True)
+    rollout = np.empty_like(mixed)                              # (L, n, n)
+    rollout[0] = mixed[0]
+    for layer in range(1, len(mixed)):
+        rollout[layer] = mixed[layer] @ rollout[layer - 1]
+    return rollout.astype(a.dtype, copy=False)
+
+
+# ---- value norms (Kobayashi et al. 2020) -------------------------------------------------------
+
+def value_norms(weights, v, w_o) -> np.ndarray:
+    """‖α_ij · f_h(v_j)‖₂ for every head, query i and key j: how much key j actually moves
+    query i's output through head h, not only how much it is attended to.
+
+    f_h(v_j) = v_j W_O,h is value vector j (bias included: v_j = x_j W_V,h + b_V,h) carried
+    through W_O,h, the rows of W_O that head h's output meets in the concatenation.
+    weights (H, n_q, n_k), v (H, n_k, d_v), w_o (H·d_v, d_out) → (H, n_q, n_k).
+    Weights are never negative, so ‖α f‖ = α ‖f‖.
+    """
+    h, n_k, d_v = v.shape
+    w_o_heads = np.asarray(w_o).reshape(h, d_v, -1)             # (H, d_v, d_out): W_O,h
+    moved = np.matmul(v, w_o_heads)                             # (H, n_k, d_out): f_h(v_j)
+    sizes = np.linalg.norm(moved, axis=-1)                      # (H, n_k)
+    return weights * sizes[:, None, :]                          # (H, n_q, n_k)
+
+
+# ---- statistics per head ---------------------------------------------------------------------
+
+def head_stats(attentions, tokens: Sequence[str]):
+    """A pandas DataFrame, one row per (layer, head) in layer-major order (layer 0 head 0,
+    layer 0 head 1, …), with the columns
+
+    - ``layer``, ``head``: from 0;
+    - ``entropy``: each query row's entropy −Σ_j a_ij log₂ a_ij in bits (0 log 0 = 0),
+      averaged over queries: 0 = every query looks at one key, log₂ n = uniform;
+    - ``max_weight``: each row's largest weight, averaged over queries;
+    - ``on_cls``, ``on_sep``: the share of each query's weight on the [CLS] (resp. [SEP])
+      tokens — every position whose token is exactly that string; 0 where there is none;
+    - ``on_self``: the weight each query puts on its own position;
+    - ``on_prev``, ``on_next``: the weight on the position just before (after) the query,
+      averaged over the queries that have one: the first query has no previous token and the
+      last no next one, so they are left out of that mean (not counted as 0); NaN when n = 1.
+
+    Every share is averaged over queries. attentions (layers, heads, n, n), rows summing to 1;
+    tokens: n strings, one per position.
+    """
+    import pandas as pd
+
+    a = _check_attentions(attentions).astype(np.float64, copy=False)  # (L, H, n, n)
+    layers, heads, n, _ = a.shape
+    tokens = _check_tokens(tokens, n)
+    per_head = {                                                 # each (L, H)
+        "entropy": _row_entropy(a).mean(axis=-1),
+        "max_weight": a.max(axis=-1).mean(axis=-1),
+        "on_cls": _share_on(a, tokens, CLS),
+        "on_sep": _share_on(a, tokens, SEP),
+        "on_self": _mean_diagonal(a, 0),
+        "on_prev": _mean_diagonal(a, -1),                        # a[i, i−1], i = 1 … n−1
+        "on_next": _mean_diagonal(a, 1),                         # a[i, i+1], i = 0 … n−2
+    }
+    table = {"layer": np.repeat(np.arange(layers), heads),
+             "head": np.tile(np.arange(heads), layers)}
+    table.update((name, values.ravel()) for name, values in per_head.items())
+    return pd.DataFrame(table)
+
+
+def _row_entropy(a: np.ndarray) -> np.ndarray:
+    """(…, n_q): −Σ_j a_ij log₂ a_ij of each row, with 0 log 0 = 0."""
+    logs = np.log2(a, where=a > 0, out=np.zeros_like(a))
+    return -(a * logs).sum(axis=-1)
+
+
+def _share_on(a: np.ndarray, tokens: list[str], token: str) -> np.ndarray:
+    """(L, H): the weight each query puts on every position holding `token`, mean over queries."""
+    columns = [j for j, t in enumerate(tokens) if t == token]
+    return a[..., columns].sum(axis=-1).mean(axis=-1)            # no such token: 0
+
+
+def _mean_diagonal(a: np.ndarray, offset: int) -> np.ndarray:
+    """(L, H): mean of a[…, i, i + offset] over the queries i that have such a key."""
+    if a.shape[-1] <= abs(offset):
+        return np.full(a.shape[:2], np.nan)
+    return np.diagonal(a, offset=offset, axis1=-2, axis2=-1).mean(axis=-1)
+
+
+# ---- checks ------------------------------------------------------------------------------------
+
+def _check_attentions(attentions) -> np.ndarray:
+    """attentions as a (layers, heads, n, n) float array of softmax weights, or an
+    AttnvizInputError saying what is wrong in a learner's words."""
+    try:
+        a = np.asarray(attentions)
+    except (TypeError, ValueError):
+        raise AttnvizInputError("attentions is not an array of numbers: are some rows longer "
+                                "than others?") from None
+    if a.ndim != 4:
+        raise AttnvizInputError(
+            f"attentions must be 4-D: (layers, heads, queries, keys), as run.attentions is; "
+            f"this one has {a.ndim} dimensions, shape {a.shape}"
+            + (" (one layer? pass it as attentions[None])" if a.ndim == 3 else ""))
+    a = as_matrix(a, "attentions", ndim=4)
+    if a.shape[-1] != a.shape[-2]:
+        raise AttnvizInputError(
+            f"attentions must be square in their last two axes (each token attends to every "
+            f"token of the same text), but they have {a.shape[-2]} queries and "
+            f"{a.shape[-1]} keys")
+    if (a < 0).any():
+        where = _position(np.argwhere(a < 0)[0])
+        raise AttnvizInputError(f"attentions has a negative weight at {where}: softmax "
+                                f"weights are never negative")
+    sums = a.sum(axis=-1, dtype=np.float64)                          # (L, H, n)
+    off = np.abs(sums - 1) > ROW_SUM_TOLERANCE
+    if off.any():
+        first = tuple(np.argwhere(off)[0])
+        raise AttnvizInputError(
+            f"the weights of {_position(first)} sum to {sums[first]:.6g}, not 1: each query's "
+            f"weights over the keys must sum to 1 (softmax weights do)")
+    return a
+
+
+def _position(index) -> str:
+    names = ("layer", "head", "query", "key")
+    return ", ".join(f"{name} {int(i)}" for name, i in zip(names, index))
+
+
+def _check_tokens(tokens, n: int) -> list[str]:
+    if isinstance(tokens, str) or not isinstance(tokens, (Sequence, np.ndarray)):
+        raise AttnvizInputError(
+            f"tokens must be a list of strings, one per position, not {type(tokens).__name__}")
+    if len(tokens) != n:
+        raise AttnvizInputError(
+            f"there are {len(tokens)} tokens but the attentions have {n} positions: give one "
+            f"token per position ([CLS] and [SEP] included)")
+    if not all(isinstance(t, str) for t in tokens):
+        raise AttnvizInputError("tokens must be strings (the tokens' text)")
+    return list(tokens)
