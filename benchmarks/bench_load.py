@@ -120,6 +120,12 @@ def rss_mb(pids: list[int]) -> float:
     return total * PAGE_SIZE / 2**20
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes of the machine spent busy (/proc/stat: all but idle, iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / CLK_TCK
+
+
 class PeakRss:
     """Samples the RSS of `pids` twice a second in a thread; `.peak` in MB."""
 
@@ -604,6 +610,7 @@ class Target:
     pids: list[int]                # the server processes (CPU, RSS); empty = not measured
     proxy: bool = False
     replica_urls: list[str] = field(default_factory=list)
+    helper_pids: list[int] = field(default_factory=list)     # haproxy
 
 
 def warm_up(target_urls: list[str], registry: Words, timeout: float) -> None:
@@ -627,7 +634,8 @@ def phase(title: str, target: Target, registry: Words, first_index: int, n: int,
     ended inside the `duration` window)."""
     before = [session_events(u) for u in target.replica_urls]
     cpu0, wall0 = cpu_seconds(target.pids), time.monotonic()
-    client0 = time.process_time()
+    client0, busy0 = time.process_time(), machine_busy_seconds()
+    helpers0 = cpu_seconds(target.helper_pids)
     with PeakRss(target.pids) as peak:
         results = asyncio.run(run_sessions(
             target.url, registry, first_index, n, views=views, interval=interval, ramp=ramp,
@@ -636,12 +644,15 @@ def phase(title: str, target: Target, registry: Words, first_index: int, n: int,
     wall = time.monotonic() - wall0
     cpu = cpu_seconds(target.pids) - cpu0
     client = time.process_time() - client0
+    others = (machine_busy_seconds() - busy0 - cpu - client
+              - (cpu_seconds(target.helper_pids) - helpers0))
     after = [session_events(u) for u in target.replica_urls]
     n_views = sum(len(r.views) for r in results)
     print(f"\n{title}")
     print_views(results)
     line = (f"    {n_views} page views in {wall:.1f} s = {n_views / wall:.2f} views/s; "
-            f"bench client CPU {client:.1f} s")
+            f"bench client CPU {client:.1f} s; other processes on the machine "
+            f"{others / wall:.2f} cores")
     if target.pids:
         line += (f"; server CPU {cpu:.1f} s = {cpu / max(1, n_views):.3f} s per view "
                  f"({cpu / wall:.2f} cores); RSS now {rss_mb(target.pids):.0f} MB, "
@@ -715,9 +726,9 @@ def replicated(args) -> None:
     try:
         proxies = [Proxy(servers[:1]), Proxy(servers)]
         one = Target(proxies[0].url, [servers[0].pid], proxy=True,
-                     replica_urls=[servers[0].url])
+                     replica_urls=[servers[0].url], helper_pids=[proxies[0].pid])
         many = Target(proxies[1].url, [s.pid for s in servers], proxy=True,
-                      replica_urls=[s.url for s in servers])
+                      replica_urls=[s.url for s in servers], helper_pids=[proxies[1].pid])
         warm_up([s.url for s in servers], registry, args.timeout)
         print(f"{args.replicas} replicas (streamlit run app.py, pids "
               f"{', '.join(str(s.pid) for s in servers)}) behind haproxy "
