@@ -173,15 +173,17 @@ class Server:
     """`streamlit run app.py` on 127.0.0.1 and a free port (the project's .streamlit config
     applies); its log goes to a temporary file."""
 
-    def __init__(self):
+    def __init__(self, options: list[str] = ()):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile(prefix="bench_load_streamlit_", suffix=".log",
                                                delete=False)
+        extra = [arg for option in options
+                 for arg in ("--" + option.split("=", 1)[0], option.split("=", 1)[1])]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",
-             "--browser.gatherUsageStats", "false"],
+             "--browser.gatherUsageStats", "false", *extra],
             cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         wait_healthy(self.url, self.proc)
@@ -696,11 +698,12 @@ def single(args) -> None:
     if args.url:
         target = Target(args.url.rstrip("/"), [args.pid] if args.pid else [])
     else:
-        server = Server()
+        server = Server(args.option)
         target = Target(server.url, [server.pid])
     try:
         warm_up([target.url], registry, args.timeout)
-        print(f"server: {'given ' + target.url if args.url else 'streamlit run app.py'} "
+        started = "streamlit run app.py " + " ".join(f"--{o}" for o in args.option)
+        print(f"server: {'given ' + target.url if args.url else started.strip()} "
               f"(pid {target.pids[0] if target.pids else 'unknown'}); "
               f"{len(registry.pool)} candidate words, {args.words} per sentence")
         index = 0
@@ -720,7 +723,7 @@ def single(args) -> None:
 
 def replicated(args) -> None:
     registry = Words(args.words, args.seed)
-    servers = [Server() for _ in range(args.replicas)]
+    servers = [Server(args.option) for _ in range(args.replicas)]
     names = [f"r{i}" for i in range(1, args.replicas + 1)]
     proxies = []
     try:
@@ -783,6 +786,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds a page view may take before it counts as an error")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a Streamlit config option for the servers started, e.g. "
+                             "runner.postScriptGC=false (repeatable)")
     parser.add_argument("--url", help="an already running server (or proxy): no server "
                                       "is started")
     parser.add_argument("--pid", type=int, help="with --url: the server's pid, for CPU and RSS")
