@@ -38,6 +38,9 @@ replica named by the proxy on every response, the session id kept across the rec
 each replica's own count of connects and reconnects from /_stcore/metrics), and the
 throughput of a closed loop (each session asks for its next page as soon as the last one
 finished, `--duration` s) through the proxy with one replica and with K replicas.
+`--without-cookie` is the control: the same proxy without its affinity cookie (round robin),
+where sessions that reconnect land on the other replica and lose their sentence.
+`--option runner.postScriptGC=false` (any Streamlit option) goes to the servers started.
 
 The numbers are measured in one run on a shared 2-core machine: the bench itself (one
 Python process) and, with replicas, haproxy use the same cores as the servers.
@@ -216,10 +219,14 @@ def session_events(url: str) -> dict[str, float]:
     return out
 
 
-def local_haproxy_cfg(servers: list[Server]) -> str:
+def local_haproxy_cfg(servers: list[Server], *, cookie: bool = True) -> str:
     """deploy/haproxy.cfg with the servers between its `BEGIN servers` and `END servers`
-    marks replaced by these local ones (everything else as shipped)."""
+    marks replaced by these local ones (everything else as shipped). `cookie=False` is the
+    control: no affinity cookie, round robin."""
     text = HAPROXY_CFG.read_text()
+    if not cookie:
+        text = re.sub(r"(?m)^\s*(cookie|dynamic-cookie-key) .*\n", "", text)
+        text = text.replace("balance leastconn", "balance roundrobin")
     lines = "".join(f"    server r{i} 127.0.0.1:{s.port} check\n"
                     for i, s in enumerate(servers, 1))
     new, n = re.subn(r"(?ms)^([ \t]*# BEGIN servers[^\n]*\n).*?^([ \t]*# END servers)",
@@ -233,7 +240,7 @@ class Proxy:
     """Debian's haproxy on 127.0.0.1 and a free port in front of `servers`, with the replica
     named in a response header (ATTNVIZ_SHOW_REPLICA)."""
 
-    def __init__(self, servers: list[Server]):
+    def __init__(self, servers: list[Server], *, cookie: bool = True):
         haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
         if not Path(haproxy).exists():
             sys.exit("--replicas needs haproxy: apt-get install -y haproxy")
@@ -241,7 +248,7 @@ class Proxy:
         self.url = f"http://127.0.0.1:{self.port}"
         self.cfg = tempfile.NamedTemporaryFile("w", prefix="bench_load_haproxy_",
                                                suffix=".cfg", delete=False)
-        self.cfg.write(local_haproxy_cfg(servers))
+        self.cfg.write(local_haproxy_cfg(servers, cookie=cookie))
         self.cfg.close()
         self.log = tempfile.NamedTemporaryFile(prefix="bench_load_haproxy_", suffix=".log",
                                                delete=False)
@@ -696,7 +703,8 @@ def single(args) -> None:
     registry = Words(args.words, args.seed)
     server = None
     if args.url:
-        target = Target(args.url.rstrip("/"), [args.pid] if args.pid else [])
+        # a GET / first and its cookies on every request, as a browser: a proxy's affinity
+        target = Target(args.url.rstrip("/"), [args.pid] if args.pid else [], proxy=True)
     else:
         server = Server(args.option)
         target = Target(server.url, [server.pid])
@@ -727,12 +735,15 @@ def replicated(args) -> None:
     names = [f"r{i}" for i in range(1, args.replicas + 1)]
     proxies = []
     try:
-        proxies = [Proxy(servers[:1]), Proxy(servers)]
+        proxies = [Proxy(servers[:1]), Proxy(servers, cookie=not args.without_cookie)]
         one = Target(proxies[0].url, [servers[0].pid], proxy=True,
                      replica_urls=[servers[0].url], helper_pids=[proxies[0].pid])
         many = Target(proxies[1].url, [s.pid for s in servers], proxy=True,
                       replica_urls=[s.url for s in servers], helper_pids=[proxies[1].pid])
         warm_up([s.url for s in servers], registry, args.timeout)
+        if args.without_cookie:
+            print("CONTROL: the proxy in front of the replicas has no affinity cookie (round "
+                  "robin): sessions that reconnect may land on another replica")
         print(f"{args.replicas} replicas (streamlit run app.py, pids "
               f"{', '.join(str(s.pid) for s in servers)}) behind haproxy "
               f"({HAPROXY_CFG.relative_to(ROOT)}, servers replaced by the local ones); "
@@ -794,6 +805,9 @@ def main() -> None:
     parser.add_argument("--pid", type=int, help="with --url: the server's pid, for CPU and RSS")
     parser.add_argument("--replicas", type=int, default=1,
                         help="≥ 2: start that many servers behind haproxy")
+    parser.add_argument("--without-cookie", action="store_true",
+                        help="with --replicas: a control without the affinity cookie, to see "
+                             "sessions move")
     parser.add_argument("--throughput-sessions", type=int, default=20,
                         help="with --replicas: sessions of the closed-loop throughput phases")
     parser.add_argument("--duration", type=float, default=60.0,
