@@ -202,6 +202,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+        os.unlink(self.log.name)              # kept only when the server failed to start
 
 
 def session_events(url: str) -> dict[str, float]:
@@ -282,6 +283,7 @@ class Proxy:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+        os.unlink(self.log.name)
         os.unlink(self.cfg.name)
 
 
