@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
+from .arrays import readonly
 from .engine import AttentionTrace, softmax, trace_attention, trace_qkv
 from .errors import AttnvizInputError
 from .inputs import embed_tokens, sinusoidal_positions
@@ -38,17 +40,26 @@ class Scaling:
 
 def scaling(d_k: int, *, n_samples: int = 20_000, n_keys: int = 8, seed: int = 0) -> Scaling:
     """q, k with N(0, 1) entries: q·k has variance d_k, so its spread grows as √d_k and softmax
-    saturates; dividing by √d_k brings the variance back to 1."""
-    if not 1 <= d_k <= MAX_SCALING_D_K:
-        raise AttnvizInputError(f"d_k must be between 1 and {MAX_SCALING_D_K}, not {d_k}")
+    saturates; dividing by √d_k brings the variance back to 1. The same for every learner:
+    kept for the last few d_k."""
+    if isinstance(d_k, bool) or not isinstance(d_k, (int, np.integer)) \
+            or not 1 <= d_k <= MAX_SCALING_D_K:
+        raise AttnvizInputError(f"d_k must be a whole number from 1 to {MAX_SCALING_D_K}, "
+                                f"not {d_k!r}")
+    return _scaling(int(d_k), n_samples, n_keys, seed)
+
+
+@lru_cache(maxsize=16)               # 16 × 20,000 samples: 2.6 MB
+def _scaling(d_k: int, n_samples: int, n_keys: int, seed: int) -> Scaling:
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((n_samples, d_k))
     k = rng.standard_normal((n_samples, d_k))
-    dots = np.einsum("nd,nd->n", q, k)                                # (n_samples,)
+    dots = readonly(np.einsum("nd,nd->n", q, k))                      # (n_samples,)
     row = rng.standard_normal(d_k) @ rng.standard_normal((d_k, n_keys))  # (n_keys,)
-    return Scaling(d_k=d_k, dots=dots, variance=float(dots.var()),
-                   scaled_variance=float((dots / math.sqrt(d_k)).var()), row_scores=row,
-                   row_unscaled=softmax(row), row_scaled=softmax(row / math.sqrt(d_k)))
+    return Scaling(d_k=d_k, dots=dots, variance=float(dots.var()),    # shared: read-only
+                   scaled_variance=float((dots / math.sqrt(d_k)).var()),
+                   row_scores=readonly(row), row_unscaled=readonly(softmax(row)),
+                   row_scaled=readonly(softmax(row / math.sqrt(d_k))))
 
 
 # ---- 2. why W_Q and W_K differ (tutorial 004) ---------------------------------------------------

@@ -1,5 +1,6 @@
 """The Experiments: each computation proves its point, and the page shows the proof."""
 
+import json
 import math
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 import attnviz
 from attnviz import experiments
-from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_page
+from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page
 
 W = attnviz.MultiHeadWeights.random(16, 2, seed=1)
 TOKENS = attnviz.tokenize("the quick brown fox jumps over the lazy dog")
@@ -145,3 +146,20 @@ def test_page_cross_attention_is_not_square_and_labelled():
 def test_every_tab_runs_on_other_inputs(mode, tab):
     at = open_tab(tab, mode=mode)
     no_exceptions(at)
+
+
+def test_the_histogram_sends_its_counts_not_every_sample():
+    """80 bars per histogram, each counting what np.histogram counts on the raw samples; the
+    page's √d_k tab used to send all 20,000 samples twice (253 KB, the same for every learner)."""
+    at = open_tab("√d_k scaling")
+    at.slider(key="exp_dk").set_value(16).run()
+    hist = next(c for c in at.get("plotly_chart") if "dot products" in c.proto.spec)
+    fig = json.loads(hist.proto.spec)
+    rng = np.random.default_rng(0)                             # the experiment's own recipe
+    q, k = rng.standard_normal((20_000, 16)), rng.standard_normal((20_000, 16))
+    dots = (q * k).sum(axis=1)
+    for bars, values in zip(fig["data"][:2], (dots, dots / 4)):
+        expected, edges = np.histogram(values, bins=80)
+        np.testing.assert_array_equal(decode(bars["y"]), expected)
+        np.testing.assert_allclose(decode(bars["x"]), (edges[:-1] + edges[1:]) / 2, rtol=1e-9)
+    assert len(hist.proto.spec) < 30_000
