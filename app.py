@@ -7,7 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from attnviz.ui import sidebar
+from attnviz.ui import gc_tuning, sidebar
 
 # a local file: a ":material/…:" page icon is fetched from a font host on the internet
 ICON = Path(__file__).resolve().parent / "static" / "favicon.svg"
@@ -28,4 +28,7 @@ OWN_SETTINGS = {"Train"}          # pages whose settings are on the page: no inp
 
 page = st.navigation(PAGES)
 sidebar.render(inputs=page.title not in OWN_SETTINGS)   # before the page: a page that stops
-page.run()                                              # (st.stop) ends the run
+try:                                                    # (st.stop) ends the run
+    page.run()
+finally:
+    gc_tuning.freeze_after_imports()   # the modules' objects out of the collector's walk

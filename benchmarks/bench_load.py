@@ -41,6 +41,8 @@ finished, `--duration` s) through the proxy with one replica and with K replicas
 `--without-cookie` is the control: the same proxy without its affinity cookie (round robin),
 where sessions that reconnect land on the other replica and lose their sentence.
 `--option runner.postScriptGC=false` (any Streamlit option) goes to the servers started.
+`--vary`: each session's link also sets its own sizes (d_model up to 256, up to 12 heads), seed,
+biases, causal mask and positions, so no two sessions share a trace.
 
 The numbers are measured in one run on a shared 2-core machine: the bench itself (one
 Python process) and, with replicas, haproxy use the same cores as the servers.
@@ -402,13 +404,26 @@ class SessionResult:
         return set().union(*(v.foreign for v in self.views)) if self.views else set()
 
 
+# --vary: each session's link also sets its own sizes, seed and options (so no two sessions
+# share a trace, as a class trying things out would), cycling through these.
+VARIED_SIZES = ((16, 4), (64, 4), (128, 8), (256, 8), (32, 2), (96, 12), (8, 1))
+VARY = False
+
+
+def varied_settings(index: int) -> str:
+    d_model, heads = VARIED_SIZES[index % len(VARIED_SIZES)]
+    flags = {"bias": index % 2, "causal": index % 3 == 0, "positional": index % 5 == 0}
+    return (f"&d_model={d_model}&num_heads={heads}&seed={index}"
+            + "".join(f"&{k}={'true' if v else 'false'}" for k, v in flags.items()))
+
+
 class Session:
     def __init__(self, index: int, words: list[str], base_url: str, registry: Words,
                  timeout: float):
         self.index, self.words, self.registry = index, words, registry
         self.http = base_url.rstrip("/")
         self.ws_url = "ws" + self.http[4:] + "/_stcore/stream"
-        self.query = "sentence=" + "+".join(words)
+        self.query = "sentence=" + "+".join(words) + (varied_settings(index) if VARY else "")
         self.timeout = timeout
         self.cookie: str | None = None
         self.pages: dict[str, str] = {}      # url path → page_script_hash
@@ -799,6 +814,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds a page view may take before it counts as an error")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vary", action="store_true",
+                        help="each session's link also sets its own d_model, heads, seed, "
+                             "biases, mask and positions (no two share a trace)")
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                         help="a Streamlit config option for the servers started, e.g. "
                              "runner.postScriptGC=false (repeatable)")
@@ -815,6 +833,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=60.0,
                         help="with --replicas: seconds of each throughput phase")
     args = parser.parse_args()
+    global VARY
+    VARY = args.vary
     args.sessions = [int(n) for n in args.sessions.split(",") if n.strip()]
     if args.replicas > 1:
         replicated(args)
