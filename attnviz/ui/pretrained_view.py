@@ -67,9 +67,13 @@ def shared_figure(name: str, build, *key):
     return _FIGURES.get((name, *_sentence_and_limit(), *key), build)
 
 
-def _sentence_and_limit() -> tuple[str, int]:
+def sentence_and_limit() -> tuple[str, int]:
+    """The sidebar's sentence and token limit, which every view of the model reads."""
     s = Settings.from_mapping(st.session_state)
     return s.sentence, s.max_tokens
+
+
+_sentence_and_limit = sentence_and_limit
 
 
 def load() -> PretrainedTrace:
