@@ -122,7 +122,8 @@ def survival_table(tokens: list[str], weights: np.ndarray, norms: np.ndarray) ->
     for name, keys in groups.items():
         weight, norm = shares_on_keys(weights, norms, keys)
         rows.append({"keys": name, "count": len(keys), "share of weight": weight,
-                     "share of ‖αf(x)‖": norm, "survives": norm / weight if weight else np.nan})
+                     "share of ‖αf(x)‖": norm,
+                     "survives": norm / weight if weight else np.nan})
     return pd.DataFrame(rows)
 
 
@@ -153,7 +154,9 @@ def head_stats_tab(run: PretrainedTrace) -> None:
     column = st.selectbox("Map of", list(STATS_COLUMNS), persist_state="session",
                           key="hs_column", format_func=lambda c: f"{c}: {STATS_COLUMNS[c]}")
     values = table[column].to_numpy().reshape(layers, heads)             # (L, H)
-    kind, top = ("scaled", np.log2(len(run.tokens))) if column == "entropy" else ("weights", None)
+    kind, top = "weights", None
+    if column == "entropy":                          # bits, from 0 to log₂ n (uniform)
+        kind, top = "scaled", np.log2(len(run.tokens))
     fig = pretrained_view.shared_figure("hs_map", lambda: reading_figures.layers_heads_map(
         values, title=STATS_COLUMNS[column], value_name=column, kind=kind, top=top), column)
     widgets.chart(fig, key="hs_map")
