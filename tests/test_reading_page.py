@@ -54,7 +54,7 @@ def test_rollout_is_attention_rollout_of_the_run(model):
     np.testing.assert_allclose(heatmap_z(titled(at, "Rollout after layer 3")), rollout[3],
                                rtol=1e-6)
     raw = run.attentions[3].mean(axis=0)
-    np.testing.assert_allclose(heatmap_z(titled(at, "Layer 3 alone: weights")), raw, rtol=1e-6)
+    np.testing.assert_allclose(heatmap_z(titled(at, "Layer 3, heads averaged")), raw, rtol=1e-6)
     bars = titled(at, "Rollout: row 4")["data"][0]
     np.testing.assert_allclose(decode(bars["y"]), rollout[3, 4], rtol=1e-6)
     at.checkbox(key="ro_residual").check().run()
@@ -99,7 +99,7 @@ def test_switching_heads_off_shows_the_ablated_similarity(model):
     at = page_alone(PAGE, rd_view="Ablation", ab_other=OTHER)
     no_exceptions(at)
     a, b = model.embed(DEFAULT), model.embed(OTHER)
-    assert float(metric(at, "Similarity of the two sentences")) == pytest.approx(a @ b, abs=1e-4)
+    assert float(metric(at, "Similarity")) == pytest.approx(a @ b, abs=1e-4)
     at.multiselect(key="ab_heads").set_value(["L0H3", "L5H11"])
     at.multiselect(key="ab_layers").set_value([2])
     at.run()
@@ -108,10 +108,10 @@ def test_switching_heads_off_shows_the_ablated_similarity(model):
     mask[0, 3] = mask[5, 11] = 0
     mask[2] = 0
     a_off, b_off = model.embed(DEFAULT, head_mask=mask), model.embed(OTHER, head_mask=mask)
-    shown = float(metric(at, "With those heads off"))
+    shown = float(metric(at, "Similarity, heads off"))
     assert shown == pytest.approx(a_off @ b_off, abs=1e-4)
     assert shown != pytest.approx(a @ b, abs=1e-3)
-    itself = float(metric(at, "First sentence: cosine to itself unablated"))
+    itself = float(metric(at, "Sentence 1 vs itself"))
     assert itself == pytest.approx(a_off @ a, abs=1e-4)
 
 

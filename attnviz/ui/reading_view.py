@@ -16,6 +16,7 @@ from . import pretrained_view, widgets
 from .text import token_line
 
 RANKING_MAX_TOKENS = 64       # the ablation ranking reads at most this many tokens of each text
+KEPT_COLOUR, OFF_COLOUR = "#c6dbef", "#d6604d"   # the ablation's map of heads in use
 OTHER_SENTENCE = "The animal did not cross the road because it was tired."
 STATS_COLUMNS = {"entropy": "mean row entropy (bits)", "max_weight": "mean largest weight",
                  "on_cls": "share on [CLS]", "on_sep": "share on [SEP]",
@@ -49,12 +50,9 @@ def rollout_tab(run: PretrainedTrace) -> None:
                "keeps half of the token itself (the skip connection). It is an estimate: it "
                "ignores the value vectors and the feed-forward layers.")
     layers = run.attentions.shape[0]
-    controls = st.columns([3, 1])
-    with controls[0]:
-        layer = _pick("After layer", layers, "ro_layer", "layer")
-    with controls[1]:
-        residual = st.checkbox("residual", value=True, persist_state="session", key="ro_residual",
-                               help="Add the skip connection: ½ · weights + ½ · identity.")
+    layer = _pick("After layer", layers, "ro_layer", "layer")
+    residual = st.checkbox("residual", value=True, persist_state="session", key="ro_residual",
+                           help="Add the skip connection: ½ · weights + ½ · identity.")
     tokens = run.tokens
     rollout = attention_rollout(run.attentions, residual=residual)      # (L, n, n)
     raw = run.attentions[layer].mean(axis=0)                             # (n, n)
@@ -67,7 +65,7 @@ def rollout_tab(run: PretrainedTrace) -> None:
     with right:
         fig = pretrained_view.shared_figure("rollout_raw", lambda: figures.heatmap(
             raw, row_labels=tokens, col_labels=tokens, kind="weights",
-            title=f"Layer {layer} alone: weights, mean over heads"), layer)
+            title=f"Layer {layer}, heads averaged"), layer)
         widgets.chart(fig, key="ro_raw")
     token = _pick_token(run, "ro_token", "Where did this token's information come from?")
     left, right = st.columns(2)
@@ -77,7 +75,7 @@ def rollout_tab(run: PretrainedTrace) -> None:
             value_name="share"), key="ro_bars")
     with right:
         widgets.chart(reading_figures.token_bars(
-            raw[token], tokens, title=f"Layer {layer} alone: row {token}",
+            raw[token], tokens, title=f"Layer {layer}, heads averaged: row {token}",
             value_name="weight"), key="ro_raw_bars")
 
 
@@ -108,6 +106,8 @@ def value_weighted_tab(run: PretrainedTrace) -> None:
     st.dataframe(survival_table(run.tokens, weights, norms), hide_index=True, key="vw_table",
                  column_config={c: st.column_config.NumberColumn(format="%.3f")
                                 for c in ("share of weight", "share of ‖αf(x)‖", "survives")})
+    st.caption("*survives* = share of ‖αf(x)‖ ÷ share of weight: below 1, the weight on those "
+               "keys moves less than its share; above 1, more.")
 
 
 def survival_table(tokens: list[str], weights: np.ndarray, norms: np.ndarray) -> pd.DataFrame:
@@ -160,11 +160,8 @@ def head_stats_tab(run: PretrainedTrace) -> None:
     fig = pretrained_view.shared_figure("hs_map", lambda: reading_figures.layers_heads_map(
         values, title=STATS_COLUMNS[column], value_name=column, kind=kind, top=top), column)
     widgets.chart(fig, key="hs_map")
-    controls = st.columns(2)
-    with controls[0]:
-        layer = _pick("Layer", layers, "hs_layer", "layer")
-    with controls[1]:
-        head = _pick("Head", heads, "hs_head", "head")
+    layer = _pick("Layer", layers, "hs_layer", "layer")
+    head = _pick("Head", heads, "hs_head", "head")
     pretrained_view.step_through_button(layer, head)
 
 
@@ -183,20 +180,27 @@ def head_mask(layers: int, heads: int) -> np.ndarray | None:
         chosen = st.session_state.get(key)
         if not isinstance(chosen, list) or any(c not in options for c in chosen):
             st.session_state[key] = []
-    left, right = st.columns([3, 1])
+    left, right = st.columns([2, 1])
     with left:
         off_heads = st.multiselect("Switch off heads", names, persist_state="session",
                                    key="ab_heads", placeholder="e.g. L0H3",
                                    help="L2H5 is layer 2, head 5 (both from 0).")
     with right:
-        off_layers = st.multiselect("Switch off whole layers", list(range(layers)),
+        off_layers = st.multiselect("Whole layers off", list(range(layers)),
                                     persist_state="session", key="ab_layers",
+                                    placeholder="e.g. layer 2",
                                     format_func=lambda l: f"layer {l}")
     mask = np.ones((layers, heads))
     for name in off_heads:
         layer, head = name[1:].split("H")
         mask[int(layer), int(head)] = 0
     mask[off_layers] = 0
+    fig = reading_figures.layers_heads_map(mask, title="Heads in use (red: switched off)",
+                                           value_name="kept", kind="weights")
+    fig.update_traces(showscale=False, colorscale=[[0, OFF_COLOUR], [1, KEPT_COLOUR]],
+                      xgap=2, ygap=2, hovertemplate="%{y}, %{x}: %{z:.0f} (1 = kept, "
+                                                    "0 = switched off)<extra></extra>")
+    widgets.chart(fig, key="ab_mask")
     return None if mask.all() else mask
 
 
@@ -219,14 +223,18 @@ def ablation_tab(run: PretrainedTrace) -> None:
     a, b = _embed(text_a, None), _embed(text_b, None)
     similarity = float(a @ b)
     cols = st.columns(3)
-    cols[0].metric("Similarity of the two sentences", f"{similarity:.4f}")
+    cols[0].metric("Similarity", f"{similarity:.4f}",
+                   help="Cosine of the two sentences' embeddings, every head in use.")
     if mask is None:
-        cols[1].metric("With those heads off", "—", help="Switch some heads off above.")
+        cols[1].metric("Similarity, heads off", "—", help="Switch some heads off above.")
     else:
         a_off, b_off = _embed(text_a, mask), _embed(text_b, mask)
-        cols[1].metric("With those heads off", f"{float(a_off @ b_off):.4f}",
-                       delta=f"{float(a_off @ b_off) - similarity:+.4f}", delta_color="off")
-        cols[2].metric("First sentence: cosine to itself unablated", f"{float(a_off @ a):.4f}")
+        cols[1].metric("Similarity, heads off", f"{float(a_off @ b_off):.4f}",
+                       delta=f"{float(a_off @ b_off) - similarity:+.4f}", delta_color="off",
+                       help="Cosine of the two embeddings with those heads switched off.")
+        cols[2].metric("Sentence 1 vs itself", f"{float(a_off @ a):.4f}",
+                       help="Cosine of the sidebar sentence's embedding with those heads off "
+                            "to its embedding with every head: 1 = the heads changed nothing.")
         st.caption(f"{int((mask == 0).sum())} of {mask.size} heads switched off.")
     ranking_section(text_a, text_b)
 
