@@ -22,6 +22,7 @@ PAGES = [
     st.Page("pages/multihead.py", title="Multi-head", icon=":material/view_module:"),
     st.Page("pages/experiments.py", title="Experiments", icon=":material/science:"),
     st.Page("pages/pretrained.py", title="Pretrained model", icon=":material/neurology:"),
+    st.Page("pages/reading.py", title="Read the model", icon=":material/insights:"),
     st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
 ]
 OWN_SETTINGS = {"Train"}          # pages whose settings are on the page: no input in the sidebar

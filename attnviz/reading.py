@@ -8,6 +8,7 @@ Plain numpy (pandas for the statistics table); no model is needed.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,7 +19,7 @@ from .errors import AttnvizInputError
 ROW_SUM_TOLERANCE = 1e-3      # how far a row's sum may be from 1 (rounded or float32 weights)
 CLS, SEP = "[CLS]", "[SEP]"   # BERT's special tokens, as the model's tokenizer writes them
 
-__all__ = ["attention_rollout", "head_stats", "value_norms"]
+__all__ = ["attention_rollout", "head_stats", "is_punctuation", "shares_on_keys", "value_norms"]
 
 
 # ---- rollout (Abnar & Zuidema 2020) ----------------------------------------------------------
@@ -175,3 +176,21 @@ def _check_tokens(tokens, n: int) -> list[str]:
     if not all(isinstance(t, str) for t in tokens):
         raise AttnvizInputError("tokens must be strings (the tokens' text)")
     return list(tokens)
+
+
+# ---- what survives of the weight on a few keys ----------------------------------------------
+
+def is_punctuation(token: str) -> bool:
+    """True for a token made only of punctuation marks ("." "," "'" "?!"), not [CLS]/[SEP]."""
+    return bool(token) and all(unicodedata.category(c).startswith("P") for c in token)
+
+
+def shares_on_keys(weights, norms, keys) -> tuple[float, float]:
+    """(share of the weight, share of ‖αf(x)‖) that one head's queries put on the key
+    positions `keys`, each over the whole matrix: Σ_i Σ_{j∈keys} a_ij / Σ_ij a_ij, and the
+    same for the norms. weights, norms (n_q, n_k). A key that takes much of the weight but
+    little of the norm (often [SEP]) is attended to without moving much."""
+    a = np.asarray(weights, dtype=np.float64)
+    v = np.asarray(norms, dtype=np.float64)
+    keys = list(keys)
+    return float(a[:, keys].sum() / a.sum()), float(v[:, keys].sum() / v.sum())

@@ -52,6 +52,7 @@ def one_head_tab() -> None:
                                   title=f"Layer {layer}, head {head}: attention weights"),
                   key="pt_head_heatmap")
     pretrained_view.step_through_button(layer, head)
+    pretrained_view.second_sentence(layer, head, view, hide)
 
 
 def head_view_tab() -> None:

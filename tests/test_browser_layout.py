@@ -26,13 +26,16 @@ EXPERIMENT_TABS = ["√d_k scaling", "Tied vs separate Q/K", "Raw softmax(XXᵀ)
                    "Bug: scale after softmax"]
 PRETRAINED_TABS = ["Model view: every layer and head", "One head",
                    "Head view: one layer, every head"]
+READING_TABS = ["Rollout", "Value-weighted", "Head statistics", "Ablation",
+                "button:Rank every head"]
 # (URL path and query, tabs to open one after the other, or [None] for the page as it opens):
 # every page, the Step by step page at its weights step, then with its vector view switched on
-# ("toggle:<label>" clicks a toggle instead of a tab)
+# ("toggle:<label>" clicks a toggle instead of a tab, "button:<label>" a button)
 VIEWS = [("", [None]), ("inputs", [None]),
          ("steps?step=weights", [None, "toggle:Show the vector view"]),
          ("multihead", MULTIHEAD_TABS),
-         ("pretrained", PRETRAINED_TABS), ("experiments", EXPERIMENT_TABS)]
+         ("pretrained", PRETRAINED_TABS), ("experiments", EXPERIMENT_TABS),
+         ("reading", READING_TABS)]
 CHINESE = "早上好，今天天气很好。我们一起去公园散步吧"
 CHINESE_VIEWS = [("", [None]), ("steps?step=weights", [None]), ("multihead", MULTIHEAD_TABS),
                  ("experiments", ["Masks & padding", "Cross-attention"]),
@@ -95,6 +98,8 @@ def open_view(page, url: str, tab: str | None = None) -> None:
 def open_tab(page, tab: str) -> None:
     if tab.startswith("toggle:"):
         page.get_by_text(tab.removeprefix("toggle:"), exact=True).click()
+    elif tab.startswith("button:"):
+        page.get_by_role("button", name=tab.removeprefix("button:")).click()
     else:
         page.get_by_role("tab", name=tab).click()
     page.wait_for_timeout(300)

@@ -219,3 +219,22 @@ def test_learners_on_the_same_text_share_the_figures(monkeypatch):
     at = page_alone(PAGE, sentence=text + " and one more", pt_view=MODEL_VIEW)
     assert built == ["model_view", "head_view", "model_view"]
     assert len(model_view(at)["data"]) == 72
+
+
+def test_a_second_sentence_shows_the_same_head_and_the_difference(model):
+    other = "The animal didn't cross the road because it was too wide"
+    at = page_alone(PAGE, pt_view=ONE_HEAD, pt_layer=2, pt_head=4)
+    assert len(charts(at)) == 1                              # empty by default: off
+    at.text_input(key="pt_compare").input(other).run()
+    no_exceptions(at)
+    first, second = model.run(DEFAULT), model.run(other)
+    figs = {f["layout"]["title"]["text"]: f for f in charts(at)}
+    np.testing.assert_array_equal(heatmap_z(figs["First sentence"]), first.attentions[2, 4])
+    np.testing.assert_array_equal(heatmap_z(figs["Second sentence"]), second.attentions[2, 4])
+    same = [i for i, (a, b) in enumerate(zip(first.tokens, second.tokens)) if a == b]
+    assert "street" not in [first.tokens[i] for i in same] and len(same) == len(first.tokens) - 2
+    expected = (second.attentions[2, 4][np.ix_(same, same)]
+                - first.attentions[2, 4][np.ix_(same, same)])
+    delta = next(f for title, f in figs.items() if title.startswith("Δ weights"))
+    np.testing.assert_allclose(heatmap_z(delta), expected, atol=1e-7)
+    assert f"{np.abs(expected).max():.3f}" in delta["layout"]["title"]["text"]

@@ -1,0 +1,148 @@
+"""The Read the model page in AppTest: each tab runs alone from seeded state, and what it shows
+equals the API's own (separately tested) functions on the real model, computed here."""
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnviz import attention_rollout, head_stats
+from attnviz.pretrained import PretrainedModel
+from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, page_alone, shown_tokens
+
+PAGE = "pages/reading.py"
+DEFAULT = "The animal didn't cross the street because it was too tired"
+TABS = ("Rollout", "Value-weighted", "Head statistics", "Ablation")
+OTHER = "The animal did not cross the road because it was tired."
+
+
+@pytest.fixture(scope="module")
+def model():
+    return PretrainedModel.load()
+
+
+def titled(at, start: str) -> dict:
+    """The chart whose title starts with `start`."""
+    found = [f for f in charts(at)
+             if f["layout"].get("title", {}).get("text", "").startswith(start)]
+    assert found, [f["layout"].get("title", {}).get("text") for f in charts(at)]
+    return found[0]
+
+
+def metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def frame_with(at, column: str) -> pd.DataFrame:
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+@pytest.mark.parametrize("tab", TABS)
+def test_each_tab_runs_alone(tab):
+    at = page_alone(PAGE, rd_view=tab)
+    no_exceptions(at)
+    assert not at.error
+    assert at.tabs                                     # the page's tabs are there
+
+
+def test_rollout_is_attention_rollout_of_the_run(model):
+    at = page_alone(PAGE, rd_view="Rollout", ro_layer=3, ro_residual=False, ro_token=4)
+    no_exceptions(at)
+    run = model.run(DEFAULT)
+    rollout = attention_rollout(run.attentions, residual=False)
+    np.testing.assert_allclose(heatmap_z(titled(at, "Rollout after layer 3")), rollout[3],
+                               rtol=1e-6)
+    raw = run.attentions[3].mean(axis=0)
+    np.testing.assert_allclose(heatmap_z(titled(at, "Layer 3, heads averaged")), raw, rtol=1e-6)
+    bars = titled(at, "Rollout: row 4")["data"][0]
+    np.testing.assert_allclose(decode(bars["y"]), rollout[3, 4], rtol=1e-6)
+    at.checkbox(key="ro_residual").check().run()
+    with_residual = attention_rollout(run.attentions, residual=True)[3]
+    np.testing.assert_allclose(heatmap_z(titled(at, "Rollout after layer 3")), with_residual,
+                               rtol=1e-6)
+
+
+def test_value_weighted_heatmap_is_the_runs_value_norms(model):
+    at = page_alone(PAGE, rd_view="Value-weighted", vw_layer=2, vw_head=5)
+    no_exceptions(at)
+    run = model.run(DEFAULT)
+    norms = heatmap_z(titled(at, "Layer 2, head 5: ‖α f(x)‖"))
+    np.testing.assert_allclose(norms, run.value_norms[2, 5], rtol=1e-6)
+    np.testing.assert_array_equal(heatmap_z(titled(at, "Layer 2, head 5: weights")),
+                                  run.attentions[2, 5])
+    bar = titled(at, "Layer 2, head 5: ‖α f(x)‖")["data"][0]["colorbar"]["title"]["text"]
+    assert "‖αf(x)‖" in bar and f"{run.value_norms[2, 5].max():.3g}" in bar
+    table = frame_with(at, "share of weight").set_index("keys")
+    sep = [j for j, t in enumerate(run.tokens) if t == "[SEP]"]
+    a, v = run.attentions[2, 5].astype(float), run.value_norms[2, 5].astype(float)
+    assert table.loc["[SEP]", "share of weight"] == pytest.approx(a[:, sep].sum() / a.sum())
+    assert table.loc["[SEP]", "share of ‖αf(x)‖"] == pytest.approx(v[:, sep].sum() / v.sum())
+    assert table["share of weight"].sum() == pytest.approx(1)     # the four groups: every key
+
+
+def test_head_statistics_table_is_head_stats(model):
+    at = page_alone(PAGE, rd_view="Head statistics", hs_column="on_sep")
+    no_exceptions(at)
+    run = model.run(DEFAULT)
+    shown = frame_with(at, "entropy")
+    assert len(shown) == 72
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True),
+                                  head_stats(run.attentions, run.tokens))
+    np.testing.assert_allclose(heatmap_z(titled(at, "share on [SEP]")),
+                               head_stats(run.attentions, run.tokens)["on_sep"]
+                               .to_numpy().reshape(6, 12))
+    assert at.button(key="pt_step_through").label == "Step through this head"
+
+
+def test_switching_heads_off_shows_the_ablated_similarity(model):
+    at = page_alone(PAGE, rd_view="Ablation", ab_other=OTHER)
+    no_exceptions(at)
+    a, b = model.embed(DEFAULT), model.embed(OTHER)
+    assert float(metric(at, "Similarity")) == pytest.approx(a @ b, abs=1e-4)
+    at.multiselect(key="ab_heads").set_value(["L0H3", "L5H11"])
+    at.multiselect(key="ab_layers").set_value([2])
+    at.run()
+    no_exceptions(at)
+    mask = np.ones((6, 12))
+    mask[0, 3] = mask[5, 11] = 0
+    mask[2] = 0
+    a_off, b_off = model.embed(DEFAULT, head_mask=mask), model.embed(OTHER, head_mask=mask)
+    shown = float(metric(at, "Similarity, heads off"))
+    assert shown == pytest.approx(a_off @ b_off, abs=1e-4)
+    assert shown != pytest.approx(a @ b, abs=1e-3)
+    itself = float(metric(at, "Sentence 1 vs itself"))
+    assert itself == pytest.approx(a_off @ a, abs=1e-4)
+
+
+def test_rank_every_head_matches_head_ablation_effects(model):
+    at = page_alone(PAGE, rd_view="Ablation", ab_other="A cat sat on the mat.")
+    at.button(key="ab_rank").click().run()
+    no_exceptions(at)
+    expected = model.head_ablation_effects(DEFAULT, "A cat sat on the mat.", max_tokens=64)
+    top = frame_with(at, "change")
+    assert len(top) == 10
+    pd.testing.assert_frame_equal(top.reset_index(drop=True), expected.head(10),
+                                  check_exact=False, rtol=1e-6)
+    change = heatmap_z(titled(at, "Change in similarity"))
+    assert change[expected["layer"][0], expected["head"][0]] == pytest.approx(
+        expected["change"][0])
+    # a second learner on the same pair sees it without clicking (cached for every session)
+    again = page_alone(PAGE, rd_view="Ablation", ab_other="A cat sat on the mat.")
+    assert len(frame_with(again, "change")) == 10
+
+
+USER_TEXT = "<b>x</b> [a](http://e.x)"
+
+
+@pytest.mark.parametrize("tab", TABS)
+def test_markdown_and_html_in_user_text_show_literally(tab):
+    at = page_alone(PAGE, sentence=USER_TEXT, rd_view=tab, ab_other=USER_TEXT)
+    no_exceptions(at)
+    assert "<" in shown_tokens(at) and "[" in shown_tokens(at)
+    for element in [*at.markdown, *at.caption]:
+        outside_code = re.sub(r"(`+).*?\1", "", element.value)
+        assert "<b>" not in outside_code and "](http" not in outside_code, element.value
+    for fig in charts(at):
+        for tr in fig["data"]:
+            assert not any("<b>" in str(x) for x in tr.get("x") or [])
