@@ -75,7 +75,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 ROOT = Path(__file__).resolve().parents[1]
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
 REPLICA_HEADER = "X-Attnviz-Replica"      # set by deploy/haproxy.cfg when ATTNVIZ_SHOW_REPLICA
-PAGES = ("home", "inputs", "steps", "multihead", "experiments", "pretrained")
+PAGES = ("home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading")
 FINISHED_OK = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
 WORD = re.compile(r"[a-z]+")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
