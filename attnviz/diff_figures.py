@@ -68,7 +68,7 @@ def kl_bars(kl_row, tokens_q, *, title: str = "") -> go.Figure:
     fig.update_layout(title=dict(text=title), height=260, showlegend=False,
                       margin=dict(l=10, r=10, t=50 if title else 20, b=10),
                       yaxis=dict(title=dict(text="bits"), range=[0, top * 1.3],
-                                 rangemode="tozero"),
+                                 rangemode="tozero", automargin=True),
                       xaxis=dict(type="category", categoryorder="array", categoryarray=labels,
                                  automargin=True, title=dict(text="query")))
     return fig

@@ -24,7 +24,7 @@ from . import state, widgets
 from .text import literal
 
 KEY = "baseline"              # a Pin; not a widget's key, and never written to a link
-SHORT_TEXT = 40               # characters of a pinned sentence shown in the status
+SHORT_TEXT = 28               # characters of a pinned sentence shown in the status
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,14 @@ def pinned() -> Pin | None:
 def pin() -> None:
     """Pin the current settings and edits (as they are when the button is clicked)."""
     st.session_state[KEY] = Pin(*state.recipe())
+    # the status appears above the Inputs page's editor and moves it down: a new editor (not
+    # the moved one) takes the next click on the cell under the pointer, not on its old place
+    state.bump_editor_version()
 
 
 def unpin() -> None:
     st.session_state.pop(KEY, None)
+    state.bump_editor_version()           # the status goes: a new editor, as in `pin`
 
 
 def compare(view: View) -> Comparison | None:
@@ -96,7 +100,7 @@ def _mismatch(a: AttentionTrace, b: AttentionTrace, fallback: str) -> str:
 def describe(comp: Comparison) -> str:
     """What is pinned, in one phrase (user text included: show it with `literal`)."""
     s, base = comp.pin.settings, comp.base
-    text = s.sentence if len(s.sentence) <= SHORT_TEXT else s.sentence[:SHORT_TEXT] + "…"
+    text = s.sentence if len(s.sentence) <= SHORT_TEXT else s.sentence[:SHORT_TEXT].rstrip() + "…"
     what = {"Sentence": f"the sentence “{text}”", "Preset": f"the preset “{s.preset}”",
             "Matrix X": "your matrix X", "Q, K, V": "your Q, K and V",
             "Pretrained model": f"all-MiniLM-L6-v2 layer {s.layer} on “{text}”"}[s.mode]
@@ -128,16 +132,18 @@ def buttons(where: list, *, key: str) -> None:
                               help="Forget the baseline; the current input stays as it is.")
 
 
-def status(comp: Comparison | None, *, where=st, page: str = "Step by step") -> None:
-    """Say what is pinned and that the current trace is compared with it (or why not)."""
+def status(comp: Comparison | None, *, where=st, compact: bool = False) -> None:
+    """Say what is pinned and that the current trace is compared with it (or why not);
+    `compact`: for Step by step, where the change itself is below."""
     if comp is None:
         return
     if comp.problem:
         where.info(literal(f"Baseline: {describe(comp)}. {comp.problem}"),
                    icon=":material/push_pin:")
         return
-    where.info(literal(f"Baseline pinned: {describe(comp)}. Your changes are compared with "
-                       f"it: {page} shows each step's change from it."),
+    tail = ("every step below shows its change from it." if compact else "your changes are "
+            "compared with it: Step by step shows each step's change from it.")
+    where.info(literal(f"Baseline pinned: {describe(comp)}; {tail}"),
                icon=":material/push_pin:")
     one_sided = _one_sided(comp)
     if one_sided:
@@ -155,13 +161,14 @@ def _one_sided(comp: Comparison) -> str:
 
 def step_controls(comp: Comparison | None) -> None:
     """Step by step's compact row: what is pinned (or how to pin), Pin / Unpin."""
-    cols = st.columns([6, 2, 2], vertical_alignment="center")
+    cols = st.columns([5, 2], vertical_alignment="center")      # the buttons one above the
+    side = cols[1].container()                                  # other: whole at 1024 px
     if comp is None:
         cols[0].caption("Pin the current input as a baseline, then change it (a weight on "
                         "Inputs & weights, a setting): each step shows its change from it.")
     else:
-        status(comp, where=cols[0])
-    buttons(cols[1:], key="steps_baseline")
+        status(comp, where=cols[0], compact=True)
+    buttons([side, side], key="steps_baseline")
 
 
 def step_change(view: View, comp: Comparison | None, step: Step, head: int,
