@@ -93,8 +93,8 @@ def _mismatch(a: AttentionTrace, b: AttentionTrace, fallback: str) -> str:
              if old != new and old is not None and new is not None
              and not (name == "keys" and a.n_q != b.n_q)]
     why = "The baseline has " + "; ".join(parts) if parts else f"They differ: {fallback}"
-    return why + ". The steps cannot be compared cell by cell: pin again to compare with " \
-                 "this input."
+    return why + ". The steps cannot be compared cell by cell: pin again (on Inputs & " \
+                 "weights or Step by step) to compare with this input."
 
 
 def describe(comp: Comparison) -> str:

@@ -46,7 +46,7 @@ def matrix_with_labels(view: View, name: str, head: int | None):
 
 def actions(view: View) -> None:
     s = view.settings
-    cols = st.columns(4)
+    cols = st.columns([2, 2, 3, 2])       # the pin button widest: whole at 1024 px
     widgets.action_button(":material/casino: Randomise", _randomise, key="randomise",
                           where=cols[0], disabled=s.mode == "Preset",
                           help="New random weights and embeddings: a new seed (same "
