@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import figures
 from attnviz.labels import concat_labels, feature_labels
-from attnviz.ui import scales, state, widgets
+from attnviz.ui import baseline, scales, state, widgets
 
 state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Multi-head attention")
@@ -12,12 +12,15 @@ st.caption("Each head has its own W_Q, W_K, W_V, so each attends differently. Th
            "are put side by side and W_O mixes them back into one vector per token.")
 view = widgets.view_or_stop()
 t = view.trace
+comparison = baseline.compare(view)          # None unless a baseline is pinned
+baseline.status(comparison)
 
 st.subheader(f"Attention weights of all {t.num_heads} heads")
 st.latex(t.step("weights").formula + r",\quad h = 0, \dots, H-1")   # follows scale and mask
 scale = scales.weight_scale_picker(t.n_k)
 widgets.chart(figures.heads_grid(t, view.tokens_q, view.tokens_k, weight_scale=scale),
               key="mh_grid")
+baseline.summary(comparison, "weights")
 
 
 def z_tab() -> None:
@@ -25,6 +28,7 @@ def z_tab() -> None:
     head = widgets.head_picker(view, key="mh_head")
     widgets.chart(figures.step_figure(t, "z", head=head, tokens_q=view.tokens_q,
                                       tokens_k=view.tokens_k), key="mh_z")
+    baseline.summary(comparison, "z")
     widgets.toggled_table(t.z[head], view.tokens_q, feature_labels(t.d_v), key="mh_z_table",
                           label="Show Z as a table")
 
@@ -34,6 +38,7 @@ def concat_tab() -> None:
     st.subheader(concat.title)
     st.latex(concat.formula)
     widgets.chart(figures.concat_figure(t, view.tokens_q), key="mh_concat")
+    baseline.summary(comparison, "concat")
     widgets.toggled_table(t.concat, view.tokens_q, concat_features,
                           key="mh_concat_table", label="Show the concatenation as a table")
 
@@ -53,6 +58,7 @@ def output_tab() -> None:
     st.subheader(out.title)
     st.latex(out.formula)
     widgets.chart(figures.step_figure(t, "output", tokens_q=view.tokens_q), key="mh_output")
+    baseline.summary(comparison, "output")
     widgets.toggled_table(t.output, view.tokens_q, feature_labels(t.output.shape[1]),
                           key="mh_output_table", label="Show the output as a table")
 

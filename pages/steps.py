@@ -4,7 +4,7 @@ and follow one query token through the vector view of tutorials 000 and 003."""
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import scales, state, steps_view, widgets
+from attnviz.ui import baseline, scales, state, steps_view, widgets
 
 state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Step by step")
@@ -22,6 +22,8 @@ for where, label, delta, end in ((nav[0], "◀ Previous", -1, names[0]),
                           disabled=st.session_state["step"] == end, width="stretch")
 nav[1].selectbox("Step", names, persist_state="session", key="step",
                  format_func=lambda n: f"{names.index(n) + 1}. {t.step(n).title}")
+comparison = baseline.compare(view)          # None unless a baseline is pinned
+baseline.step_controls(comparison)
 
 step = t.step(st.session_state["step"])
 st.subheader(step.title + (f" — head {head}" if step.per_head else ""))
@@ -35,6 +37,7 @@ fig = figures.step_figure(t, step.name, head=head, tokens_q=view.tokens_q,
 widgets.chart(fig, key=f"step_{step.name}")
 array, rows, cols = steps_view.table_of(view, step, head, query)
 widgets.toggled_table(array, rows, cols, key=f"table_{step.name}")
+baseline.step_change(view, comparison, step, head, query)
 
 st.divider()
 steps_view.vector_view(view, head)

@@ -13,7 +13,7 @@ from ..errors import AttnvizInputError
 from ..inputs import parse_matrix
 from ..labels import matrix_labels, unique
 from ..settings_view import View, current_matrices
-from . import state, uploads, widgets
+from . import baseline, state, uploads, widgets
 from .text import literal
 
 EDITOR_MAX_CELLS = 20_000
@@ -46,7 +46,7 @@ def matrix_with_labels(view: View, name: str, head: int | None):
 
 def actions(view: View) -> None:
     s = view.settings
-    cols = st.columns([2, 2, 3])
+    cols = st.columns([2, 2, 3, 2])       # the pin button widest: whole at 1024 px
     widgets.action_button(":material/casino: Randomise", _randomise, key="randomise",
                           where=cols[0], disabled=s.mode == "Preset",
                           help="New random weights and embeddings: a new seed (same "
@@ -54,8 +54,10 @@ def actions(view: View) -> None:
     widgets.action_button(":material/restart_alt: Reset edits", state.reset_edits, (view,),
                           key="reset_edits", where=cols[1], disabled=not state.edits(view),
                           help="Drop your edits to this configuration's matrices.")
+    baseline.buttons(cols[2:], key="inputs_baseline")
     if state.edits(view):
-        cols[2].caption("Edited: " + ", ".join(label_of(n) for n in state.edits(view)))
+        st.caption("Edited: " + ", ".join(label_of(n) for n in state.edits(view)))
+    baseline.status(baseline.compare(view))
 
 
 def _randomise() -> None:

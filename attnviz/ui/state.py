@@ -62,6 +62,15 @@ def _edits_for(s: Settings) -> dict:
     return st.session_state[EDITS_KEY].get(weights_signature(s), {})
 
 
+def recipe() -> tuple[Settings, dict]:
+    """What rebuilds the current view with `build_view`: the settings and a copy of their
+    edits (each edit is a new array, never changed in place). Small: no intermediate arrays,
+    so it may be kept in the session where a trace must not be."""
+    init()
+    s = settings()
+    return s, dict(_edits_for(s))
+
+
 def edits(view: View) -> dict:
     """The (mutable) edits of the view's configuration."""
     return st.session_state[EDITS_KEY].setdefault(view.signature, {})

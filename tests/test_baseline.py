@@ -1,0 +1,207 @@
+"""Pin as baseline, edit, see the difference (issue 11.7). Expected numbers are computed here
+from two traces built with attnviz, never read back from the page."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import attnviz
+from attnviz.diff_figures import change_heatmap, kl_bars
+from attnviz.ui.baseline import KEY, Pin
+from attnviz.settings_view import Settings
+from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page,
+                                   page_alone, plain)
+
+TOKENS = ["Thinking", "Machines", "think"]
+SMALL = dict(sentence=" ".join(TOKENS), d_model=4, num_heads=2)
+NEW_CELL = 7.5                            # W_Q of head 0, row d0, column q0, after the edit
+
+
+def traces() -> tuple[attnviz.AttentionTrace, attnviz.AttentionTrace]:
+    """The baseline (the app's default seed 0 and Xavier weights) and the trace after the
+    edit of one W_Q cell, built here from the same settings."""
+    x = attnviz.embed_tokens(TOKENS, 4, seed=0)
+    w = attnviz.MultiHeadWeights.random(4, 2, seed=0)
+    w_q = np.array(w.w_q)                                       # (H, d_model, d_k)
+    w_q[0, 0, 0] = NEW_CELL
+    return attnviz.trace_attention(x, w), attnviz.trace_attention(x, w.replace(w_q=w_q))
+
+
+def click(at, text: str):
+    found = [b for b in at.button if text in b.label]
+    assert found, f"no button with {text!r}; the buttons are {[b.label for b in at.button]}"
+    found[0].click().run()
+    no_exceptions(at)
+    return at
+
+
+def pin_and_edit_w_q():
+    """Pin on Inputs & weights, then change one cell of W_Q (head 0) and apply it as the page
+    does (its paste box: the same store as a typed cell, state.set_matrix)."""
+    at = open_page("pages/inputs.py", matrix="w_q", edit_head=0, **SMALL)
+    click(at, "Pin as baseline")
+    assert any("Baseline pinned" in plain(i) for i in at.info)
+    w_q = np.array(attnviz.MultiHeadWeights.random(4, 2, seed=0).w_q[0])     # (4, 2)
+    w_q[0, 0] = NEW_CELL
+    area = next(a for a in at.text_area if a.key.startswith("paste_w_q_0"))
+    area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_q)).run()
+    click(at, "Apply pasted matrix")
+    return at
+
+
+def change_chart(at) -> dict:
+    found = [c for c in charts(at)
+             if c["layout"]["title"]["text"].startswith("Change from the baseline")]
+    assert len(found) == 1, [c["layout"]["title"]["text"] for c in charts(at)]
+    return found[0]
+
+
+def no_change_chart(at) -> bool:
+    return not any("Change from the baseline" in c["layout"]["title"]["text"]
+                   for c in charts(at))
+
+
+def metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def reachable(root):
+    """Every object reachable from `root` through containers and dataclass fields."""
+    seen, todo = {}, [root]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, (str, bytes, int, float, np.ndarray)):
+            continue
+        seen[id(obj)] = obj
+        if isinstance(obj, dict):
+            todo += list(obj.keys()) + list(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            todo += list(obj)
+        elif dataclasses.is_dataclass(obj):
+            todo += [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+        elif hasattr(obj, "__dict__"):
+            todo += list(vars(obj).values())
+    return seen.values()
+
+
+def test_the_change_of_the_scores_is_the_difference_of_two_independent_traces():
+    at = pin_and_edit_w_q()
+    at.switch_page("pages/steps.py")
+    at.session_state["step"] = "scores"
+    at.session_state["head"] = 0
+    at.run()
+    no_exceptions(at)
+    base, now = traces()
+    expected = now.step_array("scores", 0) - base.step_array("scores", 0)   # (n_q, n_k)
+    assert np.abs(expected).max() > 0.1                    # the edit does change the scores
+    np.testing.assert_allclose(heatmap_z(change_chart(at)), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(heatmap_z(charts(at)[0]), now.scores[0], rtol=1e-9)
+    assert metric(at, "max |Δ|, head 0") == f"{np.abs(expected).max():.4g}"
+    all_heads = np.abs(now.scores - base.scores).max()     # head 1 is not edited: the same
+    assert metric(at, "max |Δ|, all heads") == f"{all_heads:.4g}"
+    assert any("“Thinking Machines think” (3 tokens, 2 heads, d_model 4, seed 0), without "
+               "edits" in plain(i) for i in at.info), "pinned before the edit"
+
+    state = at.session_state._state.filtered_state                  # every key, widgets too
+    assert KEY in state and len(state) > 20
+    kept = [(k, o) for k, value in state.items() for o in reachable(value)
+            if isinstance(o, attnviz.AttentionTrace)]
+    assert not kept, "the session keeps a trace"
+    assert isinstance(at.session_state[KEY], Pin)
+
+
+def test_the_weights_step_shows_each_querys_kl_divergence_in_bits():
+    at = pin_and_edit_w_q()
+    at.switch_page("pages/steps.py")
+    at.session_state["step"] = "weights"
+    at.session_state["head"] = 0
+    at.run()
+    base, now = traces()
+    a, b = base.weights[0], now.weights[0]                                  # (n_q, n_k)
+    kl = [sum(p * np.log2(p / q) for p, q in zip(row_a, row_b)) for row_a, row_b in zip(a, b)]
+    bars = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("KL"))
+    np.testing.assert_allclose(decode(bars["data"][0]["y"]), kl, rtol=1e-9)
+    np.testing.assert_allclose(heatmap_z(change_chart(at)), b - a, atol=1e-12)
+
+
+def test_unpin_removes_the_change():
+    at = pin_and_edit_w_q()
+    at.switch_page("pages/steps.py")
+    at.session_state["step"] = "q"
+    at.run()
+    change_chart(at)
+    click(at, "Unpin")
+    assert no_change_chart(at)
+    assert KEY not in at.session_state
+    assert not any("Baseline" in plain(i) for i in at.info)
+    assert [b for b in at.button if "Pin as baseline" in b.label]
+
+
+def test_a_sentence_of_another_length_asks_to_pin_again_and_the_page_still_works():
+    at = open_page("pages/steps.py", step="weights", **SMALL)
+    click(at, "Pin as baseline")
+    change_chart(at)
+    at.session_state["sentence"] = "only two"     # the sidebar's box (switch_page: page alone)
+    at.run()
+    no_exceptions(at)
+    assert not at.error
+    assert any("The baseline has 3 tokens, now 2" in plain(i) and "pin again" in plain(i)
+               for i in at.info), [plain(i) for i in at.info]
+    assert no_change_chart(at)
+    two = attnviz.trace_attention(attnviz.embed_tokens(["only", "two"], 4, seed=0),
+                                  attnviz.MultiHeadWeights.random(4, 2, seed=0))
+    np.testing.assert_allclose(heatmap_z(charts(at)[0]), two.weights[0], rtol=1e-9)
+    click(at, "Pin again")                                  # the new input is the baseline
+    np.testing.assert_array_equal(heatmap_z(change_chart(at)), np.zeros((2, 2)))
+
+
+def test_a_step_only_the_current_trace_has_is_named():
+    at = open_page("pages/steps.py", step="scores", **SMALL)
+    click(at, "Pin as baseline")
+    at.session_state["causal"] = True              # the sidebar's "Causal mask"
+    at.run()
+    at.session_state["step"] = "masked_scores"
+    at.run()
+    no_exceptions(at)
+    assert any("only the current trace has “Masked scores”" in plain(c) for c in at.caption)
+    assert any("“Masked scores” is only in the current trace" in plain(c) for c in at.caption)
+    assert no_change_chart(at)
+
+
+def test_the_page_alone_works_from_a_seeded_pin():
+    pinned = Pin(Settings(**SMALL), {})
+    at = page_alone("pages/steps.py", baseline=pinned, step="z", **SMALL)
+    no_exceptions(at)
+    np.testing.assert_array_equal(heatmap_z(change_chart(at)), np.zeros((3, 2)))
+    at = page_alone("pages/multihead.py", baseline=pinned, **SMALL)
+    no_exceptions(at)
+    assert any("max |Δ| of “Attention weights (softmax)” = 0" in plain(c) for c in at.caption)
+
+
+def test_multihead_names_the_max_change_of_each_section():
+    at = pin_and_edit_w_q()
+    at.switch_page("pages/multihead.py")
+    at.run()
+    no_exceptions(at)
+    base, now = traces()
+    lines = [plain(c) for c in at.caption if "Change from the baseline" in plain(c)]
+    want_weights = np.abs(now.weights - base.weights).max()
+    want_z = np.abs(now.z - base.z).max()
+    assert any(f"“Attention weights (softmax)” = {want_weights:.4g}" in x for x in lines), lines
+    assert any(f"“Head output Z” = {want_z:.4g}" in x for x in lines), lines
+
+
+@pytest.mark.parametrize("kl, text", [([0.0, 0.5], ["0", "0.5"]),
+                                      ([np.inf, 0.25], ["∞", "0.25"])])
+def test_kl_bars_show_infinity_as_a_marked_bar_of_height_zero(kl, text):
+    fig = kl_bars(kl, ["a", "a"])
+    assert list(fig.data[0].x) == ["a (1)", "a (2)"]
+    assert list(fig.data[0].text) == text
+    assert np.isfinite(np.asarray(fig.data[0].y, dtype=float)).all()
+
+
+def test_change_heatmap_is_signed_and_centred_on_zero():
+    fig = change_heatmap(np.array([[1.0, -2.0]]), row_labels=["<b>"], col_labels=["k1", "k2"])
+    assert fig.data[0].zmid == 0.0 and fig.data[0].colorscale[0][1] != "rgb(247,251,255)"
+    assert list(fig.data[0].y) == ["&lt;b&gt;"]
