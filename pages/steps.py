@@ -4,12 +4,13 @@ and follow one query token through the vector view of tutorials 000 and 003."""
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import scales, state, steps_view, widgets
+from attnviz.ui import scales, state, steps_view, toy_view, widgets
 
 state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Step by step")
 view = widgets.view_or_stop()
 t = view.trace
+toy_view.prediction(view)          # Toy model input: its answer, trained and with the edits
 
 names = [s.name for s in t.steps]
 steps_view.keep_step_in_range(names)
