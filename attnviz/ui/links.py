@@ -47,7 +47,7 @@ def read_once() -> None:
         if isinstance(value, int) and not isinstance(value, bool):
             value = _clamped(name, raw, value, notices)
         st.session_state[name] = value
-    if st.session_state.get("mode") == TOY_MODE:
+    if params.get("mode") == TOY_MODE:
         notices.append(f"the link's mode={TOY_MODE!r} needs a model trained in your own "
                        f"session, which a link cannot carry: train one on the Train page and "
                        f"press “Step through this layer”; using {Settings().mode!r}")

@@ -55,8 +55,8 @@ def prediction(view: View) -> None:
         of = int(scored.sum())
         if changed.any():
             where = ", ".join(str(i) for i in changed.nonzero()[0])
-            st.caption(f"Your edits change the answer at position{'s' * (changed.sum() > 1)} "
-                       f"{where} (marked): {right[0]} of {of} right with the trained weights, "
+            plural = "s" if changed.sum() > 1 else ""
+            st.caption(f"Your edits change the answer at position{plural} {where} (marked): {right[0]} of {of} right with the trained weights, "
                        f"{right[1]} of {of} with yours.")
         else:
             st.caption(f"{right[0]} of {of} right. "
