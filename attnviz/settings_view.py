@@ -350,6 +350,11 @@ def _build_toy(view: View, edits: dict, toy: ToyChoice | None) -> None:
         raise AttnvizInputError(f"the toy model has {layers} layer{'s' * (layers > 1)}: the "
                                 f"layer must be 0 … {layers - 1}, not {view.settings.layer}")
     view.toy = toy
+    layer = view.settings.layer
+    view.notices.append(
+        f"Layer {layer} of the toy model trained on {run.config.task}, after step {toy.step}: "
+        f"X is the model's own residual stream entering this layer (token embeddings plus "
+        f"positions{', plus what the layers before it added' if layer else ''}).")
     sequence = toy.sequence
     tokens = token_labels(sequence)
     layer_x = run.residual_stream(sequence, toy.step)[view.settings.layer]    # (n, d_model)

@@ -10,7 +10,6 @@ state.init()   # first: on a fresh server's first request it runs app.py around 
 st.title("Step by step")
 view = widgets.view_or_stop()
 t = view.trace
-toy_view.prediction(view)          # Toy model input: its answer, trained and with the edits
 
 names = [s.name for s in t.steps]
 steps_view.keep_step_in_range(names)
@@ -36,6 +35,7 @@ fig = figures.step_figure(t, step.name, head=head, tokens_q=view.tokens_q,
 widgets.chart(fig, key=f"step_{step.name}")
 array, rows, cols = steps_view.table_of(view, step, head, query)
 widgets.toggled_table(array, rows, cols, key=f"table_{step.name}")
+toy_view.prediction(view)          # Toy model input: its answer, trained and with the edits
 
 st.divider()
 steps_view.vector_view(view, head)

@@ -40,7 +40,7 @@ def render(inputs: bool = True) -> None:
                          help="Numbers separated by commas, spaces or tabs; or a JSON list of "
                               "lists. Paste from a spreadsheet works.")
             uploads.matrix_uploader("x_text", "Upload X (.csv or .npy)")
-        else:
+        elif mode == "Q, K, V":
             for name in ("q", "k", "v"):
                 st.text_area(f"{name.upper()}: one row per "
                              f"{'query' if name == 'q' else 'key'}",
