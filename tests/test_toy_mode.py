@@ -151,3 +151,20 @@ def test_step_through_this_layer_opens_it_on_step_by_step(run):
     expected = run.trace(run.test_inputs[7], 0, run.checkpoint_steps[4])
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]),
                                   expected.weights[best])
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_draws_the_trained_layer(run, page):
+    at = open_page(page, **toy_state(run))
+    no_exceptions(at)
+    assert not at.error and charts(at)
+    assert any("residual stream" in plain(i) for i in at.info)
+
+
+def test_the_report_of_a_toy_view_names_it(run):
+    from attnviz.export import report_html
+    from attnviz.settings_view import Settings, ToyChoice, build_view
+
+    view = build_view(Settings(mode=TOY_MODE), {}, ToyChoice(run, run.steps, 0))
+    html = report_html(view.trace, view.tokens_q, view.tokens_k, settings=view.settings)
+    assert "Layer 0 of the toy model trained on the Train page" in html
