@@ -56,8 +56,9 @@ def prediction(view: View) -> None:
         if changed.any():
             where = ", ".join(str(i) for i in changed.nonzero()[0])
             plural = "s" if changed.sum() > 1 else ""
-            st.caption(f"Your edits change the answer at position{plural} {where} (marked): {right[0]} of {of} right with the trained weights, "
-                       f"{right[1]} of {of} with yours.")
+            st.caption(f"Your edits change the answer at position{plural} {where} (marked): "
+                       f"{right[0]} of {of} right with the trained weights, {right[1]} of {of} "
+                       "with yours.")
         else:
             st.caption(f"{right[0]} of {of} right. "
                        + ("Your edits do not change any answer here." if _has_edits(view)
