@@ -195,6 +195,8 @@ def describe_settings(settings) -> tuple[str | None, list[tuple[str, str]]]:
     if s.mode == "Pretrained model":
         return (f"Sentence: “{s.sentence}” through the pretrained all-MiniLM-L6-v2, "
                 f"layer {s.layer}", [*switches, ("token limit", str(s.max_tokens))])
+    if s.mode == "Toy model":         # its mask and scaling are the trace's (listed below)
+        return f"Layer {s.layer} of the toy model trained on the Train page", []
     return f"Mode: {s.mode}", switches
 
 

@@ -7,7 +7,9 @@ input never raises out of `build_view`: it comes back as `View.error`, a sentenc
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,7 +21,13 @@ from .inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens, parse_matrix,
 from .presets import PRESET_NAMES, Preset, load_preset
 from .weights import INIT_SCHEMES, PARAMETERS, MultiHeadWeights
 
-MODES = ("Sentence", "Preset", "Matrix X", "Q, K, V", "Pretrained model")
+if TYPE_CHECKING:                     # a ToyRun exists only once torch is loaded
+    from .toy import ToyRun
+
+TOY_MODE = "Toy model"
+MODES = ("Sentence", "Preset", "Matrix X", "Q, K, V", "Pretrained model", TOY_MODE)
+NO_TOY_RUN = ("Train a model on the Train page first: the “Toy model” input shows a layer of "
+              "the model trained there, in this session.")
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired"
 MAX_D_MODEL = 1024
 MAX_HEADS = 16
@@ -50,7 +58,7 @@ class Settings:
     causal: bool = False
     positional: bool = False
     max_tokens: int = DEFAULT_MAX_TOKENS
-    layer: int = 0                    # the pretrained model's layer shown by the step pages
+    layer: int = 0                    # the pretrained or toy model's layer the pages show
     x_text: str = "1, 0, 1, 0\n0, 2, 0, 2\n1, 1, 1, 1"
     q_text: str = "1, 0, 1\n0, 1, 1"
     k_text: str = "0, 0, 1\n0, 1, 1"
@@ -88,6 +96,28 @@ class Settings:
         return None if self.scaled else 1.0
 
 
+@dataclass(frozen=True, eq=False)
+class ToyChoice:
+    """The Train page's run as the pages show it: not a setting (a trained run cannot travel in
+    a link), so the app hands it to `build_view` beside the settings."""
+
+    run: "ToyRun"
+    step: int                         # a checkpoint step of the run
+    example: int                      # index into run.test_inputs
+
+    @property
+    def sequence(self) -> np.ndarray:
+        """(n,) the held-out sequence shown."""
+        return self.run.test_inputs[self.example]
+
+    @property
+    def run_id(self) -> str:
+        """Names the run's weights: its configuration (seed included: training is
+        deterministic) and the steps it did (a stopped run did fewer)."""
+        text = repr((self.run.config, self.run.steps))
+        return hashlib.blake2s(text.encode(), digest_size=6).hexdigest()
+
+
 @dataclass
 class View:
     """What every page draws: a trace and its labels, or an error sentence."""
@@ -100,6 +130,7 @@ class View:
     x: np.ndarray | None = None                 # (n, d_model) before edits, None for Q, K, V
     preset: Preset | None = None
     signature: str = ""                         # which generated matrices the edits belong to
+    toy: ToyChoice | None = None                # the trained toy run shown (Toy model mode)
     notices: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -121,10 +152,15 @@ class InUse:
     d_model_fixed: str | None = None
     heads_fixed: str | None = None
     scale_fixed: str | None = None
+    causal: bool | None = None        # the mask the mode fixes (None: the user's setting)
+    causal_fixed: str | None = None
 
 
-def in_use(s: Settings) -> InUse:
-    """What `build_view(s)` will use for d_model, heads, d_k and scaling; cheap (no trace)."""
+def in_use(s: Settings, toy: ToyChoice | None = None) -> InUse:
+    """What `build_view(s, toy=toy)` will use for d_model, heads, d_k, scaling and the mask;
+    cheap (no trace)."""
+    if s.mode == TOY_MODE:
+        return _toy_in_use(toy)
     if s.mode == "Preset":
         return _preset_in_use(load_preset(s.preset))
     if s.mode == "Q, K, V":
@@ -157,6 +193,19 @@ def _preset_in_use(p: Preset) -> InUse:
                              f"scores by √d_k.")
 
 
+def _toy_in_use(toy: ToyChoice | None) -> InUse:
+    scaling = "The toy model divides by √d_k, as it did in training (torch's attention does)."
+    if toy is None:
+        return InUse(None, None, None, True, d_model_fixed=NO_TOY_RUN, heads_fixed=NO_TOY_RUN,
+                     scale_fixed=scaling, causal=False, causal_fixed=NO_TOY_RUN)
+    cfg = toy.run.config
+    why = f"The toy model's own: it was trained with these sizes on {cfg.task}."
+    return InUse(cfg.d_model, cfg.heads, cfg.d_model // cfg.heads, True, d_model_fixed=why,
+                 heads_fixed=why, scale_fixed=scaling, causal=cfg.causal,
+                 causal_fixed=f"The toy model's own: {cfg.task} was trained "
+                              f"{'with' if cfg.causal else 'without'} the causal mask.")
+
+
 def _columns(text: str) -> int | None:
     """The width of a typed matrix, read off its first row (JSON: the whole text); None when
     it does not parse (the page then says why)."""
@@ -169,8 +218,10 @@ def _columns(text: str) -> int | None:
         return None
 
 
-def weights_signature(s: Settings) -> str:
+def weights_signature(s: Settings, toy: ToyChoice | None = None) -> str:
     """Edits are kept per configuration: returning to it brings them back."""
+    if s.mode == TOY_MODE:
+        return f"toy:{toy.run_id}:{s.layer}:{toy.step}" if toy is not None else "toy:none"
     if s.mode == "Preset":
         return f"preset:{s.preset}"
     if s.mode == "Matrix X":
@@ -180,12 +231,15 @@ def weights_signature(s: Settings) -> str:
     return f"random:{s.d_model}:{s.num_heads}:{s.d_k}:{s.init}:{s.seed}:{s.bias}"
 
 
-def build_view(s: Settings, edits: dict | None = None) -> View:
-    """The trace for settings `s` with the user's edited matrices `edits` (name → array) applied.
-    Never raises for bad input: the problem comes back in `View.error`."""
-    view = View(settings=s, signature=weights_signature(s))
+def build_view(s: Settings, edits: dict | None = None, toy: ToyChoice | None = None) -> View:
+    """The trace for settings `s` with the user's edited matrices `edits` (name → array) applied;
+    in the Toy model mode, of the trained run `toy`. Never raises for bad input: the problem
+    comes back in `View.error`."""
+    view = View(settings=s, signature=weights_signature(s, toy))
     try:
-        if s.mode == "Q, K, V":
+        if s.mode == TOY_MODE:
+            _build_toy(view, edits or {}, toy)
+        elif s.mode == "Q, K, V":
             _build_qkv(view)
         elif s.mode == "Pretrained model":
             _build_pretrained(view, edits or {})
@@ -281,6 +335,67 @@ def _build_pretrained(view: View, edits: dict) -> None:
     if changed:
         view.notices.append("The causal mask or unscaled scores are your change: the real "
                             "model (an encoder) uses neither.")
+
+
+def _build_toy(view: View, edits: dict, toy: ToyChoice | None) -> None:
+    """One layer of the toy model trained on the Train page, at checkpoint `toy.step`, on a
+    held-out sequence: X is the model's own residual stream there (as `run.trace` has it).
+    Edits apply to this layer's attention; `toy_answers` shows what they do to the answer."""
+    from .toy_tasks import token_labels
+
+    if toy is None:
+        raise AttnvizInputError(NO_TOY_RUN)
+    run, layers = toy.run, toy.run.config.layers
+    if not 0 <= view.settings.layer < layers:
+        raise AttnvizInputError(f"the toy model has {layers} layer{'s' * (layers > 1)}: the "
+                                f"layer must be 0 … {layers - 1}, not {view.settings.layer}")
+    view.toy = toy
+    layer = view.settings.layer
+    view.notices.append(
+        f"Layer {layer} of the toy model trained on {run.config.task}, after step {toy.step}: "
+        f"X is the model's own residual stream entering this layer (token embeddings plus "
+        f"positions{', plus what the layers before it added' if layer else ''}).")
+    sequence = toy.sequence
+    tokens = token_labels(sequence)
+    layer_x = run.residual_stream(sequence, toy.step)[view.settings.layer]    # (n, d_model)
+    view.x = layer_x
+    x, w = _apply_edits(view, layer_x, run.params(view.settings.layer, toy.step), tokens, edits)
+    view.params = w
+    view.tokens_q = view.tokens_k = tokens
+    view.trace = trace_attention(x, w, causal=run.config.causal)
+
+
+@dataclass(frozen=True)
+class ToyAnswers:
+    """The toy model's answer on the shown sequence, with the trained weights and with the
+    user's edits of the shown layer (each (n,) token ids)."""
+
+    sequence: np.ndarray
+    target: np.ndarray                # NO_TARGET (−1) where nothing is scored
+    trained: np.ndarray
+    edited: np.ndarray
+    x_edited: bool                    # X was edited: the answer cannot follow (see below)
+
+    @property
+    def changed(self) -> np.ndarray:
+        """(n,) bool: where the edits change the answer."""
+        return self.trained != self.edited
+
+
+def toy_answers(view: View) -> ToyAnswers | None:
+    """The model's answers for a Toy model view (None for any other view): the whole model
+    run with the view's layer weights (edits included) against its trained weights. An edit
+    of X changes only the layer's trace: the answer reads the model's own stream."""
+    if view.toy is None or view.params is None:
+        return None
+    run, step, sequence = view.toy.run, view.toy.step, view.toy.sequence
+    trained = run.predict(sequence, step=step)
+    own = run.params(view.settings.layer, step)
+    same = all(np.array_equal(getattr(view.params, n), getattr(own, n)) for n in PARAMETERS)
+    edited = trained if same else run.predict(sequence, step=step,
+                                              params={view.settings.layer: view.params})
+    return ToyAnswers(sequence, run.targets(sequence), trained, edited,
+                      x_edited=not np.array_equal(view.trace.x, view.x))
 
 
 def _tokens_and_x(view: View) -> tuple[list[str], np.ndarray]:

@@ -3,13 +3,14 @@
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import edit_view, state, widgets
+from attnviz.ui import edit_view, state, toy_view, widgets
 
 state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Inputs & weights")
 st.caption("Edit any cell: every later step on every page changes at once. Or paste a matrix, "
            "upload a CSV or .npy file, randomise with another seed, or reset your edits.")
 view = widgets.view_or_stop()
+toy_view.prediction(view)          # Toy model input: its answer, trained and with the edits
 
 names = edit_view.editable_names(view)
 if not names:

@@ -4,7 +4,7 @@ and follow one query token through the vector view of tutorials 000 and 003."""
 import streamlit as st
 
 from attnviz import figures
-from attnviz.ui import baseline, scales, state, steps_view, widgets
+from attnviz.ui import baseline, scales, state, steps_view, toy_view, widgets
 
 state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Step by step")
@@ -37,6 +37,7 @@ fig = figures.step_figure(t, step.name, head=head, tokens_q=view.tokens_q,
 widgets.chart(fig, key=f"step_{step.name}")
 array, rows, cols = steps_view.table_of(view, step, head, query)
 widgets.toggled_table(array, rows, cols, key=f"table_{step.name}")
+toy_view.prediction(view)          # Toy model input: its answer, trained and with the edits
 baseline.step_change(view, comparison, step, head, query)
 
 st.divider()

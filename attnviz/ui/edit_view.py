@@ -12,7 +12,7 @@ from .. import edits
 from ..errors import AttnvizInputError
 from ..inputs import parse_matrix
 from ..labels import matrix_labels, unique
-from ..settings_view import View, current_matrices
+from ..settings_view import TOY_MODE, View, current_matrices
 from . import baseline, state, uploads, widgets
 from .text import literal
 
@@ -48,7 +48,7 @@ def actions(view: View) -> None:
     s = view.settings
     cols = st.columns([2, 2, 3, 2])       # the pin button widest: whole at 1024 px
     widgets.action_button(":material/casino: Randomise", _randomise, key="randomise",
-                          where=cols[0], disabled=s.mode == "Preset",
+                          where=cols[0], disabled=s.mode in ("Preset", TOY_MODE),
                           help="New random weights and embeddings: a new seed (same "
                                "initialisation scheme as in the sidebar).")
     widgets.action_button(":material/restart_alt: Reset edits", state.reset_edits, (view,),

@@ -11,7 +11,7 @@ import streamlit as st
 
 from .. import edits
 from ..errors import AttnvizInputError
-from ..settings_view import BOUNDS, Settings, weights_signature
+from ..settings_view import BOUNDS, TOY_MODE, Settings, weights_signature
 from .text import literal
 
 PAGE_KEYS = {"head": 0, "step": "", "query": 0, "vector_query": 0, "mh_head": 0,
@@ -47,6 +47,12 @@ def read_once() -> None:
         if isinstance(value, int) and not isinstance(value, bool):
             value = _clamped(name, raw, value, notices)
         st.session_state[name] = value
+    if params.get("mode") == TOY_MODE:
+        notices.append(f"the link's mode={TOY_MODE!r} needs a model trained in your own "
+                       f"session, which a link cannot carry: train one on the Train page and "
+                       f"press “Step through this layer”; using {Settings().mode!r}")
+        st.session_state["mode"] = Settings().mode
+        params.pop(EDITS_PARAM, None)     # they were made for that model's weights
     checked = Settings.from_mapping(st.session_state)
     for name in ("mode", "preset", "init"):
         if name in params and getattr(checked, name) != st.session_state.get(name):
@@ -102,7 +108,9 @@ def write() -> None:
         value = st.session_state.get(name)
         if value is not None and value != default and isinstance(value, (int, str)):
             params[name] = _format(value)
-    stored = st.session_state.get("edits", {}).get(weights_signature(s))
+    # a toy run cannot travel in a link (a link with its mode says so), nor edits of its weights
+    stored = None if s.mode == TOY_MODE else \
+        st.session_state.get("edits", {}).get(weights_signature(s))
     st.session_state["link_has_edits"] = None
     if stored:
         encoded = edits.encode(stored)

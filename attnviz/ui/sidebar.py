@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..settings_view import BOUNDS, MODES, InUse, in_use
+from ..settings_view import BOUNDS, MODES, NO_TOY_RUN, TOY_MODE, InUse, ToyChoice, in_use
 from ..presets import PRESET_NAMES, load_preset
 from ..weights import INIT_SCHEMES
-from . import links, state, uploads
+from . import links, state, uploads, widgets
 
 
 def render(inputs: bool = True) -> None:
@@ -23,7 +23,8 @@ def render(inputs: bool = True) -> None:
     with st.sidebar:
         st.radio("Input", MODES, persist_state="session", key="mode", horizontal=True,
                  help="A sentence (random embeddings), a tutorial's worked example, your own "
-                      "matrix X, or Q, K and V entered directly.")
+                      "matrix X, Q, K and V entered directly, a real pretrained model's "
+                      "layer, or a layer of the toy model you trained on the Train page.")
         mode = st.session_state["mode"]
         if mode in ("Sentence", "Pretrained model"):
             st.text_input("Sentence", persist_state="session", key="sentence",
@@ -39,7 +40,7 @@ def render(inputs: bool = True) -> None:
                          help="Numbers separated by commas, spaces or tabs; or a JSON list of "
                               "lists. Paste from a spreadsheet works.")
             uploads.matrix_uploader("x_text", "Upload X (.csv or .npy)")
-        else:
+        elif mode == "Q, K, V":
             for name in ("q", "k", "v"):
                 st.text_area(f"{name.upper()}: one row per "
                              f"{'query' if name == 'q' else 'key'}",
@@ -50,12 +51,43 @@ def render(inputs: bool = True) -> None:
                             step=1,
                             help="all-MiniLM-L6-v2 has 6 layers of 12 heads; the step pages "
                                  "show this layer's real weights and inputs.")
-        use = in_use(state.settings())          # the sizes and scaling the trace will use
+        toy = _toy_controls() if mode == TOY_MODE else None
+        use = in_use(state.settings(), toy)     # the sizes and scaling the trace will use
         if mode != "Pretrained model":
             _model_controls(mode, use)
         _options(mode, use)
         links.write()
         links.show_notices()
+
+
+def _toy_controls() -> ToyChoice | None:
+    """The trained run's layer, checkpoint and held-out sequence (None: no run yet, said)."""
+    toy = state.toy_choice()
+    if toy is None:
+        st.info(NO_TOY_RUN)
+        widgets.page_link("pages/train.py", "Train a model", ":material/model_training:")
+        return None
+    run, cfg = toy.run, toy.run.config
+    st.caption(f"Trained on **{cfg.task}** for {run.steps} steps: {run.mean_accuracy:.0%} "
+               "right on held-out sequences. Edit its weights on Inputs & weights and watch "
+               "its answer change.")
+    if not 0 <= st.session_state.get("layer", 0) < cfg.layers:
+        st.session_state["layer"] = 0
+    st.number_input("Layer", 0, cfg.layers - 1, persist_state="session", key="layer", step=1,
+                    disabled=cfg.layers == 1,
+                    help=f"The toy model has {cfg.layers} layer{'s' * (cfg.layers > 1)}; X is "
+                         "the model's own residual stream at this layer's input.")
+    for key, value in ((state.TOY_STEP_KEY, toy.step), (state.TOY_EXAMPLE_KEY, toy.example)):
+        if st.session_state.get(key) != value:
+            st.session_state[key] = value
+    st.select_slider("Weights after training step", run.checkpoint_steps,
+                     persist_state="session", key=state.TOY_STEP_KEY,
+                     help="One of the checkpoints saved during training: step 0 is the "
+                          "random start.")
+    st.number_input("Held-out sequence", 0, len(run.test_inputs) - 1, persist_state="session",
+                    key=state.TOY_EXAMPLE_KEY, step=1,
+                    help="One of the sequences the model never trained on.")
+    return toy
 
 
 def _model_controls(mode: str, use: InUse) -> None:
@@ -81,9 +113,11 @@ def _model_controls(mode: str, use: InUse) -> None:
                             step=1, help="Seeds the random weights and the token embeddings.")
             st.checkbox("Biases", persist_state="session", key="bias")
         else:
-            st.caption("The weights are the preset's own: initialisation, seed and biases do "
-                       "not apply." if mode == "Preset" else
-                       "No weights: Q, K and V are entered directly.")
+            st.caption({"Preset": "The weights are the preset's own: initialisation, seed and "
+                                  "biases do not apply.",
+                        TOY_MODE: "The weights are the trained toy model's own: "
+                                  "initialisation, seed and biases do not apply."}.get(
+                mode, "No weights: Q, K and V are entered directly."))
 
 
 def _d_k_controls(use: InUse) -> None:
@@ -125,7 +159,11 @@ def _options(mode: str, use: InUse) -> None:
             st.checkbox("Use the tutorial's rounded weights", persist_state="session",
                         key="rounded", help="The tutorial rounds the softmax by hand before "
                         "multiplying by V; tick to see its printed numbers.")
-        st.checkbox("Causal mask (no looking ahead)", persist_state="session", key="causal")
+        if use.causal_fixed:
+            _shown(st.checkbox, "Causal mask (no looking ahead)", use.causal, use.causal_fixed)
+        else:
+            st.checkbox("Causal mask (no looking ahead)", persist_state="session",
+                        key="causal")
         if mode in ("Sentence", "Matrix X"):
             st.checkbox("Sinusoidal positional encoding", persist_state="session",
                         key="positional")

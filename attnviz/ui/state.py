@@ -11,10 +11,14 @@ import streamlit as st
 from ..errors import AttnvizInputError
 from . import links
 from ..edits import make_edit, with_cells
-from ..settings_view import Settings, View, build_view, current_matrices, weights_signature
+from ..settings_view import (TOY_MODE, Settings, ToyChoice, View, build_view, current_matrices,
+                             weights_signature)
 
 EDITS_KEY = "edits"           # signature → {matrix name → attnviz.edits.Edit}
 EDITOR_VERSION_KEY = "editor_version"
+TOY_RUN_KEY = "toy_run"       # the Train page's last finished ToyRun
+TOY_STEP_KEY = "toy_view_step"        # the checkpoint the Toy model input shows
+TOY_EXAMPLE_KEY = "toy_view_example"  # the held-out sequence it shows (index)
 APP_SCRIPT = Path(__file__).resolve().parents[2] / "app.py"
 
 
@@ -55,11 +59,33 @@ def current_view() -> View:
     """The trace for the current settings and edits (built once per run)."""
     init()
     s = settings()
-    return build_view(s, _edits_for(s))
+    toy = toy_choice() if s.mode == TOY_MODE else None
+    return build_view(s, _edits_for(s, toy), toy)
 
 
-def _edits_for(s: Settings) -> dict:
-    return st.session_state[EDITS_KEY].get(weights_signature(s), {})
+def toy_choice() -> ToyChoice | None:
+    """The session's trained toy run with the checkpoint and held-out sequence the pages show
+    (the last checkpoint and the first sequence unless chosen); None before any training.
+    The run lives in the session only: it is handed to build_view, never put in Settings."""
+    run = st.session_state.get(TOY_RUN_KEY)
+    if run is None:
+        return None
+    from ..toy import ToyRun      # loaded already: a run exists (torch is not loaded for none)
+
+    if not isinstance(run, ToyRun):
+        return None
+    step = st.session_state.get(TOY_STEP_KEY)
+    if step not in run.checkpoint_steps or isinstance(step, bool):
+        step = run.steps
+    example = st.session_state.get(TOY_EXAMPLE_KEY)
+    if isinstance(example, bool) or not isinstance(example, int) \
+            or not 0 <= example < len(run.test_inputs):
+        example = 0
+    return ToyChoice(run, step, example)
+
+
+def _edits_for(s: Settings, toy: ToyChoice | None) -> dict:
+    return st.session_state[EDITS_KEY].get(weights_signature(s, toy), {})
 
 
 def recipe() -> tuple[Settings, dict]:

@@ -18,15 +18,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
 
 from .. import figures, toy
 from ..errors import AttnvizInputError
+from ..settings_view import TOY_MODE
 from ..toy_tasks import NO_TARGET, TASKS, token_labels
-from . import widgets
+from . import state, widgets
 from .text import literal
 
 JOB_KEY = "toy_job"           # the TrainingJob running (or just ended) in this session
-RUN_KEY = "toy_run"           # the last finished ToyRun
+RUN_KEY = state.TOY_RUN_KEY   # the last finished ToyRun
 STEP_KEY = "toy_step"         # the checkpoint the views show
 EXAMPLE_KEY = "toy_example"   # which held-out sequence the views show
 MAX_PAGE_STEPS = 5000         # the page's limit on steps (the library allows more)
@@ -259,6 +261,36 @@ def layer_heads(run: toy.ToyRun, sequence, layer: int, step: int,
     fig.layout.title.text = (f"Layer {layer} after step {step}: attention weights, every head"
                              f" ({'causal mask' if trace.has_mask else 'no mask'})")
     widgets.chart(fig, key=f"toy_heads_{layer}")
+    best = [s.head for s in scores if s.layer == layer][:1]        # scores: best first
+    step_through_button(layer, step, best[0] if best else 0)
+
+
+def _open_in_steps(layer: int, step: int, example: int, head: int) -> None:
+    """on_click: make the step pages show this layer of the trained run (widget keys can only
+    be set before their widgets are drawn, so this runs as a callback)."""
+    st.session_state["mode"] = TOY_MODE
+    st.session_state["layer"] = layer
+    st.session_state["head"] = head
+    st.session_state[state.TOY_STEP_KEY] = step
+    st.session_state[state.TOY_EXAMPLE_KEY] = example
+
+
+def step_through_button(layer: int, step: int, head: int) -> None:
+    """"Step through this layer": Step by step on this layer at this checkpoint and held-out
+    sequence, its weights editable like any others (the input becomes "Toy model")."""
+    example = st.session_state.get(EXAMPLE_KEY, 0)
+    if widgets.action_button("Step through this layer", _open_in_steps,
+                             (layer, step, example, head), key=f"toy_step_through_{layer}",
+                             rerun=False, icon=":material/footprint:",
+                             help="Opens Step by step with the input set to this toy model: "
+                                  "this layer's real X, Q, K, V, scores, weights and output "
+                                  "on this sequence, after this step. Edit its weights on "
+                                  "Inputs & weights and watch the model's answer change."):
+        try:
+            st.switch_page("pages/steps.py")
+        except StreamlitPageNotFoundError:
+            st.info(f"The input is now the toy model, layer {layer}, after step {step}: open "
+                    "Step by step to walk through it.")
 
 
 def head_verdict(scores: list[toy.HeadScore], step: int) -> str:

@@ -8,7 +8,7 @@ import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from ..labels import unique
-from ..settings_view import View
+from ..settings_view import NO_TOY_RUN, View
 from . import state
 from .text import literal
 
@@ -35,6 +35,8 @@ def view_or_stop() -> View:
     stopped when there is nothing to draw."""
     view = state.current_view()
     if not show_status(view):
+        if view.error == NO_TOY_RUN:
+            page_link("pages/train.py", "Train a model", ":material/model_training:")
         st.stop()
     return view
 
@@ -129,7 +131,7 @@ def downloads(view: View, *, key: str) -> None:
     from ..export import report_html
     from ..settings_view import build_view
 
-    recipe = (view.settings, dict(state.edits(view)))        # small: no intermediate arrays
+    recipe = (view.settings, dict(state.edits(view)), view.toy)   # no intermediate arrays
 
     def rebuilt() -> View:
         return build_view(*recipe)

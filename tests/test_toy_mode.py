@@ -1,0 +1,170 @@
+"""The "Toy model" input in AppTest: the step pages show the Train page's run (its own residual
+stream and weights), an edit of its weights changes the model's answer as ToyRun.predict says,
+and without a run, or from a link, the pages explain instead of failing."""
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+import attnviz.toy as toy
+from attnviz.settings_view import NO_TOY_RUN, TOY_MODE
+from attnviz.ui.state import TOY_EXAMPLE_KEY, TOY_RUN_KEY, TOY_STEP_KEY
+from attnviz.ui.toy_view import EDITED_ROW
+from tests.apptest_helpers import (PAGES, ROOT, TIMEOUT, button, charts, heatmap_z,
+                                   no_exceptions, open_page, plain)
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def run():
+    return toy.train("reverse", steps=60)
+
+
+def toy_state(run, **extra):
+    return {"mode": TOY_MODE, TOY_RUN_KEY: run, **extra}
+
+
+def answers(at) -> dict[str, list[str]]:
+    """The answer table (row name → one text per position)."""
+    frame = next(d.value for d in at.dataframe if EDITED_ROW in d.value.index)
+    return {name: list(row) for name, row in frame.iterrows()}
+
+
+def as_text(values) -> list[str]:
+    return [str(int(v)) for v in values]
+
+
+def test_step_by_step_shows_the_layer_at_the_chosen_step_and_sequence(run):
+    step = run.checkpoint_steps[-3]
+    at = open_page("pages/steps.py", **toy_state(run, **{TOY_STEP_KEY: step,
+                                                          TOY_EXAMPLE_KEY: 5}),
+                   step="weights", head=1)
+    no_exceptions(at)
+    seq = run.test_inputs[5]
+    expected = run.trace(seq, 0, step)
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]), expected.weights[1])
+    assert charts(at)[0]["data"][0]["x"] == [f"{i}: {t}" for i, t in enumerate(seq)]
+    shown = answers(at)
+    assert shown["input"] == as_text(seq)
+    assert shown["right answer"] == as_text(run.targets(seq))
+    assert shown["trained weights"] == as_text(run.predict(seq, step=step))
+    assert shown[EDITED_ROW] == shown["trained weights"]          # nothing edited yet
+
+
+def test_an_edited_w_o_changes_the_answer_as_the_model_computes_it(run):
+    seq = run.test_inputs[2]
+    at = open_page("pages/inputs.py", **toy_state(run, **{TOY_EXAMPLE_KEY: 2}), matrix="w_o")
+    no_exceptions(at)
+    w_o = np.zeros_like(run.params(0).w_o)    # no head's Z reaches the stream (both heads
+                                              # learn the pattern: one alone changes nothing)
+    area = next(a for a in at.text_area if a.key.startswith("paste_w_o"))
+    area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_o)).run()
+    button(at, "Apply pasted matrix").click().run()
+    no_exceptions(at)
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]), w_o)
+    edited = run.predict(seq, params={0: run.params(0).replace(w_o=w_o)})
+    trained = run.predict(seq)
+    assert not np.array_equal(edited, trained)     # else the test would show nothing
+    shown = answers(at)
+    assert shown[EDITED_ROW] == as_text(edited)
+    assert shown["trained weights"] == as_text(trained)
+    changed = ", ".join(str(i) for i in np.nonzero(edited != trained)[0])
+    assert any("change the answer at position" in c.value and changed in c.value
+               for c in at.caption)
+    # the edit belongs to this run, layer and step: at step 0 the weights are the start's
+    at.session_state[TOY_STEP_KEY] = 0
+    at.run()
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]), run.params(0, step=0).w_o)
+    assert answers(at)[EDITED_ROW] == as_text(run.predict(seq, step=0))
+    at.session_state[TOY_STEP_KEY] = run.steps       # back: the edit is still there
+    at.run()
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]), w_o)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_without_a_trained_run_the_pages_say_to_train_one(page):
+    at = open_page(page, mode=TOY_MODE)
+    no_exceptions(at)
+    assert any(NO_TOY_RUN in plain(e) for e in at.error)
+
+
+def test_the_sidebar_shows_the_runs_sizes_fixed_and_keeps_the_layer_in_range(run):
+    at = open_page("pages/home.py", **toy_state(run), layer=4)    # the pretrained model's 4
+    no_exceptions(at)
+    numbers = {n.label: (n.value, n.disabled) for n in at.sidebar.number_input}
+    assert numbers["d_model"] == (32, True) and numbers["Heads"] == (2, True)
+    assert numbers["d_k"] == (16, True) and numbers["Layer"] == (0, True)   # one layer
+    causal = next(c for c in at.sidebar.checkbox if c.label.startswith("Causal"))
+    assert causal.disabled and causal.value is False and "reverse" in causal.help
+    assert at.session_state["layer"] == 0
+    assert not at.error
+
+
+def test_the_sidebar_without_a_run_says_so_and_keeps_working():
+    at = open_page("pages/home.py", mode=TOY_MODE)
+    no_exceptions(at)
+    assert any(NO_TOY_RUN in plain(i) for i in at.sidebar.info)
+    at.sidebar.radio(key="mode").set_value("Sentence").run()
+    no_exceptions(at)
+    assert not at.error and charts(at)
+
+
+def test_a_link_to_the_toy_model_falls_back_with_a_notice():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["mode"] = TOY_MODE
+    at.query_params["edits"] = "not for this model"
+    at.run()
+    no_exceptions(at)
+    assert at.session_state["mode"] == "Sentence"
+    assert any("Toy model" in plain(w) and "Train page" in plain(w) for w in at.warning)
+    assert not at.error and charts(at)
+
+
+def test_the_link_of_a_toy_view_has_no_edits(run):
+    at = open_page("pages/inputs.py", **toy_state(run), matrix="b_o")
+    area = next(a for a in at.text_area if a.key.startswith("paste_b_o"))
+    area.input(" ".join(["0"] * 32)).run()
+    button(at, "Apply pasted matrix").click().run()
+    no_exceptions(at)
+    at.switch_page("app.py")     # the sidebar (and links.write) runs on app.py
+    at.run()
+    no_exceptions(at)
+    assert [k for k, v in at.session_state["edits"].items() if v] == [
+        k for k in at.session_state["edits"] if k.startswith("toy:")]      # the edit is kept
+    assert at.query_params["mode"] == TOY_MODE and "edits" not in at.query_params
+
+
+def test_step_through_this_layer_opens_it_on_step_by_step(run):
+    at = open_page("pages/train.py", **{TOY_RUN_KEY: run, "toy_example": 7}, step="weights")
+    no_exceptions(at)
+    at.select_slider(key="toy_step").set_value(run.checkpoint_steps[4]).run()
+    at.button(key="toy_step_through_0").click().run()
+    no_exceptions(at)
+    assert at.title[0].value == "Step by step"
+    state = at.session_state
+    assert (state["mode"], state["layer"], state[TOY_STEP_KEY], state[TOY_EXAMPLE_KEY]) == \
+        (TOY_MODE, 0, run.checkpoint_steps[4], 7)
+    best = run.head_scores(step=run.checkpoint_steps[4])[0].head
+    assert state["head"] == best
+    expected = run.trace(run.test_inputs[7], 0, run.checkpoint_steps[4])
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]),
+                                  expected.weights[best])
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_draws_the_trained_layer(run, page):
+    at = open_page(page, **toy_state(run))
+    no_exceptions(at)
+    assert not at.error and charts(at)
+    assert any("residual stream" in plain(i) for i in at.info)
+
+
+def test_the_report_of_a_toy_view_names_it(run):
+    from attnviz.export import report_html
+    from attnviz.settings_view import Settings, ToyChoice, build_view
+
+    view = build_view(Settings(mode=TOY_MODE), {}, ToyChoice(run, run.steps, 0))
+    html = report_html(view.trace, view.tokens_q, view.tokens_k, settings=view.settings)
+    assert "Layer 0 of the toy model trained on the Train page" in html
