@@ -168,3 +168,18 @@ def test_the_report_of_a_toy_view_names_it(run):
     view = build_view(Settings(mode=TOY_MODE), {}, ToyChoice(run, run.steps, 0))
     html = report_html(view.trace, view.tokens_q, view.tokens_k, settings=view.settings)
     assert "Layer 0 of the toy model trained on the Train page" in html
+
+
+def test_a_baseline_pinned_on_the_toy_model_compares_with_the_same_run(run):
+    """Pin as baseline on the Toy model input rebuilds the pinned view with the run (not as
+    'train a model first'), so an unedited view differs from it by exactly 0."""
+    from attnviz.ui.baseline import KEY
+
+    at = open_page("pages/steps.py", **toy_state(run), step="weights")
+    no_exceptions(at)
+    button(at, ":material/push_pin: Pin as baseline").click().run()
+    no_exceptions(at)
+    assert at.session_state[KEY].toy is not None
+    assert not any("cannot be rebuilt" in plain(i) for i in at.info)
+    change = next(f for f in charts(at) if "baseline" in str(f["layout"]["title"]).lower())
+    assert np.all(heatmap_z(change) == 0)

@@ -18,7 +18,7 @@ from ..diff_figures import CHANGE_TITLE, change_heatmap, format_change, kl_bars
 from ..engine import AttentionTrace, Step
 from ..errors import AttnvizInputError
 from ..labels import step_layout, unique
-from ..settings_view import Settings, View, build_view
+from ..settings_view import TOY_MODE, Settings, ToyChoice, View, build_view
 from ..trace_diff import TraceDiff, diff
 from . import state, widgets
 from .text import literal
@@ -33,6 +33,7 @@ class Pin:
 
     settings: Settings
     edits: dict               # {matrix name → attnviz.edits.Edit}, a copy
+    toy: ToyChoice | None = None   # the Toy model input's run, checkpoint and sequence
 
 
 @dataclass
@@ -69,7 +70,7 @@ def compare(view: View) -> Comparison | None:
     p = pinned()
     if p is None:
         return None
-    base = build_view(p.settings, p.edits)
+    base = build_view(p.settings, p.edits, p.toy)
     titles = {s.name: s.title for t in (base.trace, view.trace) if t is not None
               for s in t.steps}
     if base.trace is None:
@@ -97,13 +98,21 @@ def _mismatch(a: AttentionTrace, b: AttentionTrace, fallback: str) -> str:
                  "weights or Step by step) to compare with this input."
 
 
+def _toy_phrase(toy: ToyChoice | None, layer: int) -> str:
+    if toy is None:
+        return "the toy model"
+    return (f"layer {layer} of the toy model trained on {toy.run.task}, after step {toy.step}, "
+            f"on held-out sequence {toy.example}")
+
+
 def describe(comp: Comparison) -> str:
     """What is pinned, in one phrase (user text included: show it with `literal`)."""
     s, base = comp.pin.settings, comp.base
     text = s.sentence if len(s.sentence) <= SHORT_TEXT else s.sentence[:SHORT_TEXT].rstrip() + "…"
     what = {"Sentence": f"the sentence “{text}”", "Preset": f"the preset “{s.preset}”",
             "Matrix X": "your matrix X", "Q, K, V": "your Q, K and V",
-            "Pretrained model": f"all-MiniLM-L6-v2 layer {s.layer} on “{text}”"}[s.mode]
+            "Pretrained model": f"all-MiniLM-L6-v2 layer {s.layer} on “{text}”",
+            TOY_MODE: _toy_phrase(comp.pin.toy, s.layer)}.get(s.mode, s.mode)
     details = []
     if base.trace is not None:
         n, h = base.trace.n_q, base.trace.num_heads

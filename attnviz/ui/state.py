@@ -88,13 +88,15 @@ def _edits_for(s: Settings, toy: ToyChoice | None) -> dict:
     return st.session_state[EDITS_KEY].get(weights_signature(s, toy), {})
 
 
-def recipe() -> tuple[Settings, dict]:
-    """What rebuilds the current view with `build_view`: the settings and a copy of their
-    edits (each edit is a new array, never changed in place). Small: no intermediate arrays,
-    so it may be kept in the session where a trace must not be."""
+def recipe() -> tuple[Settings, dict, ToyChoice | None]:
+    """What rebuilds the current view with `build_view`: the settings, a copy of their edits
+    (each edit is a new array, never changed in place) and, for the Toy model input, the run
+    it shows. Small: no intermediate arrays, so it may be kept in the session where a trace
+    must not be."""
     init()
     s = settings()
-    return s, dict(_edits_for(s))
+    toy = toy_choice() if s.mode == TOY_MODE else None
+    return s, dict(_edits_for(s, toy)), toy
 
 
 def edits(view: View) -> dict:
