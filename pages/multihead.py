@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import figures
 from attnviz.labels import concat_labels, feature_labels
-from attnviz.ui import baseline, scales, state, widgets
+from attnviz.ui import baseline, compare_view, scales, state, widgets
 
 state.init()   # first: on a fresh server's first request it runs app.py around this page
 st.title("Multi-head attention")
@@ -65,6 +65,8 @@ def output_tab() -> None:
 
 concat_features = concat_labels(t.num_heads, t.d_v)
 SECTIONS = {"Each head's Z": z_tab, "Concatenation": concat_tab, "W_O and output": output_tab}
+if view.settings.mode == "Sentence":
+    SECTIONS["Second sentence"] = lambda: compare_view.sentence_tab(view)
 # only the open tab is drawn: every chart on a page is drawn before the first one shows
 for tab, draw in zip(st.tabs(list(SECTIONS), key="mh_section", on_change="rerun"),
                      SECTIONS.values()):

@@ -258,3 +258,29 @@ def test_512_tokens_and_16_heads_stay_within_the_figure_budget(page):
     no_exceptions(at)
     assert any("only the first 512" in plain(i) for i in at.info)
     assert chart_bytes(at) <= 3 * 1024 * 1024
+
+
+def test_multihead_compares_one_head_on_a_second_sentence():
+    """Sentence input: the same weights on a second sentence, one head, and the difference on
+    the positions holding the same token; expected from traces built here."""
+    first, second = "the cat sat on the mat", "the cat sat on a mat"
+    at = open_page("pages/multihead.py", sentence=first, d_model=8, num_heads=2,
+                   mh_section="Second sentence", mh_compare=second, mh_compare_head=1)
+    assert not at.exception
+    w = attnviz.MultiHeadWeights.random(8, 2, seed=0)
+    a, b = (attnviz.trace_attention(attnviz.embed_tokens(attnviz.tokenize(s), 8, seed=0), w)
+            for s in (first, second))
+    figs = {f["layout"]["title"]["text"].split(",")[0]: f for f in charts(at)[1:]}
+    np.testing.assert_allclose(heatmap_z(figs["First sentence"]), a.weights[1], rtol=1e-12)
+    np.testing.assert_allclose(heatmap_z(figs["Second sentence"]), b.weights[1], rtol=1e-12)
+    same = [0, 1, 2, 3, 5]                                 # "the" at 4 became "a"
+    delta = next(f for t, f in figs.items() if t.startswith("Δ weights"))
+    np.testing.assert_allclose(heatmap_z(delta), b.weights[1][np.ix_(same, same)]
+                               - a.weights[1][np.ix_(same, same)], atol=1e-12)
+    assert delta["data"][0]["y"] == ["the", "cat", "sat", "on", "mat"]
+
+
+def test_the_second_sentence_tab_is_only_for_the_sentence_input():
+    at = open_page("pages/multihead.py", mode="Preset", preset="three_inputs")
+    assert not at.exception
+    assert "Second sentence" not in [t.label for t in at.tabs]

@@ -9,12 +9,12 @@ import numpy as np
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from .. import figures, model_figures
+from .. import model_figures
 from ..errors import AttnvizInputError
 from ..settings_view import Settings
 from ..cache import SizedCache
 from ..pretrained import MODEL_NAME, PretrainedModel, PretrainedTrace, cached_run
-from . import state, widgets
+from . import compare_view, state, widgets
 from .text import literal, token_line
 
 
@@ -185,12 +185,11 @@ def second_sentence(layer: int, head: int, view: ModelRun, hide_special: bool) -
     """"Compare with a second sentence" (empty: off): the same head's weights on a second text
     beside the first, and on the positions where both texts have the same token, the
     difference second − first."""
-    other = st.text_input("Compare with a second sentence", persist_state="session",
-                          key="pt_compare", placeholder="e.g. the same sentence, one word changed",
-                          help="The same layer and head on another text. Where both texts "
-                               "have the same token at the same position, the difference of "
-                               "the weights is shown too.")
-    if not other or not other.strip():
+    other = compare_view.second_sentence_input(
+        "pt_compare", help="The same layer and head on another text. Where both texts have "
+                           "the same token at the same position, the difference of the "
+                           "weights is shown too.")
+    if other is None:
         return
     _, limit = sentence_and_limit()
     try:
@@ -198,33 +197,5 @@ def second_sentence(layer: int, head: int, view: ModelRun, hide_special: bool) -
     except AttnvizInputError as exc:
         st.error("Cannot run the model on the second sentence: " + literal(exc))
         return
-    weights_a = view.attentions[layer, head]                        # (n_a, n_a)
-    weights_b = second.attentions[layer, head]                      # (n_b, n_b)
-    left, right = st.columns(2)
-    with left:
-        widgets.chart(figures.heatmap(weights_a, row_labels=view.tokens, col_labels=view.tokens,
-                                      kind="weights", title="First sentence"),
-                      key="pt_compare_first")
-    with right:
-        widgets.chart(figures.heatmap(weights_b, row_labels=second.tokens,
-                                      col_labels=second.tokens, kind="weights",
-                                      title="Second sentence"), key="pt_compare_second")
-    same = matching_positions(view.tokens, second.tokens)
-    if not same:
-        st.info("No position holds the same token in both texts: nothing to subtract.")
-        return
-    delta = weights_b[np.ix_(same, same)] - weights_a[np.ix_(same, same)]   # (m, m)
-    st.caption(f"{len(same)} positions hold the same token in both texts. Below: second − "
-               f"first on those rows and columns, max |Δ| = {np.abs(delta).max():.4f}. (The "
-               "rows are the model's weights over *all* of each text's tokens, so they need "
-               "not sum to the same.)")
-    labels = [view.tokens[i] for i in same]
-    widgets.chart(figures.heatmap(delta, row_labels=labels, col_labels=labels, kind="signed",
-                                  title=f"Δ weights (second − first), max |Δ| "
-                                        f"{np.abs(delta).max():.3f}"),
-                  key="pt_compare_delta")
-
-
-def matching_positions(tokens_a: list[str], tokens_b: list[str]) -> list[int]:
-    """The positions i where both token lists hold the same token (within the shorter one)."""
-    return [i for i, (a, b) in enumerate(zip(tokens_a, tokens_b)) if a == b]
+    compare_view.side_by_side(view.attentions[layer, head], view.tokens,
+                              second.attentions[layer, head], second.tokens, key="pt_compare")
