@@ -28,8 +28,6 @@ PAGES = [
 OWN_SETTINGS = {"Train"}          # pages whose settings are on the page: no input in the sidebar
 
 page = st.navigation(PAGES)
+gc_tuning.freeze_long_lived()      # the modules' objects out of Streamlit's collection
 sidebar.render(inputs=page.title not in OWN_SETTINGS)   # before the page: a page that stops
-try:                                                    # (st.stop) ends the run
-    page.run()
-finally:
-    gc_tuning.freeze_after_imports()   # the modules' objects out of the collector's walk
+page.run()                                              # (st.stop) ends the run

@@ -8,6 +8,7 @@ computation of it.
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections import OrderedDict
 from typing import Callable, Hashable, TypeVar
@@ -116,3 +117,24 @@ class SizedCache:
         with self._guard:
             self._entries.clear()
             self._sizes.clear()
+
+
+def python_bytes(obj, limit: int = 500_000) -> int:
+    """An estimate of the memory `obj` holds: sys.getsizeof over every object reachable from
+    it (numpy arrays by their buffers), classes, modules and functions left out (shared, not
+    owned). For values whose arrays are not what matters, e.g. a plotly figure, whose Python
+    objects take many times its JSON's size. Stops after `limit` objects."""
+    import sys
+    import types
+
+    shared = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+              types.MethodType)
+    seen, stack, total = set(), [obj], 0
+    while stack and len(seen) < limit:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, shared):
+            continue
+        seen.add(id(o))
+        total += o.nbytes if isinstance(o, np.ndarray) and o.base is None else sys.getsizeof(o)
+        stack.extend(gc.get_referents(o))
+    return total

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, running_app  # noqa: E402
 
-PAGES = ("home", "inputs", "steps", "multihead", "experiments", "pretrained")
+PAGES = ("home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading")
 BUDGET_S = 3.0
 TARGET_RATIO = 1.3
 HEATMAP = ".js-plotly-plot .main-svg"

@@ -1,7 +1,6 @@
 """Streamlit's collection after every run walks only what sessions made, not the modules."""
 
 import gc
-import importlib
 import sys
 import weakref
 
@@ -12,15 +11,13 @@ class _Node:
     pass
 
 
-def test_freezing_happens_when_modules_were_imported_and_later_cycles_are_still_collected():
-    gc_tuning.freeze_after_imports()
+def test_the_pages_modules_are_frozen_once_and_later_cycles_are_still_collected():
+    gc_tuning.freeze_long_lived()
     assert gc.get_freeze_count() > 0
-    assert not gc_tuning.freeze_after_imports()          # nothing new imported: no work
-    name = next(m for m in ("colorsys", "sndhdr", "this_is_not", "wave", "netrc")
-                if m not in sys.modules and importlib.util.find_spec(m))
-    importlib.import_module(name)
+    assert all(name in sys.modules for name in gc_tuning.PRELOAD)
     frozen = gc.get_freeze_count()
-    assert gc_tuning.freeze_after_imports() and gc.get_freeze_count() >= frozen
+    assert not gc_tuning.freeze_long_lived()             # nothing big imported since: no work
+    assert gc.get_freeze_count() == frozen
 
     a, b = _Node(), _Node()                              # a cycle made after the freeze:
     a.other, b.other = b, a                              # garbage the collector still finds

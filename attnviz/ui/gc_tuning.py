@@ -4,31 +4,48 @@ Streamlit runs a full collection (`gc.collect(2)`, `runner.postScriptGC`) after 
 run. With numpy, pandas, plotly and streamlit loaded, that walks about 120,000 long-lived
 objects (the modules, their classes and functions) each time: about 0.05–0.08 s of CPU per
 page view, a third of what a view costs the server. Those objects live as long as the process,
-so after the app has imported something new they are moved out of the collector's sight with
-`gc.freeze()`; what a session makes later is collected as before. (Objects frozen are still
-freed by reference counting; only garbage in cycles at the moment of freezing would stay, so
-freezing follows a collection, and happens only when new modules were imported: a few times
-in a server's life.)
+so they are moved out of the collector's sight with `gc.freeze()`; what sessions make later is
+collected as before.
+
+Frozen objects are still freed by reference counting, but garbage in reference cycles at the
+moment of freezing would stay for good. So the freeze happens at the start of a run, before
+the session builds anything, right after a collection, and only after a big import (the
+pages' modules are loaded together at the first run; torch, on the Train page, later): a few
+times in a server's life, never once per session.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib
 import sys
 import threading
+
+# What the pages use, loaded at the first run so that one freeze covers it (torch, for the
+# Train page only, is left to its first visit).
+PRELOAD = ("pandas", "plotly.graph_objects", "attnviz.figures", "attnviz.model_figures",
+           "attnviz.experiment_figures", "attnviz.reading_figures", "attnviz.diff_figures",
+           "attnviz.export", "attnviz.ui.baseline", "attnviz.ui.compare_view",
+           "attnviz.ui.edit_view", "attnviz.ui.experiments_view", "attnviz.ui.pretrained_view",
+           "attnviz.ui.reading_view", "attnviz.ui.steps_view", "attnviz.ui.toy_view")
+MIN_NEW_MODULES = 100        # a big import; plotly's lazily loaded validators do not count
 
 _lock = threading.Lock()
 _modules_frozen = 0
 
 
-def freeze_after_imports() -> bool:
-    """Collect, then freeze every object alive, if modules were imported since the last time.
-    True when it froze."""
+def freeze_long_lived() -> bool:
+    """Call at the start of a run: the first time, load the pages' modules, collect, and
+    freeze every object alive; later, the same after a big import. True when it froze."""
     global _modules_frozen
     with _lock:
-        if len(sys.modules) <= _modules_frozen:
+        if _modules_frozen == 0:
+            for name in PRELOAD:
+                importlib.import_module(name)
+        if len(sys.modules) - _modules_frozen < MIN_NEW_MODULES:
             return False
         gc.collect()
         gc.freeze()
         _modules_frozen = len(sys.modules)
         return True
+

@@ -12,7 +12,7 @@ from streamlit.errors import StreamlitPageNotFoundError
 from .. import model_figures
 from ..errors import AttnvizInputError
 from ..settings_view import Settings
-from ..cache import SizedCache
+from ..cache import SizedCache, python_bytes
 from ..pretrained import MODEL_NAME, PretrainedModel, PretrainedTrace, cached_run
 from . import compare_view, state, widgets
 from .text import literal, token_line
@@ -56,9 +56,9 @@ def _model_run(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
                     positions=positions)
 
 
-# The figures are the same for every learner on the same text: built once, shared.
-_FIGURES = SizedCache(max_bytes=64 * 2**20, max_entries=64,
-                      size_of=lambda fig: len(fig.to_json()))
+# The figures are the same for every learner on the same text: built once, shared. Measured
+# by the Python objects they hold (a plotly figure takes 3–7 times its JSON's size).
+_FIGURES = SizedCache(max_bytes=32 * 2**20, max_entries=32, size_of=python_bytes)
 
 
 def shared_figure(name: str, build, *key):
