@@ -79,8 +79,8 @@ def head_view_tab() -> None:
         widgets.chart(fig, key="pt_head_view")
 
 
-VIEWS = {"Model view: every layer and head": model_view_tab, "One head": one_head_tab,
-         "Head view: one layer, every head": head_view_tab}
+VIEWS = {"One head": one_head_tab, "Model view: every layer and head": model_view_tab,
+         "Head view: one layer, every head": head_view_tab}   # one heatmap first: it shows soonest
 # only the open tab is drawn: every chart on a page is drawn before the first one shows
 for tab, draw in zip(st.tabs(list(VIEWS), key="pt_view", on_change="rerun"), VIEWS.values()):
     if tab.open:

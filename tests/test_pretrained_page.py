@@ -56,10 +56,10 @@ def test_page_runs_alone_and_shows_the_models_weights(model):
     assert not at.error
     run = model.run(DEFAULT)
     assert shown_tokens(at) == run.tokens
-    assert len(charts(at)) == 1                  # the first tab only: the model view
-    assert len(model_view(at)["data"]) == 72
-    at = page_alone(PAGE, pt_view=ONE_HEAD)
+    assert len(charts(at)) == 1                  # the first tab only: one head
     np.testing.assert_array_equal(heatmap_z(head_heatmap(at)), run.traces[0].weights[0])
+    at = page_alone(PAGE, pt_view=MODEL_VIEW)
+    assert len(model_view(at)["data"]) == 72
     at = page_alone(PAGE, pt_view=HEAD_VIEW)
     assert {"[CLS]", "animal", "[SEP]"} <= set(labels(head_view(at)))
 

@@ -62,11 +62,11 @@ def scaling_tab() -> None:
     widgets.chart(experiment_figures.weight_bars(
         {"softmax(q·k)": r.row_unscaled, "softmax(q·k/√d_k)": r.row_scaled}, keys,
         title="One query against 8 keys"), key="exp_row")
-    st.dataframe(pd.DataFrame({
-        "max weight": [r.row_unscaled.max(), r.row_scaled.max()],
-        "entropy (bits)": [r.entropy(r.row_unscaled), r.entropy(r.row_scaled)],
-        "uniform would be": [f"{1 / len(keys):.3f}", f"{math.log2(len(keys)):.3f} bits"]},
-        index=["without scaling", "with scaling"]), key="exp_scaling_table")
+    st.table(pd.DataFrame({                     # a plain table: no data grid to load first
+        "max weight": [f"{r.row_unscaled.max():.6f}", f"{r.row_scaled.max():.6f}"],
+        "entropy (bits)": [f"{r.entropy(r.row_unscaled):.6f}", f"{r.entropy(r.row_scaled):.6f}"],
+        "uniform would be": [f"{1 / len(keys):.6f}", f"{math.log2(len(keys)):.6f} bits"]},
+        index=["without scaling", "with scaling"]))
     st.caption("Notice: as d_k grows the unscaled row approaches one-hot (max weight → 1, "
                "entropy → 0); the scaled row stays spread out.")
 
