@@ -65,7 +65,7 @@ def head_view_tab() -> None:
     with controls[0]:
         hv_layer = st.selectbox("Layer", list(range(layers)),
                                 persist_state="session", key="pt_hv_layer",
-                                format_func=lambda i: f"layer {i}")
+                                format_func="layer {}".format)
     with controls[1]:
         token = pretrained_view.pick_token(view, "pt_hv_token")
     shown_heads = pretrained_view.pick_heads(heads, "pt_hv_heads")

@@ -20,8 +20,10 @@ for where, label, delta, end in ((nav[0], "◀ Previous", -1, names[0]),
     widgets.action_button(label, steps_view.move_step, (names, delta),   # they may move it
                           key=f"step_{delta:+d}", where=where,
                           disabled=st.session_state["step"] == end, width="stretch")
-nav[1].selectbox("Step", names, persist_state="session", key="step",
-                 format_func=lambda n: f"{names.index(n) + 1}. {t.step(n).title}")
+# a dict's lookup, not a lambda: a widget keeps its format_func for the session's life, and a
+# lambda here would keep this page's globals (the trace) with it
+titles = {n: f"{i + 1}. {t.step(n).title}" for i, n in enumerate(names)}
+nav[1].selectbox("Step", names, persist_state="session", key="step", format_func=titles.get)
 comparison = baseline.compare(view)          # None unless a baseline is pinned
 baseline.step_controls(comparison)
 

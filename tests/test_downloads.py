@@ -99,3 +99,38 @@ def test_download_buttons_keep_no_trace_for_the_session(downloads, page):
         kept = [o for o in _reachable(maker) if isinstance(o, attnviz.AttentionTrace)]
         assert not kept, f"the {name} button keeps a trace alive"
         assert _as_bytes(maker())                        # and still makes its file
+
+
+def _session_holds(at, kinds) -> list[str]:
+    """Types in `kinds` reachable from the session's state (widget values, and the metadata
+    Streamlit keeps with each widget: callbacks, their arguments, format functions), not
+    counting what loaded modules hold (shared caches, not the session's)."""
+    import gc
+    import sys
+    import types
+
+    module_dicts = {id(m.__dict__) for m in list(sys.modules.values()) if m is not None}
+    seen, stack, found = set(), [at.session_state._state], []
+    while stack and len(seen) < 2_000_000:
+        o = stack.pop()
+        if id(o) in seen or id(o) in module_dicts or isinstance(o, (type, types.ModuleType)):
+            continue
+        seen.add(id(o))
+        if isinstance(o, kinds):
+            found.append(type(o).__name__)
+        stack.extend(gc.get_referents(o))
+    return found
+
+
+@pytest.mark.parametrize("page, state", [
+    ("pages/steps.py", {}), ("pages/inputs.py", {}), ("pages/multihead.py", {}),
+    ("pages/home.py", {}), ("pages/pretrained.py", {"pt_view": "Model view: every layer and head"}),
+    ("pages/reading.py", {})])
+def test_a_session_keeps_no_trace_after_its_run(page, state):
+    """A session lives on for minutes after its browser left; what it keeps must not include
+    a trace (a page lambda given to a widget, or a callback's arguments, kept one: issue 14.4)."""
+    from attnviz.pretrained import PretrainedTrace
+
+    at = open_page(page, sentence="a session that keeps nothing big", **state)
+    assert not at.exception
+    assert _session_holds(at, (attnviz.AttentionTrace, PretrainedTrace)) == []

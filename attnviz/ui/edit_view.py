@@ -51,7 +51,7 @@ def actions(view: View) -> None:
                           where=cols[0], disabled=s.mode in ("Preset", TOY_MODE),
                           help="New random weights and embeddings: a new seed (same "
                                "initialisation scheme as in the sidebar).")
-    widgets.action_button(":material/restart_alt: Reset edits", state.reset_edits, (view,),
+    widgets.action_button(":material/restart_alt: Reset edits", state.reset_edits, (view.signature,),
                           key="reset_edits", where=cols[1], disabled=not state.edits(view),
                           help="Drop your edits to this configuration's matrices.")
     baseline.buttons(cols[2:], key="inputs_baseline")
@@ -80,7 +80,7 @@ def editor(view: View, name: str, head: int | None) -> None:
     key = f"editor_{name}_{head}_{version}"
     error_key = f"editor_error_{name}"
     st.data_editor(frame, key=key, on_change=state.apply_editor_changes,
-                   args=(view, name, head, key, error_key, rows, cols),
+                   args=(name, head, key, error_key, rows, cols),
                    disabled=["_index"], width="stretch")
     if st.session_state.get(error_key):
         st.error(literal(st.session_state[error_key] + ". The matrix keeps its previous value."))

@@ -36,8 +36,9 @@ def _pick(label: str, n: int, key: str, name: str) -> int:
 def _pick_token(run: PretrainedTrace, key: str, label: str) -> int:
     """A position of run.tokens (a selectbox "3: animal"), kept in range."""
     pretrained_view.keep_in_range(key, len(run.tokens), default=min(2, len(run.tokens) - 1))
+    labels = [f"{i}: {token}" for i, token in enumerate(run.tokens)]   # not the run: the
     return st.selectbox(label, list(range(len(run.tokens))), persist_state="session", key=key,
-                        format_func=lambda i: f"{i}: {run.tokens[i]}")
+                        format_func=labels.__getitem__)     # session keeps format_func
 
 
 # ---- rollout -----------------------------------------------------------------------------------

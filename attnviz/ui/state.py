@@ -110,8 +110,10 @@ def set_matrix(view: View, name: str, array: np.ndarray) -> None:
     bump_editor_version()
 
 
-def reset_edits(view: View) -> None:
-    st.session_state[EDITS_KEY].pop(view.signature, None)
+def reset_edits(signature: str) -> None:
+    """Drop the edits of the configuration with this weights signature (a button's callback:
+    it gets the signature, not the view, which the session would keep with its trace)."""
+    st.session_state[EDITS_KEY].pop(signature, None)
     bump_editor_version()
 
 
@@ -121,11 +123,14 @@ def bump_editor_version() -> None:
     st.session_state[EDITOR_VERSION_KEY] = st.session_state.get(EDITOR_VERSION_KEY, 0) + 1
 
 
-def apply_editor_changes(view: View, name: str, head: int | None, editor_key: str,
-                         error_key: str, rows: list[str], cols: list[str]) -> None:
+def apply_editor_changes(name: str, head: int | None, editor_key: str, error_key: str,
+                         rows: list[str], cols: list[str]) -> None:
     """on_change of a data editor: apply its edited_rows (text, as typed) to the stored matrix,
-    or keep the matrix and record an error naming the cell as the page labels it."""
+    or keep the matrix and record an error naming the cell as the page labels it. The view is
+    built here, not passed in: Streamlit keeps a widget's callback arguments for the session's
+    life, and a view holds its trace."""
     changes = st.session_state.get(editor_key, {}).get("edited_rows", {})
+    view = current_view()
     current = current_matrices(view).get(name)
     if current is None or not changes:
         return
