@@ -57,7 +57,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -73,6 +72,10 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.browser_helpers import free_port, stop_process, wait_healthy  # noqa: E402
+
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
 REPLICA_HEADER = "X-Attnviz-Replica"      # set by deploy/haproxy.cfg when ATTNVIZ_SHOW_REPLICA
 PAGES = ("home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading")
@@ -154,26 +157,6 @@ class PeakRss:
 
 # ---- servers -------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, proc: subprocess.Popen | None, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not become healthy")
-        time.sleep(0.3)
-
-
 class Server:
     """`streamlit run app.py` on 127.0.0.1 and a free port (the project's .streamlit config
     applies); its log goes to a temporary file."""
@@ -198,11 +181,7 @@ class Server:
         return self.proc.pid
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc, 15)
         self.log.close()
         os.unlink(self.log.name)              # kept only when the server failed to start
 
@@ -279,11 +258,7 @@ class Proxy:
         return self.proc.pid
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)
         self.log.close()
         os.unlink(self.log.name)
         os.unlink(self.cfg.name)

@@ -44,27 +44,41 @@ def running_app(timeout: float = 90, *, script: Path = ROOT / "app.py", cwd: Pat
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise RuntimeError(f"streamlit run {script} did not start:\n"
-                                   + log.read().decode(errors="replace"))
-            time.sleep(0.3)
+        try:
+            wait_healthy(url, proc, timeout)
+        except RuntimeError:
+            log.seek(0)
+            raise RuntimeError(f"streamlit run {script} did not start:\n"
+                               + log.read().decode(errors="replace")) from None
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
         log.close()
+
+
+def wait_healthy(url: str, proc: subprocess.Popen | None, timeout: float = 120) -> None:
+    """Wait until `url`/_stcore/health answers 200 (Streamlit's, or a proxy's in front of it);
+    RuntimeError if `proc` exits first or `timeout` s pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not become healthy")
+        time.sleep(0.3)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """Terminate `proc`, and kill it if it has not exited after `timeout` s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def wait_for_app(page, timeout_ms: int = 60_000) -> None:

@@ -15,7 +15,6 @@ import http.server
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ CFG = ROOT / "deploy" / "haproxy.cfg"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_load import REPLICA_HEADER, local_haproxy_cfg  # noqa: E402
+from tests.browser_helpers import free_port, stop_process  # noqa: E402
 
 
 def haproxy() -> str:
@@ -114,12 +114,6 @@ class _Port:
         self.port = port
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _stub(name: str) -> http.server.ThreadingHTTPServer:
     """A replica stand-in: answers every GET with its own name (and the health check)."""
 
@@ -155,7 +149,7 @@ def test_live_sticky_sessions_and_headers(tmp_path):
     stubs = [_stub("one"), _stub("two")]
     cfg = tmp_path / "haproxy.cfg"
     cfg.write_text(local_haproxy_cfg([_Port(s.server_address[1]) for s in stubs]))
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([binary, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL,
@@ -189,8 +183,7 @@ def test_live_sticky_sessions_and_headers(tmp_path):
                 assert headers[REPLICA_HEADER] in ("r1", "r2")
         assert _get(url + "/_stcore/metrics")[0] == 404
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_process(proc)
         for s in stubs:
             s.shutdown()
 
