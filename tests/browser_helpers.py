@@ -81,6 +81,31 @@ def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
         proc.kill()
 
 
+VIEWPORT = {"width": 1400, "height": 1000}
+
+
+@contextmanager
+def page_at(browser, url: str, heading: str):
+    """A new browser context's tab at `url`, once the page's `heading` and its first heatmap
+    are drawn; the context is closed afterwards."""
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        page.goto(url)
+        page.get_by_role("heading", name=heading).first.wait_for(timeout=60_000)
+        wait_for_app(page)
+        yield page
+    finally:
+        context.close()
+
+
+def open_tab(page, name: str) -> None:
+    """Click one of the page's tabs (only the open one is drawn) and wait for its charts."""
+    page.get_by_role("tab", name=name).click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+
+
 def wait_for_app(page, timeout_ms: int = 60_000) -> None:
     """Wait until the script has finished running and a heatmap is drawn."""
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=timeout_ms)

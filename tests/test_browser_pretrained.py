@@ -5,7 +5,7 @@ never skip."""
 
 import pytest
 
-from tests.browser_helpers import (exceptions, wait_for_app)
+from tests.browser_helpers import exceptions, open_tab, page_at, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -17,21 +17,9 @@ HEAD_VIEW_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
 
 @pytest.fixture
 def page(browser, app_url):
-    """The page at /pretrained, opened directly."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.goto(f"{app_url}/pretrained")
-    pg.get_by_role("heading", name="Pretrained model").first.wait_for(timeout=60_000)
-    wait_for_app(pg)                             # it opens on one head's heatmap
-    yield pg
-    context.close()
-
-
-def open_tab(page, name: str) -> None:
-    """The page's views are tabs, only the open one drawn."""
-    page.get_by_role("tab", name=name).click()
-    page.wait_for_timeout(300)
-    wait_for_app(page)
+    """The page at /pretrained, opened directly (on one head's heatmap)."""
+    with page_at(browser, f"{app_url}/pretrained", "Pretrained model") as pg:
+        yield pg
 
 
 def test_model_view_and_head_view_are_drawn(page):

@@ -3,7 +3,7 @@ and switching heads off changes the similarity shown. Under CI=true these never 
 
 import pytest
 
-from tests.browser_helpers import exceptions, wait_for_app
+from tests.browser_helpers import exceptions, open_tab, page_at
 
 pytestmark = pytest.mark.browser
 
@@ -15,19 +15,8 @@ CHART_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot
 @pytest.fixture
 def page(browser, app_url):
     """The page at /reading, opened directly."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.goto(f"{app_url}/reading")
-    pg.get_by_role("heading", name="Read the model").first.wait_for(timeout=60_000)
-    wait_for_app(pg)
-    yield pg
-    context.close()
-
-
-def open_tab(page, name: str) -> None:
-    page.get_by_role("tab", name=name).click()
-    page.wait_for_timeout(300)
-    wait_for_app(page)
+    with page_at(browser, f"{app_url}/reading", "Read the model") as pg:
+        yield pg
 
 
 def metric_value(page, label: str) -> str:
