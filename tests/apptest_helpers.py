@@ -82,3 +82,24 @@ def shown_tokens(at: AppTest) -> list[str]:
     """The tokens of the page's token line (Markdown code spans, ui/text.token_line)."""
     line = next(m.value for m in at.markdown if m.value.startswith("`"))
     return [m.group(2).strip() for m in re.finditer(r"(`+)(.+?)(?<!`)\1(?!`)", line)]
+
+
+def reachable(root, limit: int = 2_000_000) -> list:
+    """Every object reachable from `root` through references (closures, callbacks and their
+    arguments, containers, fields), except classes, modules and loaded modules' globals: those
+    are shared by every session (caches included), not held by `root`."""
+    import gc
+    import sys
+    import types
+
+    module_dicts = {id(m.__dict__) for m in list(sys.modules.values()) if m is not None}
+    seen, stack, found = set(), [root], []
+    while stack and len(seen) < limit:
+        o = stack.pop()
+        if id(o) in seen or id(o) in module_dicts or isinstance(o, (type, types.ModuleType)):
+            continue
+        seen.add(id(o))
+        found.append(o)
+        stack.extend(gc.get_referents(o))
+    return found
+

@@ -1,8 +1,6 @@
 """Pin as baseline, edit, see the difference (issue 11.7). Expected numbers are computed here
 from two traces built with attnviz, never read back from the page."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -11,7 +9,7 @@ from attnviz.diff_figures import change_heatmap, kl_bars
 from attnviz.ui.baseline import KEY, Pin
 from attnviz.settings_view import Settings
 from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page,
-                                   page_alone, plain)
+                                   page_alone, plain, reachable)
 
 TOKENS = ["Thinking", "Machines", "think"]
 SMALL = dict(sentence=" ".join(TOKENS), d_model=4, num_heads=2)
@@ -64,25 +62,6 @@ def no_change_chart(at) -> bool:
 
 def metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
-
-
-def reachable(root):
-    """Every object reachable from `root` through containers and dataclass fields."""
-    seen, todo = {}, [root]
-    while todo:
-        obj = todo.pop()
-        if id(obj) in seen or isinstance(obj, (str, bytes, int, float, np.ndarray)):
-            continue
-        seen[id(obj)] = obj
-        if isinstance(obj, dict):
-            todo += list(obj.keys()) + list(obj.values())
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            todo += list(obj)
-        elif dataclasses.is_dataclass(obj):
-            todo += [getattr(obj, f.name) for f in dataclasses.fields(obj)]
-        elif hasattr(obj, "__dict__"):
-            todo += list(vars(obj).values())
-    return seen.values()
 
 
 def test_the_change_of_the_scores_is_the_difference_of_two_independent_traces():

@@ -8,7 +8,7 @@ import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
 
 import attnviz
-from tests.apptest_helpers import open_page
+from tests.apptest_helpers import open_page, reachable
 
 SENTENCE = "Tom's <b>cat</b> sat"
 
@@ -71,23 +71,6 @@ def test_preset_report_names_the_preset(downloads):
         assert data["tokens_q"].tolist() == list(attnviz.load_preset("three_inputs").tokens)
 
 
-def _reachable(root, depth: int = 6):
-    """Every object reachable from `root` through references, to `depth` steps."""
-    import gc
-    seen, frontier = {id(root): root}, [root]
-    for _ in range(depth):
-        nxt = []
-        for obj in frontier:
-            if isinstance(obj, type) or type(obj).__name__ == "module":
-                continue                                 # classes and modules: not session data
-            for ref in gc.get_referents(obj):
-                if id(ref) not in seen:
-                    seen[id(ref)] = ref
-                    nxt.append(ref)
-        frontier = nxt
-    return seen.values()
-
-
 @pytest.mark.parametrize("page", ["pages/home.py", "pages/steps.py", "pages/multihead.py"])
 def test_download_buttons_keep_no_trace_for_the_session(downloads, page):
     """What a button keeps lives as long as the session (minutes after the browser left): the
@@ -96,30 +79,9 @@ def test_download_buttons_keep_no_trace_for_the_session(downloads, page):
                    d_model=16)
     assert not at.exception and len(downloads) == 4
     for name, maker in downloads.items():
-        kept = [o for o in _reachable(maker) if isinstance(o, attnviz.AttentionTrace)]
+        kept = [o for o in reachable(maker) if isinstance(o, attnviz.AttentionTrace)]
         assert not kept, f"the {name} button keeps a trace alive"
         assert _as_bytes(maker())                        # and still makes its file
-
-
-def _session_holds(at, kinds) -> list[str]:
-    """Types in `kinds` reachable from the session's state (widget values, and the metadata
-    Streamlit keeps with each widget: callbacks, their arguments, format functions), not
-    counting what loaded modules hold (shared caches, not the session's)."""
-    import gc
-    import sys
-    import types
-
-    module_dicts = {id(m.__dict__) for m in list(sys.modules.values()) if m is not None}
-    seen, stack, found = set(), [at.session_state._state], []
-    while stack and len(seen) < 2_000_000:
-        o = stack.pop()
-        if id(o) in seen or id(o) in module_dicts or isinstance(o, (type, types.ModuleType)):
-            continue
-        seen.add(id(o))
-        if isinstance(o, kinds):
-            found.append(type(o).__name__)
-        stack.extend(gc.get_referents(o))
-    return found
 
 
 @pytest.mark.parametrize("page, state", [
@@ -133,4 +95,6 @@ def test_a_session_keeps_no_trace_after_its_run(page, state):
 
     at = open_page(page, sentence="a session that keeps nothing big", **state)
     assert not at.exception
-    assert _session_holds(at, (attnviz.AttentionTrace, PretrainedTrace)) == []
+    kept = [type(o).__name__ for o in reachable(at.session_state._state)   # widgets' metadata
+            if isinstance(o, (attnviz.AttentionTrace, PretrainedTrace))]   # included
+    assert kept == []
