@@ -57,10 +57,7 @@ def settings() -> Settings:
 
 def current_view() -> View:
     """The trace for the current settings and edits (built once per run)."""
-    init()
-    s = settings()
-    toy = toy_choice() if s.mode == TOY_MODE else None
-    return build_view(s, _edits_for(s, toy), toy)
+    return build_view(*recipe())
 
 
 def toy_choice() -> ToyChoice | None:
