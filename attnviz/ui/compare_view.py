@@ -4,11 +4,15 @@ page and, for the Sentence input, by Multi-head."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import streamlit as st
 
 from .. import figures
-from . import widgets
+from ..settings_view import View, build_view
+from . import state, widgets
+from .text import literal
 
 PLACEHOLDER = "e.g. the same sentence, one word changed"
 
@@ -54,15 +58,9 @@ def side_by_side(weights_a: np.ndarray, tokens_a: list[str], weights_b: np.ndarr
                   key=f"{key}_delta")
 
 
-def sentence_tab(view) -> None:
+def sentence_tab(view: View) -> None:
     """For the Sentence input: the same model (sizes, seed, your edited weights) on a second
     sentence, one head at a time. Edits to X belong to the first sentence's tokens: left out."""
-    from dataclasses import replace
-
-    from ..settings_view import build_view
-    from . import state
-    from .text import literal
-
     other = second_sentence_input(
         "mh_compare", help="The same weights (and your edits to them) on another sentence. "
                            "Each token's embedding depends only on the token and the seed, so "
