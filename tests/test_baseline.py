@@ -6,7 +6,8 @@ import pytest
 
 import attnviz
 from attnviz.plot.diff_figures import change_heatmap, kl_bars
-from attnviz.app.baseline import KEY, Pin
+from attnviz.app import keys
+from attnviz.app.baseline import Pin
 from attnviz.app.settings_view import Settings
 from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page,
                                    page_alone, plain, reachable)
@@ -42,7 +43,7 @@ def pin_and_edit_w_q():
     assert any("Baseline pinned" in plain(i) for i in at.info)
     w_q = np.array(attnviz.MultiHeadWeights.random(4, 2, seed=0).w_q[0])     # (4, 2)
     w_q[0, 0] = NEW_CELL
-    area = next(a for a in at.text_area if a.key.startswith("paste_w_q_0"))
+    area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q_0"))
     area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_q)).run()
     click(at, "Apply pasted matrix")
     return at
@@ -83,11 +84,11 @@ def test_the_change_of_the_scores_is_the_difference_of_two_independent_traces():
                "edits" in plain(i) for i in at.info), "pinned before the edit"
 
     state = at.session_state._state.filtered_state                  # every key, widgets too
-    assert KEY in state and len(state) > 20
+    assert keys.BASELINE in state and len(state) > 20
     kept = [(k, o) for k, value in state.items() for o in reachable(value)
             if isinstance(o, attnviz.AttentionTrace)]
     assert not kept, "the session keeps a trace"
-    assert isinstance(at.session_state[KEY], Pin)
+    assert isinstance(at.session_state[keys.BASELINE], Pin)
 
 
 def test_the_weights_step_shows_each_querys_kl_divergence_in_bits():
@@ -112,7 +113,7 @@ def test_unpin_removes_the_change():
     change_chart(at)
     click(at, "Unpin")
     assert no_change_chart(at)
-    assert KEY not in at.session_state
+    assert keys.BASELINE not in at.session_state
     assert not any("Baseline" in plain(i) for i in at.info)
     assert [b for b in at.button if "Pin as baseline" in b.label]
 

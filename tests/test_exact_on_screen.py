@@ -163,7 +163,7 @@ def test_a_long_sentence_is_kept_out_of_the_link_with_a_note_and_still_cut_to_th
 def test_the_paste_box_holds_every_number_exactly_so_applying_it_changes_nothing():
     at = open_page("pages/inputs.py", sentence="Thinking Machines", d_model=4, num_heads=1)
     x = attnviz.embed_tokens(["Thinking", "Machines"], 4)          # the page's X, from the engine
-    area = next(a for a in at.text_area if a.key.startswith("paste_x"))
+    area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
     np.testing.assert_array_equal(attnviz.parse_matrix(area.value), x)
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
     no_exceptions(at)
@@ -173,7 +173,7 @@ def test_the_paste_box_holds_every_number_exactly_so_applying_it_changes_nothing
 def test_a_bad_paste_names_the_matrix_and_head_as_the_page_does():
     at = open_page("pages/inputs.py", sentence="a b", d_model=2, num_heads=2, d_k=1,
                    matrix="w_k", edit_head=1)
-    area = next(a for a in at.text_area if a.key.startswith("paste_w_k"))
+    area = next(a for a in at.text_area if a.key.startswith("paste_text_w_k"))
     area.input("1\n1e400").run()
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
     assert any("W_K of head 1, row 2, column 1: '1e400' is too large" in plain(e)

@@ -367,7 +367,7 @@ SENTENCE = "The animal didn't cross the street because it was too tired"
 STEP_NAMES = ["x", "q", "k", "v", "scores", "scaled_scores", "weights", "weighted_values", "z",
               "concat", "output"]
 TOGGLES = {"vector_view": True, "vector_shown": True,
-           **{f"table_{n}_shown": True for n in STEP_NAMES}}
+           **{f"step_table_{n}_shown": True for n in STEP_NAMES}}
 
 
 def walk_states(lang: str):

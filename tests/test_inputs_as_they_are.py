@@ -47,7 +47,7 @@ def test_100_long_words_of_four_byte_letters_and_16_heads_stay_within_the_budget
 def test_a_long_word_is_cut_on_the_axis_longer_in_the_hover_and_whole_in_the_table():
     word = "Donaudampfschifffahrt" + "x" * 279                       # 300 characters
     at = open_page("pages/steps.py", sentence=f"a {word} b", step="weights",
-                   table_weights_shown=True)
+                   step_table_weights_shown=True)
     no_exceptions(at)
     fig = charts(at)[0]
     hover = fig["data"][0]["y"][1]                                  # the category: hover text
@@ -187,7 +187,7 @@ def test_the_report_shows_an_override_as_its_code_and_isolates_every_token():
 
 def test_a_weight_pasted_with_decimal_commas_is_applied_and_said():
     at = open_page("pages/inputs.py", d_model=4, num_heads=2, matrix="w_q", edit_head=1)
-    area = next(a for a in at.text_area if a.key.startswith("paste_w_q_1"))
+    area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q_1"))
     area.input("1,5;-2\n0,25;3\n4;5\n6;7,75").run()
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
     no_exceptions(at)

@@ -181,7 +181,7 @@ def test_the_vector_views_chart_ends_with_the_sum_it_promises_equal_to_z():
 
 def test_a_step_table_shows_the_heatmap_numbers_when_toggled():
     at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="scores")
-    at.toggle(key="table_scores_shown").set_value(True).run()
+    at.toggle(key="step_table_scores_shown").set_value(True).run()
     np.testing.assert_array_equal(at.dataframe[0].value, heatmap_z(charts(at)[0]))
     np.testing.assert_array_equal(at.dataframe[0].value, [[2, 4, 4], [4, 16, 12], [4, 12, 10]])
 
@@ -212,7 +212,7 @@ def test_pasting_a_weight_changes_every_later_step():
     at.session_state["matrix"] = "w_q"
     at.run()
     new_wq = np.arange(16.0).reshape(4, 4) / 10
-    area = next(a for a in at.text_area if a.key.startswith("paste_w_q"))
+    area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q"))
     area.input("\n".join(" ".join(str(v) for v in row) for row in new_wq)).run()
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
     no_exceptions(at)
@@ -227,13 +227,13 @@ def test_pasting_a_weight_changes_every_later_step():
 def test_a_bad_paste_shows_an_error_and_keeps_the_matrix():
     at = open_page("pages/inputs.py", sentence="Thinking Machines", d_model=4, num_heads=1)
     before = heatmap_z(charts(at)[0])
-    area = next(a for a in at.text_area if a.key.startswith("paste_x"))
+    area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
     area.input("1 2 3 4\n5 6 oops 8").run()
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
     no_exceptions(at)
     assert any("row 2, column 3: 'oops' is not a number" in plain(e) for e in at.error)
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), before)
-    area = next(a for a in at.text_area if a.key.startswith("paste_x"))
+    area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
     area.input("1 2 3\n4 5 6").run()
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
     assert any("X must be 2 × 4, but the new matrix is 2 × 3" in plain(e) for e in at.error)
@@ -241,7 +241,7 @@ def test_a_bad_paste_shows_an_error_and_keeps_the_matrix():
 
 def test_reset_drops_the_edits():
     at = open_page("pages/inputs.py", sentence="a b", d_model=2, num_heads=1)
-    area = next(a for a in at.text_area if a.key.startswith("paste_x"))
+    area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
     area.input("1 2\n3 4").run()
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), [[1, 2], [3, 4]])

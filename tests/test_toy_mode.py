@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 import attnviz.models.toy as toy
 from attnviz.app.settings_view import NO_TOY_RUN, TOY_MODE
 from attnviz.i18n import t
-from attnviz.app.state import TOY_EXAMPLE_KEY, TOY_RUN_KEY, TOY_STEP_KEY
+from attnviz.app import keys
 from attnviz.app.toy_view import EDITED_ROW as EDITED_ID
 from attnviz.i18n import render
 from tests.apptest_helpers import (PAGES, ROOT, TIMEOUT, button, charts, decode, heatmap_z,
@@ -26,7 +26,7 @@ def run():
 
 
 def toy_state(run, **extra):
-    return {"mode": TOY_MODE, TOY_RUN_KEY: run, **extra}
+    return {"mode": TOY_MODE, keys.TOY_RUN: run, **extra}
 
 
 def answers(at) -> dict[str, list[str]]:
@@ -41,8 +41,8 @@ def as_text(values) -> list[str]:
 
 def test_step_by_step_shows_the_layer_at_the_chosen_step_and_sequence(run):
     step = run.checkpoint_steps[-3]
-    at = open_page("pages/steps.py", **toy_state(run, **{TOY_STEP_KEY: step,
-                                                          TOY_EXAMPLE_KEY: 5}),
+    at = open_page("pages/steps.py", **toy_state(run, **{keys.TOY_VIEW_STEP: step,
+                                                         keys.TOY_VIEW_EXAMPLE: 5}),
                    step="weights", head=1)
     no_exceptions(at)
     seq = run.test_inputs[5]
@@ -58,11 +58,11 @@ def test_step_by_step_shows_the_layer_at_the_chosen_step_and_sequence(run):
 
 def test_an_edited_w_o_changes_the_answer_as_the_model_computes_it(run):
     seq = run.test_inputs[2]
-    at = open_page("pages/inputs.py", **toy_state(run, **{TOY_EXAMPLE_KEY: 2}), matrix="w_o")
+    at = open_page("pages/inputs.py", **toy_state(run, **{keys.TOY_VIEW_EXAMPLE: 2}), matrix="w_o")
     no_exceptions(at)
     w_o = np.zeros_like(run.params(0).w_o)    # no head's Z reaches the stream (both heads
                                               # learn the pattern: one alone changes nothing)
-    area = next(a for a in at.text_area if a.key.startswith("paste_w_o"))
+    area = next(a for a in at.text_area if a.key.startswith("paste_text_w_o"))
     area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_o)).run()
     button(at, "Apply pasted matrix").click().run()
     no_exceptions(at)
@@ -77,11 +77,11 @@ def test_an_edited_w_o_changes_the_answer_as_the_model_computes_it(run):
     assert any("change the answer at position" in c.value and changed in c.value
                for c in at.caption)
     # the edit belongs to this run, layer and step: at step 0 the weights are the start's
-    at.session_state[TOY_STEP_KEY] = 0
+    at.session_state[keys.TOY_VIEW_STEP] = 0
     at.run()
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), run.params(0, step=0).w_o)
     assert answers(at)[EDITED_ROW] == as_text(run.predict(seq, step=0))
-    at.session_state[TOY_STEP_KEY] = run.steps       # back: the edit is still there
+    at.session_state[keys.TOY_VIEW_STEP] = run.steps       # back: the edit is still there
     at.run()
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), w_o)
 
@@ -127,7 +127,7 @@ def test_a_link_to_the_toy_model_falls_back_with_a_notice():
 
 def test_the_link_of_a_toy_view_has_no_edits(run):
     at = open_page("pages/inputs.py", **toy_state(run), matrix="b_o")
-    area = next(a for a in at.text_area if a.key.startswith("paste_b_o"))
+    area = next(a for a in at.text_area if a.key.startswith("paste_text_b_o"))
     area.input(" ".join(["0"] * 32)).run()
     button(at, "Apply pasted matrix").click().run()
     no_exceptions(at)
@@ -140,15 +140,15 @@ def test_the_link_of_a_toy_view_has_no_edits(run):
 
 
 def test_step_through_this_layer_opens_it_on_step_by_step(run):
-    at = open_page("pages/train.py", **{TOY_RUN_KEY: run, "toy_example": 7}, step="weights")
+    at = open_page("pages/train.py", **{keys.TOY_RUN: run, "toy_example": 7}, step="weights")
     no_exceptions(at)
     at.select_slider(key="toy_step").set_value(run.checkpoint_steps[4]).run()
     at.button(key="toy_step_through_0").click().run()
     no_exceptions(at)
     assert at.title[0].value == "Step by step"
     state = at.session_state
-    assert (state["mode"], state["layer"], state[TOY_STEP_KEY], state[TOY_EXAMPLE_KEY]) == \
-        (TOY_MODE, 0, run.checkpoint_steps[4], 7)
+    assert (state["mode"], state["layer"], state[keys.TOY_VIEW_STEP],
+            state[keys.TOY_VIEW_EXAMPLE]) == (TOY_MODE, 0, run.checkpoint_steps[4], 7)
     best = run.head_scores(step=run.checkpoint_steps[4])[0].head
     assert state["head"] == best
     expected = run.trace(run.test_inputs[7], 0, run.checkpoint_steps[4])
@@ -159,7 +159,7 @@ def test_step_through_this_layer_opens_it_on_step_by_step(run):
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_draws_the_trained_layer(run, page):
     step = run.checkpoint_steps[-1]
-    at = open_page(page, **toy_state(run, **{TOY_STEP_KEY: step, TOY_EXAMPLE_KEY: 3}))
+    at = open_page(page, **toy_state(run, **{keys.TOY_VIEW_STEP: step, keys.TOY_VIEW_EXAMPLE: 3}))
     no_exceptions(at)
     assert not at.error and charts(at)
     assert any("residual stream" in plain(i) for i in at.info)
@@ -189,13 +189,12 @@ def test_the_report_of_a_toy_view_names_it(run):
 def test_a_baseline_pinned_on_the_toy_model_compares_with_the_same_run(run):
     """Pin as baseline on the Toy model input rebuilds the pinned view with the run (not as
     'train a model first'), so an unedited view differs from it by exactly 0."""
-    from attnviz.app.baseline import KEY
 
     at = open_page("pages/steps.py", **toy_state(run), step="weights")
     no_exceptions(at)
     button(at, ":material/push_pin: Pin as baseline").click().run()
     no_exceptions(at)
-    assert at.session_state[KEY].toy is not None
+    assert at.session_state[keys.BASELINE].toy is not None
     assert not any("cannot be rebuilt" in plain(i) for i in at.info)
     change = next(f for f in charts(at) if "baseline" in str(f["layout"]["title"]).lower())
     assert np.all(heatmap_z(change) == 0)

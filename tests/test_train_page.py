@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import attnviz.models.toy as toy
-from attnviz.app.train_view import JOB_KEY, RUN_KEY
+from attnviz.app import keys
 from tests.apptest_helpers import (button, charts, heatmap_z, no_exceptions, open_page,
                                    page_alone)
 
@@ -27,7 +27,7 @@ def shift_run():
 
 def finish_training(at, timeout: float = 120):
     """Wait for the job on the server's pool, then rerun: the page picks up the finished run."""
-    assert at.session_state[JOB_KEY].wait(timeout)
+    assert at.session_state[keys.TOY_JOB].wait(timeout)
     return at.run()
 
 
@@ -48,7 +48,7 @@ def test_train_with_few_steps_then_the_slider_changes_the_heatmap():
     no_exceptions(at)
     at = finish_training(at)
     no_exceptions(at)
-    run = at.session_state[RUN_KEY]
+    run = at.session_state[keys.TOY_RUN]
     assert run.steps == 60 and run.config.task == "reverse"
     final = heatmap_z(heads_chart(at), trace=0)                     # head 0, (n, n)
     np.testing.assert_allclose(final, run.trace(run.test_inputs[0]).weights[0], atol=1e-6)
@@ -64,7 +64,7 @@ def test_train_with_few_steps_then_the_slider_changes_the_heatmap():
 def test_stop_ends_training_early_and_keeps_the_run():
     at = page_alone(PAGE, toy_task="copy", toy_steps=5000)
     button(at, "Train").click().run()
-    job = at.session_state[JOB_KEY]
+    job = at.session_state[keys.TOY_JOB]
     deadline = time.monotonic() + 30          # a free trainer takes it (a thread's wake-up)
     while not job.training and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -73,13 +73,13 @@ def test_stop_ends_training_early_and_keeps_the_run():
     button(at, "Stop").click().run()
     at = finish_training(at)
     no_exceptions(at)
-    run = at.session_state[RUN_KEY]
+    run = at.session_state[keys.TOY_RUN]
     assert run.stopped and run.steps < 5000 and run.checkpoint_steps[-1] == run.steps
     assert any(f"stopped at step {run.steps} of 5000" in c.value for c in at.caption)
 
 
 def test_a_seeded_run_is_shown_with_its_causal_mask_and_the_head_named(shift_run):
-    at = page_alone(PAGE, **{RUN_KEY: shift_run, "toy_example": 3})
+    at = page_alone(PAGE, **{keys.TOY_RUN: shift_run, "toy_example": 3})
     no_exceptions(at)
     fig = heads_chart(at)
     assert "causal mask" in fig["layout"]["title"]["text"]
@@ -111,7 +111,7 @@ def test_a_bad_size_is_explained_and_train_is_disabled():
 
 
 def test_the_page_is_in_the_apps_navigation(shift_run):
-    at = open_page(PAGE, **{RUN_KEY: shift_run})
+    at = open_page(PAGE, **{keys.TOY_RUN: shift_run})
     no_exceptions(at)
     assert charts(at)
 
@@ -132,7 +132,7 @@ def test_a_typed_value_out_of_range_is_shown_in_the_page_and_train_is_off(key, l
     train = button(at, "Train")
     assert train.disabled and "Fix the values in red" in train.help
     assert any("Train is off" in c.value for c in at.caption)
-    assert JOB_KEY not in at.session_state
+    assert keys.TOY_JOB not in at.session_state
     at.number_input(key=key).set_value(low).run()                  # fixed: Train is back
     assert not at.error and not button(at, "Train").disabled
 
@@ -158,7 +158,7 @@ def test_the_page_estimates_the_time_before_train_is_pressed():
 
 
 def test_a_run_that_learnt_says_so(shift_run):
-    at = page_alone(PAGE, **{RUN_KEY: shift_run})
+    at = page_alone(PAGE, **{keys.TOY_RUN: shift_run})
     assert any(s.value.startswith("Learnt: ") for s in at.success)
     assert not at.warning
 
@@ -166,7 +166,7 @@ def test_a_run_that_learnt_says_so(shift_run):
 def test_a_run_that_did_not_learn_says_why_and_what_to_change():
     run = toy.train("reverse", length=16, vocab=50, d_model=4, heads=1)   # 600 steps, ~1 s
     assert run.mean_accuracy < 0.5
-    at = page_alone(PAGE, **{RUN_KEY: run})
+    at = page_alone(PAGE, **{keys.TOY_RUN: run})
     no_exceptions(at)
     warnings = [w.value for w in at.warning]
     assert len(warnings) == 1 and warnings[0].startswith(
@@ -190,7 +190,7 @@ def test_a_queued_run_shows_its_place_and_starts_when_a_trainer_frees():
     try:
         at = page_alone(PAGE, toy_task="shift", toy_steps=20)
         button(at, "Train").click().run()
-        job = at.session_state[JOB_KEY]
+        job = at.session_state[keys.TOY_JOB]
         assert pool.place(job) == 1
         runs = "run" if pool.workers == 1 else "runs"
         assert any(f"your run is number 1 in the queue ({pool.workers} {runs} before it"
@@ -200,5 +200,5 @@ def test_a_queued_run_shows_its_place_and_starts_when_a_trainer_frees():
         opened.set()
     at = finish_training(at)
     no_exceptions(at)
-    assert at.session_state[RUN_KEY] is job.run and job.ended == "finished"
+    assert at.session_state[keys.TOY_RUN] is job.run and job.ended == "finished"
     assert all(h.wait(60) for h in held)

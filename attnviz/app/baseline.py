@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from attnviz.app import edits
+from attnviz.app import edits, keys
 from attnviz.core.modes import Mode
 from attnviz.plot.diff_figures import change_heatmap, change_title, format_change, kl_bars
 from attnviz.i18n import Message, t
@@ -25,7 +25,6 @@ from attnviz.core.diff import TraceDiff, diff
 from attnviz.app import state, widgets
 from attnviz.app.text import literal
 
-KEY = "baseline"              # a Pin; not a widget's key, and never written to a link
 SHORT_TEXT = 28               # characters of a pinned sentence shown in the status
 
 
@@ -50,20 +49,20 @@ class Comparison:
 
 
 def pinned() -> Pin | None:
-    found = st.session_state.get(KEY)
+    found = st.session_state.get(keys.BASELINE)
     return found if isinstance(found, Pin) else None
 
 
 def pin() -> None:
     """Pin the current settings and edits (as they are when the button is clicked)."""
-    st.session_state[KEY] = Pin(*state.recipe())
+    st.session_state[keys.BASELINE] = Pin(*state.recipe())
     # the status appears above the Inputs page's editor and moves it down: a new editor (not
     # the moved one) takes the next click on the cell under the pointer, not on its old place
     state.bump_editor_version()
 
 
 def unpin() -> None:
-    st.session_state.pop(KEY, None)
+    st.session_state.pop(keys.BASELINE, None)
     state.bump_editor_version()           # the status goes: a new editor, as in `pin`
 
 
@@ -136,11 +135,11 @@ def buttons(where: list, *, key: str) -> None:
     is_pinned = pinned() is not None
     widgets.action_button(":material/push_pin: " + t("baseline.pin_again" if is_pinned
                                                      else "baseline.pin"),
-                          pin, key=f"{key}_pin", where=where[0], width="stretch",
+                          pin, key=keys.PIN(key), where=where[0], width="stretch",
                           help=t("baseline.pin.help"))
     if is_pinned:
         widgets.action_button(":material/close: " + t("baseline.unpin"), unpin,
-                              key=f"{key}_unpin", where=where[1], width="stretch",
+                              key=keys.UNPIN(key), where=where[1], width="stretch",
                               help=t("baseline.unpin.help"))
 
 
@@ -178,7 +177,7 @@ def step_controls(comp: Comparison | None) -> None:
         cols[0].caption(t("baseline.how_to_pin"))
     else:
         status(comp, where=cols[0], compact=True)
-    buttons([side, side], key="steps_baseline")
+    buttons([side, side], key=keys.STEPS_BASELINE)
 
 
 def step_change(view: View, comp: Comparison | None, step: Step, head: int,
@@ -207,8 +206,8 @@ def step_change(view: View, comp: Comparison | None, step: Step, head: int,
     title = t("figure.title.head", title=title, head=head) if step.per_head else title
     widgets.chart(change_heatmap(delta, row_labels=layout.rows, col_labels=layout.cols,
                                  title=title, row_title=layout.row_axis,
-                                 col_title=layout.col_axis), key=f"delta_{step.name}")
-    widgets.toggled_table(delta, layout.rows, layout.cols, key=f"delta_table_{step.name}",
+                                 col_title=layout.col_axis), key=keys.DELTA_MAP(step.name))
+    widgets.toggled_table(delta, layout.rows, layout.cols, key=keys.DELTA_TABLE(step.name),
                           label=t("baseline.table"))
     if step.name == "weights":
         _kl(view, comp.diff.kl[head], head)
@@ -227,9 +226,9 @@ def _kl(view: View, kl: np.ndarray, head: int) -> None:
     """Each query's KL(baseline ‖ now) of its weights row (n_q,), as bars and a table."""
     st.markdown(t("baseline.kl.explained"))
     widgets.chart(kl_bars(kl, view.tokens_q, title=t("baseline.kl.title", head=head)),
-                  key="delta_kl")
+                  key=keys.DELTA_KL)
     widgets.toggled_table(kl[:, None], view.tokens_q, [t("baseline.kl.column")],
-                          key="delta_kl_table", label=t("baseline.kl.table"))
+                          key=keys.DELTA_KL_TABLE, label=t("baseline.kl.table"))
 
 
 def summary(comp: Comparison | None, name: str) -> None:

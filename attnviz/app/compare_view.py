@@ -11,10 +11,9 @@ import streamlit as st
 
 from attnviz.plot import budget, figures
 from attnviz.app.settings_view import View, build_view
-from attnviz.app import scales, state, widgets
+from attnviz.app import keys, scales, state, widgets
 from attnviz.app.text import literal
 from attnviz.i18n import t
-
 
 
 def second_sentence_input(key: str, help: str) -> str | None:
@@ -41,12 +40,12 @@ def side_by_side(weights_a: np.ndarray, tokens_a: list[str], weights_b: np.ndarr
         widgets.chart(figures.heatmap(weights_a, row_labels=tokens_a, col_labels=tokens_a,
                                       kind="weights", title=t("figure.first_sentence"),
                                       weight_scale=weight_scale, max_bytes=each),
-                      key=f"{key}_first")
+                      key=keys.FIRST(key))
     with right:
         widgets.chart(figures.heatmap(weights_b, row_labels=tokens_b, col_labels=tokens_b,
                                       kind="weights", title=t("figure.second_sentence"),
                                       weight_scale=weight_scale, max_bytes=each),
-                      key=f"{key}_second")
+                      key=keys.SECOND(key))
     same = matching_positions(tokens_a, tokens_b)
     if not same:
         st.info(t("compare.no_match"))
@@ -58,14 +57,14 @@ def side_by_side(weights_a: np.ndarray, tokens_a: list[str], weights_b: np.ndarr
     widgets.chart(figures.heatmap(delta, row_labels=labels, col_labels=labels, kind="signed",
                                   title=t("figure.delta_weights", biggest=f"{biggest:.3f}"),
                                   value_name=t("figure.hover.delta"), max_bytes=each),
-                  key=f"{key}_delta")
+                  key=keys.DELTA(key))
 
 
 def sentence_tab(view: View) -> None:
     """For the Sentence input: the same model (sizes, seed, your edited weights) on a second
     sentence, one head at a time. Edits to X belong to the first sentence's tokens: left out."""
     other = second_sentence_input(
-        "mh_compare", help=t("compare.second.help"))
+        keys.MH_COMPARE, help=t("compare.second.help"))
     if other is None:
         st.info(t("compare.type_second"))
         return
@@ -76,7 +75,7 @@ def sentence_tab(view: View) -> None:
         return
     if "x" in state.edits(view):
         st.caption(t("compare.x_edits"))
-    head = widgets.head_picker(view, key="mh_compare_head")
+    head = widgets.head_picker(view, key=keys.MH_COMPARE_HEAD)
     side_by_side(view.trace.weights[head], view.tokens_q, second.trace.weights[head],
-                 second.tokens_q, key="mh_compare", weight_scale=scales.current(view.trace.n_k),
+                 second.tokens_q, key=keys.MH_COMPARE, weight_scale=scales.current(view.trace.n_k),
                  max_bytes=budget.PAGE_MAX_BYTES - budget.GRID_MAX_BYTES)   # below the grid

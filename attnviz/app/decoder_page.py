@@ -16,7 +16,7 @@ from attnviz.app.pretrained_view import (ModelRun, keep_in_range, keep_tab, pick
                                          pick_number, pick_token, sentence_and_limit,
                                          shared_figure, step_through_button)
 from attnviz.app.text import code, literal, token_line
-from attnviz.app import scales, state, widgets
+from attnviz.app import keys, scales, state, widgets
 
 # the model view's maps, at most this many pixels a side, halved until the figure fits its
 # budget (270 maps: a long text's would not fit at 128)
@@ -41,16 +41,17 @@ def render(tabs: list[str]) -> None:
     group = model.num_heads // model.num_kv_heads
 
     def one_head_tab() -> None:
-        keep_in_range("pt_dec_layer", layers, st.session_state.get("layer", 0))
+        keep_in_range(keys.PT_DEC_LAYER, layers, st.session_state.get(keys.LAYER, 0))
         layer = st.selectbox(t("pretrained.pick.layer"), list(range(layers)),
-                             persist_state="session", key="pt_dec_layer",
+                             persist_state="session", key=keys.PT_DEC_LAYER,
                              format_func=_layer_name)
-        head = pick_number("head", heads, "pt_dec_head", default=st.session_state.get("head", 0))
+        head = pick_number("head", heads, keys.PT_DEC_HEAD,
+                           default=st.session_state.get(keys.HEAD, 0))
         sharing = [str(h) for h in range(heads) if h // group == head // group]
         st.caption(t("decoder.head_reads", head=head, kv_head=head // group,
                      heads=t("decoder.number_separator").join(sharing)))
         scale = scales.weight_scale_picker(len(view.tokens))
-        widgets.chart(one_head_heatmap(view, layer, head, scale), key="pt_dec_heatmap")
+        widgets.chart(one_head_heatmap(view, layer, head, scale), key=keys.PT_DEC_HEATMAP)
         step_through_button(layer, head)
 
     def model_view_tab() -> None:
@@ -61,32 +62,32 @@ def render(tabs: list[str]) -> None:
                      scale=t(f"figure.weight_scale.{scale}"))
                    + (" " + t("pretrained.model_view.pooled", side=side)
                       if len(view.tokens) > side else ""))
-        widgets.chart(fig, key="pt_dec_model_view")
+        widgets.chart(fig, key=keys.PT_DEC_MODEL_VIEW)
 
     def head_view_tab() -> None:
         st.caption(t("pretrained.head_view.caption",
                      min_weight=model_figures.HEAD_VIEW_MIN_WEIGHT))
-        keep_in_range("pt_dec_hv_layer", layers)
+        keep_in_range(keys.PT_DEC_HV_LAYER, layers)
         controls = st.columns(2)
         with controls[0]:
             hv_layer = st.selectbox(t("pretrained.pick.layer"), list(range(layers)),
-                                    persist_state="session", key="pt_dec_hv_layer",
+                                    persist_state="session", key=keys.PT_DEC_HV_LAYER,
                                     format_func=_layer_name)
         with controls[1]:
-            token = pick_token(view, "pt_dec_hv_token")
-        shown_heads = pick_heads(heads, "pt_dec_hv_heads")
+            token = pick_token(view, keys.PT_DEC_HV_TOKEN)
+        shown_heads = pick_heads(heads, keys.PT_DEC_HV_HEADS)
         if not shown_heads:
             st.info(t("pretrained.head_view.no_heads"))
             return
         fig = shared_figure("decoder_head_view", lambda: model_figures.head_view(
             run.attentions[hv_layer], view.tokens, heads=shown_heads, highlight=token),
             hv_layer, tuple(shown_heads), token)
-        widgets.chart(fig, key="pt_dec_head_view")
+        widgets.chart(fig, key=keys.PT_DEC_HEAD_VIEW)
 
-    keep_tab("pt_view", tabs)
+    keep_tab(keys.PT_VIEW, tabs)
     draws = [one_head_tab, model_view_tab, head_view_tab]
     # only the open tab is drawn: every chart on a page is drawn before the first one shows
-    for tab, draw in zip(st.tabs([t(i) for i in tabs], key="pt_view", on_change="rerun"), draws):
+    for tab, draw in zip(st.tabs([t(i) for i in tabs], key=keys.PT_VIEW, on_change="rerun"), draws):
         if tab.open:
             with tab:
                 draw()

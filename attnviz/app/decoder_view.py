@@ -11,7 +11,7 @@ from attnviz.i18n import t
 from attnviz.core.modes import Mode
 from attnviz.plot import decoder_figures
 from attnviz.app.settings_view import DECODER, MODEL_NAMES, View
-from attnviz.app import edits, widgets
+from attnviz.app import edits, keys, widgets
 
 ROTATION_STEPS = ("q", "k", "q_rotated", "k_rotated")
 SHARED_STEPS = ("k", "v", "k_rotated")
@@ -33,7 +33,7 @@ def step_notes(view: View, step: str, head: int) -> None:
         st.caption(t(f"decoder_view.rotation.{step}", base=f"{tr.rope_base:g}", d_k=tr.d_k))
         widgets.chart(decoder_figures.rotation_angles_figure(
             tr.rope_angles, tr.rope_base, tr.k_positions, view.tokens_k),
-            key=f"rope_angles_{step}")
+            key=keys.ROPE_ANGLES(step))
     if tr.kv_group > 1 and step in SHARED_STEPS:
         st.caption(sharing_caption(view, head))
     if is_decoder(view) and step in ("masked_scores", "weights"):
@@ -58,7 +58,7 @@ def multihead_notes(view: View) -> None:
         st.caption(t("decoder_view.sharing", heads=tr.num_heads, kv_heads=tr.num_kv_heads,
                      group=tr.kv_group))
         widgets.chart(decoder_figures.kv_sharing_figure(tr.num_heads, tr.kv_group),
-                      key="mh_kv_sharing")
+                      key=keys.MH_KV_SHARING)
     if tr.rope_base is not None:
         st.caption(t("decoder_view.rotated", base=f"{tr.rope_base:g}"))
     if is_decoder(view):

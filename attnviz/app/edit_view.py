@@ -13,7 +13,7 @@ import streamlit as st
 from attnviz.i18n import t
 from attnviz.core.modes import Mode
 
-from attnviz.app import edits
+from attnviz.app import edits, keys
 from attnviz.plot import figures
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.inputs import parse_matrix_with_notes
@@ -56,13 +56,13 @@ def actions(view: View) -> None:
     s = view.settings
     cols = st.columns([2, 2, 3, 2])       # the pin button widest: whole at 1024 px
     widgets.action_button(":material/casino: " + t("edit.randomise"), _randomise,
-                          key="randomise", where=cols[0],
+                          key=keys.RANDOMISE, where=cols[0],
                           disabled=s.mode in (Mode.PRESET, Mode.TOY),
                           help=t("edit.randomise.help"))
     widgets.action_button(":material/restart_alt: " + t("widgets.reset_edits"), state.reset_edits,
-                          (view.signature,), key="reset_edits", where=cols[1],
+                          (view.signature,), key=keys.RESET_EDITS, where=cols[1],
                           disabled=not state.edits(view), help=t("widgets.reset_edits.help"))
-    baseline.buttons(cols[2:], key="inputs_baseline")
+    baseline.buttons(cols[2:], key=keys.INPUTS_BASELINE)
     # always one line, so the editor below does not move when the first cell is typed
     st.caption(t("edit.edited", names=", ".join(label_of(n) for n in state.edits(view)))
                if state.edits(view) else t("edit.no_edits"))
@@ -71,7 +71,7 @@ def actions(view: View) -> None:
 
 
 def _randomise() -> None:
-    st.session_state["seed"] = random.randrange(0, 2**31 - 1)
+    st.session_state[keys.SEED] = random.randrange(0, 2**31 - 1)
     state.bump_editor_version()
 
 
@@ -103,7 +103,7 @@ def _editing() -> None:
     rows, cols = axes_of(mount.name)
     widgets.chart(figures.heatmap(shown, row_labels=mount.rows, col_labels=mount.cols,
                                   title=title, row_title=rows, col_title=cols),
-                  key="edit_heatmap")
+                  key=keys.EDIT_HEATMAP)
 
 
 def _editor(mount: state.EditorMount) -> None:
@@ -119,7 +119,6 @@ def _editor(mount: state.EditorMount) -> None:
     st.data_editor(frame, key=mount.key, on_change=state.apply_editor_changes,
                    args=(mount.key,), disabled=["_index"], width="stretch")
     if mount.problems:
-        one = len(mount.problems) == 1
         st.error(literal("; ".join(map(str, mount.problems))) + t(
             "edit.kept_previous", count=len(mount.problems)))
 
@@ -128,28 +127,29 @@ def _paste_or_upload(mount: state.EditorMount) -> None:
     a, name, head = mount.shown, mount.name, mount.head
     what = edits.shown_name(name, head)
     with st.expander(t("edit.paste.expander", matrix=what, rows=a.shape[0], cols=a.shape[1])):
-        version = st.session_state.get(state.EDITOR_VERSION_KEY, 0)
+        version = st.session_state.get(keys.MATRICES_VERSION, 0)
         # a new box when the matrix changes (a typed cell included): it always starts from
         # the matrix as stored, so applying it never undoes a cell typed above
         digest = hashlib.blake2s(np.ascontiguousarray(a).tobytes(), digest_size=6).hexdigest()
-        text_key = f"paste_{name}_{head}_{version}_{digest}"
+        text_key = keys.PASTE_TEXT(name, head, version, digest)
         st.text_area(t("edit.paste.text"),
                      value=matrix_files.matrix_to_text(a), key=text_key, height=150)
-        notes_key = f"paste_notes_{name}"        # how an ambiguous text was read (1,5 → 1.5)
-        if st.button(t("edit.paste.apply"), key=f"apply_{name}_{head}"):
+        notes_key = keys.PASTE_NOTES(name)       # how an ambiguous text was read (1,5 → 1.5)
+        error_key = keys.PASTE_ERROR(name)
+        if st.button(t("edit.paste.apply"), key=keys.APPLY(name, head)):
             st.session_state.pop(notes_key, None)
             _try_set(mount, lambda: _noted(parse_matrix_with_notes(
-                st.session_state[text_key], name=what), notes_key), f"paste_error_{name}")
+                st.session_state[text_key], name=what), notes_key), error_key)
         file = st.file_uploader(t("edit.paste.upload"), type=["csv", "txt", "npy"],
-                                key=f"upload_{name}_{head}_{version}",
+                                key=keys.UPLOAD_MATRIX(name, head, version),
                                 max_upload_size=matrix_files.MAX_UPLOAD_MB)
         if file is not None:
             _try_set(mount, lambda: _noted(matrix_files.read_matrix_file_with_notes(
-                file.name, file.getvalue()), notes_key), f"paste_error_{name}")
+                file.name, file.getvalue()), notes_key), error_key)
         for note in st.session_state.get(notes_key, []):
             st.info(literal(note))
-        if st.session_state.get(f"paste_error_{name}"):
-            st.error(literal(st.session_state[f"paste_error_{name}"]))
+        if st.session_state.get(error_key):
+            st.error(literal(st.session_state[error_key]))
 
 
 def _noted(read: tuple[np.ndarray, list[str]], notes_key: str) -> np.ndarray:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz.core.errors import AttnvizInputError
-from attnviz.i18n import Message, t
+from attnviz.i18n import Message
 from attnviz.core.inputs import cell_name, number_at
 
 
@@ -221,7 +221,7 @@ def decode(text: str, generated=None) -> dict[str, Edit]:
         tokens = value.get("tokens")
         if entry(name).rows_are_tokens and not isinstance(tokens, list):
             raise AttnvizInputError("error.edits.no_tokens", matrix=matrix_name(name))
-        edits[name] = make_edit(name, array, [str(t) for t in tokens or []])
+        edits[name] = make_edit(name, array, [str(token) for token in tokens or []])
     return edits
 
 

@@ -19,12 +19,11 @@ from attnviz.describe.labels import feature_labels
 from attnviz.app.settings_view import View
 from attnviz.tutorials.presets import load_preset
 from attnviz.core.weights import MultiHeadWeights
-from attnviz.app import scales, widgets
+from attnviz.app import keys, scales, widgets
 from attnviz.app.text import literal, token_line
 
 YOUR_X = "your input X"            # the source radios' second value (the first: "tutorial")
 SOURCES = ("tutorial", YOUR_X)
-SOURCE_KEYS = ("exp_tied_source", "exp_raw_source", "exp_rope_source")
 DECODER_TEXT = "The capital of France is"
 ROPE_SOURCES = ("model", "random")
 
@@ -40,7 +39,7 @@ def _weights_for(view: View) -> MultiHeadWeights:
 def _tutorial_or_user_x(view: View, preset_name: str, label_id: str, key: str):
     """A radio between a tutorial preset's X and the user's own X: (x, tokens)."""
     source = st.radio(t("experiments.source.label"), SOURCES, horizontal=True,
-                      persist_state="session", key=f"{key}_source",
+                      persist_state="session", key=key,
                       format_func=lambda v: t(label_id) if v == "tutorial"
                       else t("experiments.source.yours"))
     if source == YOUR_X and view.trace.x is not None:
@@ -61,7 +60,7 @@ def _heat(a, rows, cols, *, key: str, title: str = "", kind: str = "signed", mas
 def scaling_tab() -> None:
     st.markdown(t("experiments.scaling.intro"))
     d_k = st.slider("d_k", 1, experiments.MAX_SCALING_D_K, 64,
-                    persist_state="session", key="exp_dk")
+                    persist_state="session", key=keys.EXP_DK)
     r = experiments.scaling(d_k)
     c = st.columns(4)
     c[0].metric(t("experiments.scaling.variance"), f"{r.variance:.1f}",
@@ -70,52 +69,54 @@ def scaling_tab() -> None:
     c[2].metric(t("experiments.scaling.scaled_variance"), f"{r.scaled_variance:.3f}",
                 help=t("experiments.scaling.scaled_variance_help"))
     c[3].metric(t("experiments.scaling.relative_error"), f"{abs(r.variance - d_k) / d_k:.1%}")
-    widgets.chart(experiment_figures.dot_product_histogram(r), key="exp_hist")
-    keys = [f"k{j}" for j in range(len(r.row_scores))]
+    widgets.chart(experiment_figures.dot_product_histogram(r), key=keys.EXP_HIST)
+    key_names = [f"k{j}" for j in range(len(r.row_scores))]
     widgets.chart(experiment_figures.weight_bars(
-        {"softmax(q·k)": r.row_unscaled, "softmax(q·k/√d_k)": r.row_scaled}, keys,
-        title=t("experiments.scaling.row_title", keys=len(keys)),
+        {"softmax(q·k)": r.row_unscaled, "softmax(q·k/√d_k)": r.row_scaled}, key_names,
+        title=t("experiments.scaling.row_title", keys=len(key_names)),
         colours={"softmax(q·k)": experiment_figures.UNSCALED_COLOUR,
-                 "softmax(q·k/√d_k)": experiment_figures.SCALED_COLOUR}), key="exp_row")
+                 "softmax(q·k/√d_k)": experiment_figures.SCALED_COLOUR}), key=keys.EXP_ROW)
     st.table(pd.DataFrame({                     # a plain table: no data grid to load first
         t("experiments.scaling.max_weight"): [f"{r.row_unscaled.max():.6f}",
                                               f"{r.row_scaled.max():.6f}"],
         t("experiments.scaling.entropy"): [f"{r.entropy(r.row_unscaled):.6f}",
                                            f"{r.entropy(r.row_scaled):.6f}"],
         t("experiments.scaling.uniform"): [
-            f"{1 / len(keys):.6f}",
-            t("experiments.scaling.bits", bits=f"{math.log2(len(keys)):.6f}")]},
+            f"{1 / len(key_names):.6f}",
+            t("experiments.scaling.bits", bits=f"{math.log2(len(key_names)):.6f}")]},
         index=[t("experiments.scaling.without"), t("experiments.scaling.with")]))
     st.caption(t("experiments.scaling.caption"))
 
 
 def tied_tab(view: View) -> None:
     st.markdown(t("experiments.tied.intro"))
-    x, tokens = _tutorial_or_user_x(view, "tied_qk", "experiments.tied.source", "exp_tied")
+    x, tokens = _tutorial_or_user_x(view, "tied_qk", "experiments.tied.source",
+                                    keys.EXP_TIED_SOURCE)
     r = experiments.tied_vs_separate(x, d_k=8)
     c = st.columns(2)
     for col, kind, tr in ((c[0], "tied", r.tied), (c[1], "separate", r.separate)):
         name = t(f"experiments.tied.{kind}")
         with col:
             st.metric(t("experiments.tied.asymmetry", name=name), f"{r.asymmetry(tr):.3g}")
-            _heat(tr.scores[0], tokens, tokens, key=f"exp_tied_{kind}",
+            _heat(tr.scores[0], tokens, tokens, key=keys.EXP_TIED_SCORES(kind),
                   title=t("experiments.tied.chart", name=name))
-            widgets.table(tr.scores[0], tokens, tokens, key=f"exp_tied_table_{kind}")
+            widgets.table(tr.scores[0], tokens, tokens, key=keys.EXP_TIED_TABLE(kind))
 
 
 def raw_tab(view: View) -> None:
     st.markdown(t("experiments.raw.intro"))
-    x, tokens = _tutorial_or_user_x(view, "zao_shang_hao", "experiments.raw.source", "exp_raw")
+    x, tokens = _tutorial_or_user_x(view, "zao_shang_hao", "experiments.raw.source",
+                                    keys.EXP_RAW_SOURCE)
     tr = experiments.raw_self_attention(x)
     scale = scales.weight_scale_picker(tr.n_k)
     c = st.columns(2)
     with c[0]:
-        _heat(tr.scores[0], tokens, tokens, key="exp_raw_sim",
+        _heat(tr.scores[0], tokens, tokens, key=keys.EXP_RAW_SIM,
               title=t("experiments.raw.similarity"))
     with c[1]:
-        _heat(tr.weights[0], tokens, tokens, key="exp_raw_w", kind="weights",
+        _heat(tr.weights[0], tokens, tokens, key=keys.EXP_RAW_W, kind="weights",
               title="softmax(X Xᵀ)", weight_scale=scale)
-    widgets.table(tr.weights[0], tokens, tokens, key="exp_raw_table")
+    widgets.table(tr.weights[0], tokens, tokens, key=keys.EXP_RAW_TABLE)
     each = t("experiments.raw.separator").join(
         t("experiments.raw.weight_to", weight=f"{w:.2f}", token=k)
         for w, k in zip(tr.weights[0, 0], tokens))
@@ -127,9 +128,9 @@ def order_tab(view: View) -> None:
     if view.params is None or len(view.tokens_q) < 2:
         st.info(t("experiments.order.needs"))
         return
-    if st.button(t("experiments.order.shuffle"), key="exp_shuffle"):
-        st.session_state["exp_shuffle_seed"] = st.session_state.get("exp_shuffle_seed", 0) + 1
-    seed = st.session_state.get("exp_shuffle_seed", 0)
+    if st.button(t("experiments.order.shuffle"), key=keys.EXP_SHUFFLE):
+        st.session_state[keys.EXP_SHUFFLE_SEED] = st.session_state.get(keys.EXP_SHUFFLE_SEED, 0) + 1
+    seed = st.session_state.get(keys.EXP_SHUFFLE_SEED, 0)
     w = view.params
     r = experiments.word_order(view.tokens_q, w, shuffle_seed=seed,
                                embed_seed=view.settings.seed)
@@ -139,7 +140,7 @@ def order_tab(view: View) -> None:
                 help=t("experiments.order.plain_help"))
     c[1].metric(t("experiments.order.encoded"), f"{r.encoded_difference:.3g}")
     _heat(r.positions, list(range(len(r.tokens))), feature_labels(w.d_model),
-          key="exp_pe", title=t("experiments.order.encoding"),
+          key=keys.EXP_PE, title=t("experiments.order.encoding"),
           row_title=t("experiments.axis.position"), col_title=t("figure.axis.feature"))
 
 
@@ -151,9 +152,9 @@ def masks_tab(view: View) -> None:
     c = st.columns(2)
     max_len = c[0].number_input(t("experiments.masks.length"), 1, 64,
                                 min(64, len(view.tokens_q) + 3),
-                                persist_state="session", key="exp_len")
+                                persist_state="session", key=keys.EXP_LEN)
     causal = c[1].checkbox(t("experiments.masks.causal"), persist_state="session",
-                           key="exp_causal")
+                           key=keys.EXP_CAUSAL)
     r = experiments.pad_and_mask(view.tokens_q, int(max_len), view.params, causal=causal,
                                  seed=view.settings.seed)
     if r.truncated:
@@ -163,14 +164,14 @@ def masks_tab(view: View) -> None:
     scale = scales.weight_scale_picker(tr.n_k)
     c = st.columns(2)
     with c[0]:
-        _heat(tr.masked_scores[0], r.tokens, r.tokens, key="exp_masked", masked=mask,
+        _heat(tr.masked_scores[0], r.tokens, r.tokens, key=keys.EXP_MASKED, masked=mask,
               title=t("experiments.masks.scores"))
     with c[1]:
-        _heat(tr.weights[0], r.tokens, r.tokens, key="exp_mask_w", kind="weights",
+        _heat(tr.weights[0], r.tokens, r.tokens, key=keys.EXP_MASK_W, kind="weights",
               masked=mask, title=t("experiments.masks.weights"), weight_scale=scale)
     masked_weights = tr.weights[0][mask] if mask is not None else np.array([])
     st.metric(t("experiments.masks.largest"), f"{masked_weights.max(initial=0.0):.1f}")
-    widgets.table(tr.weights[0], r.tokens, r.tokens, key="exp_mask_table")
+    widgets.table(tr.weights[0], r.tokens, r.tokens, key=keys.EXP_MASK_TABLE)
     for warning in tr.warnings:
         st.warning(literal(warning))
 
@@ -178,9 +179,9 @@ def masks_tab(view: View) -> None:
 def cross_tab(view: View) -> None:
     st.markdown(t("experiments.cross.intro", code="`forward(query, key, value)`"))
     other = st.text_input(t("experiments.cross.second"), "Le chat est assis",
-                          persist_state="session", key="exp_cross_text")
+                          persist_state="session", key=keys.EXP_CROSS_TEXT)
     try:
-        keys, _ = truncate(tokenize(other), 64)
+        other_tokens, _ = truncate(tokenize(other), 64)
     except AttnvizInputError as exc:
         st.error(t("experiments.cross.error", error=literal(exc)))
         return
@@ -191,11 +192,11 @@ def cross_tab(view: View) -> None:
     if w.d_context != w.d_model:
         st.info(t("experiments.cross.fresh"))
         w = MultiHeadWeights.random(w.d_model, 1)
-    tr = experiments.cross_attention(view.tokens_q, keys, w, seed=view.settings.seed)
-    _heat(tr.weights[0], view.tokens_q, keys, key="exp_cross", kind="weights",
+    tr = experiments.cross_attention(view.tokens_q, other_tokens, w, seed=view.settings.seed)
+    _heat(tr.weights[0], view.tokens_q, other_tokens, key=keys.EXP_CROSS, kind="weights",
           title=t("experiments.cross.title", queries=tr.n_q, keys=tr.n_k),
           weight_scale=scales.weight_scale_picker(tr.n_k))
-    widgets.table(tr.weights[0], view.tokens_q, keys, key="exp_cross_table")
+    widgets.table(tr.weights[0], view.tokens_q, other_tokens, key=keys.EXP_CROSS_TABLE)
 
 
 def bug_tab(view: View) -> None:
@@ -210,14 +211,14 @@ def bug_tab(view: View) -> None:
     scale = scales.weight_scale_picker(tr.n_k)
     c = st.columns(2)
     with c[0]:
-        _heat(r.correct, view.tokens_q, view.tokens_k, key="exp_bug_ok", kind="weights",
+        _heat(r.correct, view.tokens_q, view.tokens_k, key=keys.EXP_BUG_OK, kind="weights",
               title="softmax(QKᵀ/√d_k)", weight_scale=scale)
     with c[1]:
-        _heat(r.buggy, view.tokens_q, view.tokens_k, key="exp_bug", kind="weights",
+        _heat(r.buggy, view.tokens_q, view.tokens_k, key=keys.EXP_BUG, kind="weights",
               title=t("experiments.bug.buggy_title"), weight_scale=scale)
     widgets.table(np.column_stack([r.correct.sum(1), r.buggy.sum(1)]), view.tokens_q,
                   [t("experiments.bug.sum_correct"), t("experiments.bug.sum_buggy")],
-                  key="exp_bug_table")
+                  key=keys.EXP_BUG_TABLE)
 
 
 # ---- the decoder's experiments (SmolLM2) --------------------------------------------------------
@@ -265,14 +266,14 @@ def _decoder_text(key: str) -> str | None:
 def rope_tab() -> None:
     st.markdown(t("experiments.rope.intro"))
     source = st.radio(t("experiments.source.label"), ROPE_SOURCES, horizontal=True,
-                      persist_state="session", key="exp_rope_source",
+                      persist_state="session", key=keys.EXP_ROPE_SOURCE,
                       format_func=lambda v: t(f"experiments.rope.source.{v}"))
     q_k = _model_qk() if source == "model" else _random_qk()
     if q_k is None:
         return
     q, k, m, n, base, model_score = q_k
     max_offset = st.slider(t("experiments.rope.max_offset"), 1, experiments.MAX_ROPE_OFFSET,
-                           512, persist_state="session", key="exp_rope_offset")
+                           512, persist_state="session", key=keys.EXP_ROPE_OFFSET)
     try:
         r = experiments.rope_shift(q, k, m=m, n=n, base=base, max_offset=max_offset)
     except AttnvizInputError as exc:
@@ -286,7 +287,7 @@ def rope_tab() -> None:
                 help=t("experiments.rope.shift_change_help", offset=max_offset))
     c[2].metric(t("experiments.rope.distance_range"), f"{r.distance_range:.4f}",
                 help=t("experiments.rope.distance_range_help", offset=max_offset))
-    widgets.chart(experiment_figures.rope_scores(r), key="exp_rope_chart")
+    widgets.chart(experiment_figures.rope_scores(r), key=keys.EXP_ROPE_CHART)
     shown = sorted({0, 1, 10, 100, max_offset} & set(range(max_offset + 1)))
     st.table(pd.DataFrame({
         t("experiments.rope.column.offset"): [str(s) for s in shown],
@@ -303,14 +304,14 @@ def _model_qk():
     """A real head's q (of one token) and k (of another) from SmolLM2 on the learner's text:
     (q, k, m, n, base, the model's own score for the pair), or None."""
     model = _decoder()
-    text = _decoder_text("exp_rope_text") if model is not None else None
+    text = _decoder_text(keys.EXP_ROPE_TEXT) if model is not None else None
     if text is None:
         return None
     c = st.columns(4)
     layer = int(c[0].number_input(t("experiments.rope.layer"), 0, model.num_layers - 1, 3,
-                                  persist_state="session", key="exp_rope_layer"))
+                                  persist_state="session", key=keys.EXP_ROPE_LAYER))
     head = int(c[1].number_input(t("experiments.rope.head"), 0, model.num_heads - 1, 0,
-                                 persist_state="session", key="exp_rope_head"))
+                                 persist_state="session", key=keys.EXP_ROPE_HEAD))
     try:
         with st.spinner(t("experiments.model.running", model="SmolLM2")):
             tokens, q, k, scores = _layer_qk(text, layer)
@@ -319,9 +320,9 @@ def _model_qk():
         return None
     n_tok = len(tokens)
     i = int(c[2].number_input(t("experiments.rope.query_token"), 0, n_tok - 1, n_tok - 1,
-                              persist_state="session", key="exp_rope_query"))
+                              persist_state="session", key=keys.EXP_ROPE_QUERY))
     j = int(c[3].number_input(t("experiments.rope.key_token"), 0, n_tok - 1, 0,
-                              persist_state="session", key="exp_rope_key"))
+                              persist_state="session", key=keys.EXP_ROPE_KEY))
     i, j = min(i, n_tok - 1), min(j, n_tok - 1)        # a shorter text than the last one
     st.caption(literal(t("experiments.rope.pair", query=tokens[i], key=tokens[j], i=i, j=j,
                          layer=layer, head=head, kv_head=head // (model.num_heads
@@ -333,17 +334,17 @@ def _random_qk():
     """Random q and k of a width the learner picks, at positions they pick."""
     c = st.columns(5)
     d = int(c[0].number_input("d_k", 2, 256, 64, step=2, persist_state="session",
-                              key="exp_rope_d"))
+                              key=keys.EXP_ROPE_D))
     seed = int(c[1].number_input(t("experiments.rope.seed"), 0, 2**31 - 1, 0,
-                                 persist_state="session", key="exp_rope_seed"))
+                                 persist_state="session", key=keys.EXP_ROPE_SEED))
     m = int(c[2].number_input("m", 0, experiments.MAX_ROPE_POSITION, 7,
-                              persist_state="session", key="exp_rope_m",
+                              persist_state="session", key=keys.EXP_ROPE_M,
                               help=t("experiments.rope.m_help")))
     n = int(c[3].number_input("n", 0, experiments.MAX_ROPE_POSITION, 3,
-                              persist_state="session", key="exp_rope_n",
+                              persist_state="session", key=keys.EXP_ROPE_N,
                               help=t("experiments.rope.n_help")))
     base = float(c[4].number_input(t("experiments.rope.base"), 2.0, 1e7, 10000.0,
-                                   persist_state="session", key="exp_rope_base"))
+                                   persist_state="session", key=keys.EXP_ROPE_BASE))
     if d % 2:
         st.error(t("error.experiment.rope.odd", d=d))
         return None
@@ -354,7 +355,7 @@ def _random_qk():
 def sink_tab() -> None:
     st.markdown(t("experiments.sink.intro"))
     model = _decoder()
-    text = _decoder_text("exp_sink_text") if model is not None else None
+    text = _decoder_text(keys.EXP_SINK_TEXT) if model is not None else None
     if text is None:
         return
     try:
@@ -373,8 +374,8 @@ def sink_tab() -> None:
                 help=t("experiments.sink.top_help", after=literal(_shown_piece(after[1]))))
     c[3].metric(t("experiments.sink.change", token=literal(_shown_piece(before[1]))),
                 f"{r.change(before[0]):+.3f}", help=t("experiments.sink.change_help"))
-    widgets.chart(experiment_figures.sink_layers(r), key="exp_sink_layers")
-    widgets.chart(experiment_figures.next_token_bars(r), key="exp_sink_next")
+    widgets.chart(experiment_figures.sink_layers(r), key=keys.EXP_SINK_LAYERS)
+    widgets.chart(experiment_figures.next_token_bars(r), key=keys.EXP_SINK_NEXT)
     for after_masking in (False, True):     # one under the other: side by side, 1024 px cut them
         st.markdown(t("experiments.sink.table_after" if after_masking
                       else "experiments.sink.table_before"))
@@ -385,7 +386,7 @@ def sink_tab() -> None:
             columns=[t("experiments.sink.column.token"), t("experiments.sink.column.before"),
                      t("experiments.sink.column.after"),
                      t("experiments.sink.column.change")]),
-            hide_index=True, key=f"exp_sink_table_{after_masking}")
+            hide_index=True, key=keys.EXP_SINK_TABLE(after_masking))
     st.caption(t("experiments.sink.caption"))
 
 

@@ -2,7 +2,7 @@
 bars, the generation kept in the session and its controls, and the views of one step (its
 attention row in every head, the attention sink, the KV cache).
 
-The generation lives under the non-widget key GENERATION_KEY as {"recipe": (text, temperature,
+The generation lives under the non-widget key keys.GENERATE_RUN as {"recipe": (text, temperature,
 seed), "generation": Generation}; a "next token" or "generate N" runs ``DecoderModel.generate``
 again for the longer length with the same recipe — the same seed draws the same tokens first,
 so the earlier steps stay as they were — and a changed prompt, temperature or seed starts over.
@@ -19,18 +19,9 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.models.decoder import MAX_TOKENS, MODEL_NAME, DecoderModel, Generation
 from attnviz.plot import generate_figures
-from attnviz.app import widgets
+from attnviz.app import keys, widgets
 from attnviz.app.text import code, literal, token_line
 
-GENERATION_KEY = "generate_run"        # {"recipe": (text, temperature, seed), "generation": …}
-PROMPT_KEY = "gen_prompt"
-CHAT_KEY = "gen_chat"
-SAMPLING_KEY = "gen_sampling"           # "greedy" or "sample" (shown through format_func)
-TEMPERATURE_KEY = "gen_temperature"
-SEED_KEY = "gen_seed"
-COUNT_KEY = "gen_count"
-STEP_KEY = "gen_step"
-LAYER_KEY = "gen_layer"
 DEFAULT_PROMPT = "The capital of France is"
 MAX_NEW_TOKENS = 40                     # the page's bound on new tokens
 SAMPLINGS = ("greedy", "sample")
@@ -62,12 +53,12 @@ def token_count(text: str) -> int:
 def prompt(m: DecoderModel) -> str | None:
     """The prompt box and the chat-template switch; the text the model reads (None when the
     prompt is empty, which is said)."""
-    st.session_state.setdefault(PROMPT_KEY, DEFAULT_PROMPT)
-    st.session_state.setdefault(CHAT_KEY, False)
+    st.session_state.setdefault(keys.GEN_PROMPT, DEFAULT_PROMPT)
+    st.session_state.setdefault(keys.GEN_CHAT, False)
     # persist_state: the page's choices stay when the learner visits another page and returns
-    typed = st.text_area(t("generate.prompt.label"), key=PROMPT_KEY, persist_state="session",
+    typed = st.text_area(t("generate.prompt.label"), key=keys.GEN_PROMPT, persist_state="session",
                          height=80, help=t("generate.prompt.help"))
-    chat = st.toggle(t("generate.chat.label"), key=CHAT_KEY, persist_state="session",
+    chat = st.toggle(t("generate.chat.label"), key=keys.GEN_CHAT, persist_state="session",
                      help=t("generate.chat.help"))
     if not typed.strip():
         st.info(t("generate.prompt.empty"))
@@ -102,30 +93,30 @@ def next_token_bars(text: str) -> None:
     st.subheader(t("generate.next.subheader"))
     st.caption(t("generate.next.caption", total=sum(p for _, p in top)))
     widgets.chart(generate_figures.next_token_bars(top, title=t("figure.generate.next.title")),
-                  key="gen_next_bars")
+                  key=keys.GEN_NEXT_BARS)
 
 
 def controls() -> tuple[float, int, bool]:
     """Greedy or sampled (temperature, seed); returns (temperature, seed, sampled)."""
-    st.session_state.setdefault(SAMPLING_KEY, "greedy")
-    st.session_state.setdefault(TEMPERATURE_KEY, 0.8)
-    st.session_state.setdefault(SEED_KEY, 0)
-    st.session_state.setdefault(COUNT_KEY, 5)
+    st.session_state.setdefault(keys.GEN_SAMPLING, "greedy")
+    st.session_state.setdefault(keys.GEN_TEMPERATURE, 0.8)
+    st.session_state.setdefault(keys.GEN_SEED, 0)
+    st.session_state.setdefault(keys.GEN_COUNT, 5)
     cols = st.columns([2, 2, 1])
     with cols[0]:
-        how = st.radio(t("generate.sampling.label"), SAMPLINGS, key=SAMPLING_KEY,
+        how = st.radio(t("generate.sampling.label"), SAMPLINGS, key=keys.GEN_SAMPLING,
                        persist_state="session", horizontal=True,
                        format_func=lambda v: t(f"generate.sampling.option.{v}"),
                        help=t("generate.sampling.help"))
     sampled = how == "sample"
     with cols[1]:
         temperature = st.slider(t("generate.temperature.label"), 0.1, 2.0, step=0.1,
-                                key=TEMPERATURE_KEY, persist_state="session",
+                                key=keys.GEN_TEMPERATURE, persist_state="session",
                                 disabled=not sampled,
                                 help=t("generate.temperature.help"))
     with cols[2]:
         seed = st.number_input(t("generate.seed.label"), min_value=0, max_value=2**31 - 1,
-                               step=1, key=SEED_KEY, persist_state="session",
+                               step=1, key=keys.GEN_SEED, persist_state="session",
                                disabled=not sampled,
                                help=t("generate.seed.help"))
     return (float(temperature) if sampled else 0.0), (int(seed) if sampled else 0), sampled
@@ -133,7 +124,7 @@ def controls() -> tuple[float, int, bool]:
 
 def current(text: str, temperature: float, seed: int) -> Generation | None:
     """The session's generation if it was made from this text, temperature and seed."""
-    kept = st.session_state.get(GENERATION_KEY)
+    kept = st.session_state.get(keys.GENERATE_RUN)
     if kept and kept["recipe"] == (text, temperature, seed):
         return kept["generation"]
     return None
@@ -147,28 +138,28 @@ def buttons(m: DecoderModel, text: str, temperature: float, seed: int,
     full = count >= MAX_NEW_TOKENS
     cols = st.columns([1, 1, 1, 1], vertical_alignment="bottom")
     with cols[0]:
-        one = st.button(t("generate.button.next"), key="gen_next", disabled=ended or full,
+        one = st.button(t("generate.button.next"), key=keys.GEN_NEXT, disabled=ended or full,
                         type="primary", use_container_width=True)
     with cols[1]:
         n = st.number_input(t("generate.count.label"), min_value=1, max_value=MAX_NEW_TOKENS,
-                            step=1, key=COUNT_KEY, persist_state="session",
+                            step=1, key=keys.GEN_COUNT, persist_state="session",
                             help=t("generate.count.help", n=MAX_NEW_TOKENS))
     with cols[2]:
-        many = st.button(t("generate.button.many", n=int(n)), key="gen_many",
+        many = st.button(t("generate.button.many", n=int(n)), key=keys.GEN_MANY,
                          disabled=ended or full, use_container_width=True)
     with cols[3]:
-        again = st.button(t("generate.button.reset"), key="gen_reset", disabled=gen is None,
+        again = st.button(t("generate.button.reset"), key=keys.GEN_RESET, disabled=gen is None,
                           use_container_width=True)
     if again:
-        st.session_state.pop(GENERATION_KEY, None)
+        st.session_state.pop(keys.GENERATE_RUN, None)
         st.rerun()                           # the buttons again, as the state now is
     if one or many:
         total = min(MAX_NEW_TOKENS, count + (1 if one else int(n)))
         with st.spinner(t("generate.running", n=total)):
             gen = m.generate(text, max_new_tokens=total, temperature=temperature, seed=seed)
-        st.session_state[GENERATION_KEY] = {"recipe": (text, temperature, seed),
-                                            "generation": gen}
-        st.session_state[STEP_KEY] = len(gen.steps)
+        st.session_state[keys.GENERATE_RUN] = {"recipe": (text, temperature, seed),
+                                               "generation": gen}
+        st.session_state[keys.GEN_STEP] = len(gen.steps)
         st.rerun()                           # the buttons again, as the state now is
     if gen is not None and gen.stopped == "eos":
         st.info(t("generate.stopped.eos"))
@@ -188,18 +179,18 @@ def generated_text(gen: Generation) -> None:
 def step_picker(gen: Generation) -> int:
     """The new token to look at (1-based), the latest after a click."""
     n = len(gen.steps)
-    if st.session_state.get(STEP_KEY) not in range(1, n + 1):
-        st.session_state[STEP_KEY] = n
+    if st.session_state.get(keys.GEN_STEP) not in range(1, n + 1):
+        st.session_state[keys.GEN_STEP] = n
     if n == 1:
         return 1
     return st.select_slider(t("generate.step.label"), options=list(range(1, n + 1)),
-                            key=STEP_KEY, persist_state="session",
+                            key=keys.GEN_STEP, persist_state="session",
                             help=t("generate.step.help"))
 
 
 def layer_picker(m: DecoderModel) -> int:
-    st.session_state.setdefault(LAYER_KEY, m.num_layers - 1)
-    return st.selectbox(t("generate.layer.label"), list(range(m.num_layers)), key=LAYER_KEY,
+    st.session_state.setdefault(keys.GEN_LAYER, m.num_layers - 1)
+    return st.selectbox(t("generate.layer.label"), list(range(m.num_layers)), key=keys.GEN_LAYER,
                         persist_state="session",
                         format_func=lambda l: t("figure.generate.layer", layer=l))
 
@@ -208,7 +199,7 @@ def step_view(m: DecoderModel, gen: Generation, number: int) -> None:
     """New token `number`: what chose it (its bars), its attention row in every head of a
     layer, the weight on the first token in every head, the KV cache."""
     step = gen.steps[number - 1]
-    keys = gen.tokens[:step.query_position + 1]
+    key_labels = gen.tokens[:step.query_position + 1]
     query = gen.tokens[step.query_position]
     st.subheader(t("generate.step.subheader", number=number))
     label = generate_figures.token_label
@@ -220,17 +211,17 @@ def step_view(m: DecoderModel, gen: Generation, number: int) -> None:
     # one under the other: side by side, a narrow window cuts the bars' title
     widgets.chart(generate_figures.next_token_bars(
         step.top, chosen=chosen, title=t("figure.generate.step_bars.title", number=number)),
-        key="gen_step_bars")
+        key=keys.GEN_STEP_BARS)
     layer = layer_picker(m)
     st.caption(t("generate.row.caption", heads=m.num_heads, kv_heads=m.num_kv_heads,
                  keys=step.cache_tokens))
     fig = generate_figures.attention_row_map(
-        step.attentions[layer], keys,
+        step.attentions[layer], key_labels,
         title=t("figure.generate.row.title", number=number,
                 token=html.escape(generate_figures.token_label(step.token)), layer=layer))
-    widgets.chart(fig, key="gen_row_map")
+    widgets.chart(fig, key=keys.GEN_ROW_MAP)
 
-    sink(step, keys[0])
+    sink(step, key_labels[0])
     cache(m, gen, number)
 
 
@@ -242,7 +233,7 @@ def sink(step, first: str) -> None:
                  mean=float(first_weights.mean()), over=int((first_weights > 0.5).sum()),
                  heads=first_weights.size, keys=step.cache_tokens))
     widgets.chart(generate_figures.sink_map(first_weights, title=t("figure.generate.sink.title")),
-                  key="gen_sink_map")
+                  key=keys.GEN_SINK_MAP)
 
 
 def cache(m: DecoderModel, gen: Generation, number: int) -> None:
@@ -262,4 +253,4 @@ def cache(m: DecoderModel, gen: Generation, number: int) -> None:
                  steps=len(gen.steps), computed=with_cache, without=without))
     widgets.chart(generate_figures.cache_bars(
         [s.cache_tokens for s in gen.steps], [s.cache_bytes for s in gen.steps],
-        selected=number - 1, title=t("figure.generate.cache.title")), key="gen_cache_bars")
+        selected=number - 1, title=t("figure.generate.cache.title")), key=keys.GEN_CACHE_BARS)

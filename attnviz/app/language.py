@@ -9,25 +9,13 @@ import streamlit as st
 
 from attnviz import i18n
 from attnviz.i18n import best_language, languages, native_name, t
+from attnviz.app import keys
 
-KEY = "lang"                       # session state and link parameter
-SHOWN_KEY = "lang_shown"           # the language the browser's widgets were last drawn in
 # Widgets whose options are shown through a translated format_func. The browser matches a
 # widget's value to the label it last drew, so after a switch it would show the old language's
 # label (a selectbox) or nothing selected (a radio): their values are given again on the
-# switch, which redraws them. A widget converted later whose options are translated joins here.
-FORMATTED_KEYS = ("mode", "preset", "init", "weight_scale", "model", "kv_heads",
-                  # Experiments: the tabs' input choices
-                  "exp_tied_source", "exp_raw_source", "exp_rope_source",
-                  # Step by step, Multi-head, Inputs & weights: steps, heads, matrices, queries
-                  "step", "head", "edit_head", "mh_head", "mh_compare_head", "matrix", "query",
-                  "vector_query",
-                  # Generate, Train
-                  "gen_sampling", "gen_layer", "toy_task")
-
-# Read the model: its layer and head pickers ("层 3"), map choice and whole layers off
-FORMATTED_KEYS += ("ro_layer", "vw_layer", "vw_head", "hs_layer", "hs_head", "hs_column",
-                   "ab_layers")
+# switch, which redraws them. A widget whose options are translated joins keys.FORMATTED.
+FORMATTED_KEYS = keys.FORMATTED
 
 
 def browser_language() -> str:
@@ -39,30 +27,30 @@ def activate() -> str:
     """At the top of every script run (app.py, and a page run alone): the session's language,
     set on its first run from the link's ``lang`` or else the browser's language (a ``lang``
     that names no catalogue: links.read_once says so)."""
-    lang = st.session_state.get(KEY)
+    lang = st.session_state.get(keys.LANG)
     if lang not in languages():
-        raw = st.query_params.get(KEY)
+        raw = st.query_params.get(keys.LANG)
         lang = raw if raw in languages() else browser_language()
-        st.session_state[KEY] = lang
-    shown = st.session_state.get(SHOWN_KEY)
+        st.session_state[keys.LANG] = lang
+    shown = st.session_state.get(keys.LANG_DRAWN)
     if shown != lang:
         if shown is not None:                     # a switch: redraw the translated options
             for key in FORMATTED_KEYS:
                 if key in st.session_state:
                     st.session_state[key] = st.session_state[key]
-        st.session_state[SHOWN_KEY] = lang
+        st.session_state[keys.LANG_DRAWN] = lang
     return lang
 
 
 def link_value() -> str | None:
     """What the link carries: the session's language when it is not the browser's own."""
-    lang = st.session_state.get(KEY)
+    lang = st.session_state.get(keys.LANG)
     return lang if lang in languages() and lang != browser_language() else None
 
 
 def switch() -> None:
     """The language switch (one button per catalogue, each named in its own language)."""
-    st.segmented_control(t("sidebar.language.label"), list(languages()), key=KEY,
+    st.segmented_control(t("sidebar.language.label"), list(languages()), key=keys.LANG,
                          persist_state="session", required=True, format_func=native_name,
                          help=t("sidebar.language.help"))
 
@@ -74,7 +62,7 @@ def _session_language() -> str | None:
 
     if get_script_run_ctx(suppress_warning=True) is None:
         return None
-    lang = st.session_state.get(KEY)
+    lang = st.session_state.get(keys.LANG)
     return lang if isinstance(lang, str) else None
 
 

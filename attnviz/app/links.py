@@ -15,7 +15,7 @@ import re
 
 import streamlit as st
 
-from attnviz.app import edits
+from attnviz.app import edits, keys
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import Message, languages, t
 from attnviz.core.inputs import MAX_TOKENS, parse_matrix
@@ -24,45 +24,36 @@ from attnviz.app.settings_view import BOUNDS, MAX_D_MODEL, TOY_MODE, Settings, w
 from attnviz.app import language
 from attnviz.app.text import drop_invisible, literal
 
-PAGE_KEYS = {"head": 0, "step": "", "query": 0, "vector_query": 0, "mh_head": 0,
-             "matrix": "", "edit_head": 0}
+PAGE_KEYS = keys.LINK_DEFAULTS     # the page picks a link carries, each with its default
 EDITS_PARAM = "edits"
 LEFT_OUT_PARAM = "unsaved_edits"     # names the edited matrices too large for the link
 MAX_EDITS_CHARS = 4000
 MAX_TEXT_CHARS = 20_000
 MAX_LINK_TEXT_CHARS = 2000    # a longer sentence or matrix text is left out of the link
-MATRIX_TEXTS = ("x_text", "q_text", "k_text", "v_text")
+MATRIX_TEXTS = (keys.X_TEXT, keys.Q_TEXT, keys.K_TEXT, keys.V_TEXT)
 # the longest value each kind of parameter may have: free text, a whole number, a name
 MAX_CHARS = {str: MAX_TEXT_CHARS, int: 30, bool: 5, "name": 40}
-NAMES = ("mode", "preset", "init", "step", "matrix")   # one of a few choices: short
+NAMES = (keys.MODE, keys.PRESET, keys.INIT, keys.STEP, keys.MATRIX)   # one of a few choices: short
 MAX_UNKNOWN_SHOWN = 3         # unknown parameters named in the notice
-TOO_LONG_KEY = "link_too_long"
-NOTICES_KEY = "link_notices"
-READ_KEY = "link_read"
-HAS_EDITS_KEY = "link_has_edits"      # True: in the link; False: too large; None: no edits
-LOST_KEY = "link_lost_edits"          # the matrices whose edits a reload or restart lost
-RESTORED_KEY = "link_restored"
-RESTORE_UPLOAD_KEY = "restore_edits_npz"
-EDITOR_VERSION_KEY = "editor_version"   # attnviz.app.state's: editors restart from the store
 
 
 def read_once() -> None:
     """At a session's first run, copy the URL's values into session state (validated)."""
-    if st.session_state.get(READ_KEY):
+    if st.session_state.get(keys.LINK_READ):
         return
-    st.session_state[READ_KEY] = True
+    st.session_state[keys.LINK_READ] = True
     params = st.query_params.to_dict()
     notices = []
     defaults = {**Settings().__dict__, **PAGE_KEYS}
     unknown = [name for name in params
-               if name not in (EDITS_PARAM, LEFT_OUT_PARAM, language.KEY) and name not in defaults]
+               if name not in (EDITS_PARAM, LEFT_OUT_PARAM, keys.LANG) and name not in defaults]
     if unknown:
         shown = ", ".join(f"“{cut(name, 100)}”" for name in unknown[:MAX_UNKNOWN_SHOWN])
         more = len(unknown) - MAX_UNKNOWN_SHOWN
         notices.append(Message("link.unknown_more", names=shown, more=more) if more > 0 else
                        Message("link.unknown", names=shown, count=len(unknown)))
     for name, raw in params.items():
-        if name == language.KEY:             # read by language.activate, before navigation
+        if name == keys.LANG:             # read by language.activate, before navigation
             if raw not in languages():
                 notices.append(Message("link.lang_invalid", value=cut(raw, 40),
                                        choices=", ".join(languages())))
@@ -78,16 +69,16 @@ def read_once() -> None:
         if isinstance(value, int) and not isinstance(value, bool):
             value = _clamped(name, raw, value, notices)
         st.session_state[name] = value
-        if name == "sentence":
+        if name == keys.SENTENCE:
             drop_invisible(name)          # the sidebar's box shows it as the tokens read it
-    if params.get("mode") == TOY_MODE:
+    if params.get(keys.MODE) == TOY_MODE:
         notices.append(Message("link.toy_mode", mode=repr(TOY_MODE),     # the default input,
                                button=Message("train.step_through.label"),   # Settings().mode
                                used=Message("sidebar.mode.option.sentence")))
-        st.session_state["mode"] = Settings().mode
+        st.session_state[keys.MODE] = Settings().mode
         params.pop(EDITS_PARAM, None)     # they were made for that model's weights
     checked = Settings.from_mapping(st.session_state)
-    for name in ("mode", "preset", "init", "model", "rope_base"):
+    for name in (keys.MODE, keys.PRESET, keys.INIT, keys.MODEL, keys.ROPE_BASE):
         if name in params and getattr(checked, name) != st.session_state.get(name):
             notices.append(Message("link.not_a_choice", name=name,
                                    value=repr(cut(params[name], 40)),
@@ -96,14 +87,14 @@ def read_once() -> None:
     _layer_of_model(checked, params, notices)
     if EDITS_PARAM in params:
         try:
-            st.session_state.setdefault("edits", {})[weights_signature(checked)] = \
+            st.session_state.setdefault(keys.EDITS, {})[weights_signature(checked)] = \
                 edits.decode(params[EDITS_PARAM], lambda: _generated(checked))
         except AttnvizInputError:
             notices.append(Message("link.edits_unreadable"))
     elif LEFT_OUT_PARAM in params:
-        st.session_state[LOST_KEY] = _left_out_names(params[LEFT_OUT_PARAM])
-        st.session_state[f"{LOST_KEY}_toast"] = True      # said where one is looking, once
-    st.session_state[NOTICES_KEY] = notices
+        st.session_state[keys.LINK_LOST_EDITS] = _left_out_names(params[LEFT_OUT_PARAM])
+        st.session_state[keys.LINK_LOST_EDITS_TOAST] = True      # said where one is looking, once
+    st.session_state[keys.LINK_NOTICES] = notices
 
 
 def _layer_of_model(s: Settings, params: dict, notices: list) -> None:
@@ -112,10 +103,10 @@ def _layer_of_model(s: Settings, params: dict, notices: list) -> None:
     from attnviz.app.settings_view import MODEL_NAMES, layer_bounds
 
     low, high = layer_bounds(s.model)
-    if "layer" in params and not low <= s.layer <= high:
+    if keys.LAYER in params and not low <= s.layer <= high:
         notices.append(Message("link.layer_of_model", layer=s.layer, model=MODEL_NAMES[s.model],
                                high=high))
-        st.session_state["layer"] = high if s.layer > high else low
+        st.session_state[keys.LAYER] = high if s.layer > high else low
 
 
 def _generated(s: Settings) -> dict:
@@ -176,32 +167,32 @@ def write() -> None:
     too_long = [name for name, value in params.items() if len(value) > MAX_LINK_TEXT_CHARS]
     for name in too_long:
         del params[name]
-    st.session_state[TOO_LONG_KEY] = too_long
+    st.session_state[keys.LINK_TOO_LONG] = too_long
     for name, default in PAGE_KEYS.items():
         value = st.session_state.get(name)
         if value is not None and value != default and isinstance(value, (int, str)):
             params[name] = _format(value)
     if language.link_value():
-        params[language.KEY] = language.link_value()
+        params[keys.LANG] = language.link_value()
     # a toy run cannot travel in a link (a link with its mode says so), nor edits of its weights
     stored = None if s.mode == TOY_MODE else \
-        st.session_state.get("edits", {}).get(weights_signature(s))
-    had = st.session_state.get(HAS_EDITS_KEY)
-    st.session_state[HAS_EDITS_KEY] = None
+        st.session_state.get(keys.EDITS, {}).get(weights_signature(s))
+    had = st.session_state.get(keys.LINK_HAS_EDITS)
+    st.session_state[keys.LINK_HAS_EDITS] = None
     if stored:
         encoded = edits.encode(stored)
         if len(encoded) > MAX_EDITS_CHARS:            # the typed cells alone, if they fit
             encoded = edits.encode(stored, _generated(s))
         if len(encoded) <= MAX_EDITS_CHARS:
             params[EDITS_PARAM] = encoded
-            st.session_state[HAS_EDITS_KEY] = True
+            st.session_state[keys.LINK_HAS_EDITS] = True
         else:                  # the link says which edits it could not carry (see read_once)
             params[LEFT_OUT_PARAM] = ",".join(edits.entry(n).shown for n in stored)
-            st.session_state[HAS_EDITS_KEY] = False
+            st.session_state[keys.LINK_HAS_EDITS] = False
             if had is not False:                     # the moment it happens, wherever one is
                 st.toast(literal(_too_large_text(stored)), icon=":material/warning:",
                          duration="long")
-        st.session_state.pop(LOST_KEY, None)         # edits again: the old loss is past
+        st.session_state.pop(keys.LINK_LOST_EDITS, None)         # edits again: the old loss is past
     if params != st.query_params.to_dict():
         st.query_params.from_dict(params)
 
@@ -209,10 +200,10 @@ def write() -> None:
 def write_language() -> None:
     """Only the language into the URL (a page with its own settings, which `write` skips)."""
     lang = language.link_value()
-    if lang and st.query_params.get(language.KEY) != lang:
-        st.query_params[language.KEY] = lang
-    elif not lang and language.KEY in st.query_params:
-        del st.query_params[language.KEY]
+    if lang and st.query_params.get(keys.LANG) != lang:
+        st.query_params[keys.LANG] = lang
+    elif not lang and keys.LANG in st.query_params:
+        del st.query_params[keys.LANG]
 
 
 def _format(value) -> str:
@@ -231,23 +222,23 @@ def _too_large_text(stored) -> str:
 
 
 def show_notices() -> None:
-    for notice in st.session_state.get(NOTICES_KEY, []):
+    for notice in st.session_state.get(keys.LINK_NOTICES, []):
         st.warning(t("link.notice", notice=literal(notice)))
-    if st.session_state.get(TOO_LONG_KEY):
-        st.caption(t("link.too_long", names=t("link.and").join(st.session_state[TOO_LONG_KEY]),
-                     chars=MAX_LINK_TEXT_CHARS))
-    if st.session_state.get(HAS_EDITS_KEY) is False:
+    if st.session_state.get(keys.LINK_TOO_LONG):
+        names = t("link.and").join(st.session_state[keys.LINK_TOO_LONG])
+        st.caption(t("link.too_long", names=names, chars=MAX_LINK_TEXT_CHARS))
+    if st.session_state.get(keys.LINK_HAS_EDITS) is False:
         s = Settings.from_mapping(st.session_state)
-        stored = dict(st.session_state["edits"][weights_signature(s)])
+        stored = dict(st.session_state[keys.EDITS][weights_signature(s)])
         st.warning(literal(_too_large_text(stored)), icon=":material/warning:")
         st.download_button(t("link.keep_edits"), _npz_maker(s, stored),
                            "attnviz_trace.npz", "application/octet-stream",
-                           key="keep_edits_npz", on_click="ignore",
+                           key=keys.KEEP_EDITS_NPZ, on_click="ignore",
                            icon=":material/download:")
-    if st.session_state.get(RESTORED_KEY):
-        st.success(literal(st.session_state.pop(RESTORED_KEY)))
-    if st.session_state.get(LOST_KEY):
-        _lost_edits(st.session_state[LOST_KEY])
+    if st.session_state.get(keys.LINK_RESTORED):
+        st.success(literal(st.session_state.pop(keys.LINK_RESTORED)))
+    if st.session_state.get(keys.LINK_LOST_EDITS):
+        _lost_edits(st.session_state[keys.LINK_LOST_EDITS])
 
 
 def _npz_maker(s: Settings, stored: dict):
@@ -269,29 +260,29 @@ def _lost_edits(names: list[str]) -> None:
     the .npz the page exported back."""
     shown = ", ".join(map(str, names))
     st.warning(literal(t("link.edits_lost", names=shown)), icon=":material/warning:")
-    if st.session_state.pop(f"{LOST_KEY}_toast", False):
+    if st.session_state.pop(keys.LINK_LOST_EDITS_TOAST, False):
         st.toast(literal(t("link.edits_lost_toast", names=shown)), icon=":material/warning:",
                  duration="long")
-    st.file_uploader(t("link.restore.label"), type=["npz"], key=RESTORE_UPLOAD_KEY,
+    st.file_uploader(t("link.restore.label"), type=["npz"], key=keys.RESTORE_EDITS_NPZ,
                      on_change=_restore_uploaded)
-    st.button(t("link.restore.dismiss"), key="dismiss_lost_edits",
-              on_click=lambda: st.session_state.pop(LOST_KEY, None))
-    if st.session_state.get(f"{RESTORE_UPLOAD_KEY}_error"):
-        st.error(literal(st.session_state[f"{RESTORE_UPLOAD_KEY}_error"]))
+    st.button(t("link.restore.dismiss"), key=keys.DISMISS_LOST_EDITS,
+              on_click=lambda: st.session_state.pop(keys.LINK_LOST_EDITS, None))
+    if st.session_state.get(keys.RESTORE_EDITS_NPZ_ERROR):
+        st.error(literal(st.session_state[keys.RESTORE_EDITS_NPZ_ERROR]))
 
 
 def _restore_uploaded() -> None:
-    file = st.session_state.get(RESTORE_UPLOAD_KEY)
+    file = st.session_state.get(keys.RESTORE_EDITS_NPZ)
     if file is None:
         return
     try:
         restored = restore_edits(file.getvalue(), file.name)
     except AttnvizInputError as exc:
-        st.session_state[f"{RESTORE_UPLOAD_KEY}_error"] = exc.message or str(exc)
+        st.session_state[keys.RESTORE_EDITS_NPZ_ERROR] = exc.message or str(exc)
         return
-    st.session_state.pop(f"{RESTORE_UPLOAD_KEY}_error", None)
-    st.session_state.pop(LOST_KEY, None)
-    st.session_state[RESTORED_KEY] = (
+    st.session_state.pop(keys.RESTORE_EDITS_NPZ_ERROR, None)
+    st.session_state.pop(keys.LINK_LOST_EDITS, None)
+    st.session_state[keys.LINK_RESTORED] = (
         Message("link.restored", file=file.name, names=_names(restored)) if restored else
         Message("link.restored_nothing", file=file.name))
 
@@ -338,6 +329,6 @@ def restore_edits(data: bytes, name: str | None = None) -> dict:
             raise AttnvizInputError("error.restore.tokens", name=name)
         if not np.array_equal(array, matrices[key]):
             restored[key] = edits.make_edit(key, array, generated.tokens_q)
-    st.session_state.setdefault("edits", {}).setdefault(generated.signature, {}).update(restored)
-    st.session_state[EDITOR_VERSION_KEY] = st.session_state.get(EDITOR_VERSION_KEY, 0) + 1
+    st.session_state.setdefault(keys.EDITS, {}).setdefault(generated.signature, {}).update(restored)
+    st.session_state[keys.MATRICES_VERSION] = st.session_state.get(keys.MATRICES_VERSION, 0) + 1
     return restored

@@ -15,9 +15,8 @@ from attnviz.app.settings_view import Settings
 from attnviz.core.cache import SizedCache, python_bytes
 from attnviz.i18n import language, languages, t, use_language
 from attnviz.models.pretrained import MODEL_NAME, PretrainedModel, PretrainedTrace, cached_run
-from attnviz.app import compare_view, state, widgets
+from attnviz.app import compare_view, keys, state, widgets
 from attnviz.app.text import literal, token_line
-
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,7 +120,7 @@ def token_list(run: PretrainedTrace) -> None:
         " " + t("pretrained.unknown", unknown=unknown, count=len(tokens)) if unknown else ""))
 
 
-def hide_special_checkbox(key: str = "pt_hide_special") -> bool:
+def hide_special_checkbox(key: str = keys.PT_HIDE_SPECIAL) -> bool:
     """"Hide [CLS]/[SEP]": True when the views drop those tokens."""
     if not isinstance(st.session_state.get(key, False), bool):
         del st.session_state[key]
@@ -185,15 +184,15 @@ def pick_token(view: ModelRun, key: str) -> int | None:
 def _open_in_steps(layer: int, head: int) -> None:
     """on_click: make the step pages show this head of the real model (widget keys can only be
     set before their widgets are drawn, so this runs as a callback)."""
-    st.session_state["mode"] = Mode.PRETRAINED.value
-    st.session_state["layer"] = layer
-    st.session_state["head"] = head
+    st.session_state[keys.MODE] = Mode.PRETRAINED.value
+    st.session_state[keys.LAYER] = layer
+    st.session_state[keys.HEAD] = head
 
 
 def step_through_button(layer: int, head: int) -> None:
     """"Step through this head": the Step by step page on this layer and head."""
     if widgets.action_button(t("pretrained.step_through.label"), _open_in_steps, (layer, head),
-                             key="pt_step_through", rerun=False, icon=":material/footprint:",
+                             key=keys.PT_STEP_THROUGH, rerun=False, icon=":material/footprint:",
                              help=t("pretrained.step_through.help")):
         if not widgets.switch_page("steps"):
             st.info(t("pretrained.step_through.done", layer=layer, head=head))
@@ -215,7 +214,7 @@ def second_sentence(layer: int, head: int, view: ModelRun, hide_special: bool,
     same token, the difference second − first, in the figure budget that the figure `above`
     (the head's own map) leaves."""
     other = st.text_input(t("pretrained.compare.label"), persist_state="session",
-                          key="pt_compare", placeholder=t("pretrained.compare.placeholder"),
+                          key=keys.PT_COMPARE, placeholder=t("pretrained.compare.placeholder"),
                           help=t("pretrained.compare.help"))
     if not other or not other.strip():
         return
@@ -226,7 +225,7 @@ def second_sentence(layer: int, head: int, view: ModelRun, hide_special: bool,
         st.error(t("pretrained.compare.cannot_run", error=literal(exc)))
         return
     compare_view.side_by_side(view.attentions[layer, head], view.tokens,
-                              second.attentions[layer, head], second.tokens, key="pt_compare",
+                              second.attentions[layer, head], second.tokens, key=keys.PT_COMPARE,
                               weight_scale=weight_scale,
                               max_bytes=budget.PAGE_MAX_BYTES
                               - (0 if above is None else budget.figure_bytes(above)))

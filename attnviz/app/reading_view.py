@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attnviz.app import pretrained_view, scales, widgets
-from attnviz.core.modes import Mode
+from attnviz.app import keys, pretrained_view, scales, widgets
 from attnviz.app.settings_view import Settings
 from attnviz.app.text import literal, token_line
 from attnviz.core.cache import SizedCache
@@ -17,7 +16,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats,
                                   detection_pattern, detection_scores, head_stats,
                                   is_punctuation, shares_on_keys)
-from attnviz.i18n import language, languages, render, t
+from attnviz.i18n import languages, render, t
 from attnviz.models.decoder import MODEL_NAME as DECODER_NAME
 from attnviz.models.decoder import DecoderModel, DecoderRun
 from attnviz.models.pretrained import MIN_TOKENS, MODEL_NAME as ENCODER_NAME
@@ -115,10 +114,10 @@ def tab_labels() -> list[str]:
     """The tabs' labels in the active language; the open tab (its label in session state, in
     whichever language it was opened) stays open across a language switch."""
     labels = [t(f"reading.tab.{name}") for name in TABS]
-    current = st.session_state.get("rd_view")
+    current = st.session_state.get(keys.RD_VIEW)
     for name, label in zip(TABS, labels):
         if current in {render(f"reading.tab.{name}", lang) for lang in languages()}:
-            st.session_state["rd_view"] = label
+            st.session_state[keys.RD_VIEW] = label
     return labels
 
 
@@ -134,22 +133,6 @@ def _pick_token(run, key: str, label: str) -> int:
                         format_func=labels.__getitem__)     # session keeps format_func
 
 
-def _open_in_steps(layer: int, head: int) -> None:
-    """on_click: the step pages show this head of the sidebar's pretrained model."""
-    st.session_state["mode"] = Mode.PRETRAINED.value
-    st.session_state["layer"] = layer
-    st.session_state["head"] = head
-
-
-def step_through_button(layer: int, head: int) -> None:
-    """"Step through this head": the Step by step page on this layer and head."""
-    if widgets.action_button(t("reading.step_through.label"), _open_in_steps, (layer, head),
-                             key="pt_step_through", rerun=False, icon=":material/footprint:",
-                             help=t("reading.step_through.help")):
-        if not widgets.switch_page("steps"):
-            st.info(t("reading.step_through.open", layer=layer, head=head))
-
-
 def _number_columns(labels: dict[str, str], fmt: str = "%.3f") -> dict:
     """column_config: each data column shown under its label, as a number."""
     return {c: st.column_config.NumberColumn(label, format=fmt) for c, label in labels.items()}
@@ -162,9 +145,9 @@ def rollout_tab(run) -> None:
     if is_decoder(run):
         st.caption(t("reading.rollout.causal"))
     layers = run.attentions.shape[0]
-    layer = _pick("reading.after_layer", layers, "ro_layer", "reading.layer")
+    layer = _pick("reading.after_layer", layers, keys.RO_LAYER, "reading.layer")
     residual = st.checkbox(t("reading.rollout.residual.label"), value=True,
-                           persist_state="session", key="ro_residual",
+                           persist_state="session", key=keys.RO_RESIDUAL,
                            help=t("reading.rollout.residual.help"))
     tokens = run.tokens
     scale = scales.weight_scale_picker(len(tokens))
@@ -179,25 +162,25 @@ def rollout_tab(run) -> None:
             title=t("reading.rollout.title", layer=layer),
             col_title=t("reading.rollout.input_token"), weight_scale=scale, max_bytes=each),
             model, layer, residual, scale)
-        widgets.chart(fig, key="ro_rollout")
+        widgets.chart(fig, key=keys.RO_ROLLOUT)
     with right:
         fig = pretrained_view.shared_figure("rollout_raw", lambda: figures.heatmap(
             raw, row_labels=tokens, col_labels=tokens, kind="weights",
             title=t("reading.rollout.raw_title", layer=layer), weight_scale=scale,
             max_bytes=each), model, layer, scale)
-        widgets.chart(fig, key="ro_raw")
-    token = _pick_token(run, "ro_token", t("reading.rollout.token"))
+        widgets.chart(fig, key=keys.RO_RAW)
+    token = _pick_token(run, keys.RO_TOKEN, t("reading.rollout.token"))
     left, right = st.columns(2)
     with left:
         widgets.chart(reading_figures.token_bars(
             rollout[layer, token], tokens,
             title=t("reading.rollout.row_title", token=token, layer=layer),
-            value_name=t("reading.share")), key="ro_bars")
+            value_name=t("reading.share")), key=keys.RO_BARS)
     with right:
         widgets.chart(reading_figures.token_bars(
             raw[token], tokens, title=t("reading.rollout.raw_row_title", token=token,
                                         layer=layer),
-            value_name=t("figure.hover.weight")), key="ro_raw_bars")
+            value_name=t("figure.hover.weight")), key=keys.RO_RAW_BARS)
 
 
 # ---- value-weighted ----------------------------------------------------------------------------
@@ -206,8 +189,8 @@ def value_weighted_tab(run) -> None:
     st.caption(t("reading.value.caption_decoder" if is_decoder(run)
                  else "reading.value.caption"))
     layers, heads = run.attentions.shape[:2]
-    layer = _pick("reading.layer_label", layers, "vw_layer", "reading.layer")
-    head = _pick("reading.head_label", heads, "vw_head", "reading.head")
+    layer = _pick("reading.layer_label", layers, keys.VW_LAYER, "reading.layer")
+    head = _pick("reading.head_label", heads, keys.VW_HEAD, "reading.head")
     weights, norms = run.attentions[layer, head], run.value_norms[layer, head]   # (n, n)
     scale = scales.weight_scale_picker(len(run.tokens))
     each = budget.share(2)
@@ -218,15 +201,15 @@ def value_weighted_tab(run) -> None:
             weights, row_labels=run.tokens, col_labels=run.tokens, kind="weights",
             title=t("reading.value.weights_title", layer=layer, head=head), weight_scale=scale,
             max_bytes=each), model, layer, head, scale)
-        widgets.chart(fig, key="vw_weights")
+        widgets.chart(fig, key=keys.VW_WEIGHTS)
     with right:
         fig = pretrained_view.shared_figure("vw_norms", lambda: reading_figures.norms_heatmap(
             norms, run.tokens, title=t("reading.value.norms_title", layer=layer, head=head),
             max_bytes=each), model, layer, head)
-        widgets.chart(fig, key="vw_norms")
+        widgets.chart(fig, key=keys.VW_NORMS)
     st.markdown(t("reading.value.table"))
     st.dataframe(survival_table(run.tokens, weights, norms, first_token=is_decoder(run)),
-                 hide_index=True, key="vw_table",
+                 hide_index=True, key=keys.VW_TABLE,
                  column_config={"keys": st.column_config.TextColumn(t("reading.value.keys")),
                                 "count": st.column_config.NumberColumn(
                                     t("reading.value.count")),
@@ -245,15 +228,15 @@ def survival_table(tokens: list[str], weights: np.ndarray, norms: np.ndarray,
     else:
         groups = {CLS: [j for j, tok in enumerate(tokens) if tok == CLS],
                   SEP: [j for j, tok in enumerate(tokens) if tok == SEP]}
-    special = {j for keys in groups.values() for j in keys}
+    special = {j for members in groups.values() for j in members}
     groups[t("reading.value.group.punctuation")] = [
         j for j, tok in enumerate(tokens) if is_punctuation(tok.strip()) and j not in special]
-    special = {j for keys in groups.values() for j in keys}
+    special = {j for members in groups.values() for j in members}
     groups[t("reading.value.group.other")] = [j for j in range(len(tokens)) if j not in special]
     rows = []
-    for name, keys in groups.items():
-        weight, norm = shares_on_keys(weights, norms, keys)
-        rows.append({"keys": name, "count": len(keys), SURVIVAL[0]: weight, SURVIVAL[1]: norm,
+    for name, members in groups.items():
+        weight, norm = shares_on_keys(weights, norms, members)
+        rows.append({"keys": name, "count": len(members), SURVIVAL[0]: weight, SURVIVAL[1]: norm,
                      SURVIVAL[2]: norm / weight if weight else np.nan})
     return pd.DataFrame(rows)
 
@@ -263,10 +246,10 @@ def survival_table(tokens: list[str], weights: np.ndarray, norms: np.ndarray,
 def _select_row() -> None:
     """on_select of the statistics table: choose the clicked head below (rows are the table's
     own positions, layer-major)."""
-    rows = st.session_state["hs_table"].selection.rows
+    rows = st.session_state[keys.HS_TABLE].selection.rows
     if rows:
-        heads = st.session_state.get("hs_heads", 12)
-        st.session_state["hs_layer"], st.session_state["hs_head"] = divmod(rows[0], heads)
+        heads = st.session_state.get(keys.HS_HEADS, 12)
+        st.session_state[keys.HS_LAYER], st.session_state[keys.HS_HEAD] = divmod(rows[0], heads)
 
 
 def repeated_sequence(m: DecoderModel) -> tuple[str, DecoderRun]:
@@ -297,7 +280,7 @@ def head_stats_tab(run) -> None:
     st.caption(t("reading.stats.caption_decoder" if decoder else "reading.stats.caption",
                  n=n, uniform=f"{np.log2(n):.2f}"))
     layers, heads = run.attentions.shape[:2]
-    st.session_state["hs_heads"] = heads
+    st.session_state[keys.HS_HEADS] = heads
     columns = DECODER_STATS if decoder else STATS_COLUMNS
     if decoder:
         table = decoder_stats_table(run)
@@ -307,16 +290,16 @@ def head_stats_tab(run) -> None:
             st.markdown(token_line(DecoderModel.load().tokenize(text)))
     else:
         table = head_stats(run.attentions, run.tokens)
-    st.dataframe(table, hide_index=True, key="hs_table", on_select=_select_row,
+    st.dataframe(table, hide_index=True, key=keys.HS_TABLE, on_select=_select_row,
                  selection_mode="single-row", height=300,
                  column_config={"layer": st.column_config.NumberColumn(t("reading.layer")),
                                 "head": st.column_config.NumberColumn(t("reading.head")),
                                 **_number_columns({c: t(f"reading.stats.{c}")
                                                    for c in columns})})
-    if st.session_state.get("hs_column") not in columns:
-        st.session_state["hs_column"] = columns[0]
+    if st.session_state.get(keys.HS_COLUMN) not in columns:
+        st.session_state[keys.HS_COLUMN] = columns[0]
     column = st.selectbox(t("reading.stats.map_of"), list(columns), persist_state="session",
-                          key="hs_column", format_func=lambda c: t(f"reading.stats.{c}"))
+                          key=keys.HS_COLUMN, format_func=lambda c: t(f"reading.stats.{c}"))
     values = table[column].to_numpy().reshape(layers, heads)             # (L, H)
     kind, top = "weights", None
     if column == "entropy":                          # bits, from 0 to log₂ n (uniform)
@@ -324,10 +307,10 @@ def head_stats_tab(run) -> None:
     fig = pretrained_view.shared_figure("hs_map", lambda: reading_figures.layers_heads_map(
         values, title=t(f"reading.stats.{column}"), value_name=t(f"reading.stats.{column}"),
         kind=kind, top=top), model_name(), column)
-    widgets.chart(fig, key="hs_map")
-    layer = _pick("reading.layer_label", layers, "hs_layer", "reading.layer")
-    head = _pick("reading.head_label", heads, "hs_head", "reading.head")
-    step_through_button(layer, head)
+    widgets.chart(fig, key=keys.HS_MAP)
+    layer = _pick("reading.layer_label", layers, keys.HS_LAYER, "reading.layer")
+    head = _pick("reading.head_label", heads, keys.HS_HEAD, "reading.head")
+    pretrained_view.step_through_button(layer, head)
 
 
 # ---- ablation ----------------------------------------------------------------------------------
@@ -343,19 +326,19 @@ def head_mask(layers: int, heads: int) -> np.ndarray | None:
     """(layers, heads) float 0/1 from the heads and whole layers chosen to switch off; None
     when nothing is switched off."""
     names = [f"L{l}H{h}" for l in range(layers) for h in range(heads)]
-    for key, options in (("ab_heads", names), ("ab_layers", list(range(layers)))):
+    for key, options in ((keys.AB_HEADS, names), (keys.AB_LAYERS, list(range(layers)))):
         chosen = st.session_state.get(key)
         if not isinstance(chosen, list) or any(c not in options for c in chosen):
             st.session_state[key] = []
     left, right = st.columns([2, 1])
     with left:
         off_heads = st.multiselect(t("reading.ablation.heads.label"), names,
-                                   persist_state="session", key="ab_heads",
+                                   persist_state="session", key=keys.AB_HEADS,
                                    placeholder=t("reading.ablation.heads.placeholder"),
                                    help=t("reading.ablation.heads.help"))
     with right:
         off_layers = st.multiselect(t("reading.ablation.layers.label"), list(range(layers)),
-                                    persist_state="session", key="ab_layers",
+                                    persist_state="session", key=keys.AB_LAYERS,
                                     placeholder=t("reading.ablation.layers.placeholder"),
                                     format_func=lambda l: t("figure.layer", layer=l))
     mask = np.ones((layers, heads))
@@ -370,7 +353,7 @@ def head_mask(layers: int, heads: int) -> np.ndarray | None:
                       xgap=2, ygap=2,
                       hovertemplate="%{y}, %{x}: %{z:.0f} ("
                                     + t("reading.ablation.map.hover") + ")<extra></extra>")
-    widgets.chart(fig, key="ab_mask")
+    widgets.chart(fig, key=keys.AB_MASK)
     return None if mask.all() else mask
 
 
@@ -389,10 +372,10 @@ def ablation_tab(run) -> None:
     st.caption(t("reading.ablation.caption"))
     text_a, _ = pretrained_view.sentence_and_limit()
     limit = ablation_limit()
-    if not isinstance(st.session_state.get("ab_other"), str):
-        st.session_state["ab_other"] = OTHER_SENTENCE
+    if not isinstance(st.session_state.get(keys.AB_OTHER), str):
+        st.session_state[keys.AB_OTHER] = OTHER_SENTENCE
     text_b = st.text_input(t("reading.ablation.other.label"), persist_state="session",
-                           key="ab_other")
+                           key=keys.AB_OTHER)
     if not text_b.strip():
         st.info(t("reading.ablation.other.empty"))
         return
@@ -405,23 +388,34 @@ def ablation_tab(run) -> None:
     mask = head_mask(layers, heads)
     a, b = _embed(text_a, None, limit), _embed(text_b, None, limit)
     similarity = float(a @ b)
-    cols = st.columns(3)
-    cols[0].metric(t("reading.ablation.similarity.label"), f"{similarity:.4f}",
-                   help=t("reading.ablation.similarity.help"))
-    if mask is None:
-        cols[1].metric(t("reading.ablation.similarity_off.label"), "—",
-                       help=t("reading.ablation.similarity_off.none"))
-    else:
+
+    def switched_off() -> list[tuple]:
         a_off, b_off = _embed(text_a, mask, limit), _embed(text_b, mask, limit)
-        cols[1].metric(t("reading.ablation.similarity_off.label"),
-                       f"{float(a_off @ b_off):.4f}",
-                       delta=f"{float(a_off @ b_off) - similarity:+.4f}", delta_color="off",
-                       help=t("reading.ablation.similarity_off.help"))
-        cols[2].metric(t("reading.ablation.itself.label"), f"{float(a_off @ a):.4f}",
-                       help=t("reading.ablation.itself.help"))
-        st.caption(t("reading.ablation.off_count", off=int((mask == 0).sum()),
-                     total=mask.size))
+        off = float(a_off @ b_off)
+        return [(t("reading.ablation.similarity_off.label"), f"{off:.4f}",
+                 f"{off - similarity:+.4f}", t("reading.ablation.similarity_off.help")),
+                (t("reading.ablation.itself.label"), f"{float(a_off @ a):.4f}", None,
+                 t("reading.ablation.itself.help"))]
+
+    _ablation_metrics(mask, (t("reading.ablation.similarity.label"), f"{similarity:.4f}",
+                             t("reading.ablation.similarity.help")),
+                      t("reading.ablation.similarity_off.label"), switched_off)
     ranking_section(text_a, text_b, limit)
+
+
+def _ablation_metrics(mask, before: tuple[str, str, str], off_label: str, after) -> None:
+    """A row of three numbers: `before` (label, value, help) with every head on; with the
+    heads of `mask` off (None: none chosen, said in the second) `after()`'s two (label, value,
+    delta or None, help); and how many heads are off."""
+    cols = st.columns(3)
+    label, value, help_text = before
+    cols[0].metric(label, value, help=help_text)
+    if mask is None:
+        cols[1].metric(off_label, "—", help=t("reading.ablation.similarity_off.none"))
+        return
+    for col, (label, value, delta, help_text) in zip(cols[1:], after()):
+        col.metric(label, value, delta=delta, delta_color="off", help=help_text)
+    st.caption(t("reading.ablation.off_count", off=int((mask == 0).sum()), total=mask.size))
 
 
 def _ranking_columns() -> dict:
@@ -442,7 +436,7 @@ def ranking_section(text_a: str, text_b: str, limit: int) -> None:
     model = PretrainedModel.load()
     st.caption(t("reading.ranking.caption", heads=model.num_layers * model.num_heads))
     key = (text_a, text_b, limit)
-    clicked = st.button(t("reading.ranking.button"), key="ab_rank", icon=":material/sort:")
+    clicked = st.button(t("reading.ranking.button"), key=keys.AB_RANK, icon=":material/sort:")
     if not (clicked or key in _RANKINGS):
         return
     bar = st.progress(0.0, text=t("reading.ranking.progress_start"))
@@ -459,14 +453,14 @@ def ranking_section(text_a: str, text_b: str, limit: int) -> None:
     st.caption(t("reading.ranking.baseline", baseline=f"{baseline:.4f}"))
     left, right = st.columns([2, 3])
     with left:
-        st.dataframe(table.head(10), hide_index=True, key="ab_top",
+        st.dataframe(table.head(10), hide_index=True, key=keys.AB_TOP,
                      column_config=_ranking_columns())
     with right:
         change = np.zeros((model.num_layers, model.num_heads))
         change[table["layer"], table["head"]] = table["change"]
         widgets.chart(reading_figures.layers_heads_map(
             change, title=t("reading.ranking.map_title"),
-            value_name=t("reading.ablation.change"), kind="signed"), key="ab_map")
+            value_name=t("reading.ablation.change"), kind="signed"), key=keys.AB_MAP)
 
 
 # ---- ablation on the decoder: the next token's log-probability --------------------------------
@@ -489,32 +483,26 @@ def decoder_ablation(run: DecoderRun) -> None:
     ids, logprobs = _targets(run)
     labels = {int(i): f"{m.piece_text(int(i))!r} ({np.exp(lp):.1%})"
               for i, lp in zip(ids, logprobs)}
-    if st.session_state.get("ab_target") not in labels:
-        st.session_state["ab_target"] = int(ids[0])
+    if st.session_state.get(keys.AB_TARGET) not in labels:
+        st.session_state[keys.AB_TARGET] = int(ids[0])
     target = st.selectbox(t("reading.decoder_ablation.target.label"), list(labels),
-                          persist_state="session", key="ab_target",
+                          persist_state="session", key=keys.AB_TARGET,
                           format_func=labels.__getitem__,
                           help=t("reading.decoder_ablation.target.help"))
     full = float(logprobs[list(labels).index(target)])
     mask = head_mask(m.num_layers, m.num_heads)
-    cols = st.columns(3)
-    cols[0].metric(t("reading.decoder_ablation.full.label"), f"{full:.4f}",
-                   help=t("reading.decoder_ablation.full.help"))
-    if mask is None:
-        cols[1].metric(t("reading.decoder_ablation.off.label"), "—",
-                       help=t("reading.ablation.similarity_off.none"))
-    else:
-        key = (run.ids.tobytes(), mask.tobytes())
-        off = _DECODER_ABLATED.get(key,
-                              lambda: logprobs_without_heads(m, run, mask[None])[0])
-        cols[1].metric(t("reading.decoder_ablation.off.label"), f"{off[target]:.4f}",
-                       delta=f"{off[target] - full:+.4f}", delta_color="off",
-                       help=t("reading.decoder_ablation.off.help"))
-        new_top = int(np.argmax(off))
-        cols[2].metric(t("reading.decoder_ablation.top.label"), repr(m.piece_text(new_top)),
-                       help=t("reading.decoder_ablation.top.help"))
-        st.caption(t("reading.ablation.off_count", off=int((mask == 0).sum()),
-                     total=mask.size))
+
+    def switched_off() -> list[tuple]:
+        off = _DECODER_ABLATED.get((run.ids.tobytes(), mask.tobytes()),
+                                   lambda: logprobs_without_heads(m, run, mask[None])[0])
+        return [(t("reading.decoder_ablation.off.label"), f"{off[target]:.4f}",
+                 f"{off[target] - full:+.4f}", t("reading.decoder_ablation.off.help")),
+                (t("reading.decoder_ablation.top.label"), repr(m.piece_text(int(np.argmax(off)))),
+                 None, t("reading.decoder_ablation.top.help"))]
+
+    _ablation_metrics(mask, (t("reading.decoder_ablation.full.label"), f"{full:.4f}",
+                             t("reading.decoder_ablation.full.help")),
+                      t("reading.decoder_ablation.off.label"), switched_off)
     decoder_ranking(run, target, full)
 
 
@@ -527,7 +515,7 @@ def decoder_ranking(run: DecoderRun, target: int, full: float) -> None:
     st.subheader(t("reading.decoder_ranking.subheader"))
     st.caption(t("reading.decoder_ranking.caption", heads=m.num_layers * m.num_heads))
     key = run.ids.tobytes()
-    clicked = st.button(t("reading.ranking.button"), key="ab_rank", icon=":material/sort:")
+    clicked = st.button(t("reading.ranking.button"), key=keys.AB_RANK, icon=":material/sort:")
     if not (clicked or key in _DECODER_RANKINGS):
         return
     bar = st.progress(0.0, text=t("reading.ranking.progress_start"))
@@ -551,9 +539,9 @@ def decoder_ranking(run: DecoderRun, target: int, full: float) -> None:
                  logprob=f"{full:.4f}"))
     left, right = st.columns([2, 3])
     with left:
-        st.dataframe(table.head(10), hide_index=True, key="ab_top",
+        st.dataframe(table.head(10), hide_index=True, key=keys.AB_TOP,
                      column_config=_ranking_columns())
     with right:
         widgets.chart(reading_figures.layers_heads_map(
             change, title=t("reading.decoder_ranking.map_title"),
-            value_name=t("reading.ablation.change"), kind="signed"), key="ab_map")
+            value_name=t("reading.ablation.change"), kind="signed"), key=keys.AB_MAP)

@@ -16,7 +16,7 @@ from attnviz.app.settings_view import (DECODER, MODEL_NAMES, MODELS, ROPE_BASES,
                                        layer_bounds)
 from attnviz.tutorials.presets import PRESET_NAMES, load_preset
 from attnviz.core.weights import INIT_SCHEMES
-from attnviz.app import language, links, state, text, uploads, widgets
+from attnviz.app import keys, language, links, state, text, uploads, widgets
 
 # the shown name of each input mode (the stored value, in state and links, stays the English one)
 MODE_IDS = {m.value: m.id for m in Mode}
@@ -48,26 +48,26 @@ def render(inputs: bool = True, real_model: bool = False) -> None:
             links.show_notices()
         return
     with st.sidebar:
-        st.radio(t("sidebar.mode.label"), MODES, persist_state="session", key="mode",
+        st.radio(t("sidebar.mode.label"), MODES, persist_state="session", key=keys.MODE,
                  horizontal=True, format_func=mode_name, help=t("sidebar.mode.help"))
-        mode = st.session_state["mode"]
+        mode = st.session_state[keys.MODE]
         if mode in (Mode.SENTENCE, Mode.PRETRAINED):
-            st.text_input(t("sidebar.sentence.label"), persist_state="session", key="sentence",
-                          on_change=text.drop_invisible, args=("sentence",),
+            st.text_input(t("sidebar.sentence.label"), persist_state="session", key=keys.SENTENCE,
+                          on_change=text.drop_invisible, args=(keys.SENTENCE,),
                           help=t("sidebar.sentence.help"))
-            text.invisible_notice("sentence")
+            text.invisible_notice(keys.SENTENCE)
         elif mode == Mode.PRESET:
             st.selectbox(t("sidebar.preset.label"), PRESET_NAMES, persist_state="session",
-                         key="preset", format_func=preset_title)
-            st.caption(t(f"preset.{st.session_state['preset']}.description"))
+                         key=keys.PRESET, format_func=preset_title)
+            st.caption(t(f"preset.{st.session_state[keys.PRESET]}.description"))
         elif mode == Mode.MATRIX_X:
-            st.text_area(t("sidebar.x_text.label"), persist_state="session", key="x_text",
+            st.text_area(t("sidebar.x_text.label"), persist_state="session", key=keys.X_TEXT,
                          height=120, help=t("sidebar.x_text.help"))
-            uploads.matrix_uploader("x_text", t("sidebar.x_text.upload"))
+            uploads.matrix_uploader(keys.X_TEXT, t("sidebar.x_text.upload"))
         elif mode == Mode.QKV:
-            for name in ("q", "k", "v"):
+            for name, key in (("q", keys.Q_TEXT), ("k", keys.K_TEXT), ("v", keys.V_TEXT)):
                 st.text_area(t(f"sidebar.{name}_text.label"), persist_state="session",
-                             key=f"{name}_text", height=80)
+                             key=key, height=80)
         if mode == Mode.PRETRAINED:
             model_choice()
             layer_input()
@@ -97,30 +97,50 @@ def _real_model_controls() -> None:
         d_model, heads = model.d_model, model.num_heads
     except AttnvizInputError:                # not installed: the page itself says so
         d_model = heads = None
-    _shown(st.radio, "mode", Mode.SENTENCE.value, t("sidebar.real.mode_fixed", model=MODEL_NAME),
+    name = MODEL_NAME
+    _fixed_model_panel(
+        name, t("sidebar.real.sentence.help"), t("sidebar.real.caption", model=name),
+        [(keys.D_MODEL, d_model), (keys.NUM_HEADS, heads),
+         (keys.D_K, d_model // heads if d_model and heads else None)],
+        {keys.BIAS: (True, t("sidebar.real.bias_fixed", model=name)),
+         keys.SCALED: (True, t("sidebar.real.scaled_fixed", model=name)),
+         keys.CAUSAL: (False, t("sidebar.real.causal_fixed", model=name)),
+         keys.POSITIONAL: (False, t("sidebar.real.positional_fixed", model=name))},
+        t("sidebar.real.max_tokens.help"))
+
+
+def _fixed_model_panel(name: str, sentence_help: str, caption: str,
+                       sizes: list[tuple[str, int | None]], switches: dict, max_tokens_help: str,
+                       rope_base: int | None = None) -> None:
+    """The sidebar of a pretrained model `name`: the sentence and the token limit are used;
+    the input choice, the `sizes` ((setting, value) shown as numbers), the weights and the
+    `switches` ({setting: (value, why)}, bias first, options after) are the model's own, shown
+    disabled with the reason; with `switches` holding keys.ROPE, `rope_base` after it."""
+    _shown(st.radio, keys.MODE, Mode.SENTENCE.value, t("sidebar.real.mode_fixed", model=name),
            options=MODES, horizontal=True, format_func=mode_name)
-    st.text_input(t("sidebar.sentence.label"), persist_state="session", key="sentence",
-                  help=t("sidebar.real.sentence.help"))
-    sizes = t("sidebar.real.sizes_fixed", model=MODEL_NAME)
-    trained = t("sidebar.real.trained_fixed", model=MODEL_NAME)
+    st.text_input(t("sidebar.sentence.label"), persist_state="session", key=keys.SENTENCE,
+                  help=sentence_help)
+    sizes_why = t("sidebar.real.sizes_fixed", model=name)
+    trained = t("sidebar.real.trained_fixed", model=name)
     with st.expander(t("sidebar.model.label"), expanded=True):
-        st.caption(t("sidebar.real.caption", model=MODEL_NAME))
-        _shown_number("d_model", d_model, sizes)
-        _shown_number("num_heads", heads, sizes)
-        _shown_number("d_k", d_model // heads if d_model and heads else None, sizes)
-        _shown(st.selectbox, "init", "trained", trained, options=["trained"],
+        st.caption(caption)
+        for setting, value in sizes:
+            _shown_number(setting, value, sizes_why)
+        _shown(st.selectbox, keys.INIT, "trained", trained, options=["trained"],
                format_func=lambda _: t("sidebar.init.trained"))
-        _shown(st.number_input, "seed", None, trained, step=1,
+        _shown(st.number_input, keys.SEED, None, trained, step=1,
                placeholder=t("sidebar.seed.none_trained"))
-        _shown(st.checkbox, "bias", True, t("sidebar.real.bias_fixed", model=MODEL_NAME))
+        _shown(st.checkbox, keys.BIAS, *switches[keys.BIAS])
     with st.expander(t("sidebar.options.label"), expanded=True):
-        _shown(st.checkbox, "scaled", True, t("sidebar.real.scaled_fixed", model=MODEL_NAME))
-        _shown(st.checkbox, "causal", False, t("sidebar.real.causal_fixed", model=MODEL_NAME))
-        _shown(st.checkbox, "positional", False,
-               t("sidebar.real.positional_fixed", model=MODEL_NAME))
+        for setting in (keys.SCALED, keys.CAUSAL, keys.POSITIONAL, keys.ROPE):
+            if setting in switches:
+                _shown(st.toggle if setting == keys.ROPE else st.checkbox, setting,
+                       *switches[setting])
+        if keys.ROPE in switches:
+            _shown_number(keys.ROPE_BASE, rope_base, switches[keys.ROPE][1])
         st.number_input(t("sidebar.max_tokens.label"), *BOUNDS["max_tokens"],
-                        persist_state="session", key="max_tokens", step=1,
-                        help=t("sidebar.real.max_tokens.help"))
+                        persist_state="session", key=keys.MAX_TOKENS, step=1,
+                        help=max_tokens_help)
 
 
 def model_name(model: str) -> str:
@@ -129,29 +149,29 @@ def model_name(model: str) -> str:
 
 def _clamp_layer() -> None:
     """The layer within the chosen model's (a model with fewer layers chosen, or a link)."""
-    low, high = layer_bounds(st.session_state.get("model", MODELS[0]))
-    layer = st.session_state.get("layer")
+    low, high = layer_bounds(st.session_state.get(keys.MODEL, MODELS[0]))
+    layer = st.session_state.get(keys.LAYER)
     if not _whole(layer) or not low <= layer <= high:
-        st.session_state["layer"] = min(max(layer, low), high) if _whole(layer) else low
+        st.session_state[keys.LAYER] = min(max(layer, low), high) if _whole(layer) else low
 
 
 def model_choice() -> str:
     """The pretrained model (MiniLM encoder / SmolLM2 decoder): widget key `model`."""
-    if st.session_state.get("model") not in MODELS:
-        st.session_state["model"] = MODELS[0]
+    if st.session_state.get(keys.MODEL) not in MODELS:
+        st.session_state[keys.MODEL] = MODELS[0]
     _clamp_layer()
     return st.selectbox(t("sidebar.model_choice.label"), MODELS, persist_state="session",
-                        key="model", format_func=model_name, on_change=_clamp_layer,
+                        key=keys.MODEL, format_func=model_name, on_change=_clamp_layer,
                         help=t("sidebar.model_choice.help"))
 
 
 def layer_input() -> None:
     """The layer the step pages show, within the chosen model's layers."""
     _clamp_layer()
-    low, high = layer_bounds(st.session_state["model"])
-    st.number_input(t("sidebar.layer.label"), low, high, persist_state="session", key="layer",
+    low, high = layer_bounds(st.session_state[keys.MODEL])
+    st.number_input(t("sidebar.layer.label"), low, high, persist_state="session", key=keys.LAYER,
                     step=1, help=t("sidebar.layer.help_model", layers=high + 1,
-                                   model=MODEL_NAMES[st.session_state["model"]]))
+                                   model=MODEL_NAMES[st.session_state[keys.MODEL]]))
 
 
 def _decoder_controls() -> None:
@@ -167,46 +187,30 @@ def _decoder_controls() -> None:
                                          int(m.rope_base))
     except AttnvizInputError:                # not installed: the page itself says so
         d_model = heads = kv = d_k = base = None
-    _shown(st.radio, "mode", Mode.SENTENCE.value, t("sidebar.real.mode_fixed", model=name),
-           options=MODES, horizontal=True, format_func=mode_name)
-    st.text_input(t("sidebar.sentence.label"), persist_state="session", key="sentence",
-                  help=t("sidebar.decoder.sentence.help", model=name))
-    sizes = t("sidebar.real.sizes_fixed", model=name)
-    trained = t("sidebar.real.trained_fixed", model=name)
-    with st.expander(t("sidebar.model.label"), expanded=True):
-        st.caption(t("sidebar.decoder.caption", model=name))
-        _shown_number("d_model", d_model, sizes)
-        _shown_number("num_heads", heads, sizes)
-        _shown_number("kv_heads", kv, sizes)
-        _shown_number("d_k", d_k, sizes)
-        _shown(st.selectbox, "init", "trained", trained, options=["trained"],
-               format_func=lambda _: t("sidebar.init.trained"))
-        _shown(st.number_input, "seed", None, trained, step=1,
-               placeholder=t("sidebar.seed.none_trained"))
-        _shown(st.checkbox, "bias", False, t("sidebar.decoder.bias_fixed", model=name))
-    with st.expander(t("sidebar.options.label"), expanded=True):
-        _shown(st.checkbox, "scaled", True, t("sidebar.real.scaled_fixed", model=name))
-        _shown(st.checkbox, "causal", True, t("sidebar.decoder.causal_fixed", model=name))
-        _shown(st.checkbox, "positional", False,
-               t("sidebar.decoder.positional_fixed", model=name))
-        _shown(st.toggle, "rope", True, t("sidebar.decoder.rope_fixed", model=name))
-        _shown_number("rope_base", base, t("sidebar.decoder.rope_fixed", model=name))
-        st.number_input(t("sidebar.max_tokens.label"), *BOUNDS["max_tokens"],
-                        persist_state="session", key="max_tokens", step=1,
-                        help=t("sidebar.decoder.max_tokens.help", model=name))
+    rope_why = t("sidebar.decoder.rope_fixed", model=name)
+    _fixed_model_panel(
+        name, t("sidebar.decoder.sentence.help", model=name),
+        t("sidebar.decoder.caption", model=name),
+        [(keys.D_MODEL, d_model), (keys.NUM_HEADS, heads), (keys.KV_HEADS, kv), (keys.D_K, d_k)],
+        {keys.BIAS: (False, t("sidebar.decoder.bias_fixed", model=name)),
+         keys.SCALED: (True, t("sidebar.real.scaled_fixed", model=name)),
+         keys.CAUSAL: (True, t("sidebar.decoder.causal_fixed", model=name)),
+         keys.POSITIONAL: (False, t("sidebar.decoder.positional_fixed", model=name)),
+         keys.ROPE: (True, rope_why)},
+        t("sidebar.decoder.max_tokens.help", model=name), rope_base=base)
 
 
 def _kv_heads_control(use: InUse) -> None:
     """K-V heads (grouped-query attention): a divisor of Heads; 0 = as many as heads."""
     if use.kv_fixed:
-        _shown_number("kv_heads", use.kv_heads, use.kv_fixed)
+        _shown_number(keys.KV_HEADS, use.kv_heads, use.kv_fixed)
         return
-    heads = st.session_state.get("num_heads")
+    heads = st.session_state.get(keys.NUM_HEADS)
     options = [0, *[d for d in kv_head_counts(heads) if d != heads]] if _whole(heads) else [0]
-    current = st.session_state.get("kv_heads")
+    current = st.session_state.get(keys.KV_HEADS)
     if _whole(current) and current not in options:
         options = sorted([*options, int(current)])       # not dividing: the page says so
-    st.selectbox(t("sidebar.kv_heads.label"), options, persist_state="session", key="kv_heads",
+    st.selectbox(t("sidebar.kv_heads.label"), options, persist_state="session", key=keys.KV_HEADS,
                  format_func=_kv_name, help=t("sidebar.kv_heads.help"))
 
 
@@ -217,16 +221,16 @@ def _kv_name(kv: int) -> str:
 def _rope_controls(use: InUse) -> None:
     """Rotary positions on Q and K, and their base."""
     if use.rope_fixed:
-        _shown(st.toggle, "rope", bool(use.rope), use.rope_fixed)
+        _shown(st.toggle, keys.ROPE, bool(use.rope), use.rope_fixed)
         if use.rope:
-            _shown_number("rope_base", use.rope_base, use.rope_fixed)
+            _shown_number(keys.ROPE_BASE, use.rope_base, use.rope_fixed)
         return
-    st.toggle(t("sidebar.rope.label"), persist_state="session", key="rope",
+    st.toggle(t("sidebar.rope.label"), persist_state="session", key=keys.ROPE,
               help=t("sidebar.rope.help"))
-    if st.session_state.get("rope_base") not in ROPE_BASES:
-        st.session_state["rope_base"] = ROPE_BASES[0]
+    if st.session_state.get(keys.ROPE_BASE) not in ROPE_BASES:
+        st.session_state[keys.ROPE_BASE] = ROPE_BASES[0]
     st.selectbox(t("sidebar.rope_base.label"), ROPE_BASES, persist_state="session",
-                 key="rope_base", disabled=not st.session_state.get("rope"),
+                 key=keys.ROPE_BASE, disabled=not st.session_state.get(keys.ROPE),
                  format_func=lambda b: f"{b:,}", help=t("sidebar.rope_base.help"))
 
 
@@ -241,19 +245,19 @@ def _toy_controls() -> ToyChoice | None:
     run, cfg = toy.run, toy.run.config
     st.caption(t("sidebar.toy.caption", task=cfg.task, steps=run.steps,
                  accuracy=run.mean_accuracy))
-    if not 0 <= st.session_state.get("layer", 0) < cfg.layers:
-        st.session_state["layer"] = 0
+    if not 0 <= st.session_state.get(keys.LAYER, 0) < cfg.layers:
+        st.session_state[keys.LAYER] = 0
     st.number_input(t("sidebar.layer.label"), 0, cfg.layers - 1, persist_state="session",
-                    key="layer", step=1, disabled=cfg.layers == 1,
+                    key=keys.LAYER, step=1, disabled=cfg.layers == 1,
                     help=t("sidebar.toy.layer.help", count=cfg.layers))
-    for key, value in ((state.TOY_STEP_KEY, toy.step), (state.TOY_EXAMPLE_KEY, toy.example)):
+    for key, value in ((keys.TOY_VIEW_STEP, toy.step), (keys.TOY_VIEW_EXAMPLE, toy.example)):
         if st.session_state.get(key) != value:
             st.session_state[key] = value
     st.select_slider(t("sidebar.toy.step.label"), run.checkpoint_steps,
-                     persist_state="session", key=state.TOY_STEP_KEY,
+                     persist_state="session", key=keys.TOY_VIEW_STEP,
                      help=t("sidebar.toy.step.help"))
     st.number_input(t("sidebar.toy.example.label"), 0, len(run.test_inputs) - 1,
-                    persist_state="session", key=state.TOY_EXAMPLE_KEY, step=1,
+                    persist_state="session", key=keys.TOY_VIEW_EXAMPLE, step=1,
                     help=t("sidebar.toy.example.help"))
     return toy
 
@@ -263,20 +267,20 @@ def _model_controls(mode: str, use: InUse) -> None:
     fixes it (a preset's own sizes, X's columns), it is shown disabled with the reason. While
     d_k is d_model / heads, the steppers and the heads offered keep that a whole number."""
     own_weights = mode in (Mode.SENTENCE, Mode.MATRIX_X)
-    derived = st.session_state.get("d_k") == 0          # d_k = d_model / heads
-    heads = st.session_state.get("num_heads")
+    derived = st.session_state.get(keys.D_K) == 0          # d_k = d_model / heads
+    heads = st.session_state.get(keys.NUM_HEADS)
     step = heads if derived and not use.heads_fixed and _whole(heads) and heads > 1 else 1
     with st.expander(t("sidebar.model.label"), expanded=True):
         if use.d_model_fixed:
-            _shown_number("d_model", use.d_model, use.d_model_fixed)
+            _shown_number(keys.D_MODEL, use.d_model, use.d_model_fixed)
         else:
             st.number_input("d_model", *BOUNDS["d_model"], persist_state="session",
-                            key="d_model", step=step,
+                            key=keys.D_MODEL, step=step,
                             help=t("sidebar.d_model.help_step", step=step) if step > 1 else
                             t("sidebar.d_model.help"))
         if use.heads_fixed:
-            _shown_number("num_heads", use.num_heads, use.heads_fixed)
-            _shown_number("d_k", use.d_k, use.heads_fixed)
+            _shown_number(keys.NUM_HEADS, use.num_heads, use.heads_fixed)
+            _shown_number(keys.D_K, use.d_k, use.heads_fixed)
         else:
             if derived:
                 _size_fixes(use)
@@ -285,10 +289,10 @@ def _model_controls(mode: str, use: InUse) -> None:
         _kv_heads_control(use)
         if own_weights:
             st.selectbox(t("sidebar.init.label"), INIT_SCHEMES, persist_state="session",
-                         key="init", format_func=lambda s: t(f"sidebar.init.option.{s}"))
+                         key=keys.INIT, format_func=lambda s: t(f"sidebar.init.option.{s}"))
             st.number_input(t("sidebar.seed.label"), *BOUNDS["seed"], persist_state="session",
-                            key="seed", step=1, help=t("sidebar.seed.help"))
-            st.checkbox(t("sidebar.bias.label"), persist_state="session", key="bias")
+                            key=keys.SEED, step=1, help=t("sidebar.seed.help"))
+            st.checkbox(t("sidebar.bias.label"), persist_state="session", key=keys.BIAS)
         else:
             st.caption(t({Mode.PRESET: "sidebar.weights.preset_own",
                           TOY_MODE: "sidebar.weights.toy_own"}.get(mode,
@@ -328,10 +332,10 @@ def _heads_control(d_model: int | None) -> None:
     silently. The options are plain numbers: a label that changed with d_model would stay
     stale in the browser, which keeps the label of the value it shows."""
     options = head_counts(d_model)
-    current = st.session_state.get("num_heads")
+    current = st.session_state.get(keys.NUM_HEADS)
     if _whole(current) and current not in options:
         options = sorted([*options, int(current)])
-    st.selectbox(t("sidebar.heads.label"), options, persist_state="session", key="num_heads",
+    st.selectbox(t("sidebar.heads.label"), options, persist_state="session", key=keys.NUM_HEADS,
                  help=t("sidebar.heads.help_dividing") if d_model is not None else
                  t("sidebar.heads.help_any"))
 
@@ -339,16 +343,16 @@ def _heads_control(d_model: int | None) -> None:
 def _size_fixes(use: InUse) -> None:
     """While d_model does not divide by the heads: say so, with one-click fixes (the nearest
     d_model that does, when d_model is the user's; the nearest count of heads that does)."""
-    d_model, heads = use.d_model, st.session_state.get("num_heads")
+    d_model, heads = use.d_model, st.session_state.get(keys.NUM_HEADS)
     if d_model is None or not _whole(heads) or heads < 1 or d_model % heads == 0:
         return
     st.warning(t("sidebar.size_fix.warning", d_model=d_model, heads=heads))
-    fixes = [] if use.d_model_fixed else [("d_model", d, f"d_model {d}")
+    fixes = [] if use.d_model_fixed else [(keys.D_MODEL, d, f"d_model {d}")
                                           for d in nearest_d_models(d_model, heads)]
     h = nearest_head_count(d_model, heads)
-    fixes.append(("num_heads", h, t("sidebar.size_fix.heads", count=h)))
+    fixes.append((keys.NUM_HEADS, h, t("sidebar.size_fix.heads", count=h)))
     for key, value, label in fixes:
-        st.button(label, key=f"fix_{key}_{value}", on_click=_set, args=(key, value),
+        st.button(label, key=keys.FIX(key, value), on_click=_set, args=(key, value),
                   width="stretch")
 
 
@@ -358,34 +362,34 @@ def _set(key: str, value: int) -> None:
 
 def _d_k_controls(use: InUse) -> None:
     """d_k follows d_model / heads (shown, not editable) unless the user unticks that."""
-    st.session_state["d_k_auto"] = st.session_state.get("d_k") == 0
-    st.checkbox(t("sidebar.d_k_auto.label"), key="d_k_auto", on_change=_toggle_d_k,
+    st.session_state[keys.D_K_AUTO] = st.session_state.get(keys.D_K) == 0
+    st.checkbox(t("sidebar.d_k_auto.label"), key=keys.D_K_AUTO, on_change=_toggle_d_k,
                 args=(use.d_k,), help=t("sidebar.d_k_auto.help"))
-    if st.session_state["d_k_auto"]:
-        _shown_number("d_k", use.d_k, t("sidebar.d_k.derived") if use.d_k else
+    if st.session_state[keys.D_K_AUTO]:
+        _shown_number(keys.D_K, use.d_k, t("sidebar.d_k.derived") if use.d_k else
                       t("sidebar.d_k.not_whole"))
     else:
-        st.number_input("d_k", 1, BOUNDS["d_k"][1], persist_state="session", key="d_k", step=1)
+        st.number_input("d_k", 1, BOUNDS["d_k"][1], persist_state="session", key=keys.D_K, step=1)
 
 
 def _toggle_d_k(derived: int | None) -> None:
-    st.session_state["d_k"] = 0 if st.session_state["d_k_auto"] else (derived or 1)
+    st.session_state[keys.D_K] = 0 if st.session_state[keys.D_K_AUTO] else (derived or 1)
 
 
 # the label of each setting shown disabled (d_model and d_k are written as they are)
-SHOWN_LABELS = {"mode": "sidebar.mode.label", "num_heads": "sidebar.heads.label",
-                "init": "sidebar.init.label", "seed": "sidebar.seed.label",
-                "bias": "sidebar.bias.label", "scaled": "sidebar.scaled.label",
-                "causal": "sidebar.causal.label", "positional": "sidebar.positional.label",
-                "kv_heads": "sidebar.kv_heads.label", "rope": "sidebar.rope.label",
-                "rope_base": "sidebar.rope_base.label"}
+SHOWN_LABELS = {keys.MODE: "sidebar.mode.label", keys.NUM_HEADS: "sidebar.heads.label",
+                keys.INIT: "sidebar.init.label", keys.SEED: "sidebar.seed.label",
+                keys.BIAS: "sidebar.bias.label", keys.SCALED: "sidebar.scaled.label",
+                keys.CAUSAL: "sidebar.causal.label", keys.POSITIONAL: "sidebar.positional.label",
+                keys.KV_HEADS: "sidebar.kv_heads.label", keys.ROPE: "sidebar.rope.label",
+                keys.ROPE_BASE: "sidebar.rope_base.label"}
 
 
 def _shown(widget, setting: str, value, why, **options) -> None:
     """A disabled `widget` (st.number_input, st.checkbox) showing the value in use of
     `setting`, beside the user's own setting (kept under its key); its help says `why` (a text
     or a Message) it is fixed."""
-    key = f"shown_{setting}"
+    key = keys.SHOWN_SETTING(setting)
     st.session_state[key] = value
     label = t(SHOWN_LABELS[setting]) if setting in SHOWN_LABELS else setting
     widget(label, key=key, disabled=True, help=str(why), **options)
@@ -398,27 +402,27 @@ def _shown_number(setting: str, value: int | None, why) -> None:
 def _options(mode: str, use: InUse) -> None:
     with st.expander(t("sidebar.options.label"), expanded=True):
         if use.scale_fixed:
-            _shown(st.checkbox, "scaled", use.scaled, use.scale_fixed)
+            _shown(st.checkbox, keys.SCALED, use.scaled, use.scale_fixed)
         else:
-            st.checkbox(t("sidebar.scaled.label"), persist_state="session", key="scaled")
+            st.checkbox(t("sidebar.scaled.label"), persist_state="session", key=keys.SCALED)
         if mode == Mode.PRESET and "rounded_weights" in load_preset(
-                st.session_state["preset"]).side_notes:
+                st.session_state[keys.PRESET]).side_notes:
             st.checkbox(t("sidebar.rounded.label"), persist_state="session",
-                        key="rounded", help=t("sidebar.rounded.help"))
+                        key=keys.ROUNDED, help=t("sidebar.rounded.help"))
         if use.causal_fixed:
-            _shown(st.checkbox, "causal", use.causal, use.causal_fixed)
+            _shown(st.checkbox, keys.CAUSAL, use.causal, use.causal_fixed)
         else:
-            st.checkbox(t("sidebar.causal.label"), persist_state="session", key="causal")
+            st.checkbox(t("sidebar.causal.label"), persist_state="session", key=keys.CAUSAL)
         if mode in (Mode.SENTENCE, Mode.MATRIX_X):
             st.checkbox(t("sidebar.positional.label"), persist_state="session",
-                        key="positional")
+                        key=keys.POSITIONAL)
         else:
-            _shown(st.checkbox, "positional", False, t("sidebar.positional.fixed"))
+            _shown(st.checkbox, keys.POSITIONAL, False, t("sidebar.positional.fixed"))
         if mode == Mode.PRETRAINED:                     # no Model expander in this mode
             _kv_heads_control(use)
         _rope_controls(use)
         typed = mode in (Mode.SENTENCE, Mode.PRETRAINED)
         st.number_input(t("sidebar.max_tokens.label"), *BOUNDS["max_tokens"],
-                        persist_state="session", key="max_tokens", step=1, disabled=not typed,
+                        persist_state="session", key=keys.MAX_TOKENS, step=1, disabled=not typed,
                         help=t("sidebar.max_tokens.help") if typed else
                         t("sidebar.max_tokens.help_unused"))

@@ -8,18 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from attnviz.app import links
+from attnviz.app import keys, links
 from attnviz.app.edits import make_edit, typed_cells, with_matrix
 from attnviz.describe.labels import unique
 from attnviz.app.settings_view import (TOY_MODE, Settings, ToyChoice, View, build_view,
                                        current_matrices, weights_signature)
-
-EDITS_KEY = "edits"           # signature → {matrix name → attnviz.app.edits.Edit}
-EDITOR_VERSION_KEY = "editor_version"   # bumped when a matrix changes from elsewhere
-EDITOR_KEY = "weight_editor"            # the EditorMount of the data editor on the page
-TOY_RUN_KEY = "toy_run"       # the Train page's last finished ToyRun
-TOY_STEP_KEY = "toy_view_step"        # the checkpoint the Toy model input shows
-TOY_EXAMPLE_KEY = "toy_view_example"  # the held-out sequence it shows (index)
 
 
 def init() -> None:
@@ -29,8 +22,8 @@ def init() -> None:
     for name, default in Settings().__dict__.items():
         if name not in st.session_state:
             st.session_state[name] = default
-    st.session_state.setdefault(EDITS_KEY, {})
-    st.session_state.setdefault(EDITOR_VERSION_KEY, 0)
+    st.session_state.setdefault(keys.EDITS, {})
+    st.session_state.setdefault(keys.MATRICES_VERSION, 0)
 
 
 def _leave_folder_mode() -> None:
@@ -47,7 +40,7 @@ def _leave_folder_mode() -> None:
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-    if PagesManager.uses_pages_directory and links.READ_KEY not in st.session_state:
+    if PagesManager.uses_pages_directory and keys.LINK_READ not in st.session_state:
         PagesManager.uses_pages_directory = False
         # the script Streamlit was started with: app.py, or attnviz/app/main.py
         runpy.run_path(get_script_run_ctx().pages_manager.main_script_path, run_name="__main__")
@@ -67,7 +60,7 @@ def toy_choice() -> ToyChoice | None:
     """The session's trained toy run with the checkpoint and held-out sequence the pages show
     (the last checkpoint and the first sequence unless chosen); None before any training.
     The run lives in the session only: it is handed to build_view, never put in Settings."""
-    run = st.session_state.get(TOY_RUN_KEY)
+    run = st.session_state.get(keys.TOY_RUN)
     if run is None:
         return None
     # loaded already: a run exists (torch is not loaded for none)
@@ -75,10 +68,10 @@ def toy_choice() -> ToyChoice | None:
 
     if not isinstance(run, ToyRun):
         return None
-    step = st.session_state.get(TOY_STEP_KEY)
+    step = st.session_state.get(keys.TOY_VIEW_STEP)
     if step not in run.checkpoint_steps or isinstance(step, bool):
         step = run.steps
-    example = st.session_state.get(TOY_EXAMPLE_KEY)
+    example = st.session_state.get(keys.TOY_VIEW_EXAMPLE)
     if isinstance(example, bool) or not isinstance(example, int) \
             or not 0 <= example < len(run.test_inputs):
         example = 0
@@ -86,7 +79,7 @@ def toy_choice() -> ToyChoice | None:
 
 
 def _edits_for(s: Settings, toy: ToyChoice | None) -> dict:
-    return st.session_state[EDITS_KEY].get(weights_signature(s, toy), {})
+    return st.session_state[keys.EDITS].get(weights_signature(s, toy), {})
 
 
 def recipe() -> tuple[Settings, dict, ToyChoice | None]:
@@ -102,28 +95,28 @@ def recipe() -> tuple[Settings, dict, ToyChoice | None]:
 
 def edits(view: View) -> dict:
     """The (mutable) edits of the view's configuration."""
-    return st.session_state[EDITS_KEY].setdefault(view.signature, {})
+    return st.session_state[keys.EDITS].setdefault(view.signature, {})
 
 
 def set_matrix(signature: str, name: str, array: np.ndarray, tokens) -> None:
     """Store an edited matrix (its full array) for the configuration with this signature (and
     these tokens), from elsewhere than the data editor (a paste, an upload): the editor is
     mounted anew on it."""
-    st.session_state[EDITS_KEY].setdefault(signature, {})[name] = make_edit(name, array, tokens)
+    st.session_state[keys.EDITS].setdefault(signature, {})[name] = make_edit(name, array, tokens)
     bump_editor_version()
 
 
 def reset_edits(signature: str) -> None:
     """Drop the edits of the configuration with this weights signature (a button's callback:
     it gets the signature, not the view, which the session would keep with its trace)."""
-    st.session_state[EDITS_KEY].pop(signature, None)
+    st.session_state[keys.EDITS].pop(signature, None)
     bump_editor_version()
 
 
 def bump_editor_version() -> None:
     """Mount the data editor anew at the next run, on the matrix as stored then: for a change
     made elsewhere (reset, randomise, paste, pin), or when the page above it moves."""
-    st.session_state[EDITOR_VERSION_KEY] = st.session_state.get(EDITOR_VERSION_KEY, 0) + 1
+    st.session_state[keys.MATRICES_VERSION] = st.session_state.get(keys.MATRICES_VERSION, 0) + 1
 
 
 # ---- the data editor ---------------------------------------------------------------------------
@@ -167,7 +160,7 @@ class EditorMount:
 
 
 def mounted() -> EditorMount | None:
-    mount = st.session_state.get(EDITOR_KEY)
+    mount = st.session_state.get(keys.WEIGHT_EDITOR)
     return mount if isinstance(mount, EditorMount) else None
 
 
@@ -175,7 +168,7 @@ def page_status(view: View) -> tuple:
     """What the Inputs page shows around its editor that a typed cell can change: the error
     (an overflow naming the cell), which matrices are edited (the caption, Reset edits) and
     the link's note on edits too large for it."""
-    return view.error, tuple(edits(view)), st.session_state.get("link_has_edits")
+    return view.error, tuple(edits(view)), st.session_state.get(keys.LINK_HAS_EDITS)
 
 
 def page_changed(mount: EditorMount) -> bool:
@@ -190,16 +183,16 @@ def editor_mount(view: View, name: str, head: int | None, shown: np.ndarray, row
     """The mount of the editor of `name` (one head's slice `shown`, (rows, cols)): the one on
     the page while it still holds what is stored, else a new one on the stored matrix."""
     full = current_matrices(view)[name]
-    of = (view.signature, name, head, st.session_state.get(EDITOR_VERSION_KEY, 0))
+    of = (view.signature, name, head, st.session_state.get(keys.MATRICES_VERSION, 0))
     mount = mounted()
     if (mount is not None and mount.of == of and mount.key in st.session_state
             and mount.rows == rows and mount.cols == cols
             and mount.full.shape == full.shape and np.array_equal(mount.full, full)):
         return mount
     number = int(mount.key.rsplit("_", 1)[1]) + 1 if mount is not None else 0
-    mount = EditorMount(f"editor_{name}_{head}_{number}", of, np.array(shown, dtype=np.float64),
+    mount = EditorMount(keys.EDITOR(name, head, number), of, np.array(shown, dtype=np.float64),
                         np.array(full), tuple(view.tokens_q), list(rows), list(cols))
-    st.session_state[EDITOR_KEY] = mount
+    st.session_state[keys.WEIGHT_EDITOR] = mount
     return mount
 
 
@@ -216,7 +209,7 @@ def apply_editor_changes(editor_key: str) -> None:
     mount.problems = tuple(problems)
     full = with_matrix(mount.full, mount.name, mount.head, new)
     if not np.array_equal(full, mount.full):
-        st.session_state[EDITS_KEY].setdefault(mount.signature, {})[mount.name] = \
+        st.session_state[keys.EDITS].setdefault(mount.signature, {})[mount.name] = \
             make_edit(mount.name, full, mount.tokens)
         mount.full = full
         mount.typed = True

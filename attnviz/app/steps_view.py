@@ -12,22 +12,22 @@ from attnviz.core.engine import Step
 from attnviz.describe.labels import feature_labels, step_layout, unique
 from attnviz.describe.scale import scale_words
 from attnviz.app.settings_view import View
-from attnviz.app import widgets
+from attnviz.app import keys, widgets
 from attnviz.app.text import literal
 from attnviz.i18n import t
 
 
 def keep_step_in_range(names: list[str]) -> None:
-    if st.session_state.get("step") not in names:
-        st.session_state["step"] = names[0]
+    if st.session_state.get(keys.STEP) not in names:
+        st.session_state[keys.STEP] = names[0]
 
 
 def move_step(names: list[str], delta: int) -> None:
-    i = names.index(st.session_state.get("step", names[0])) + delta
-    st.session_state["step"] = names[max(0, min(len(names) - 1, i))]
+    i = names.index(st.session_state.get(keys.STEP, names[0])) + delta
+    st.session_state[keys.STEP] = names[max(0, min(len(names) - 1, i))]
 
 
-def query_picker(view: View, key: str = "query") -> int:
+def query_picker(view: View, key: str = keys.QUERY) -> int:
     """Which query token to follow (index into tokens_q)."""
     n = len(view.tokens_q)
     current = st.session_state.get(key)
@@ -51,29 +51,29 @@ def vector_view(view: View, head: int) -> None:
     st.caption(t("steps.vector.caption"))
     # off on arrival: every chart on the page is drawn before the first one shows, and these
     # two (with the step's own) cost a first visit about 0.3 s
-    if not st.toggle(t("steps.vector.toggle"), persist_state="session", key="vector_view"):
+    if not st.toggle(t("steps.vector.toggle"), persist_state="session", key=keys.VECTOR_VIEW):
         return
-    i = query_picker(view, key="vector_query")
+    i = query_picker(view, key=keys.VECTOR_QUERY)
     label = unique(view.tokens_q)[i]
-    keys = unique(view.tokens_k)
+    key_labels = unique(view.tokens_k)
     scale_name = scale_words(tr.scale, tr.d_k, value=True)
     rows = {"q · k": tr.scores[head, i], scale_name: tr.scaled_scores[head, i]}
     if tr.has_mask:
         rows[t("steps.vector.after_mask")] = tr.masked_scores[head, i]
     rows[t("steps.vector.softmax_weight")] = tr.weights[head, i]
-    tables = widgets.table_toggle(t("steps.vector.tables"), key="vector")
+    tables = widgets.table_toggle(t("steps.vector.tables"), key=keys.VECTOR)
     if tables:
-        st.dataframe(pd.DataFrame(rows, index=keys).T, width="stretch")
+        st.dataframe(pd.DataFrame(rows, index=key_labels).T, width="stretch")
     st.caption(t("steps.vector.sum", label=literal(label),
                  total=f"{tr.weights[head, i].sum():.6f}"))
     widgets.chart(figures.query_vector_figure(tr, i, head=head, tokens_q=view.tokens_q,
-                                              tokens_k=view.tokens_k), key="vector_bars")
+                                              tokens_k=view.tokens_k), key=keys.VECTOR_BARS)
     weighted = tr.weighted_values(head)[i]                                     # (n_k, d_v)
     features = feature_labels(tr.d_v)
     st.markdown(t("steps.vector.weighted", sum=figures.sum_label()))
     widgets.chart(figures.weighted_sum_figure(tr, i, head=head, tokens_q=view.tokens_q,
-                                              tokens_k=view.tokens_k), key="vector_weighted")
+                                              tokens_k=view.tokens_k), key=keys.VECTOR_WEIGHTED)
     if tables:
         table = np.vstack([weighted, weighted.sum(axis=0), tr.z[head, i]])
-        widgets.table(table, keys + [t("steps.vector.sum_row"), t("steps.vector.z_row")],
-                      features, key="vector_sum")
+        widgets.table(table, key_labels + [t("steps.vector.sum_row"), t("steps.vector.z_row")],
+                      features, key=keys.VECTOR_SUM)

@@ -10,6 +10,7 @@ import streamlit as st
 from attnviz.core.inputs import CONTROL, INVISIBLE
 from attnviz.describe.labels import HOVER_CHARS, cut, visible
 from attnviz.i18n import t
+from attnviz.app import keys
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
 # GFM turns bare web addresses and e-mail addresses in text into links, escapes or not: an
@@ -60,14 +61,14 @@ def drop_invisible(key: str) -> None:
                    | {c for m in CONTROL.finditer(text) for c in m.group()})
     if found:
         st.session_state[key] = CONTROL.sub(" ", INVISIBLE.sub("", text))
-        st.session_state[f"{key}_dropped"] = "".join(found)
+        st.session_state[keys.DROPPED(key)] = "".join(found)
     else:
-        st.session_state.pop(f"{key}_dropped", None)
+        st.session_state.pop(keys.DROPPED(key), None)
 
 
 def invisible_notice(key: str) -> None:
     """A caption under the text box naming what `drop_invisible` took out (⟨U+202E⟩ …)."""
-    dropped = st.session_state.get(f"{key}_dropped")
+    dropped = st.session_state.get(keys.DROPPED(key))
     if dropped:
         st.caption(literal(t("text.invisible_removed", chars=visible(dropped[:8])
                              + (" …" if len(dropped) > 8 else ""))))

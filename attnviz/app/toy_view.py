@@ -10,7 +10,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.app.settings_view import View, toy_answers
 from attnviz.models.toy_tasks import NO_TARGET
-from attnviz.app import state
+from attnviz.app import keys, state
 from attnviz.app.text import literal
 
 CHANGED_STYLE = "background-color: #fde2b8; font-weight: bold"
@@ -51,7 +51,7 @@ def prediction(view: View) -> None:
         marks = pd.DataFrame("", index=frame.index, columns=frame.columns)
         marks.loc[t(EDITED_ROW), [c for c, ch in zip(frame.columns, changed) if ch]] = CHANGED_STYLE
         st.dataframe(frame.style.apply(lambda _: marks, axis=None), width="stretch",
-                     key="toy_answers")
+                     key=keys.TOY_ANSWERS)
         right = [int(((a == answers.target) & scored).sum())
                  for a in (answers.trained, answers.edited)]
         of = int(scored.sum())

@@ -8,7 +8,7 @@ core, the rest queued in arrival order), so the page's script returns at once: t
 other pages (and other sessions) while the model trains, a fragment polls the job every
 second, and Stop asks the job to end (or leave the queue), keeping what it has learnt. A run
 whose session Streamlit has dropped stops too. A finished run stays in
-``st.session_state[RUN_KEY]``.
+``st.session_state[keys.TOY_RUN]``.
 """
 
 from __future__ import annotations
@@ -24,26 +24,21 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.app.settings_view import TOY_MODE
 from attnviz.models.toy_tasks import NO_TARGET, TASKS, token_labels
-from attnviz.app import state, widgets
+from attnviz.app import keys, widgets
 from attnviz.app.text import literal
 
-JOB_KEY = "toy_job"           # the TrainingJob running (or just ended) in this session
-RUN_KEY = state.TOY_RUN_KEY   # the last finished ToyRun
-STEP_KEY = "toy_step"         # the checkpoint the views show
-EXAMPLE_KEY = "toy_example"   # which held-out sequence the views show
 MAX_PAGE_STEPS = 5000         # the page's limit on steps (the library allows more)
 POLL_SECONDS = 1.0
 GOOD_HIT_RATE = 0.5           # below this, no head is said to have learnt the pattern
 
 FORM = {   # widget key → (label's message id, or a name shown as written; default, lowest, highest)
-    "toy_length": ("train.field.length", 8, 3, 16),
-    "toy_vocab": ("train.field.vocab", 10, 2, 50),
-    "toy_layers": ("train.field.layers", 1, 1, toy.MAX_LAYERS),
-    "toy_heads": ("train.field.heads", 2, 1, 8),
-    "toy_d_model": ("d_model", 32, 4, 128),
-    "toy_seed": ("train.field.seed", 0, 0, 2**31 - 1),
+    keys.TOY_LENGTH: ("train.field.length", 8, 3, 16),
+    keys.TOY_VOCAB: ("train.field.vocab", 10, 2, 50),
+    keys.TOY_LAYERS: ("train.field.layers", 1, 1, toy.MAX_LAYERS),
+    keys.TOY_HEADS: ("train.field.heads", 2, 1, 8),
+    keys.TOY_D_MODEL: ("d_model", 32, 4, 128),
+    keys.TOY_SEED: ("train.field.seed", 0, 0, 2**31 - 1),
 }
-STEPS_KEY = "toy_steps"
 
 get_logger(training.log.name)   # the pool's log lines in the server's log, as Streamlit's own
 
@@ -78,10 +73,10 @@ def _alive_check():
 
 def _task_changed() -> None:
     """A task that needs more layers (induction) gets them."""
-    task = TASKS[st.session_state["toy_task"]]
-    layers = st.session_state.get("toy_layers", 1)
+    task = TASKS[st.session_state[keys.TOY_TASK]]
+    layers = st.session_state.get(keys.TOY_LAYERS, 1)
     if isinstance(layers, int) and not isinstance(layers, bool):
-        st.session_state["toy_layers"] = max(layers, task.min_layers)
+        st.session_state[keys.TOY_LAYERS] = max(layers, task.min_layers)
 
 
 def _number(value) -> bool:
@@ -134,11 +129,11 @@ def form() -> toy.ToyConfig | None:
     for key, (_, default, _, _) in FORM.items():
         if not _number(st.session_state.get(key)):     # first visit, or a value from elsewhere
             st.session_state[key] = default
-    if st.session_state.get("toy_task") not in TASKS:
-        st.session_state["toy_task"] = "reverse"
-    if not _number(st.session_state.get(STEPS_KEY)):
-        st.session_state[STEPS_KEY] = None
-    task = st.selectbox(t("train.task.label"), list(TASKS), key="toy_task",
+    if st.session_state.get(keys.TOY_TASK) not in TASKS:
+        st.session_state[keys.TOY_TASK] = "reverse"
+    if not _number(st.session_state.get(keys.TOY_STEPS)):
+        st.session_state[keys.TOY_STEPS] = None
+    task = st.selectbox(t("train.task.label"), list(TASKS), key=keys.TOY_TASK,
                         on_change=_task_changed,
                         format_func=lambda name: t("train.task.option", task=name,
                                                    summary=task_summary(name)))
@@ -154,7 +149,7 @@ def form() -> toy.ToyConfig | None:
         values[key.removeprefix("toy_")] = int(value) if _whole(value) else value
         problems.append(out_of_range(label, value, low, high))
     with columns[len(FORM)]:
-        steps = st.number_input(t("train.field.steps"), value=None, step=1, key=STEPS_KEY,
+        steps = st.number_input(t("train.field.steps"), value=None, step=1, key=keys.TOY_STEPS,
                                 placeholder=t("train.field.steps.placeholder",
                                               steps=toy.DEFAULT_STEPS[task]),
                                 help=t("train.field.steps.help"))
@@ -207,22 +202,23 @@ def estimate(config: toy.ToyConfig | None, pool: training.TrainingPool,
 
 
 def current_job() -> training.TrainingJob | None:
-    """The session's job; a finished one hands its run over to RUN_KEY (shown from then on)."""
-    job = st.session_state.get(JOB_KEY)
+    """The session's job; a finished one hands its run over to keys.TOY_RUN (shown from then on)."""
+    job = st.session_state.get(keys.TOY_JOB)
     if not isinstance(job, training.TrainingJob):
         return None
-    if not job.running and job.run is not None and st.session_state.get(RUN_KEY) is not job.run:
-        st.session_state[RUN_KEY] = job.run
-        st.session_state[STEP_KEY] = job.run.steps
+    finished = not job.running and job.run is not None
+    if finished and st.session_state.get(keys.TOY_RUN) is not job.run:
+        st.session_state[keys.TOY_RUN] = job.run
+        st.session_state[keys.TOY_STEP] = job.run.steps
     return job
 
 
 def _submit(config: toy.ToyConfig) -> None:
     """on_click of Train: queue the run on the server's pool (which checks its work again)."""
     try:
-        st.session_state[JOB_KEY] = training.default_pool().submit(config, _alive_check())
+        st.session_state[keys.TOY_JOB] = training.default_pool().submit(config, _alive_check())
     except AttnvizInputError as exc:
-        st.session_state["toy_refused"] = exc          # said when shown, in that language
+        st.session_state[keys.TOY_REFUSED] = exc          # said when shown, in that language
 
 
 def train_button(config: toy.ToyConfig | None, job: training.TrainingJob | None) -> None:
@@ -232,12 +228,12 @@ def train_button(config: toy.ToyConfig | None, job: training.TrainingJob | None)
     left, right = st.columns([1, 5], vertical_alignment="center")
     with left:
         st.button(t("train.button.train"), type="primary", icon=":material/play_arrow:",
-                  key="toy_train", disabled=reason is not None, on_click=_submit,
+                  key=keys.TOY_TRAIN, disabled=reason is not None, on_click=_submit,
                   args=(config,), help=reason or t("train.button.help"))
     if reason and config is None:
         with right:
             st.caption(t("train.button.off"))
-    refused = st.session_state.pop("toy_refused", None)
+    refused = st.session_state.pop(keys.TOY_REFUSED, None)
     if refused:
         st.error(t("train.error.refused", error=literal(refused)))
 
@@ -274,7 +270,7 @@ def _live(job: training.TrainingJob) -> None:
                            steps=cfg.steps))
         if job.history:
             history_chart(job.history)
-    st.button(t("train.button.stop"), icon=":material/stop:", key="toy_stop", on_click=_stop,
+    st.button(t("train.button.stop"), icon=":material/stop:", key=keys.TOY_STOP, on_click=_stop,
               args=(job,), disabled=job.stop.is_set(), help=t("train.button.stop.help"))
 
 
@@ -289,7 +285,7 @@ def history_chart(history) -> None:
 # ---- the finished run --------------------------------------------------------------------------
 
 def finished_run() -> toy.ToyRun | None:
-    run = st.session_state.get(RUN_KEY)
+    run = st.session_state.get(keys.TOY_RUN)
     return run if isinstance(run, toy.ToyRun) else None
 
 
@@ -332,19 +328,19 @@ def summary(run: toy.ToyRun, job: training.TrainingJob | None = None) -> None:
 def checkpoint_slider(run: toy.ToyRun) -> int:
     """The training step whose weights the views show (one of the ~20 checkpoints)."""
     steps = run.checkpoint_steps
-    if st.session_state.get(STEP_KEY) not in steps:
-        st.session_state[STEP_KEY] = steps[-1]
-    return st.select_slider(t("train.checkpoint.label"), steps, key=STEP_KEY,
+    if st.session_state.get(keys.TOY_STEP) not in steps:
+        st.session_state[keys.TOY_STEP] = steps[-1]
+    return st.select_slider(t("train.checkpoint.label"), steps, key=keys.TOY_STEP,
                             help=t("train.checkpoint.help"))
 
 
 def test_sequence(run: toy.ToyRun) -> np.ndarray:
     """One held-out sequence, chosen by number."""
     last = len(run.test_inputs) - 1
-    value = st.session_state.get(EXAMPLE_KEY)
+    value = st.session_state.get(keys.TOY_EXAMPLE)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= last:
-        st.session_state[EXAMPLE_KEY] = 0
-    index = st.number_input(t("train.sequence.label"), 0, last, key=EXAMPLE_KEY,
+        st.session_state[keys.TOY_EXAMPLE] = 0
+    index = st.number_input(t("train.sequence.label"), 0, last, key=keys.TOY_EXAMPLE,
                             help=t("train.sequence.help"))
     return run.test_inputs[index]
 
@@ -381,7 +377,7 @@ def layer_heads(run: toy.ToyRun, sequence, layer: int, step: int,
     fig = figures.heads_grid(trace, token_labels(sequence), token_labels(sequence))
     fig.layout.title.text = t("figure.train.heads.causal" if trace.has_mask
                               else "figure.train.heads.no_mask", layer=layer, step=step)
-    widgets.chart(fig, key=f"toy_heads_{layer}")
+    widgets.chart(fig, key=keys.TOY_HEADS_OF(layer))
     best = [s.head for s in scores if s.layer == layer][:1]        # scores: best first
     step_through_button(layer, step, best[0] if best else 0)
 
@@ -389,19 +385,19 @@ def layer_heads(run: toy.ToyRun, sequence, layer: int, step: int,
 def _open_in_steps(layer: int, step: int, example: int, head: int) -> None:
     """on_click: make the step pages show this layer of the trained run (widget keys can only
     be set before their widgets are drawn, so this runs as a callback)."""
-    st.session_state["mode"] = TOY_MODE
-    st.session_state["layer"] = layer
-    st.session_state["head"] = head
-    st.session_state[state.TOY_STEP_KEY] = step
-    st.session_state[state.TOY_EXAMPLE_KEY] = example
+    st.session_state[keys.MODE] = TOY_MODE
+    st.session_state[keys.LAYER] = layer
+    st.session_state[keys.HEAD] = head
+    st.session_state[keys.TOY_VIEW_STEP] = step
+    st.session_state[keys.TOY_VIEW_EXAMPLE] = example
 
 
 def step_through_button(layer: int, step: int, head: int) -> None:
     """"Step through this layer": Step by step on this layer at this checkpoint and held-out
     sequence, its weights editable like any others (the input becomes "Toy model")."""
-    example = st.session_state.get(EXAMPLE_KEY, 0)
+    example = st.session_state.get(keys.TOY_EXAMPLE, 0)
     if widgets.action_button(t("train.step_through.label"), _open_in_steps,
-                             (layer, step, example, head), key=f"toy_step_through_{layer}",
+                             (layer, step, example, head), key=keys.TOY_STEP_THROUGH(layer),
                              rerun=False, icon=":material/footprint:",
                              help=t("train.step_through.help")):
         if not widgets.switch_page("steps"):

@@ -7,15 +7,16 @@ import streamlit as st
 from attnviz.app.text import literal
 from attnviz.core.errors import AttnvizInputError
 from attnviz.io.matrix_files import MAX_UPLOAD_MB, matrix_to_text, read_matrix_file_with_notes
+from attnviz.app import keys
 
 
 def matrix_uploader(text_key: str, label: str) -> None:
     """A file uploader whose file, once read, replaces the text in `text_key`; what was
     understood on the way (an encoding, a decimal comma) is said below it."""
-    error_key, notes_key = f"{text_key}_upload_error", f"{text_key}_upload_notes"
+    error_key, notes_key = keys.UPLOAD_ERROR(text_key), keys.UPLOAD_NOTES(text_key)
 
     def load():
-        file = st.session_state.get(f"{text_key}_upload")
+        file = st.session_state.get(keys.UPLOAD(text_key))
         st.session_state.pop(notes_key, None)
         if file is None:
             return
@@ -27,7 +28,7 @@ def matrix_uploader(text_key: str, label: str) -> None:
         except AttnvizInputError as exc:  # kept as its Message: shown in the language of the run
             st.session_state[error_key] = exc.message or str(exc)
 
-    st.file_uploader(label, type=["csv", "txt", "tsv", "npy"], key=f"{text_key}_upload",
+    st.file_uploader(label, type=["csv", "txt", "tsv", "npy"], key=keys.UPLOAD(text_key),
                      on_change=load, max_upload_size=MAX_UPLOAD_MB)
     for note in st.session_state.get(notes_key, []):
         st.info(literal(note))

@@ -10,10 +10,9 @@ from attnviz.i18n import language, t, use_language
 from attnviz.app.edits import shown_name
 from attnviz.describe.labels import unique
 from attnviz.app.settings_view import NO_TOY_RUN, View
-from attnviz.app import navigation, state
+from attnviz.app import keys, navigation, state
 from attnviz.app.text import literal
 
-IMAGE_FORMAT_KEY = "image_format"
 IMAGE_FORMATS = ("png", "svg")
 TABLE_MAX_CELLS = 40_000      # larger tables show their first rows only
 
@@ -29,6 +28,15 @@ def show_status(view: View) -> bool:
         st.error(t("status.cannot_compute", error=literal(view.error)))
         return False
     return True
+
+
+def page_view(title: str, caption: str) -> View:
+    """A step page's top: the session's state, the page's `title` and `caption`, and its view
+    (:func:`view_or_stop`)."""
+    state.init()   # first: on a fresh server's first request it runs app.py around this page
+    st.title(title)
+    st.caption(caption)
+    return view_or_stop()
 
 
 def view_or_stop(*, editor: bool = False) -> View:
@@ -55,20 +63,20 @@ def _ways_out(view: View) -> None:
     row = st.container(horizontal=True)
     if action_button(":material/edit: " + t("widgets.change_on_inputs",
                                              matrix=shown_name(cell.name, cell.head)),
-                     _pick_matrix, (cell.name, cell.head), key="overflow_to_cell",
+                     _pick_matrix, (cell.name, cell.head), key=keys.OVERFLOW_TO_CELL,
                      where=row, rerun=False):
         if not switch_page("inputs"):        # a page run alone (AppTest): no navigation
             st.rerun()
     action_button(":material/restart_alt: " + t("widgets.reset_edits"), state.reset_edits,
-                  (view.signature,), key="overflow_reset", where=row,
+                  (view.signature,), key=keys.OVERFLOW_RESET, where=row,
                   help=t("widgets.reset_edits.help"))
 
 
 def _pick_matrix(name: str, head: int | None) -> None:
     """Choose `name` (and its `head`) in the Inputs & weights page's pickers."""
-    st.session_state["matrix"] = name
+    st.session_state[keys.MATRIX] = name
     if head is not None:
-        st.session_state["edit_head"] = head
+        st.session_state[keys.EDIT_HEAD] = head
 
 
 def table(array: np.ndarray, rows, cols, *, key: str | None = None) -> None:
@@ -86,7 +94,7 @@ def table_toggle(label: str | None = None, *, key: str) -> bool:
     table loads a grid component first, which delays the page's first chart by about half a
     second, so it is drawn only on request."""
     return st.toggle(t("widgets.table.show") if label is None else label,
-                     persist_state="session", key=f"{key}_shown")
+                     persist_state="session", key=keys.SHOWN(key))
 
 
 def toggled_table(array: np.ndarray, rows, cols, *, key: str,
@@ -99,7 +107,7 @@ def toggled_table(array: np.ndarray, rows, cols, *, key: str,
 def chart(fig, *, key: str) -> None:
     """A plotly chart whose camera button saves it as PNG or SVG (the Download expander's
     choice) under a file name that says what it shows."""
-    fmt = st.session_state.get(IMAGE_FORMAT_KEY, "png")
+    fmt = st.session_state.get(keys.IMAGE_FORMAT, "png")
     fmt = fmt if fmt in IMAGE_FORMATS else "png"
     config = {"displaylogo": False,
               "toImageButtonOptions": {"format": fmt, "filename": f"attnviz_{key}",
@@ -107,7 +115,7 @@ def chart(fig, *, key: str) -> None:
     st.plotly_chart(fig, key=key, config=config, theme=None)
 
 
-def head_picker(view: View, *, key: str = "head") -> int:
+def head_picker(view: View, *, key: str = keys.HEAD) -> int:
     """A head selector (hidden for one head); the choice is kept in range."""
     n = (view.trace or view.params).num_heads     # params alone: a trace that overflowed
     current = st.session_state.get(key)
@@ -134,7 +142,7 @@ def action_button(label: str, action, args: tuple = (), *, key: str, where=st,
     yet and only the click reaches the page: then the action is done here, and the page
     reruns to show it (unless not `rerun`: the caller moves on itself, e.g. to another page).
     `where` is a container (default: the page)."""
-    done = f"{key}__done"
+    done = keys.DONE(key)
 
     def callback() -> None:
         st.session_state[done] = True
@@ -206,15 +214,15 @@ def downloads(view: View, *, key: str) -> None:
     with st.expander(t("downloads.label")):
         cols = st.columns(4)
         cols[0].download_button(t("downloads.npz"), npz, "attnviz_trace.npz",
-                                "application/octet-stream", key=f"{key}_npz",
+                                "application/octet-stream", key=keys.NPZ(key),
                                 on_click="ignore")
         cols[1].download_button(t("downloads.csv"), csv_zip, "attnviz_trace_csv.zip",
-                                "application/zip", key=f"{key}_csv",
+                                "application/zip", key=keys.CSV(key),
                                 on_click="ignore")
         cols[2].download_button("JSON", json_text, "attnviz_trace.json", "application/json",
-                                key=f"{key}_json", on_click="ignore")
+                                key=keys.JSON(key), on_click="ignore")
         cols[3].download_button(t("downloads.html"), report, "attnviz_report.html",
-                                "text/html", key=f"{key}_html", on_click="ignore")
+                                "text/html", key=keys.HTML(key), on_click="ignore")
         st.radio(t("downloads.image_format"), IMAGE_FORMATS,
-                 persist_state="session", key=IMAGE_FORMAT_KEY, horizontal=True,
+                 persist_state="session", key=keys.IMAGE_FORMAT, horizontal=True,
                  format_func=str.upper)

@@ -506,14 +506,8 @@ def weighted_sum_figure(trace: AttentionTrace, query: int, *, head: int = 0, tok
 
     Parameters
     ----------
-    trace : AttentionTrace
-        The computation to show.
-    query : int
-        The 0-based query position.
-    head : int
-        Which head.
-    tokens_q, tokens_k : sequence of str, optional
-        Query and key labels, as in :func:`step_figure`.
+    trace, query, head, tokens_q, tokens_k
+        As in :func:`query_vector_figure`.
     max_bytes : int
         The figure's byte budget, as in :func:`heatmap`; default DETAIL_MAX_BYTES, as it sits
         below the page's main map. The sum row is never pooled with the keys.

@@ -5,17 +5,12 @@ import streamlit as st
 from attnviz import i18n
 from attnviz.i18n import t
 from attnviz.app import experiments_view as ex
-from attnviz.app import state, widgets
-
-KEY = "experiment"        # the open tab (its label, in the language it was opened in)
+from attnviz.app import keys, widgets
 
 
 def render() -> None:
     """The page (its file in pages/ calls this; `attnviz app` registers it)."""
-    state.init()   # first: on a fresh server's first request it runs app.py around this page
-    st.title(t("experiments.title"))
-    st.caption(t("experiments.caption"))
-    view = widgets.view_or_stop()
+    view = widgets.page_view(t("experiments.title"), t("experiments.caption"))
 
     draw = {
         "scaling": lambda: ex.scaling_tab(),
@@ -30,9 +25,9 @@ def render() -> None:
     }
     labels = ex.tab_labels()
     _keep_the_open_tab(labels)
-    # only the open tab is computed and drawn (tabs keep their state under the key "experiment")
-    for tab, name in zip(st.tabs([labels[n] for n in ex.TABS], key=KEY, on_change="rerun"),
-                         ex.TABS):
+    # only the open tab is computed and drawn (tabs keep their state under keys.EXPERIMENT)
+    tabs = st.tabs([labels[n] for n in ex.TABS], key=keys.EXPERIMENT, on_change="rerun")
+    for tab, name in zip(tabs, ex.TABS):
         if tab.open:
             with tab:
                 draw[name]()
@@ -42,11 +37,11 @@ def _keep_the_open_tab(labels: dict[str, str]) -> None:
     """The tabs' state is the open tab's label: after a language switch (or a link or a test
     naming it in another language) give it again in this language, so the same tab stays
     open."""
-    open_label = st.session_state.get(KEY)
+    open_label = st.session_state.get(keys.EXPERIMENT)
     if not open_label or open_label in labels.values():
         return
     for lang in i18n.languages():
         for name in ex.TABS:
             if i18n.render(f"experiments.tab.{name}", lang) == open_label:
-                st.session_state[KEY] = labels[name]
+                st.session_state[keys.EXPERIMENT] = labels[name]
                 return

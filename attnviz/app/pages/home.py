@@ -5,7 +5,7 @@ import streamlit as st
 from attnviz.plot import figures
 from attnviz.describe import steps
 from attnviz.i18n import t
-from attnviz.app import scales, state, widgets
+from attnviz.app import keys, scales, widgets
 from attnviz.app.navigation import ICONS
 from attnviz.app.text import token_line
 
@@ -15,11 +15,7 @@ PAGE_MAP = ["inputs", "steps", "multihead", "experiments", "pretrained"]
 
 def render() -> None:
     """The page (its file in pages/ calls this; `attnviz app` registers it)."""
-    state.init()   # first: on a fresh server's first request it runs app.py around this page
-    st.title(t("home.title"))
-    st.caption(t("home.caption"))
-
-    view = widgets.view_or_stop()
+    view = widgets.page_view(t("home.title"), t("home.caption"))
     trace = view.trace
 
     st.subheader(t("home.tokens", count=len(view.tokens_q)))
@@ -29,13 +25,13 @@ def render() -> None:
     st.caption(t("home.weights.caption"))
     scale = scales.weight_scale_picker(trace.n_k)
     widgets.chart(figures.heads_grid(trace, view.tokens_q, view.tokens_k, weight_scale=scale),
-                  key="home_grid")
+                  key=keys.HOME_GRID)
 
     last = trace.steps[-1]
     st.subheader(steps.title(trace, last.name))
     st.latex(last.formula)
     widgets.chart(figures.step_figure(trace, last.name, tokens_q=view.tokens_q,
-                                      tokens_k=view.tokens_k), key="home_output")
+                                      tokens_k=view.tokens_k), key=keys.HOME_OUTPUT)
 
     st.subheader(t("home.steps.subheader"))
     STEP_CHAIN = " → ".join(steps.title(trace, s.name) for s in trace.steps)
@@ -46,4 +42,4 @@ def render() -> None:
             widgets.page_link(name, t(f"nav.{name}"), ICONS[name])   # short: a column is narrow
             st.caption(STEP_CHAIN if name == "steps" else t(f"home.map.{name}.caption"))
 
-    widgets.downloads(view, key="home")
+    widgets.downloads(view, key=keys.HOME_FILES)

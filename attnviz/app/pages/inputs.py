@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz.app import edit_view, state, toy_view, widgets
+from attnviz.app import edit_view, keys, state, toy_view, widgets
 from attnviz.app import decoder_view
 from attnviz.i18n import t
 
@@ -27,9 +27,9 @@ def render() -> None:
 
     with st.container():
         edit_view.actions(view)
-    name = st.segmented_control(t("inputs.matrix"), names, persist_state="session", key="matrix",
+    name = st.segmented_control(t("inputs.matrix"), names, persist_state="session", key=keys.MATRIX,
                                 required=True, format_func=edit_view.label_of)
     name = name if name in names else names[0]
-    head = widgets.head_picker(view, key="edit_head") if edit_view.per_head(name) else None
+    head = widgets.head_picker(view, key=keys.EDIT_HEAD) if edit_view.per_head(name) else None
     head = decoder_view.matrix_head(view, name, head)   # W_K, W_V: the K/V head it reads
     edit_view.editing(view, name, head)            # the editor, paste box and heatmap

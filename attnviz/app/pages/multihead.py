@@ -7,16 +7,13 @@ from attnviz.core.modes import Mode
 from attnviz.describe import steps
 from attnviz.i18n import t
 from attnviz.describe.labels import concat_labels, feature_labels
-from attnviz.app import baseline, compare_view, scales, state, widgets
+from attnviz.app import baseline, compare_view, keys, scales, widgets
 from attnviz.app import decoder_view
 
 
 def render() -> None:
     """The page (its file in pages/ calls this; `attnviz app` registers it)."""
-    state.init()   # first: on a fresh server's first request it runs app.py around this page
-    st.title(t("multihead.title"))
-    st.caption(t("multihead.caption"))
-    view = widgets.view_or_stop()
+    view = widgets.page_view(t("multihead.title"), t("multihead.caption"))
     trace = view.trace
     comparison = baseline.compare(view)          # None unless a baseline is pinned
     baseline.status(comparison)
@@ -25,29 +22,29 @@ def render() -> None:
     st.latex(trace.step("weights").formula + r",\quad h = 0, \dots, H-1")  # scale and mask
     scale = scales.weight_scale_picker(trace.n_k)
     widgets.chart(figures.heads_grid(trace, view.tokens_q, view.tokens_k, weight_scale=scale),
-                  key="mh_grid")
+                  key=keys.MH_GRID)
     baseline.summary(comparison, "weights")
     decoder_view.multihead_notes(view)     # shared K/V heads, rotations, the causal mask
 
 
     def z_tab() -> None:
         st.subheader(t("multihead.z.subheader"))
-        head = widgets.head_picker(view, key="mh_head")
+        head = widgets.head_picker(view, key=keys.MH_HEAD)
         widgets.chart(figures.step_figure(trace, "z", head=head, tokens_q=view.tokens_q,
-                                          tokens_k=view.tokens_k), key="mh_z")
+                                          tokens_k=view.tokens_k), key=keys.MH_Z)
         baseline.summary(comparison, "z")
         widgets.toggled_table(trace.z[head], view.tokens_q, feature_labels(trace.d_v),
-                              key="mh_z_table", label=t("multihead.z.table"))
+                              key=keys.MH_Z_TABLE, label=t("multihead.z.table"))
 
 
     def concat_tab() -> None:
         concat = trace.step("concat")
         st.subheader(steps.title(trace, "concat"))
         st.latex(concat.formula)
-        widgets.chart(figures.concat_figure(trace, view.tokens_q), key="mh_concat")
+        widgets.chart(figures.concat_figure(trace, view.tokens_q), key=keys.MH_CONCAT)
         baseline.summary(comparison, "concat")
         widgets.toggled_table(trace.concat, view.tokens_q, concat_features,
-                              key="mh_concat_table", label=t("multihead.concat.table"))
+                              key=keys.MH_CONCAT_TABLE, label=t("multihead.concat.table"))
 
 
     def output_tab() -> None:
@@ -62,15 +59,15 @@ def render() -> None:
                                       title=t("figure.wo.title"),
                                       row_title=t("multihead.axis.concat_feature"),
                                       col_title=t("multihead.axis.output_feature"),
-                                      max_bytes=each), key="mh_wo")
+                                      max_bytes=each), key=keys.MH_WO)
         out = trace.step("output")
         st.subheader(steps.title(trace, "output"))
         st.latex(out.formula)
         widgets.chart(figures.step_figure(trace, "output", tokens_q=view.tokens_q, max_bytes=each),
-                      key="mh_output")
+                      key=keys.MH_OUTPUT)
         baseline.summary(comparison, "output")
         widgets.toggled_table(trace.output, view.tokens_q,
-                              feature_labels(trace.output.shape[1]), key="mh_output_table",
+                              feature_labels(trace.output.shape[1]), key=keys.MH_OUTPUT_TABLE,
                               label=t("multihead.output.table"))
 
 
@@ -80,10 +77,10 @@ def render() -> None:
     if view.settings.mode == Mode.SENTENCE:
         SECTIONS[t("multihead.tab.second")] = lambda: compare_view.sentence_tab(view)
     # only the open tab is drawn: every chart on a page is drawn before the first one shows
-    for tab, draw in zip(st.tabs(list(SECTIONS), key="mh_section", on_change="rerun"),
+    for tab, draw in zip(st.tabs(list(SECTIONS), key=keys.MH_SECTION, on_change="rerun"),
                          SECTIONS.values()):
         if tab.open:
             with tab:
                 draw()
 
-    widgets.downloads(view, key="mh")
+    widgets.downloads(view, key=keys.MH_FILES)

@@ -9,7 +9,7 @@ from attnviz.i18n import t
 from attnviz.plot import model_figures
 from attnviz.app.settings_view import DECODER, Settings
 from attnviz.app.text import literal
-from attnviz.app import decoder_page, pretrained_view, scales, state, widgets
+from attnviz.app import decoder_page, keys, pretrained_view, scales, state, widgets
 
 # the page's three views (tabs, only the open one drawn), by message id: one heatmap first,
 # it shows soonest
@@ -48,17 +48,17 @@ def render() -> None:
         fig = pretrained_view.shared_figure(
             "model_view", lambda: model_figures.model_view(view.attentions, start=view.start,
                                                            weight_scale=scale), hide, scale)
-        widgets.chart(fig, key="pt_model_view")
+        widgets.chart(fig, key=keys.PT_MODEL_VIEW)
 
 
     def one_head_tab() -> None:
-        layer = pretrained_view.pick_number("layer", layers, "pt_layer",
-                                            default=st.session_state.get("layer", 0))
-        head = pretrained_view.pick_number("head", heads, "pt_head",
-                                           default=st.session_state.get("head", 0))
+        layer = pretrained_view.pick_number("layer", layers, keys.PT_LAYER,
+                                            default=st.session_state.get(keys.LAYER, 0))
+        head = pretrained_view.pick_number("head", heads, keys.PT_HEAD,
+                                           default=st.session_state.get(keys.HEAD, 0))
         scale = scales.weight_scale_picker(len(view.tokens))
         fig = pretrained_view.one_head_heatmap(view, layer, head, scale)
-        widgets.chart(fig, key="pt_head_heatmap")
+        widgets.chart(fig, key=keys.PT_HEAD_HEATMAP)
         pretrained_view.step_through_button(layer, head)
         pretrained_view.second_sentence(layer, head, view, hide, scale, above=fig)
 
@@ -66,16 +66,16 @@ def render() -> None:
     def head_view_tab() -> None:
         st.caption(t("pretrained.head_view.caption",
                      min_weight=model_figures.HEAD_VIEW_MIN_WEIGHT))
-        pretrained_view.keep_in_range("pt_hv_layer", layers)
+        pretrained_view.keep_in_range(keys.PT_HV_LAYER, layers)
         controls = st.columns(2)
         with controls[0]:
             hv_layer = st.selectbox(t("pretrained.pick.layer"), list(range(layers)),
-                                    persist_state="session", key="pt_hv_layer",
+                                    persist_state="session", key=keys.PT_HV_LAYER,
                                     format_func=lambda i: t("pretrained.pick.layer.option",
                                                             number=i))
         with controls[1]:
-            token = pretrained_view.pick_token(view, "pt_hv_token")
-        shown_heads = pretrained_view.pick_heads(heads, "pt_hv_heads")
+            token = pretrained_view.pick_token(view, keys.PT_HV_TOKEN)
+        shown_heads = pretrained_view.pick_heads(heads, keys.PT_HV_HEADS)
         if not shown_heads:
             st.info(t("pretrained.head_view.no_heads"))
         else:
@@ -83,13 +83,13 @@ def render() -> None:
                 "head_view", lambda: model_figures.head_view(view.attentions[hv_layer], view.tokens,
                                                              heads=shown_heads, highlight=token),
                 hide, hv_layer, tuple(shown_heads), token)
-            widgets.chart(fig, key="pt_head_view")
+            widgets.chart(fig, key=keys.PT_HEAD_VIEW)
 
 
-    pretrained_view.keep_tab("pt_view", TABS)
+    pretrained_view.keep_tab(keys.PT_VIEW, TABS)
     draws = [one_head_tab, model_view_tab, head_view_tab]
     # only the open tab is drawn: every chart on a page is drawn before the first one shows
-    for tab, draw in zip(st.tabs([t(i) for i in TABS], key="pt_view", on_change="rerun"), draws):
+    for tab, draw in zip(st.tabs([t(i) for i in TABS], key=keys.PT_VIEW, on_change="rerun"), draws):
         if tab.open:
             with tab:
                 draw()

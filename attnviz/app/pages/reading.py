@@ -5,7 +5,7 @@ to see what the sentence embedding (or the next token) loses."""
 
 import streamlit as st
 
-from attnviz.app import reading_view, state
+from attnviz.app import keys, reading_view, state
 from attnviz.i18n import t
 
 
@@ -22,7 +22,7 @@ def render() -> None:
     views = (reading_view.rollout_tab, reading_view.value_weighted_tab,
              reading_view.head_stats_tab, reading_view.ablation_tab)
     # only the open tab is drawn: every chart on a page is drawn before the first one shows
-    tabs = st.tabs(reading_view.tab_labels(), key="rd_view", on_change="rerun")
+    tabs = st.tabs(reading_view.tab_labels(), key=keys.RD_VIEW, on_change="rerun")
     for tab, draw in zip(tabs, views):
         if tab.open:
             with tab:

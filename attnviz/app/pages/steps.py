@@ -6,7 +6,7 @@ import streamlit as st
 from attnviz.plot import figures
 from attnviz.describe import steps
 from attnviz.i18n import t
-from attnviz.app import baseline, scales, state, steps_view, toy_view, widgets
+from attnviz.app import baseline, keys, scales, state, steps_view, toy_view, widgets
 from attnviz.app import decoder_view
 
 
@@ -25,18 +25,18 @@ def render() -> None:
     for where, label, delta, end in ((nav[0], "◀ " + t("steps.previous"), -1, names[0]),
                                      (nav[2], t("steps.next") + " ▶", 1, names[-1])):
         widgets.action_button(label, steps_view.move_step, (names, delta),
-                              key=f"step_{delta:+d}", where=where,
-                              disabled=st.session_state["step"] == end, width="stretch")
+                              key=keys.STEP_GO(f"{delta:+d}"), where=where,
+                              disabled=st.session_state[keys.STEP] == end, width="stretch")
     # a dict's lookup, not a lambda: a widget keeps its format_func for the session's life, and a
     # lambda here would keep this page's globals (the trace) with it; the titles are in the
-    # active language (the key "step" is in language.FORMATTED_KEYS)
+    # active language (keys.STEP is marked formatted)
     titles = {n: f"{i + 1}. {steps.title(trace, n)}" for i, n in enumerate(names)}
-    nav[1].selectbox(t("steps.step"), names, persist_state="session", key="step",
+    nav[1].selectbox(t("steps.step"), names, persist_state="session", key=keys.STEP,
                      format_func=titles.get)
     comparison = baseline.compare(view)          # None unless a baseline is pinned
     baseline.step_controls(comparison)
 
-    step = trace.step(st.session_state["step"])
+    step = trace.step(st.session_state[keys.STEP])
     title = steps.title(trace, step.name)
     st.subheader(t("figure.title.head", title=title, head=head) if step.per_head else title)
     cited = steps.tutorial_step(trace, step.name)
@@ -50,9 +50,9 @@ def render() -> None:
     fig = figures.step_figure(trace, step.name, head=head, tokens_q=view.tokens_q,
                               tokens_k=view.tokens_k, query=query, weight_scale=scale,
                               max_bytes=figures.MAIN_MAX_BYTES)   # beside two detail maps at most
-    widgets.chart(fig, key=f"step_{step.name}")
+    widgets.chart(fig, key=keys.STEP_MAP(step.name))
     array, rows, cols = steps_view.table_of(view, step, head, query)
-    widgets.toggled_table(array, rows, cols, key=f"table_{step.name}")
+    widgets.toggled_table(array, rows, cols, key=keys.STEP_TABLE(step.name))
     decoder_view.step_notes(view, step.name, head)   # rotations, shared K/V heads, causal mask
     toy_view.prediction(view)          # Toy model input: its answer, trained and with the edits
     baseline.step_change(view, comparison, step, head, query)
@@ -60,4 +60,4 @@ def render() -> None:
     st.divider()
     steps_view.vector_view(view, head)
 
-    widgets.downloads(view, key="steps")
+    widgets.downloads(view, key=keys.STEPS_FILES)

@@ -1,0 +1,431 @@
+"""Every key the app gives Streamlit (widget keys and `st.session_state` entries), in one place.
+
+Each key is declared once, with what it holds, under the modules that own it (the ones that
+make its widget or write it: ``_section("sidebar")`` declares what follows it as the sidebar's);
+other modules may read it. A key is one of three kinds:
+
+- a plain key, ``SENTENCE = "sentence"``: one widget or one stored value;
+- a family, ``STEP_MAP("scores")`` → ``"step_map_scores"``: one key per layer, step, matrix …;
+- a suffix, ``SHOWN("mh_z")`` → ``"mh_z_shown"``: the widgets a helper adds beside the key it
+  was given (a table's toggle, a chart's downloads, a pin button).
+
+The sidebar's keys are the :class:`~attnviz.app.settings_view.Settings` fields
+(``state.settings()`` reads them back). At the end: the keys whose options are shown in words
+(``FORMATTED``) and the page picks a copied link carries (``LINK_DEFAULTS``).
+``tests/test_keys.py`` holds the app to this: no module spells a key out, every key here is
+used, a widget is made only by its key's owner, and every key session state holds after the
+pages ran is declared. Declaring a name twice, or a family or suffix that could make a key
+another declaration makes, raises at import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declaration: a plain key, a family's prefix or a suffix, and its owners."""
+    name: str
+    owners: tuple[str, ...]           # modules under attnviz.app, e.g. "sidebar", "pages.steps"
+    kind: str                         # "key", "family" or "suffix"
+
+
+REGISTRY: dict[str, Declared] = {}
+
+
+class Family:
+    """Keys made of a prefix and parts: ``Family("toy_heads_of_")(2)`` → ``"toy_heads_of_2"``."""
+
+    def __init__(self, prefix: str) -> None:
+        assert prefix.endswith("_"), prefix
+        self.prefix = prefix
+
+    def __call__(self, *parts: object) -> str:
+        return self.prefix + "_".join(str(p) for p in parts)
+
+    def owns(self, key: str) -> bool:
+        return key.startswith(self.prefix)
+
+
+class Suffix:
+    """Keys made of another key and a suffix: ``Suffix("_shown")("mh_z")`` → ``"mh_z_shown"``."""
+
+    def __init__(self, suffix: str) -> None:
+        assert suffix.startswith("_"), suffix
+        self.suffix = suffix
+
+    def __call__(self, key: str) -> str:
+        return key + self.suffix
+
+
+def _register(value: str | Family | Suffix, owners: tuple[str, ...]) -> None:
+    if isinstance(value, Family):
+        name, kind = value.prefix, "family"
+    elif isinstance(value, Suffix):
+        name, kind = value.suffix, "suffix"
+    else:
+        name, kind = value, "key"
+    if name in REGISTRY:
+        raise ValueError(f"session-state key {name!r} declared twice")
+    REGISTRY[name] = Declared(name, owners, kind)
+
+
+_done = {name for name in globals() if name.isupper()}
+_owners: tuple[str, ...] = ()
+
+
+def _section(owners: str | None) -> None:
+    """Register what was declared since the last call as that call's owners'; the
+    declarations that follow are `owners`' (module names under attnviz.app, space-separated)."""
+    global _owners
+    for constant, value in list(globals().items()):
+        if constant.isupper() and constant not in _done and isinstance(value, (str, Family,
+                                                                                Suffix)):
+            _done.add(constant)
+            _register(value, _owners)
+    _owners = tuple(owners.split()) if owners else ()
+
+
+_section("sidebar")
+MODE = "mode"                           # where the input comes from (a Mode value)
+SENTENCE = "sentence"                   # the sentence typed in the sidebar
+PRESET = "preset"                       # the tutorial preset's name
+X_TEXT = "x_text"                       # the typed matrix X
+Q_TEXT = "q_text"                       # the typed matrix Q (mode Q, K, V)
+K_TEXT = "k_text"                       # the typed matrix K (mode Q, K, V)
+V_TEXT = "v_text"                       # the typed matrix V (mode Q, K, V)
+D_MODEL = "d_model"                     # d_model (the embedding's width)
+NUM_HEADS = "num_heads"                 # the number of heads
+KV_HEADS = "kv_heads"                   # the K/V heads (grouped-query attention; 0 = one per head)
+D_K = "d_k"                             # d_k, each head's query/key width
+D_K_AUTO = "d_k_auto"                   # True: d_k follows d_model / heads
+INIT = "init"                           # how random weights are drawn (an INIT_SCHEMES name)
+SEED = "seed"                           # the random weights' seed
+BIAS = "bias"                           # True: the projections have biases
+SCALED = "scaled"                       # True: scores are divided by √d_k
+CAUSAL = "causal"                       # True: the causal mask
+POSITIONAL = "positional"               # True: sinusoidal positions are added to X
+ROPE = "rope"                           # True: rotary positions (RoPE) on Q and K
+ROPE_BASE = "rope_base"                 # RoPE's base
+ROUNDED = "rounded"                     # True: tables show rounded numbers
+MAX_TOKENS = "max_tokens"               # the longest input, in tokens
+MODEL = "model"                         # the pretrained model (minilm / smollm2)
+LAYER = "layer"                         # the pretrained model's layer the step pages show
+# a disabled copy of a setting showing the value in use (shown_<setting>)
+SHOWN_SETTING = Family("shown_")
+# a button setting a setting to a suggested value (fix_<setting>_<value>)
+FIX = Family("fix_")
+
+# ---- the session's own --------------------------------------------------------------------------
+_section("language")
+LANG = "lang"                           # the page's language (zh / en); also the link's parameter
+LANG_DRAWN = "lang_drawn"               # the language the browser's widgets were last drawn in
+_section("scales")
+WEIGHT_SCALE = "weight_scale"           # the weights' colour scale
+WEIGHT_SCALE_CHOSEN = "weight_scale_chosen"  # True once the user picked a scale
+_section("widgets")
+IMAGE_FORMAT = "image_format"           # the charts' download format (png / svg)
+_section("state links")
+EDITS = "edits"                         # signature → {matrix name → attnviz.app.edits.Edit}
+_section("state")
+# bumped when a matrix changes from elsewhere (the editors restart from the store)
+MATRICES_VERSION = "matrices_version"
+WEIGHT_EDITOR = "weight_editor"         # the EditorMount of the data editor on the page
+# the weight editor's grid (editor_<matrix>_<head>_<number>)
+EDITOR = Family("editor_")
+_section("baseline")
+BASELINE = "baseline"                   # the pinned baseline (a baseline.Pin)
+
+# ---- links --------------------------------------------------------------------------------------
+_section("links")
+LINK_READ = "link_read"                 # True once the link was read
+LINK_TOO_LONG = "link_too_long"         # the settings left out of a too long link
+LINK_NOTICES = "link_notices"           # what reading the link said
+LINK_HAS_EDITS = "link_has_edits"       # True: edits in the link; False: too large; None: none
+LINK_LOST_EDITS = "link_lost_edits"     # the matrices whose edits a reload or restart lost
+LINK_LOST_EDITS_TOAST = "link_lost_edits_toast"  # True once the lost edits were toasted
+LINK_RESTORED = "link_restored"         # the matrices restored from a file
+RESTORE_EDITS_NPZ = "restore_edits_npz"  # the uploader restoring edits from a file
+RESTORE_EDITS_NPZ_ERROR = "restore_edits_npz_error"  # why that file could not be read
+KEEP_EDITS_NPZ = "keep_edits_npz"       # the button saving the edits to a file
+DISMISS_LOST_EDITS = "dismiss_lost_edits"  # the button dismissing the lost-edits notice
+
+# ---- widgets every page uses --------------------------------------------------------------------
+_section("widgets")
+HEAD = "head"                           # the head the step pages show
+OVERFLOW_TO_CELL = "overflow_to_cell"   # the button opening the cell a number overflowed
+OVERFLOW_RESET = "overflow_reset"       # the button resetting the edits after an overflow
+SHOWN = Suffix("_shown")                # a table's show/hide toggle
+NPZ = Suffix("_npz")                    # the .npz download button
+CSV = Suffix("_csv")                    # the CSV download button
+JSON = Suffix("_json")                  # the JSON download button
+HTML = Suffix("_html")                  # the HTML report download button
+DONE = Suffix("__done")                 # True for the run after an action button's action
+_section("text")
+DROPPED = Suffix("_dropped")            # the invisible characters dropped from a text
+_section("uploads")
+UPLOAD = Suffix("_upload")              # a matrix text's file uploader
+UPLOAD_ERROR = Suffix("_upload_error")  # why that file could not be read
+UPLOAD_NOTES = Suffix("_upload_notes")  # how that file was read
+
+# ---- Home, Step by step, Multi-head, Inputs & weights -------------------------------------------
+_section("pages.home")
+HOME_GRID = "home_grid"                 # Home's map of every head's weights
+HOME_OUTPUT = "home_output"             # Home's map of the output
+HOME_FILES = "home_files"               # Home's downloads (the base of their keys)
+_section("pages.steps")
+STEP = "step"                           # the step Step by step shows
+# Step by step's previous / next buttons (step_go_-1, step_go_+1)
+STEP_GO = Family("step_go_")
+STEP_MAP = Family("step_map_")          # Step by step's map of one step
+STEP_TABLE = Family("step_table_")      # Step by step's table of one step
+STEPS_FILES = "steps_files"             # Step by step's downloads (the base of their keys)
+_section("steps_view")
+QUERY = "query"                         # the query the weighted values show
+VECTOR = "vector"                       # the base of the one-query view's table toggle
+VECTOR_VIEW = "vector_view"             # the one-query view's choice of chart
+VECTOR_QUERY = "vector_query"           # the one-query view's query
+VECTOR_BARS = "vector_bars"             # the one-query view's bars
+VECTOR_WEIGHTED = "vector_weighted"     # the one-query view's weighted values
+VECTOR_SUM = "vector_sum"               # the one-query view's sum
+_section("pages.multihead")
+MH_SECTION = "mh_section"               # Multi-head's open tab
+MH_FILES = "mh_files"                   # Multi-head's downloads (the base of their keys)
+MH_GRID = "mh_grid"                     # Multi-head's map of every head's weights
+MH_HEAD = "mh_head"                     # the head whose Z Multi-head shows
+MH_Z = "mh_z"                           # Multi-head's map of one head's Z
+MH_Z_TABLE = "mh_z_table"               # its table
+MH_CONCAT = "mh_concat"                 # Multi-head's map of the concatenation
+MH_CONCAT_TABLE = "mh_concat_table"     # its table
+MH_WO = "mh_wo"                         # Multi-head's map of W_O
+MH_OUTPUT = "mh_output"                 # Multi-head's map of the output
+MH_OUTPUT_TABLE = "mh_output_table"     # its table
+_section("decoder_view")
+MH_KV_SHARING = "mh_kv_sharing"         # the map of which heads share K/V
+ROPE_ANGLES = Family("rope_angles_")    # the rotation angles' chart of a step
+_section("compare_view")
+MH_COMPARE = "mh_compare"               # the base of the second sentence's maps
+MH_COMPARE_HEAD = "mh_compare_head"     # the head the second sentence's maps show
+FIRST = Suffix("_first")                # the first sentence's map beside the second's
+SECOND = Suffix("_second")              # the second sentence's map
+DELTA = Suffix("_delta")                # the map of the difference
+_section("pages.inputs")
+MATRIX = "matrix"                       # the matrix Inputs & weights edits
+EDIT_HEAD = "edit_head"                 # the head whose matrix Inputs & weights edits
+_section("edit_view")
+EDIT_HEATMAP = "edit_heatmap"           # the edited matrix's map
+RANDOMISE = "randomise"                 # the button drawing new random weights
+RESET_EDITS = "reset_edits"             # the button dropping the edits
+# a pasted matrix (paste_text_<matrix>_<head>_<version>_<digest>)
+PASTE_TEXT = Family("paste_text_")
+PASTE_NOTES = Family("paste_notes_")    # how a pasted matrix was read
+PASTE_ERROR = Family("paste_error_")    # why a pasted matrix could not be used
+APPLY = Family("apply_")                # the button applying a pasted matrix
+# a matrix's file uploader (upload_<matrix>_<head>_<version>)
+UPLOAD_MATRIX = Family("upload_")
+
+# ---- the baseline -------------------------------------------------------------------------------
+INPUTS_BASELINE = "inputs_baseline"     # the base of Inputs & weights' pin buttons
+_section("baseline")
+STEPS_BASELINE = "steps_baseline"       # the base of Step by step's pin buttons
+PIN = Suffix("_pin")                    # the button pinning the baseline
+UNPIN = Suffix("_unpin")                # the button dropping it
+DELTA_MAP = Family("delta_map_")        # a step's change from the baseline
+DELTA_TABLE = Family("delta_table_")    # its table
+DELTA_KL = "delta_kl"                   # the weights' change in bits (KL) per query
+DELTA_KL_TABLE = "delta_kl_table"       # its table
+
+# ---- Experiments --------------------------------------------------------------------------------
+_section("pages.experiments")
+EXPERIMENT = "experiment"               # Experiments' open tab (its label)
+_section("experiments_view")
+EXP_DK = "exp_dk"                       # Scaling: d_k
+EXP_HIST = "exp_hist"                   # Scaling: the dot products' histogram
+EXP_ROW = "exp_row"                     # Scaling: one row's weights
+EXP_TIED_SOURCE = "exp_tied_source"     # Tied Q/K: the tutorial's X or the user's
+EXP_TIED_SCORES = Family("exp_tied_scores_")  # Tied Q/K: a map of scores (tied / separate)
+EXP_TIED_TABLE = Family("exp_tied_table_")  # its table
+EXP_RAW_SOURCE = "exp_raw_source"       # Raw X: the tutorial's X or the user's
+EXP_RAW_SIM = "exp_raw_sim"             # Raw X: the similarities
+EXP_RAW_W = "exp_raw_w"                 # Raw X: the weights
+EXP_RAW_TABLE = "exp_raw_table"         # its table
+EXP_SHUFFLE = "exp_shuffle"             # Order: the shuffle button
+EXP_SHUFFLE_SEED = "exp_shuffle_seed"   # Order: the shuffles so far
+EXP_PE = "exp_pe"                       # Order: the positional encoding
+EXP_LEN = "exp_len"                     # Masks: the sequence's length
+EXP_CAUSAL = "exp_causal"               # Masks: the causal mask
+EXP_MASKED = "exp_masked"               # Masks: the masked scores
+EXP_MASK_W = "exp_mask_w"               # Masks: the weights
+EXP_MASK_TABLE = "exp_mask_table"       # its table
+EXP_CROSS_TEXT = "exp_cross_text"       # Cross-attention: the other sentence
+EXP_CROSS = "exp_cross"                 # Cross-attention: the weights
+EXP_CROSS_TABLE = "exp_cross_table"     # its table
+EXP_BUG_OK = "exp_bug_ok"               # The bug: the correct weights
+EXP_BUG = "exp_bug"                     # The bug: the buggy weights
+EXP_BUG_TABLE = "exp_bug_table"         # its table
+EXP_ROPE_SOURCE = "exp_rope_source"     # RoPE: the model's sentence or random vectors
+EXP_ROPE_TEXT = "exp_rope_text"         # RoPE: the model's sentence
+EXP_ROPE_CHART = "exp_rope_chart"       # RoPE: the score against distance
+EXP_ROPE_OFFSET = "exp_rope_offset"     # RoPE: the shift of both positions
+EXP_ROPE_LAYER = "exp_rope_layer"       # RoPE: the model's layer
+EXP_ROPE_HEAD = "exp_rope_head"         # RoPE: the model's head
+EXP_ROPE_QUERY = "exp_rope_query"       # RoPE: the query token
+EXP_ROPE_KEY = "exp_rope_key"           # RoPE: the key token
+EXP_ROPE_D = "exp_rope_d"               # RoPE (random vectors): their width
+EXP_ROPE_SEED = "exp_rope_seed"         # RoPE (random vectors): their seed
+EXP_ROPE_M = "exp_rope_m"               # RoPE (random vectors): the query's position
+EXP_ROPE_N = "exp_rope_n"               # RoPE (random vectors): the key's position
+EXP_ROPE_BASE = "exp_rope_base"         # RoPE (random vectors): the base
+EXP_SINK_TEXT = "exp_sink_text"         # Attention sink: the model's sentence
+EXP_SINK_LAYERS = "exp_sink_layers"     # Attention sink: weight on the first token per layer
+EXP_SINK_NEXT = "exp_sink_next"         # Attention sink: the next token with and without it
+EXP_SINK_TABLE = Family("exp_sink_table_")  # its table (before / after masking)
+
+# ---- Pretrained model ---------------------------------------------------------------------------
+_section("pages.pretrained decoder_page")
+# Pretrained model's open tab (its label), MiniLM's or SmolLM2's
+PT_VIEW = "pt_view"
+_section("pretrained_view")
+PT_HIDE_SPECIAL = "pt_hide_special"     # True: [CLS]/[SEP] hidden
+_section("pages.pretrained")
+PT_MODEL_VIEW = "pt_model_view"         # the model view (every layer × head)
+PT_LAYER = "pt_layer"                   # one head's layer
+PT_HEAD = "pt_head"                     # one head's head
+PT_HEAD_HEATMAP = "pt_head_heatmap"     # one head's map
+PT_HV_LAYER = "pt_hv_layer"             # the head view's layer
+PT_HV_TOKEN = "pt_hv_token"             # the head view's token
+PT_HV_HEADS = "pt_hv_heads"             # the heads the head view draws
+PT_HEAD_VIEW = "pt_head_view"           # the head view
+_section("pretrained_view")
+PT_COMPARE = "pt_compare"               # the second sentence, and the base of its maps
+_section("pretrained_view reading_view")
+PT_STEP_THROUGH = "pt_step_through"     # the button opening a head on Step by step
+_section("decoder_page")
+PT_DEC_MODEL_VIEW = "pt_dec_model_view"  # SmolLM2: the model view
+PT_DEC_LAYER = "pt_dec_layer"           # SmolLM2: one head's layer
+PT_DEC_HEAD = "pt_dec_head"             # SmolLM2: one head's head
+PT_DEC_HEATMAP = "pt_dec_heatmap"       # SmolLM2: one head's map
+PT_DEC_HV_LAYER = "pt_dec_hv_layer"     # SmolLM2: the head view's layer
+PT_DEC_HV_TOKEN = "pt_dec_hv_token"     # SmolLM2: the head view's token
+PT_DEC_HV_HEADS = "pt_dec_hv_heads"     # SmolLM2: the heads the head view draws
+PT_DEC_HEAD_VIEW = "pt_dec_head_view"   # SmolLM2: the head view
+
+# ---- Read the model -----------------------------------------------------------------------------
+_section("pages.reading")
+RD_VIEW = "rd_view"                     # Read the model's open tab (its label)
+_section("reading_view")
+RO_LAYER = "ro_layer"                   # Rollout: after which layer
+RO_ROLLOUT = "ro_rollout"               # Rollout: the map
+RO_RAW = "ro_raw"                       # Rollout: the raw weights' map
+RO_RESIDUAL = "ro_residual"             # Rollout: True counts the residual
+RO_TOKEN = "ro_token"                   # Rollout: the token whose bars show
+RO_BARS = "ro_bars"                     # Rollout: that token's bars
+RO_RAW_BARS = "ro_raw_bars"             # Rollout: its raw weights' bars
+VW_LAYER = "vw_layer"                   # Value-weighted: the layer
+VW_HEAD = "vw_head"                     # Value-weighted: the head
+VW_WEIGHTS = "vw_weights"               # Value-weighted: α
+VW_NORMS = "vw_norms"                   # Value-weighted: ‖αf(x)‖
+VW_TABLE = "vw_table"                   # Value-weighted: what survives
+HS_TABLE = "hs_table"                   # Head statistics: the sortable table
+HS_COLUMN = "hs_column"                 # Head statistics: the statistic mapped
+HS_MAP = "hs_map"                       # Head statistics: the layers × heads map
+HS_HEADS = "hs_heads"                   # Head statistics: the heads per layer of the table's rows
+HS_LAYER = "hs_layer"                   # Head statistics: the opened head's layer
+HS_HEAD = "hs_head"                     # Head statistics: the opened head
+AB_LAYERS = "ab_layers"                 # Ablation: whole layers off
+AB_HEADS = "ab_heads"                   # Ablation: heads off
+AB_MASK = "ab_mask"                     # Ablation: the map of what is off
+AB_OTHER = "ab_other"                   # Ablation: the second sentence
+AB_TARGET = "ab_target"                 # Ablation (SmolLM2): the next token measured
+AB_RANK = "ab_rank"                     # Ablation: the button ranking every head
+AB_TOP = "ab_top"                       # Ablation: the ranking's top heads
+AB_MAP = "ab_map"                       # Ablation: the ranking's map
+
+# ---- Generate -----------------------------------------------------------------------------------
+_section("generate_view")
+GENERATE_RUN = "generate_run"           # {'recipe': (text, temperature, seed), 'generation': …}
+GEN_PROMPT = "gen_prompt"               # the prompt
+GEN_CHAT = "gen_chat"                   # True: the prompt in the chat template
+GEN_SAMPLING = "gen_sampling"           # greedy / sample
+GEN_TEMPERATURE = "gen_temperature"     # the sampling temperature
+GEN_SEED = "gen_seed"                   # the sampling seed
+GEN_COUNT = "gen_count"                 # how many tokens 'Generate' adds
+GEN_STEP = "gen_step"                   # the generation step shown
+GEN_LAYER = "gen_layer"                 # the layer shown
+GEN_NEXT = "gen_next"                   # the button adding one token
+GEN_MANY = "gen_many"                   # the button adding gen_count tokens
+GEN_RESET = "gen_reset"                 # the button starting again
+GEN_NEXT_BARS = "gen_next_bars"         # the next token's candidates
+GEN_STEP_BARS = "gen_step_bars"         # the step's weights over the cache
+GEN_ROW_MAP = "gen_row_map"             # every head's row at the step
+GEN_SINK_MAP = "gen_sink_map"           # the weight on the first token per layer and head
+GEN_CACHE_BARS = "gen_cache_bars"       # the KV cache's size per step
+
+# ---- Train and the Toy model input --------------------------------------------------------------
+_section("train_view")
+TOY_TASK = "toy_task"                   # the task trained
+TOY_LENGTH = "toy_length"               # the sequences' length
+TOY_VOCAB = "toy_vocab"                 # the vocabulary's size
+TOY_LAYERS = "toy_layers"               # the toy model's layers
+TOY_HEADS = "toy_heads"                 # its heads per layer
+TOY_D_MODEL = "toy_d_model"             # its d_model
+TOY_SEED = "toy_seed"                   # the training's seed
+TOY_STEPS = "toy_steps"                 # how many steps to train
+TOY_TRAIN = "toy_train"                 # the Train button
+TOY_STOP = "toy_stop"                   # the Stop button
+TOY_JOB = "toy_job"                     # the TrainingJob running (or just ended) in this session
+TOY_REFUSED = "toy_refused"             # why the pool refused a run
+TOY_RUN = "toy_run"                     # the last finished ToyRun
+TOY_STEP = "toy_step"                   # the checkpoint the Train page shows
+TOY_EXAMPLE = "toy_example"             # the held-out sequence the Train page shows
+TOY_HEADS_OF = Family("toy_heads_of_")  # the heads map of a layer
+TOY_STEP_THROUGH = Family("toy_step_through_")  # the button opening a layer's head on Step by step
+_section("sidebar")
+TOY_VIEW_STEP = "toy_view_step"         # the checkpoint the Toy model input shows
+TOY_VIEW_EXAMPLE = "toy_view_example"   # the held-out sequence it shows
+_section("toy_view")
+TOY_ANSWERS = "toy_answers"             # the Toy model input's answers
+
+_section(None)
+
+# the keys whose options are shown through a translated format_func: a language switch gives
+# their values again (attnviz.app.language)
+FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
+             MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
+             EXP_ROPE_SOURCE, RO_LAYER, VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD, AB_LAYERS,
+             GEN_SAMPLING, GEN_LAYER, TOY_TASK)
+# the page picks a copied link carries, each with its default (attnviz.app.links)
+LINK_DEFAULTS = {HEAD: 0, STEP: "", QUERY: 0, VECTOR_QUERY: 0, MH_HEAD: 0, MATRIX: "",
+                 EDIT_HEAD: 0}
+
+
+def known(key: str) -> bool:
+    """Whether `key` is declared here: a plain key, a family's, or a known key and a suffix."""
+    found = REGISTRY.get(key)
+    if found is not None and found.kind == "key":
+        return True
+    if any(d.kind == "family" and key.startswith(d.name) for d in REGISTRY.values()):
+        return True
+    return any(d.kind == "suffix" and key.endswith(d.name) and known(key[:-len(d.name)])
+               for d in REGISTRY.values())
+
+
+def _check() -> None:
+    """A family or suffix may not make a key another declaration makes."""
+    plain = [d.name for d in REGISTRY.values() if d.kind == "key"]
+    prefixes = [d.name for d in REGISTRY.values() if d.kind == "family"]
+    suffixes = [d.name for d in REGISTRY.values() if d.kind == "suffix"]
+    for p in prefixes:
+        for other in prefixes + plain:
+            if other != p and other.startswith(p):
+                raise ValueError(f"family {p!r} could make {other!r}")
+    for s in suffixes:
+        for base in plain:
+            if base + s in plain:
+                raise ValueError(f"suffix {s!r} on {base!r} makes {base + s!r}")
+            if any((base + s).startswith(p) for p in prefixes):
+                raise ValueError(f"suffix {s!r} on {base!r} makes a family's key")
+
+
+_check()
