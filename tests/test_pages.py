@@ -325,8 +325,8 @@ def test_chart_camera_saves_png_or_svg_with_a_descriptive_name():
 
     at = open_page("pages/steps.py", step="weights")
     config = _json.loads(at.get("plotly_chart")[0].proto.config)
-    assert config["toImageButtonOptions"] == {"format": "png", "filename": "attnviz_step_weights",
-                                              "scale": 2}
+    assert config["toImageButtonOptions"] == {"format": "png", "scale": 2,
+                                              "filename": "attnviz_step_map_weights"}
     at.radio(key="image_format").set_value("svg").run()
     config = _json.loads(at.get("plotly_chart")[0].proto.config)
     assert config["toImageButtonOptions"]["format"] == "svg"
