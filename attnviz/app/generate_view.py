@@ -3,10 +3,11 @@ bars, the generation kept in the session and its controls, and the views of one 
 attention row in every head, the attention sink, the KV cache).
 
 The generation lives under the non-widget key keys.GENERATE_RUN as {"recipe": (text, temperature,
-seed), "generation": Generation}; a "next token" or "generate N" runs ``DecoderModel.generate``
-again for the longer length with the same recipe — the same seed draws the same tokens first,
-so the earlier steps stay as they were — and a changed prompt, temperature or seed starts over.
-At most MAX_NEW_TOKENS new tokens (the session holds every step's rows)."""
+seed), "generation": Generation}; a "next token" or "generate N" continues it with
+``DecoderModel.generate_more`` (the steps made are kept, not run again: one prefill rebuilds the
+KV cache, the sampler's random stream goes on where it stopped), and a changed prompt,
+temperature or seed starts over from the prompt with ``DecoderModel.generate``.
+At most MAX_NEW_TOKENS new tokens (the session holds every step's rows, never the cache)."""
 
 from __future__ import annotations
 
@@ -155,8 +156,9 @@ def buttons(m: DecoderModel, text: str, temperature: float, seed: int,
         st.rerun()                           # the buttons again, as the state now is
     if one or many:
         total = min(MAX_NEW_TOKENS, count + (1 if one else int(n)))
-        with st.spinner(t("generate.running", n=total)):
-            gen = m.generate(text, max_new_tokens=total, temperature=temperature, seed=seed)
+        with st.spinner(t("generate.running", n=total - count)):
+            gen = m.generate(text, max_new_tokens=total, temperature=temperature, seed=seed) \
+                if gen is None else m.generate_more(gen, total - count)
         st.session_state[keys.GENERATE_RUN] = {"recipe": (text, temperature, seed),
                                                "generation": gen}
         st.session_state[keys.GEN_STEP] = len(gen.steps)

@@ -155,6 +155,10 @@ class Generation:
     steps: list[GenerationStep]
     stopped: str             # "eos" (the model ended its answer) or "length"
     text: str                # the new tokens decoded
+    temperature: float       # the recipe, for ``DecoderModel.generate_more``
+    stop_at_eos: bool
+    rng_state: dict = field(repr=False)   # the sampler's numpy generator after the last step
+                                          # (``bit_generator.state``: a few numbers, no arrays)
 
     @property
     def new_ids(self) -> np.ndarray:
@@ -200,6 +204,7 @@ class DecoderModel(ConfigSizes):
         r.trace(3)                   # layer 3 step by step: q, k, q_rotated, k_rotated, …
         m.next_tokens("The capital of France is", k=5)
         m.generate("The capital of France is", max_new_tokens=5).tokens
+        m.generate_more(m.generate("The capital of France is", 5), 3)   # 8, the 5 kept
     """
 
     config: gguf_llama.LlamaConfig
@@ -366,18 +371,54 @@ class DecoderModel(ConfigSizes):
         temperature 0: greedy (the most likely token, as transformers' greedy ``generate``);
         above 0: sampled from softmax(logits / temperature) with numpy's generator seeded by
         `seed`. Stops early at the end-of-answer token (<|im_end|>) unless stop_at_eos=False.
-        A prompt longer than 512 tokens is cut to its last 512.
+        A prompt longer than 512 tokens is cut to its last 512. ``generate_more`` continues the
+        result without running these steps again.
         """
         max_new = _check_limit(max_new_tokens, MAX_NEW_TOKENS, "max_new_tokens")
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
                 or not math.isfinite(temperature) or temperature < 0:
             raise AttnvizInputError("error.decoder.temperature", value=repr(temperature))
-        rng = np.random.default_rng(seed)
         prompt = self.encode(text)[-MAX_TOKENS:]
-        cache = _KVCache(self.num_layers, self.num_kv_heads, len(prompt) + max_new, self.d_k)
-        h, rows = self._forward(prompt, cache, None)                    # prefill
-        ids, steps, stopped = list(prompt), [], "length"
-        for _ in range(max_new):
+        return self._generate(prompt, len(prompt), [], max_new, float(temperature),
+                              np.random.default_rng(seed), stop_at_eos)
+
+    def generate_more(self, generation: Generation, n: int = 1) -> Generation:
+        """`generation` continued by up to `n` more tokens, as if ``generate`` had been asked
+        for them all at once: the same temperature, the sampler's random stream picked up where
+        it stopped, the same end-of-answer rule. The steps already made are kept as they are
+        (not computed again); the KV cache is rebuilt by one prefill of the prompt and the
+        tokens so far (the cache itself is never kept: ~30 MB), then each new token alone.
+
+        The new steps' query_position, cache_tokens and cache_bytes are those of one
+        uninterrupted run; their probabilities and attention rows equal it up to float32
+        rounding (a batched prefill adds in another order than one token at a time).
+        A generation that ended at <|im_end|> cannot be continued, nor one that already holds
+        MAX_NEW_TOKENS new tokens; n is from 1 to what is left of MAX_NEW_TOKENS.
+        """
+        if not isinstance(generation, Generation):
+            raise AttnvizInputError("error.decoder.more.not_generation",
+                                    type=type(generation).__name__)
+        made = len(generation.steps)
+        if generation.stopped == "eos":
+            raise AttnvizInputError("error.decoder.more.ended", steps=made)
+        if made >= MAX_NEW_TOKENS:
+            raise AttnvizInputError("error.decoder.more.full", steps=made, limit=MAX_NEW_TOKENS)
+        count = whole_number(n, "n", low=1, high=MAX_NEW_TOKENS - made)
+        rng = np.random.Generator(np.random.PCG64())
+        rng.bit_generator.state = generation.rng_state
+        return self._generate(np.asarray(generation.ids), generation.prompt_length,
+                              generation.steps, count, generation.temperature, rng,
+                              generation.stop_at_eos)
+
+    def _generate(self, ids: np.ndarray, prompt_length: int, steps: list[GenerationStep],
+                  count: int, temperature: float, rng: np.random.Generator,
+                  stop_at_eos: bool) -> Generation:
+        """Up to `count` new tokens after `ids` (the prompt, then the tokens of `steps`): one
+        prefill of all of `ids`, then each new token alone, its key and value appended."""
+        cache = _KVCache(self.num_layers, self.num_kv_heads, len(ids) + count, self.d_k)
+        h, rows = self._forward(ids, cache, None)                       # prefill
+        ids, steps, stopped = list(ids), list(steps), "length"
+        for made in range(1, count + 1):
             logits = self._logits(h[-1:])[0]                           # (vocab,)
             chosen = _choose(logits, temperature, rng)
             probs = softmax(logits.astype(np.float64))
@@ -390,14 +431,15 @@ class DecoderModel(ConfigSizes):
             if stop_at_eos and chosen == self.config.eos_id:
                 stopped = "eos"
                 break
-            if len(steps) == max_new:
+            if made == count:
                 break
             h, rows = self._forward(np.array([chosen]), cache, None)   # one new token
         all_ids = np.array(ids, dtype=np.intp)
         tokens, pieces, spans = self._labels(all_ids)
         return Generation(ids=readonly(all_ids), tokens=tokens, pieces=pieces, spans=spans,
-                          prompt_length=len(prompt), steps=steps, stopped=stopped,
-                          text=self.decode(all_ids[len(prompt):]))
+                          prompt_length=prompt_length, steps=steps, stopped=stopped,
+                          text=self.decode(all_ids[prompt_length:]), temperature=temperature,
+                          stop_at_eos=stop_at_eos, rng_state=rng.bit_generator.state)
 
     def _forward(self, ids: np.ndarray, cache: _KVCache, keep: np.ndarray | None,
                  hidden_keys: np.ndarray | None = None):
