@@ -140,17 +140,17 @@ def buttons(m: DecoderModel, text: str, temperature: float, seed: int,
     cols = st.columns([1, 1, 1, 1], vertical_alignment="bottom")
     with cols[0]:
         one = st.button(t("generate.button.next"), key=keys.GEN_NEXT, disabled=ended or full,
-                        type="primary", use_container_width=True)
+                        type="primary", width="stretch")
     with cols[1]:
         n = st.number_input(t("generate.count.label"), min_value=1, max_value=MAX_NEW_TOKENS,
                             step=1, key=keys.GEN_COUNT, persist_state="session",
                             help=t("generate.count.help", n=MAX_NEW_TOKENS))
     with cols[2]:
         many = st.button(t("generate.button.many", n=int(n)), key=keys.GEN_MANY,
-                         disabled=ended or full, use_container_width=True)
+                         disabled=ended or full, width="stretch")
     with cols[3]:
         again = st.button(t("generate.button.reset"), key=keys.GEN_RESET, disabled=gen is None,
-                          use_container_width=True)
+                          width="stretch")
     if again:
         st.session_state.pop(keys.GENERATE_RUN, None)
         st.rerun()                           # the buttons again, as the state now is
