@@ -26,7 +26,10 @@ CHART_JS = f"""(part) => {{
 
 
 def test_generate_five_tokens_and_see_the_fifth_tokens_attention_row(browser, app_url):
+    from threadpoolctl import threadpool_limits
+
     from attnviz import DecoderModel
+    from attnviz.app.threads import blas_threads
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
@@ -52,7 +55,10 @@ def test_generate_five_tokens_and_see_the_fifth_tokens_attention_row(browser, ap
         assert not exceptions(page)
 
         row = page.evaluate(CHART_JS, "New token 5")
-        gen = DecoderModel.load().generate(PROMPT, max_new_tokens=5)
+        # the server runs numpy's BLAS on blas_threads() threads (1); on two, the sums
+        # of a matrix product are split otherwise and a weight moves by ~1e-6 (float32)
+        with threadpool_limits(blas_threads(), user_api="blas"):
+            gen = DecoderModel.load().generate(PROMPT, max_new_tokens=5)
         step = gen.steps[4]
         layer = DecoderModel.load().num_layers - 1            # the page's default layer
         assert f"layer {layer}" in row["title"]
