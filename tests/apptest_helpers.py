@@ -28,6 +28,46 @@ def open_page(page: str, **state) -> AppTest:
     return at
 
 
+def open_link(params: dict, page: str | None = None) -> AppTest:
+    """Open app.py with the link's `params` (a first visit), then `page` if given."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    return at
+
+
+def page_in(page: str, lang: str = "en", **state) -> AppTest:
+    """app.py around `page`, in `lang`, with this state; no exception."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["lang"] = lang
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.switch_page(page)
+    at.run()
+    no_exceptions(at)
+    return at
+
+
+def record_downloads(monkeypatch) -> dict:
+    """file name → the callable a download button registers (it makes the file when clicked,
+    outside the script run)."""
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    made = {}
+    original = MediaFileManager.add_deferred
+
+    def record(self, data_callable, mimetype, coordinates, file_name=None, **kw):
+        made[file_name] = data_callable
+        return original(self, data_callable, mimetype, coordinates, file_name, **kw)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
+    return made
+
+
 def page_alone(page: str, **state) -> AppTest:
     """Run one page file without app.py, as AppTest's switch_page does: seeded state only."""
     at = AppTest.from_file(str(ROOT / page), default_timeout=TIMEOUT)

@@ -106,6 +106,15 @@ def open_tab(page, name: str) -> None:
     wait_for_app(page)
 
 
+def type_sentence(page, text: str) -> None:
+    """Paste `text` into the sidebar's Sentence box and press Enter, as a person does."""
+    box = page.get_by_role("textbox", name="Sentence")
+    box.fill(text)
+    box.press("Enter")
+    page.wait_for_timeout(500)
+    wait_for_app(page)
+
+
 def wait_for_app(page, timeout_ms: int = 60_000) -> None:
     """Wait until the script has finished running and a heatmap is drawn."""
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=timeout_ms)

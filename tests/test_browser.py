@@ -7,8 +7,8 @@ from playwright.sync_api import expect
 
 import attnviz
 from tests.browser_helpers import (exceptions, first_heatmap, open_page, running_app,
-                                   tick_labels, type_into_first_cell, wait_for_app,
-                                   wait_for_first_z)
+                                   tick_labels, type_into_first_cell, type_sentence,
+                                   wait_for_app, wait_for_first_z)
 
 pytestmark = pytest.mark.browser
 
@@ -24,14 +24,6 @@ def page(browser, app_url):
     wait_for_app(pg)
     yield pg
     context.close()
-
-
-def type_sentence(page, text: str) -> None:
-    box = page.get_by_role("textbox", name="Sentence")
-    box.fill(text)
-    box.press("Enter")
-    page.wait_for_timeout(300)
-    wait_for_app(page)
 
 
 def wait_for_tick(page, text: str) -> None:

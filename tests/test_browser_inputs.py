@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tests.browser_helpers import exceptions, tick_labels, wait_for_app
+from tests.browser_helpers import exceptions, tick_labels, type_sentence, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -30,15 +30,6 @@ def page(browser, app_url):
     wait_for_app(pg)
     yield pg
     context.close()
-
-
-def type_sentence(page, text: str) -> None:
-    """Paste `text` into the sidebar's Sentence box and press Enter, as a person does."""
-    box = page.get_by_role("textbox", name="Sentence")
-    box.fill(text)
-    box.press("Enter")
-    page.wait_for_timeout(500)
-    wait_for_app(page)
 
 
 def test_an_override_and_right_to_left_words_keep_the_token_line_in_order(page):

@@ -5,10 +5,9 @@ import json
 
 import numpy as np
 import pytest
-from streamlit.runtime.media_file_manager import MediaFileManager
 
 import attnviz
-from tests.apptest_helpers import open_page, reachable
+from tests.apptest_helpers import open_page, reachable, record_downloads
 
 SENTENCE = "Tom's <b>cat</b> sat"
 
@@ -16,15 +15,7 @@ SENTENCE = "Tom's <b>cat</b> sat"
 @pytest.fixture
 def downloads(monkeypatch):
     """file name → the callable a download button registered (it runs when clicked)."""
-    made = {}
-    original = MediaFileManager.add_deferred
-
-    def record(self, data_callable, mimetype, coordinates, file_name=None, **kw):
-        made[file_name] = data_callable
-        return original(self, data_callable, mimetype, coordinates, file_name, **kw)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
-    return made
+    return record_downloads(monkeypatch)
 
 
 def _as_bytes(data) -> bytes:

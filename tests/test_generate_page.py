@@ -15,7 +15,7 @@ from attnviz import DecoderModel
 from attnviz.i18n import use_language
 from attnviz.plot.budget import PAGE_MAX_BYTES
 from attnviz.app import generate_view
-from tests.apptest_helpers import ROOT, TIMEOUT, chart_bytes, charts, decode, no_exceptions, plain
+from tests.apptest_helpers import chart_bytes, charts, decode, no_exceptions, page_in, plain
 from tests.i18n_walker import chinese_outside, english_sentences, visible_texts
 
 PROMPT = "The capital of France is"
@@ -29,14 +29,7 @@ def model() -> DecoderModel:
 
 def page(lang: str = "en", **state) -> AppTest:
     """app.py around the Generate page, in `lang`, with this state."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params["lang"] = lang
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.switch_page(PAGE)
-    at.run()
-    no_exceptions(at)
-    return at
+    return page_in(PAGE, lang, **state)
 
 
 def click(at: AppTest, key: str, lang: str = "en") -> AppTest:

@@ -7,24 +7,14 @@ from streamlit.testing.v1 import AppTest
 import attnviz
 import attnviz.app.edits
 import attnviz.app.settings_view
-from tests.apptest_helpers import ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, plain
+from tests.apptest_helpers import (ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_link,
+                                   plain)
 
 EVERY_SETTING = {
     "mode": "Sentence", "sentence": "早上好 the cat", "d_model": "12", "num_heads": "3",
     "d_k": "5", "init": "kaiming", "seed": "7", "bias": "1", "scaled": "0", "causal": "1",
     "positional": "1", "max_tokens": "4", "step": "weights", "head": "2",
 }
-
-
-def open_link(params: dict, page: str | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    if page:
-        at.switch_page(page)
-        at.run()
-    return at
 
 
 def expected_weights_every_setting() -> np.ndarray:

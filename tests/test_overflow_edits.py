@@ -3,12 +3,11 @@ step, and the editor, Reset edits and the cell stay reachable. Which step overfl
 here with plain numpy, not read from the app."""
 
 import numpy as np
-from streamlit.testing.v1 import AppTest
 
 import attnviz
 from attnviz.app.edits import Edit, encode
 from attnviz.app.settings_view import Settings, build_view, current_matrices
-from tests.apptest_helpers import ROOT, TIMEOUT, button, charts, heatmap_z, no_exceptions, plain
+from tests.apptest_helpers import button, charts, heatmap_z, no_exceptions, open_link, plain
 
 SENTENCE = "The animal didn't cross the street because it was too tired"   # the default
 UNSCALED = dict(scaled=False)    # the default sentence, d_model 16, 4 heads, scaling off
@@ -72,17 +71,6 @@ def link_with_the_huge_cell() -> dict:
     """The app's link to this view with the edit in it (a reload opens the same)."""
     return {"scaled": "0", "matrix": "w_q", "edit_head": "0",
             "edits": encode({"w_q": Edit(w_q_with(1e308))})}
-
-
-def open_link(params: dict, page: str | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    if page:
-        at.switch_page(page)
-        at.run()
-    return at
 
 
 def test_from_the_link_inputs_and_weights_shows_the_error_the_editor_and_reset_works():

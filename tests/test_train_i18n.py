@@ -17,7 +17,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import use_language
 from attnviz.models import toy_plan, training
 from attnviz.app.settings_view import Settings
-from tests.apptest_helpers import ROOT, TIMEOUT, charts, no_exceptions
+from tests.apptest_helpers import ROOT, TIMEOUT, charts, no_exceptions, page_in, record_downloads
 from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
 
 torch.set_num_threads(1)
@@ -30,14 +30,7 @@ def shift_run():
 
 
 def train_page(lang: str, **state) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params["lang"] = lang
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.switch_page(PAGE)
-    at.run()
-    no_exceptions(at)
-    return at
+    return page_in(PAGE, lang, **state)
 
 
 # ---- the form's errors, in both languages --------------------------------------------------------
@@ -189,16 +182,7 @@ def test_the_report_is_in_the_language_it_was_made_in():
 def test_the_downloaded_report_is_in_the_language_of_the_page_it_was_asked_from(monkeypatch):
     # the download button makes its file when clicked, outside the script run: it must still
     # be in the language of the page that drew the button
-    from streamlit.runtime.media_file_manager import MediaFileManager
-
-    made = {}
-    original = MediaFileManager.add_deferred
-
-    def record(self, data_callable, mimetype, coordinates, file_name=None, **kw):
-        made[file_name] = data_callable
-        return original(self, data_callable, mimetype, coordinates, file_name, **kw)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
+    made = record_downloads(monkeypatch)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params["lang"] = "zh"
     at.session_state["sentence"] = "the cat sat"
