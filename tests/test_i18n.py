@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import ast
 import csv
+import importlib
 import logging
 import os
 import pickle
 import re
 import string
 import threading
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -531,29 +533,22 @@ CORE_ERRORS = [
 ]
 
 
+# the modules the cases above use, imported when a case runs (models and figures load torch
+# and plotly)
+_toy = partial(importlib.import_module, "attnviz.models.toy")
+_decoder = partial(importlib.import_module, "attnviz.models.decoder")
+_gguf = partial(importlib.import_module, "attnviz.models.gguf_llama")
+_matrix_files = partial(importlib.import_module, "attnviz.io.matrix_files")
+_files = partial(importlib.import_module, "attnviz.io.files")
+_model_figures = partial(importlib.import_module, "attnviz.plot.model_figures")
+_decoder_figures = partial(importlib.import_module, "attnviz.plot.decoder_figures")
+_diff_figures = partial(importlib.import_module, "attnviz.plot.diff_figures")
+_edits = partial(importlib.import_module, "attnviz.app.edits")
+
+
 def _minilm():
     from attnviz.models.pretrained import PretrainedModel
     return PretrainedModel.load()
-
-
-def _toy():
-    from attnviz.models import toy
-    return toy
-
-
-def _decoder():
-    from attnviz.models import decoder
-    return decoder
-
-
-def _gguf():
-    from attnviz.models import gguf_llama
-    return gguf_llama
-
-
-def _matrix_files():
-    from attnviz.io import matrix_files
-    return matrix_files
 
 
 def _npy(array) -> bytes:
@@ -561,31 +556,6 @@ def _npy(array) -> bytes:
     buf = io.BytesIO()
     np.save(buf, array)
     return buf.getvalue()
-
-
-def _files():
-    from attnviz.io import files
-    return files
-
-
-def _model_figures():
-    from attnviz.plot import model_figures
-    return model_figures
-
-
-def _decoder_figures():
-    from attnviz.plot import decoder_figures
-    return decoder_figures
-
-
-def _diff_figures():
-    from attnviz.plot import diff_figures
-    return diff_figures
-
-
-def _edits():
-    from attnviz.app import edits
-    return edits
 
 
 @pytest.mark.parametrize("call, msg_id, shown_in_both", CORE_ERRORS,
