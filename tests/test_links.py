@@ -6,6 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 import attnviz
 import attnviz.app.edits
+import attnviz.app.keys
 import attnviz.app.settings_view
 from tests.apptest_helpers import (ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_link,
                                    plain)
@@ -119,7 +120,7 @@ import attnviz.app.links as links_module          # noqa: E402
 
 DEEP = "[" * 5000 + "]" * 5000                      # the link: 5000 levels, 10 KB
 TOO_LONG = "\x00\u202e" + "9" * 30_000              # past every limit, with a NUL and an RLO
-EVERY_PARAMETER = [*attnviz.app.settings_view.Settings().__dict__, *links_module.PAGE_KEYS,
+EVERY_PARAMETER = [*attnviz.app.settings_view.Settings().__dict__, *attnviz.app.keys.LINK_DEFAULTS,
                    "edits", "unsaved_edits"]
 USED_IN = {"x_text": "Matrix X", "q_text": "Q, K, V", "k_text": "Q, K, V", "v_text": "Q, K, V"}
 

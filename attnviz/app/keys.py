@@ -80,8 +80,8 @@ def _section(owners: str | None) -> None:
     declarations that follow are `owners`' (module names under attnviz.app, space-separated)."""
     global _owners
     for constant, value in list(globals().items()):
-        if constant.isupper() and constant not in _done and isinstance(value, (str, Family,
-                                                                                Suffix)):
+        declared = isinstance(value, (str, Family, Suffix))
+        if constant.isupper() and constant not in _done and declared:
             _done.add(constant)
             _register(value, _owners)
     _owners = tuple(owners.split()) if owners else ()
@@ -389,8 +389,10 @@ TOY_ANSWERS = "toy_answers"             # the Toy model input's answers
 
 _section(None)
 
-# the keys whose options are shown through a translated format_func: a language switch gives
-# their values again (attnviz.app.language)
+# the keys whose options are shown through a translated format_func. The browser matches a
+# widget's value to the label it last drew, so after a switch it would show the old language's
+# label (a selectbox) or nothing selected (a radio): attnviz.app.language gives their values
+# again on a switch, which redraws them.
 FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
              EXP_ROPE_SOURCE, RO_LAYER, VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD, AB_LAYERS,

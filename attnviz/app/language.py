@@ -11,12 +11,6 @@ from attnviz import i18n
 from attnviz.i18n import best_language, languages, native_name, t
 from attnviz.app import keys
 
-# Widgets whose options are shown through a translated format_func. The browser matches a
-# widget's value to the label it last drew, so after a switch it would show the old language's
-# label (a selectbox) or nothing selected (a radio): their values are given again on the
-# switch, which redraws them. A widget whose options are translated joins keys.FORMATTED.
-FORMATTED_KEYS = keys.FORMATTED
-
 
 def browser_language() -> str:
     """The language a first visit gets: the browser's (``st.context.locale``), else English."""
@@ -34,8 +28,8 @@ def activate() -> str:
         st.session_state[keys.LANG] = lang
     shown = st.session_state.get(keys.LANG_DRAWN)
     if shown != lang:
-        if shown is not None:                     # a switch: redraw the translated options
-            for key in FORMATTED_KEYS:
+        if shown is not None:    # a switch: redraw the translated options (keys.FORMATTED)
+            for key in keys.FORMATTED:
                 if key in st.session_state:
                     st.session_state[key] = st.session_state[key]
         st.session_state[keys.LANG_DRAWN] = lang

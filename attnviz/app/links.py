@@ -24,7 +24,6 @@ from attnviz.app.settings_view import BOUNDS, MAX_D_MODEL, TOY_MODE, Settings, w
 from attnviz.app import language
 from attnviz.app.text import drop_invisible, literal
 
-PAGE_KEYS = keys.LINK_DEFAULTS     # the page picks a link carries, each with its default
 EDITS_PARAM = "edits"
 LEFT_OUT_PARAM = "unsaved_edits"     # names the edited matrices too large for the link
 MAX_EDITS_CHARS = 4000
@@ -44,7 +43,7 @@ def read_once() -> None:
     st.session_state[keys.LINK_READ] = True
     params = st.query_params.to_dict()
     notices = []
-    defaults = {**Settings().__dict__, **PAGE_KEYS}
+    defaults = {**Settings().__dict__, **keys.LINK_DEFAULTS}
     unknown = [name for name in params
                if name not in (EDITS_PARAM, LEFT_OUT_PARAM, keys.LANG) and name not in defaults]
     if unknown:
@@ -168,7 +167,7 @@ def write() -> None:
     for name in too_long:
         del params[name]
     st.session_state[keys.LINK_TOO_LONG] = too_long
-    for name, default in PAGE_KEYS.items():
+    for name, default in keys.LINK_DEFAULTS.items():
         value = st.session_state.get(name)
         if value is not None and value != default and isinstance(value, (int, str)):
             params[name] = _format(value)
