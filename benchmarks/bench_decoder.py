@@ -1,14 +1,18 @@
 """Decoder model (SmolLM2-135M-Instruct) budgets: ready time, memory, run, generation.
 
     python benchmarks/bench_decoder.py [--repeats 5] [--new-tokens 32] [--skip-convert]
-                                       [--threads N]
+                                       [--threads N] [--ready-only]
 
 Prints, each measured in this one run:
 - ready time in a fresh process (interpreter start, ``import attnviz``, ``DecoderModel.load()``
   and a first ``run``): with no converted copy on disk (the GGUF read and dequantised, then
   cached), cold (the cached copy on disk but its pages, and the GGUF's, evicted from the page
   cache with posix_fadvise DONTNEED) and warm (the files in the page cache). Budgets: cold
-  ≤ 10 s, warm ≤ 2 s.
+  ≤ 10 s, warm ≤ 2 s. Every load verifies the cache (its manifest, each file's size and CRC-32,
+  the arrays' shapes, config.json against the GGUF's metadata): warm, median of --repeats
+  fresh processes, beside a bare load of the same files (mapped and shaped, no manifest, no
+  checksums) in fresh processes interleaved with them; and the checksum's own time over the
+  cache's files, CRC-32 (used) against SHA-256, in this process.
 - resident memory of that fresh process after a 64-token run and a 32-token generation (VmRSS,
   and the peak VmHWM). Budget ≤ 700 MB.
 - ``run`` of a 64-token prompt (every layer traced, all attentions, all logits) against
@@ -43,7 +47,7 @@ import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, {root!r})
 import attnviz
-m = attnviz.DecoderModel.load()
+{load}
 t1 = time.perf_counter()
 m.run("Hello world")
 t2 = time.perf_counter()
@@ -55,8 +59,15 @@ m.generate(prompt, max_new_tokens=32, stop_at_eos=False)
 status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
 mb = lambda key: int(status[key].split()[0]) / 1024
 print(json.dumps({{"load": t1 - t0, "ready": t2 - t0, "rss_mb": mb("VmRSS"),
-                  "peak_mb": mb("VmHWM"), "cached_in": str(m.cached_in)}}))
+                  "peak_mb": mb("VmHWM"), "cached_in": str(m.cached_in),
+                  "outcome": m.cache_report.outcome, "verify": m.cache_report.verify_seconds}}))
 """
+LOAD = "m = attnviz.DecoderModel.load()"
+# the same files mapped and shaped as a load does, without the manifest and its checksums
+BARE_LOAD = """from attnviz.models import decoder, gguf_llama
+g = decoder.package_file()
+m = decoder._model_of(gguf_llama._from_folder(gguf_llama.cache_folder(g), g,
+                                              gguf_llama.read_config(g)))"""
 
 
 def prompt_of(model, n: int) -> str:
@@ -83,13 +94,53 @@ def evict(paths) -> None:
             os.close(fd)
 
 
-def fresh_process(cache_dir: str | None = None) -> dict:
+def fresh_process(cache_dir: str | None = None, load: str = LOAD) -> dict:
     env = dict(os.environ)
     if cache_dir is not None:
         env["ATTNVIZ_CACHE_DIR"] = cache_dir
-    out = subprocess.run([sys.executable, "-c", READY_SCRIPT.format(root=str(ROOT))],
+    out = subprocess.run([sys.executable, "-c", READY_SCRIPT.format(root=str(ROOT), load=load)],
                          check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def checksum_seconds(files, algorithm: str) -> float:
+    """Seconds to hash every file (through a memory map, as the cache's check reads them)."""
+    import hashlib
+    import mmap
+    import zlib
+
+    t0 = time.perf_counter()
+    for path in files:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            zlib.crc32(m) if algorithm == "crc32" else hashlib.sha256(m).digest()
+    return time.perf_counter() - t0
+
+
+def verification(repeats: int) -> None:
+    """Warm ready time with the cache verified against a bare load, fresh processes in turns;
+    then CRC-32 against SHA-256 over the same files."""
+    from attnviz.models import gguf_llama
+    from attnviz.models.decoder import package_file
+
+    runs = {"verified": [], "bare": []}
+    for _ in range(repeats):
+        runs["verified"].append(fresh_process())
+        runs["bare"].append(fresh_process(load=BARE_LOAD))
+    assert {r["outcome"] for r in runs["verified"]} == {"verified"}
+    med = {name: {key: statistics.median(r[key] for r in rs) for key in ("load", "ready")}
+           for name, rs in runs.items()}
+    check = statistics.median(r["verify"] for r in runs["verified"])
+    print(f"ready warm, the cache verified: {med['verified']['ready']:.2f} s (load "
+          f"{med['verified']['load']:.2f} s, of which the check {check:.2f} s); bare, no "
+          f"manifest or checksums: {med['bare']['ready']:.2f} s (load "
+          f"{med['bare']['load']:.2f} s); median of {repeats} each (budget 2 s)")
+    files = sorted(p for p in gguf_llama.cache_folder(package_file()).iterdir()
+                   if p.stat().st_size)
+    size = sum(p.stat().st_size for p in files) / 1e6
+    times = {a: statistics.median(checksum_seconds(files, a) for _ in range(3))
+             for a in ("crc32", "sha256")}
+    print(f"checksum of the cache's {size:.0f} MB, warm, median of 3: CRC-32 "
+          f"{times['crc32']:.2f} s (used), SHA-256 {times['sha256']:.2f} s")
 
 
 def interleaved(fns: dict, repeats: int) -> dict:
@@ -111,6 +162,8 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--skip-convert", action="store_true",
                         help="do not time a conversion with no cached copy")
+    parser.add_argument("--ready-only", action="store_true",
+                        help="only the ready times, memory and the cache's check")
     parser.add_argument("--threads", type=int, default=1,
                         help="BLAS and torch threads (0: the libraries' defaults)")
     args = parser.parse_args()
@@ -134,10 +187,14 @@ def main() -> None:
     warm = fresh_process()
     print(f"ready cold (cached copy on disk, evicted from the page cache): {cold['ready']:.2f} s "
           f"(budget 10 s); warm: {warm['ready']:.2f} s (budget 2 s)")
+    verification(args.repeats)
     model = DecoderModel.load()
     prompt = prompt_of(model, 64)
     print(f"resident after a 64-token run and a {32}-token generation: {warm['rss_mb']:.0f} MB, "
           f"peak {warm['peak_mb']:.0f} MB (budget 700 MB); cache {warm['cached_in']}")
+    if args.ready_only:
+        print(f"load average after: {os.getloadavg()}")
+        return
 
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch

@@ -303,7 +303,7 @@ def _load_uncached(path, cache_dir):
     other tests still get the session's model from DecoderModel.load())."""
     from attnviz.models import decoder as module
 
-    return module._load.__wrapped__(str(path), str(cache_dir))
+    return module._load(str(path), str(cache_dir))
 
 
 def test_the_converted_copy_is_cached_and_read_without_writing(decoder, tmp_path):

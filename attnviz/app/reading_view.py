@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attnviz.app import keys, pretrained_view, scales, widgets
+from attnviz.app import keys, model_loading, pretrained_view, scales, widgets
 from attnviz.app.settings_view import Settings
 from attnviz.app.text import literal, token_line
 from attnviz.core.cache import SizedCache
@@ -67,20 +67,22 @@ def is_decoder(run) -> bool:
 
 def load() -> PretrainedTrace | DecoderRun:
     """The sidebar's model run on the sidebar's sentence (its token limit; SmolLM2 at most
-    DECODER_MAX_TOKENS), with a spinner; on bad input shows the error and stops the page."""
+    DECODER_MAX_TOKENS), with a spinner (and SmolLM2's progress indicator while it loads); on
+    bad input shows the error and stops the page."""
     model = model_name()
     name = DECODER_NAME if model == "smollm2" else ENCODER_NAME
     text, limit = pretrained_view.sentence_and_limit()
     try:
-        with st.spinner(t("reading.loading", model=name)):
-            if model != "smollm2":
+        if model != "smollm2":
+            with st.spinner(t("reading.loading", model=name)):
                 PretrainedModel.load()
                 return cached_run(text, limit)
-            if not text:                 # the decoder has no [CLS]/[SEP]: nothing to read
-                st.info(t("reading.empty_decoder", model=name))
-                st.stop()
-            m = DecoderModel.load()
-            limit = min(limit, DECODER_MAX_TOKENS)
+        if not text:                     # the decoder has no [CLS]/[SEP]: nothing to read
+            st.info(t("reading.empty_decoder", model=name))
+            st.stop()
+        m = model_loading.decoder()
+        limit = min(limit, DECODER_MAX_TOKENS)
+        with st.spinner(t("reading.loading", model=name)):
             return _DECODER_RUNS.get((text, limit), lambda: _decoder_run(m, text, limit))
     except AttnvizInputError as exc:
         st.error(t("reading.error.run", model=name, error=literal(exc)))

@@ -286,14 +286,14 @@ def _pretrained_in_use(s: Settings) -> InUse:
     if s.model != DECODER:
         return InUse(None, None, None, s.scaled, d_model_fixed=own, heads_fixed=own,
                      kv_fixed=own, rope=False, rope_fixed=own)
-    from attnviz.models.decoder import DecoderModel     # loaded already by the page's view
+    from attnviz.models.decoder import package_config   # its sizes, the model not loaded
 
-    m = DecoderModel.load()
-    return InUse(m.d_model, m.num_heads, m.d_k, True, d_model_fixed=own, heads_fixed=own,
+    c = package_config()
+    return InUse(c.d_model, c.num_heads, c.d_k, True, d_model_fixed=own, heads_fixed=own,
                  scale_fixed=own, causal=True,
                  causal_fixed=Message("in_use.decoder.causal", model=MODEL_NAMES[s.model]),
-                 kv_heads=m.num_kv_heads, kv_fixed=own, rope=True,
-                 rope_base=int(m.rope_base), rope_fixed=own)
+                 kv_heads=c.num_kv_heads, kv_fixed=own, rope=True,
+                 rope_base=int(c.rope_base), rope_fixed=own)
 
 
 def _preset_in_use(p: Preset) -> InUse:

@@ -178,13 +178,13 @@ def _decoder_controls() -> None:
     """_real_model_controls for SmolLM2: its sizes, its 3 K/V heads, its rotary base and its
     causal mask, shown disabled with the reason; the sentence and the token limit are used."""
     from attnviz.core.errors import AttnvizInputError
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoder import package_config
 
     name = MODEL_NAMES[DECODER]
-    try:
-        m = DecoderModel.load()
-        d_model, heads, kv, d_k, base = (m.d_model, m.num_heads, m.num_kv_heads, m.d_k,
-                                         int(m.rope_base))
+    try:                # the GGUF's own sizes: the model loads on the page, below its title
+        c = package_config()
+        d_model, heads, kv, d_k, base = (c.d_model, c.num_heads, c.num_kv_heads, c.d_k,
+                                         int(c.rope_base))
     except AttnvizInputError:                # not installed: the page itself says so
         d_model = heads = kv = d_k = base = None
     rope_why = t("sidebar.decoder.rope_fixed", model=name)

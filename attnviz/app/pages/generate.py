@@ -6,14 +6,14 @@ import streamlit as st
 
 from attnviz.i18n import t
 from attnviz.models.decoder import MODEL_NAME
-from attnviz.app import generate_view, state
+from attnviz.app import generate_view, model_loading, state
 
 
 def render() -> None:
     """The page (its file in pages/ calls this; `attnviz app` registers it)."""
     state.init()   # first: on a fresh server's first request it runs app.py around this page
     st.title(t("generate.title"))
-    m = generate_view.model()
+    m = model_loading.decoder()
     st.caption(t("generate.caption", model=MODEL_NAME, layers=m.num_layers,
                  heads=m.num_heads, kv_heads=m.num_kv_heads))
 

