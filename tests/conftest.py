@@ -1,4 +1,5 @@
-"""Shared test set-up: hypothesis profiles (CI runs more examples than a quick local run)."""
+"""Shared test set-up: strict messages, hypothesis profiles (CI runs more examples than a quick
+local run)."""
 
 import gc
 import os
@@ -6,7 +7,12 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from attnviz import i18n
 from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, running_app
+
+# a message id no catalogue has, an untranslated entry or an unfilled placeholder fails the test
+# that shows it (MissingMessage) instead of being logged while English is shown, as in the app
+i18n.set_strict(True)
 
 # CI explores the same 150 examples every run (a red run can be reproduced, and a landing is not
 # a dice roll); a local run draws new ones each time

@@ -7,11 +7,14 @@ from __future__ import annotations
 import ast
 import csv
 import importlib
+import json
 import logging
 import os
 import pickle
 import re
 import string
+import subprocess
+import sys
 import threading
 from functools import partial
 from pathlib import Path
@@ -238,6 +241,37 @@ def test_a_missing_or_untranslated_message_fails_loudly_in_tests():
         t("home.title", stray=1)                     # a parameter no placeholder takes
     with pytest.raises(MissingMessage):
         i18n.set_language("fr")
+
+
+STRICTNESS = """
+import json, sys
+import pytest                                   # a notebook that happens to import pytest
+from attnviz import i18n
+shown = i18n.t("home.no_such_message")
+i18n.set_strict(True)
+try:
+    i18n.t("home.no_such_message")
+    raised = False
+except i18n.MissingMessage:
+    raised = True
+print(json.dumps([shown, raised]))
+"""
+
+
+def test_strictness_is_a_switch_not_whether_pytest_is_imported():
+    env = {k: v for k, v in os.environ.items() if k != "ATTNVIZ_I18N_STRICT"}
+    done = subprocess.run([sys.executable, "-c", STRICTNESS], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown, raised = json.loads(done.stdout.strip().splitlines()[-1])
+    assert shown == "home.no_such_message"          # text (the id), logged: not an error
+    assert raised                                   # switched on: an error
+    for flag, strict in (("1", True), ("0", False)):  # the variable overrides the switch
+        code = (f"from attnviz import i18n\ni18n.set_strict({not strict})\n"
+                "print(i18n.strict())")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=ROOT, env={**env, "ATTNVIZ_I18N_STRICT": flag}, timeout=120)
+        assert done.stdout.split() == [str(strict)], done.stderr[-2000:]
 
 
 @pytest.fixture
