@@ -254,13 +254,18 @@ def test_the_fast_path_equals_the_formula_written_plainly(inputs):
     np.testing.assert_allclose(t.z, z, atol=1e-12)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])  # the app's one thread; a notebook's cores
 @pytest.mark.parametrize("n", [300, 700])     # large enough for the threaded row blocks
-def test_the_blocked_threaded_path_equals_the_formula(n):
+def test_the_blocked_threaded_path_equals_the_formula(n, threads):
     rng = np.random.default_rng(n)
     q, k, v = (rng.standard_normal((2, n, 16)).astype(np.float32) for _ in range(3))
     causal = np.triu(np.ones((n, n), dtype=bool), k=1)
     z, weights = engine.attention(q, k, v, mask=causal)
-    t = attnviz.trace_qkv(q, k, v, causal=True)
+    previous = engine.set_threads(threads)
+    try:
+        t = attnviz.trace_qkv(q, k, v, causal=True)
+    finally:
+        engine.set_threads(previous)
     assert len(engine._row_blocks(2, n, n, 4)) > 1           # the blocked path did run
     np.testing.assert_allclose(t.weights, weights, atol=1e-6)
     np.testing.assert_allclose(t.z, z, atol=1e-5)
