@@ -15,11 +15,11 @@ import pytest
 from PIL import Image
 
 from attnviz.core.errors import AttnvizInputError
-from attnviz.i18n import use_language
+from attnviz.i18n import Message, t, use_language
 from attnviz.app.settings_view import Settings, build_view, in_use
 from tests.apptest_helpers import (chart_bytes, charts, decode, heatmap_z, no_exceptions,
                                    open_page, page_alone, plain, shown_tokens)
-from tests.i18n_walker import chinese_outside, english_sentences, visible_texts
+from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
 
 PAGE = "pages/pretrained.py"
 TEXT = "早上好 The animal didn't cross the street"
@@ -313,8 +313,7 @@ def test_kv_heads_and_rotation_are_disabled_with_the_reason_where_they_do_nothin
     assert at.sidebar.toggle(key="shown_rope").value is True
     assert at.sidebar.number_input(key="shown_rope_base").value == 100000
     view = build_view(Settings(num_heads=4, kv_heads=3))
-    assert view.error == ("4 heads cannot share 3 K/V heads equally: pick a number of K/V heads "
-                          "that divides 4")
-    with use_language("zh"):
-        assert "4 个头不能平均共享 3 个 K/V 头" in build_view(
-            Settings(num_heads=4, kv_heads=3)).error
+    assert view.error == Message("error.kv_heads.not_dividing", kv_heads=3, heads=4)
+    with use_language("zh"):                 # rendered where shown, in the reader's language
+        assert str(view.error) == t("error.kv_heads.not_dividing", kv_heads=3, heads=4)
+        assert CJK.search(str(view.error))

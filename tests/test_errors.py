@@ -1,11 +1,14 @@
 """Every bad argument raises AttnvizInputError (a ValueError) naming the argument and the
 problem."""
 
+import pickle
+
 import numpy as np
 import pytest
 
 import attnviz
 from attnviz import AttnvizInputError
+from attnviz.core.errors import OverflowInStep
 
 W = attnviz.MultiHeadWeights.random(4, 2, seed=0)
 X = np.ones((3, 4))
@@ -90,13 +93,16 @@ def test_bad_qkv():
         attnviz.trace_qkv(np.ones((2, 3)), np.ones((1, 2, 3)), np.ones((2, 2)))
 
 
-def test_overflowing_scores_are_an_error_not_nan():
+def test_overflowing_scores_are_an_error_naming_the_step_not_nan():
     huge = np.full((2, 2), 1e200)
-    with raises("overflow"):
-        attnviz.trace_qkv(huge, huge, np.ones((2, 2)))
     big32 = np.full((2, 2), 1e20, dtype=np.float32)
-    with raises("overflow"):
-        attnviz.trace_qkv(big32, big32, np.ones((2, 2), np.float32))
+    for q, v in ((huge, np.ones((2, 2))), (big32, np.ones((2, 2), np.float32))):
+        with pytest.raises(OverflowInStep) as caught:
+            attnviz.trace_qkv(q, q, v)
+        assert caught.value.step == "scores" and caught.value.msg_id == "error.overflow.scores"
+    again = pickle.loads(pickle.dumps(caught.value))        # e.g. from a worker, whole
+    assert type(again) is OverflowInStep and again.step == "scores"
+    assert again.message == caught.value.message
 
 
 def test_bad_head_and_step():

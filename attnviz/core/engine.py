@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnviz.core.arrays import as_matrix, float_dtype, readonly
-from attnviz.core.errors import AttnvizInputError
+from attnviz.core.errors import AttnvizInputError, OverflowInStep
 from attnviz.core.rotary import apply_rope, cos_sin, rope_angles, rotate_half
 from attnviz.core.trace import AttentionTrace, Step, steps_of
 from attnviz.core.weights import MultiHeadWeights
@@ -509,7 +509,7 @@ def _check_no_overflow(scores, q, k, scale) -> None:
     with np.errstate(over="ignore", invalid="ignore"):
         ok = np.isfinite(scores).all() and np.isfinite(scores * scores.dtype.type(scale)).all()
     if not ok:
-        raise _overflow("scores")
+        raise OverflowInStep("scores")
 
 
 def _all_masked_rows(blocked, added, shape) -> list[str]:
@@ -550,22 +550,13 @@ def _check_finite(fields: dict) -> None:
     (H, n, n) arrays only a masked one is scanned (a float mask can add up to +inf)."""
     with np.errstate(invalid="ignore"):
         if fields["has_mask"] and not fields["masked_scores"].max() < np.inf:
-            raise _overflow("masked_scores")
+            raise OverflowInStep("masked_scores")
         for name in _MUST_BE_FINITE:
             a = fields.get(name)
             if a is None:
                 continue
             if a.size and not (np.isfinite(a.max()) and np.isfinite(a.min())):
-                raise _overflow(name)
-
-
-def _overflow(step: str) -> AttnvizInputError:
-    """The error for a step whose numbers overflow (error.overflow.<step>); its `step` attribute
-    names the step (as in `trace.steps`), so the app can say which of the user's cells make it
-    overflow."""
-    error = AttnvizInputError(f"error.overflow.{step}")
-    error.step = step
-    return error
+                raise OverflowInStep(name)
 
 
 def _output(concat: np.ndarray, w: MultiHeadWeights | None) -> np.ndarray:
