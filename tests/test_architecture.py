@@ -215,10 +215,10 @@ def test_the_engine_imports_without_plotly_streamlit_or_torch():
 
 
 def test_the_messages_render_without_streamlit_plotly_or_torch():
-    # attnviz.describe is what a notebook, a figure and an error use to speak the reader's
+    # attnviz.i18n is what a notebook, a figure and an error use to speak the reader's
     # language: it must not need the app's (or the figures', or the models') libraries
     out = run_without(("plotly", "streamlit", "torch", "transformers"),
-                      "from attnviz.describe import i18n\n"
+                      "from attnviz import i18n\n"
                       "from attnviz import AttnvizInputError\n"
                       "with i18n.use_language('zh'):\n"
                       "    print(i18n.t('figure.head', head=2), AttnvizInputError("
@@ -283,15 +283,15 @@ def test_no_scale_and_no_mask_are_flags_not_array_identity():
 
 
 def test_import_attnviz_and_a_trace_load_no_plotly_streamlit_torch_or_pandas():
-    # SPEC (issue 20): a notebook that only traces pays for numpy alone; the old module paths
-    # (attnviz.figures, attnviz.toy) are there but loaded only when asked for
+    # SPEC (issue 20): a notebook that only traces pays for numpy alone; attnviz.figures and
+    # attnviz.toy are there but loaded only when asked for
     code = ("import sys, numpy as np, attnviz\n"
             "w = attnviz.MultiHeadWeights.random(8, 2, seed=0)\n"
             "t = attnviz.trace_attention(attnviz.embed_tokens(['a', 'b', 'c'], 8), w)\n"
             "t.steps[0].title, t.to_json(), repr(t)\n"
             "heavy = [m for m in ('plotly', 'streamlit', 'torch', 'pandas') if m in sys.modules]\n"
             "print('loaded:', heavy)\n"
-            "import attnviz.figures\n"
+            "assert attnviz.figures is sys.modules['attnviz.plot.figures']\n"
             "print('after figures:', 'plotly' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd="/", timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": ""})

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import attnviz
+from attnviz.plot import figures
 
 TOKENS = ["the", "cat", "sat,", "the"]
 
@@ -81,7 +82,7 @@ def test_report_html_is_offline_and_holds_every_step(trace):
 
 
 def test_step_figure_gives_the_steps_heatmap(trace):
-    fig = attnviz.figures.step_figure(trace, "weights", head=1, tokens_q=TOKENS)
+    fig = figures.step_figure(trace, "weights", head=1, tokens_q=TOKENS)
     z = np.array(fig.data[0].z, dtype=float)
     np.testing.assert_array_equal(np.nan_to_num(z, nan=0.0), trace.weights[1])
 
@@ -139,7 +140,7 @@ def test_default_labels_are_the_figures_labels(tmp_path):
                                ["k1", "k2", "k3"]),
                               (attnviz.trace_attention(x, w, context=ctx), ["q1", "q2", "q3"],
                                ["k1", "k2"])):
-        fig = attnviz.figures.step_figure(t, "scores")
+        fig = figures.step_figure(t, "scores")
         assert list(fig.layout.yaxis.categoryarray) == want_q
         assert list(fig.layout.xaxis.categoryarray) == want_k
         t.to_npz(tmp_path / "d.npz")

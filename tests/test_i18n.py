@@ -498,7 +498,7 @@ CORE_ERRORS = [
     (lambda: attnviz.MultiHeadWeights.random(8, 2.5), "error.whole_number", ["num_heads"]),
     (lambda: attnviz.embed_tokens(["a"], True), "error.whole_number", ["d_model"]),
     (lambda: attnviz.core.inputs.sinusoidal_positions(0, 4), "error.whole_number", ["n"]),
-    (lambda: attnviz.truncate(["a"], 513), "error.whole_number", ["max_tokens", "512"]),
+    (lambda: attnviz.core.inputs.truncate(["a"], 513), "error.whole_number", ["max_tokens", "512"]),
     (lambda: _T.step_array("weights", head=2), "error.whole_number", ["head", "0", "1"]),
     (lambda: attnviz.MultiHeadWeights.random(10, 3), "error.weights.head_dim",
      ["d_model", "10", "num_heads", "3"]),

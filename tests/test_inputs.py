@@ -10,6 +10,7 @@ import pytest
 
 import attnviz
 from attnviz import AttnvizInputError
+from attnviz.core.inputs import truncate
 
 
 @pytest.mark.parametrize("text, tokens", [
@@ -34,20 +35,20 @@ def test_tokenize_refuses_empty_text(text):
 
 def test_truncate_keeps_the_first_tokens_and_says_so():
     tokens = [str(i) for i in range(70)]
-    kept, notice = attnviz.truncate(tokens, 64)
+    kept, notice = truncate(tokens, 64)
     notice = str(notice)                          # a Message: rendered in the active language
     assert kept == tokens[:64] and "70" in notice and "64" in notice
-    assert attnviz.truncate(tokens[:10], 64) == (tokens[:10], None)
+    assert truncate(tokens[:10], 64) == (tokens[:10], None)
     with pytest.raises(AttnvizInputError, match="from 1 to 512"):
-        attnviz.truncate(tokens, 513)
+        truncate(tokens, 513)
 
 
 def test_truncation_notice_suggests_only_what_the_user_can_do():
     tokens = [str(i) for i in range(600)]
-    _, below = attnviz.truncate(tokens, 100)
+    _, below = truncate(tokens, 100)
     below = str(below)
     assert "raise the limit (up to 512)" in below.lower()
-    kept, at_max = attnviz.truncate(tokens, 512)
+    kept, at_max = truncate(tokens, 512)
     at_max = str(at_max)
     assert kept == tokens[:512] and "600" in at_max
     assert "raise" not in at_max.lower() and "maximum of 512" in at_max

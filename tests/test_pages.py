@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import attnviz
+from attnviz.tutorials.presets import PRESET_NAMES
 from tests.apptest_helpers import (PAGES, button, chart_bytes, charts, decode, heatmap_z,
                                    no_exceptions, open_page, page_alone, plain, shown_tokens)
 
@@ -78,7 +79,7 @@ def test_a_page_works_alone_from_the_seeded_sentence_or_none(page):
 
 
 @pytest.mark.parametrize("page", PAGES)
-@pytest.mark.parametrize("preset", attnviz.PRESET_NAMES)
+@pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_every_page_runs_on_every_preset(page, preset):
     # on Step by step, the vector view (off on arrival) is what draws the key labels
     at = open_page(page, mode="Preset", preset=preset,

@@ -7,10 +7,11 @@ import pytest
 import torch
 
 import attnviz
+from attnviz.tutorials.presets import PRESET_NAMES
 
 
 def test_every_preset_loads_with_a_title_description_and_tutorial():
-    assert len(attnviz.PRESET_NAMES) == 6
+    assert len(PRESET_NAMES) == 6
     for p in attnviz.presets():
         assert p.title and p.description and p.tutorial
         t = p.trace()

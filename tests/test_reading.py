@@ -41,7 +41,7 @@ def next_token_head(n):
 
 def test_the_public_names():
     assert attnviz.attention_rollout is attention_rollout and attnviz.head_stats is head_stats
-    assert {"attention_rollout", "head_stats"} <= set(attnviz.__all__)
+    assert {"attention_rollout", "head_stats"} <= set(dir(attnviz))
 
 
 def test_rollout_by_hand_with_the_residual():
