@@ -496,7 +496,7 @@ def _build_toy(view: View, edits: dict, toy: ToyChoice | None) -> None:
     from attnviz.models.toy_tasks import token_labels
 
     if toy is None:
-        raise AttnvizInputError(NO_TOY_RUN)
+        raise AttnvizInputError("error.toy.no_run")                 # NO_TOY_RUN
     run, layers = toy.run, toy.run.config.layers
     if not 0 <= view.settings.layer < layers:
         raise AttnvizInputError("error.toy.layer", count=layers, high=layers - 1,
