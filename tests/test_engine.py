@@ -10,6 +10,7 @@ from hypothesis.extra.numpy import arrays
 
 import attnviz
 from attnviz.core.errors import OverflowInStep
+from tests.message_helpers import raises_message
 
 
 def naive_attention(x, w, scale=None):
@@ -223,7 +224,7 @@ def test_replace_changes_one_matrix_and_rechecks():
     w = attnviz.MultiHeadWeights.random(4, 1, seed=0)
     new = w.replace(w_q=np.zeros((1, 4, 4)))
     assert (new.w_q == 0).all() and np.array_equal(new.w_k, w.w_k)
-    with pytest.raises(attnviz.AttnvizInputError, match="w_q"):
+    with raises_message("error.weights.key_width", d_k=3, width=4):   # q 3 wide, k 4
         w.replace(w_q=np.zeros((1, 4, 3)))
 
 

@@ -193,12 +193,19 @@ def test_the_glossarys_words_from_the_tutorials_are_the_tutorials_own():
     assert [row["zh"] for row in cited if row["zh"] not in text] == []
 
 
-# ---- the presets and steps name things as the library does (until those are converted) ------
+# ---- the presets and steps name things as the library does ----------------------------------
 
-def test_the_english_preset_texts_are_the_presets_own():
+def test_a_presets_words_are_read_in_the_readers_language():
     for p in all_presets():
-        assert t(f"preset.{p.name}.title") == p.title
-        assert t(f"preset.{p.name}.description") == p.description
+        english = (p.title, p.description)
+        assert english == (t(f"preset.{p.name}.title"), t(f"preset.{p.name}.description"))
+        with use_language("zh"):
+            chinese = (p.title, p.description)
+            assert CJK.search(chinese[0]) and CJK.search(chinese[1]), p.name
+        assert chinese != english
+    note = load_preset("three_inputs").side_notes["rounded_weights"][0]
+    with use_language("zh"):
+        assert CJK.search(str(note)) and "[[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]" in str(note)
 
 
 def test_the_article_of_each_preset_is_named_in_chinese():

@@ -201,8 +201,9 @@ def test_grouped_query_and_rotary_traces_map_kv_heads_once_and_the_rotations():
     assert got["blocks.0.attn.hook_rot_k"].shape == (5, 2, 2)
     qkv_only = attnviz.trace_qkv(t.q, t.k, t.v).to_transformer_lens_names()
     assert "blocks.0.attn.hook_result" not in qkv_only and "blocks.0.hook_attn_out" not in qkv_only
-    with pytest.raises(AttnvizInputError, match="layer"):
+    with pytest.raises(AttnvizInputError) as caught:
         t.to_transformer_lens_names(layer=-1)
+    assert caught.value.msg_id == "error.whole_number" and caught.value.params["name"] == "layer"
 
 
 def test_the_table_of_names_is_documented_once_in_the_module_and_the_readme():
