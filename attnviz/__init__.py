@@ -6,126 +6,85 @@
     t = attnviz.trace_attention(x, w)
     t.weights          # (H, n_q, n_k), each row sums to 1
 
-The package's folders are its layers (docs/architecture.md): ``i18n`` ← ``core`` (numpy) ←
-``describe``, ``models``, ``tutorials`` ← ``plot`` (plotly) ← ``io`` ← ``app`` (streamlit).
-``import attnviz`` loads the numpy core, the steps' texts and the files' writers, never plotly,
-streamlit, torch or pandas: ``attnviz.figures`` (plotly), ``attnviz.toy`` (torch: train a tiny
-transformer) and ``attnviz.DecoderModel`` (SmolLM2 from its GGUF file: gguf, tokenizers) are
-imported on first use.
+The names here (the public API of SPEC.md; row vectors, Q = X @ W_Q; axes (head, query, key,
+feature)):
+
+    MultiHeadWeights       W_Q, W_K, W_V, W_O and biases; .random, .from_torch, .from_npz
+    trace_attention        x (and a context) through the weights: an AttentionTrace
+    trace_qkv              Q, K, V entered directly: an AttentionTrace
+    AttentionTrace         every intermediate, named and shaped; .steps, .to_npz, .to_json
+    attention              the formula written plainly, which the fast path is tested against
+    tokenize               text → tokens (words, punctuation marks, CJK characters)
+    embed_tokens           tokens → (n, d_model), the same vectors on any machine
+    sinusoidal_positions   the original sin/cos positional encoding, (n, d_model)
+    parse_matrix           matrix text or JSON → a 2-D array, errors naming row and column
+    AttnvizInputError      what every bad argument raises (a ValueError)
+    load_preset, presets   the tutorials' worked examples: one by name, all of them
+    diff                   two traces, step by step: Δ and max |Δ|
+    report_html            a trace as one self-contained HTML page
+    PretrainedModel        all-MiniLM-L6-v2, traced layer by layer
+    attention_rollout      a model's attentions rolled out over its layers
+    head_stats             every head's statistics, as a pandas table
+    DecoderModel           SmolLM2-135M-Instruct from its GGUF file (loaded on first use)
+    figures                the plotly figures, attnviz.plot.figures (loaded on first use)
+    toy                    train a tiny transformer, attnviz.models.toy (torch, on first use)
+
+Everything else is at its real path, in the folder of its layer (docs/architecture.md):
+``attnviz.i18n`` ← ``attnviz.core`` (numpy) ← ``describe``, ``models``, ``tutorials`` ←
+``plot`` (plotly) ← ``io`` ← ``app`` (streamlit). ``import attnviz`` loads the numpy core, the
+steps' texts and the files' writers, never plotly, streamlit, torch or pandas, and starts no
+thread.
 """
 
-from __future__ import annotations
+# The steps' titles, formulas and explanations (describe) and the trace's files (io.files) plug
+# into the core when imported, so every trace describes and saves itself without the core
+# importing them.
+from attnviz import describe as _describe
+from attnviz.io import files as _files
+from attnviz.core.diff import diff as diff
+from attnviz.core.engine import AttentionTrace as AttentionTrace
+from attnviz.core.engine import attention as attention
+from attnviz.core.engine import trace_attention as trace_attention
+from attnviz.core.engine import trace_qkv as trace_qkv
+from attnviz.core.errors import AttnvizInputError as AttnvizInputError
+from attnviz.core.inputs import embed_tokens as embed_tokens
+from attnviz.core.inputs import parse_matrix as parse_matrix
+from attnviz.core.inputs import sinusoidal_positions as sinusoidal_positions
+from attnviz.core.inputs import tokenize as tokenize
+from attnviz.core.reading import attention_rollout as attention_rollout
+from attnviz.core.reading import head_stats as head_stats
+from attnviz.core.weights import MultiHeadWeights as MultiHeadWeights
+from attnviz.io.report import report_html as report_html
+from attnviz.models.pretrained import PretrainedModel as PretrainedModel
+from attnviz.tutorials.presets import load_preset as load_preset
+from attnviz.tutorials.presets import presets as presets
 
-import importlib
-import importlib.abc
-import importlib.util
-import sys
+del _describe, _files
 
 __version__ = "0.2.0"
 
-# The steps' titles, formulas and explanations (describe) and the trace's files (io) plug into
-# the core here, so every trace describes and saves itself without the core importing them.
-from attnviz import describe as _describe  # noqa: E402,F401  (registers the steps' texts)
-from attnviz.io import files as _files  # noqa: E402,F401  (registers the trace's files)
-from attnviz.core.engine import (AttentionTrace, Step, attention, softmax,  # noqa: E402
-                                 trace_attention, trace_qkv)
-from attnviz.core.errors import AttnvizInputError  # noqa: E402
-from attnviz.core.inputs import (DEFAULT_MAX_TOKENS, MAX_TOKENS, embed_tokens,  # noqa: E402
-                                 parse_matrix, sinusoidal_positions, tokenize, truncate)
-from attnviz.core.reading import attention_rollout, head_stats  # noqa: E402
-from attnviz.core.diff import StepDiff, TraceDiff, diff  # noqa: E402
-from attnviz.core.weights import INIT_SCHEMES, MultiHeadWeights  # noqa: E402
-from attnviz.io.report import report_html  # noqa: E402
-from attnviz.models.pretrained import PretrainedModel, PretrainedTrace  # noqa: E402
-from attnviz.tutorials.presets import PRESET_NAMES, Preset, load_preset, presets  # noqa: E402
-
-__all__ = [
-    "AttentionTrace", "AttnvizInputError", "DEFAULT_MAX_TOKENS", "INIT_SCHEMES", "MAX_TOKENS",
-    "DecoderModel", "MultiHeadWeights", "attention", "PRESET_NAMES", "Preset", "PretrainedModel",
-    "PretrainedTrace", "Step", "StepDiff", "TraceDiff", "__version__", "attention_rollout",
-    "diff", "embed_tokens", "figures", "head_stats", "load_preset", "parse_matrix", "presets",
-    "report_html", "sinusoidal_positions", "softmax", "tokenize", "toy", "trace_attention",
-    "trace_qkv", "truncate",
-]
-
-# ---- the old module paths ----------------------------------------------------------------------
-# Before 0.2 every module sat flat in attnviz/. These names are documented (README, SPEC) or were
-# importable, so they stay: `import attnviz.figures` gives the module attnviz.plot.figures itself
-# (one module object under two names), loaded only when asked for.
-ALIASES = {
-    "attnviz.figures": "attnviz.plot.figures",
-    "attnviz.budget": "attnviz.plot.budget",
-    "attnviz.model_figures": "attnviz.plot.model_figures",
-    "attnviz.experiment_figures": "attnviz.plot.experiment_figures",
-    "attnviz.reading_figures": "attnviz.plot.reading_figures",
-    "attnviz.diff_figures": "attnviz.plot.diff_figures",
-    "attnviz.toy": "attnviz.models.toy",
-    "attnviz.toy_tasks": "attnviz.models.toy_tasks",
-    "attnviz.toy_plan": "attnviz.models.toy_plan",
-    "attnviz.training": "attnviz.models.training",
-    "attnviz.pretrained": "attnviz.models.pretrained",
-    "attnviz.decoder": "attnviz.models.decoder",
-    "attnviz.gguf_llama": "attnviz.models.gguf_llama",
-    "attnviz.presets": "attnviz.tutorials.presets",
-    "attnviz.experiments": "attnviz.tutorials.experiments",
-    "attnviz.engine": "attnviz.core.engine",
-    "attnviz.trace": "attnviz.core.trace",
-    "attnviz.weights": "attnviz.core.weights",
-    "attnviz.inputs": "attnviz.core.inputs",
-    "attnviz.errors": "attnviz.core.errors",
-    "attnviz.arrays": "attnviz.core.arrays",
-    "attnviz.cache": "attnviz.core.cache",
-    "attnviz.rotary": "attnviz.core.rotary",
-    "attnviz.reading": "attnviz.core.reading",
-    "attnviz.torch_interop": "attnviz.core.torch_interop",
-    "attnviz.trace_diff": "attnviz.core.diff",
-    "attnviz.step_texts": "attnviz.describe.step_texts",
-    "attnviz.labels": "attnviz.describe.labels",
-    "attnviz.describe.i18n": "attnviz.i18n",
-    "attnviz.files": "attnviz.io.files",
-    "attnviz.export": "attnviz.io.report",
-    "attnviz.settings_view": "attnviz.app.settings_view",
-    "attnviz.edits": "attnviz.app.edits",
-}
-
-
-class _AliasLoader(importlib.abc.Loader):
-    """Loads an old name as the module it now lives under (the same object)."""
-
-    def __init__(self, target: str):
-        self.target = target
-
-    def create_module(self, spec):
-        module = importlib.import_module(self.target)
-        self._spec = module.__spec__            # the import machinery sets __spec__ to ours
-        return module
-
-    def exec_module(self, module) -> None:
-        module.__spec__ = self._spec            # give the module its own spec back
-
-
-class _AliasFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in ALIASES:
-            return None
-        return importlib.util.spec_from_loader(fullname, _AliasLoader(ALIASES[fullname]))
-
-
-if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
-    sys.meta_path.insert(0, _AliasFinder())
-# those already loaded are registered now: a later `import attnviz.presets` must not replace the
-# function attnviz.presets with the module (the import system sets a new submodule on its parent)
-for _old, _new in ALIASES.items():
-    if _new in sys.modules:
-        sys.modules.setdefault(_old, sys.modules[_new])
+_ON_FIRST_USE = {"figures": "attnviz.plot.figures", "toy": "attnviz.models.toy",
+                 "DecoderModel": "attnviz.models.decoder"}
+_NAMES = ("AttentionTrace", "AttnvizInputError", "DecoderModel", "MultiHeadWeights",
+          "PretrainedModel", "attention", "attention_rollout", "diff", "embed_tokens",
+          "figures", "head_stats", "load_preset", "parse_matrix", "presets", "report_html",
+          "sinusoidal_positions", "tokenize", "toy", "trace_attention", "trace_qkv",
+          "__version__")
 
 
 def __getattr__(name: str):
-    """``attnviz.figures``, ``attnviz.toy`` (and the other old module paths) and
-    ``attnviz.DecoderModel`` on first use: plotly is loaded only by those who draw, torch only by
-    those who train, the decoder's readers only by those who run it."""
-    if f"attnviz.{name}" in ALIASES:
-        return importlib.import_module(f"attnviz.{name}")
-    if name == "DecoderModel":
-        return importlib.import_module("attnviz.models.decoder").DecoderModel
-    raise AttributeError(f"module 'attnviz' has no attribute {name!r}")
+    """``figures``, ``toy`` and ``DecoderModel`` on first use: plotly is loaded only by those
+    who draw, torch only by those who train, the decoder's readers only by those who run it."""
+    if name not in _ON_FIRST_USE:
+        raise AttributeError(f"module 'attnviz' has no attribute {name!r}")
+    from importlib import import_module
+
+    module = import_module(_ON_FIRST_USE[name])
+    value = module.DecoderModel if name == "DecoderModel" else module
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The names above (those loaded on first use included), no helpers."""
+    return sorted(_NAMES)

@@ -118,6 +118,15 @@ def plain(element) -> str:
     return re.sub(r"\\(.)", r"\1", element.value).replace("\u2060", "")
 
 
+def shows(elements, msg_id: str, /, **known) -> bool:
+    """Whether one of the page's `elements` (alerts, captions, toasts) shows the message
+    `msg_id`, with the parameters in `known` (see message_helpers.message_pattern)."""
+    from tests.message_helpers import message_pattern
+
+    pattern = message_pattern(msg_id, **known)
+    return any(pattern.search(plain(e)) for e in elements)
+
+
 def shown_tokens(at: AppTest) -> list[str]:
     """The tokens of the page's token line (Markdown code spans, ui/text.token_line)."""
     line = next(m.value for m in at.markdown if m.value.lstrip("\u2068").startswith("`"))

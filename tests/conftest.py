@@ -1,12 +1,23 @@
-"""Shared test set-up: hypothesis profiles (CI runs more examples than a quick local run)."""
+"""Shared test set-up: strict messages, hypothesis profiles (CI runs more examples than a quick
+local run)."""
 
-import gc
 import os
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from attnviz import i18n
+from attnviz.app import gc_tuning
 from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, running_app
+
+# a message id no catalogue has, an untranslated entry or an unfilled placeholder fails the test
+# that shows it (MissingMessage) instead of being logged while English is shown, as in the app
+i18n.set_strict(True)
+# a server freezes its modules' objects out of the collector at its first run (app/gc_tuning);
+# AppTest runs the app in this process, where that would keep every earlier test's objects for
+# the rest of the session: off here (tests/test_gc_tuning.py switches it on where it is the
+# point; tests/test_threads.py checks a fresh app process freezes)
+gc_tuning.set_enabled(False)
 
 # CI explores the same 150 examples every run (a red run can be reproduced, and a landing is not
 # a dice roll); a local run draws new ones each time
@@ -87,14 +98,3 @@ def hf_decoder():
                                                  attn_implementation="eager",
                                                  dtype=torch.float32).eval()
     return model, AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_NAME)
-
-
-@pytest.fixture(autouse=True)
-def _no_frozen_garbage_collector():
-    """The app freezes its modules' objects out of the collector (app/gc_tuning) at its first
-    run, and AppTest runs the app in this process: without this, every object alive at that
-    moment — earlier tests' included — stayed frozen for the rest of the session. Each test
-    gets the collector back whole when it ends."""
-    yield
-    if gc.get_freeze_count():
-        gc.unfreeze()

@@ -215,10 +215,10 @@ def test_the_engine_imports_without_plotly_streamlit_or_torch():
 
 
 def test_the_messages_render_without_streamlit_plotly_or_torch():
-    # attnviz.describe is what a notebook, a figure and an error use to speak the reader's
+    # attnviz.i18n is what a notebook, a figure and an error use to speak the reader's
     # language: it must not need the app's (or the figures', or the models') libraries
     out = run_without(("plotly", "streamlit", "torch", "transformers"),
-                      "from attnviz.describe import i18n\n"
+                      "from attnviz import i18n\n"
                       "from attnviz import AttnvizInputError\n"
                       "with i18n.use_language('zh'):\n"
                       "    print(i18n.t('figure.head', head=2), AttnvizInputError("
@@ -254,13 +254,18 @@ def test_the_fast_path_equals_the_formula_written_plainly(inputs):
     np.testing.assert_allclose(t.z, z, atol=1e-12)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])  # the app's one thread; a notebook's cores
 @pytest.mark.parametrize("n", [300, 700])     # large enough for the threaded row blocks
-def test_the_blocked_threaded_path_equals_the_formula(n):
+def test_the_blocked_threaded_path_equals_the_formula(n, threads):
     rng = np.random.default_rng(n)
     q, k, v = (rng.standard_normal((2, n, 16)).astype(np.float32) for _ in range(3))
     causal = np.triu(np.ones((n, n), dtype=bool), k=1)
     z, weights = engine.attention(q, k, v, mask=causal)
-    t = attnviz.trace_qkv(q, k, v, causal=True)
+    previous = engine.set_threads(threads)
+    try:
+        t = attnviz.trace_qkv(q, k, v, causal=True)
+    finally:
+        engine.set_threads(previous)
     assert len(engine._row_blocks(2, n, n, 4)) > 1           # the blocked path did run
     np.testing.assert_allclose(t.weights, weights, atol=1e-6)
     np.testing.assert_allclose(t.z, z, atol=1e-5)
@@ -278,15 +283,15 @@ def test_no_scale_and_no_mask_are_flags_not_array_identity():
 
 
 def test_import_attnviz_and_a_trace_load_no_plotly_streamlit_torch_or_pandas():
-    # SPEC (issue 20): a notebook that only traces pays for numpy alone; the old module paths
-    # (attnviz.figures, attnviz.toy) are there but loaded only when asked for
+    # SPEC (issue 20): a notebook that only traces pays for numpy alone; attnviz.figures and
+    # attnviz.toy are there but loaded only when asked for
     code = ("import sys, numpy as np, attnviz\n"
             "w = attnviz.MultiHeadWeights.random(8, 2, seed=0)\n"
             "t = attnviz.trace_attention(attnviz.embed_tokens(['a', 'b', 'c'], 8), w)\n"
             "t.steps[0].title, t.to_json(), repr(t)\n"
             "heavy = [m for m in ('plotly', 'streamlit', 'torch', 'pandas') if m in sys.modules]\n"
             "print('loaded:', heavy)\n"
-            "import attnviz.figures\n"
+            "assert attnviz.figures is sys.modules['attnviz.plot.figures']\n"
             "print('after figures:', 'plotly' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd="/", timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": ""})

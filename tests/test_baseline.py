@@ -9,8 +9,9 @@ from attnviz.plot.diff_figures import change_heatmap, kl_bars
 from attnviz.app import keys
 from attnviz.app.baseline import Pin
 from attnviz.app.settings_view import Settings
+from attnviz.i18n import t
 from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page,
-                                   page_alone, plain, reachable)
+                                   page_alone, plain, reachable, shows)
 
 TOKENS = ["Thinking", "Machines", "think"]
 SMALL = dict(sentence=" ".join(TOKENS), d_model=4, num_heads=2)
@@ -40,7 +41,7 @@ def pin_and_edit_w_q():
     does (its paste box: the same store as a typed cell, state.set_matrix)."""
     at = open_page("pages/inputs.py", matrix="w_q", edit_head=0, **SMALL)
     click(at, "Pin as baseline")
-    assert any("Baseline pinned" in plain(i) for i in at.info)
+    assert shows(at.info, "baseline.status.pinned")
     w_q = np.array(attnviz.MultiHeadWeights.random(4, 2, seed=0).w_q[0])     # (4, 2)
     w_q[0, 0] = NEW_CELL
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q_0"))
@@ -80,8 +81,11 @@ def test_the_change_of_the_scores_is_the_difference_of_two_independent_traces():
     assert metric(at, "max |Δ|, head 0") == f"{np.abs(expected).max():.4g}"
     all_heads = np.abs(now.scores - base.scores).max()     # head 1 is not edited: the same
     assert metric(at, "max |Δ|, all heads") == f"{all_heads:.4g}"
-    assert any("“Thinking Machines think” (3 tokens, 2 heads, d_model 4, seed 0), without "
-               "edits" in plain(i) for i in at.info), "pinned before the edit"
+    details = [t("baseline.detail.tokens", count=3), t("baseline.detail.heads", count=2),
+               "d_model 4", t("baseline.detail.seed", seed=0)]
+    pinned = t("baseline.what.details", details=", ".join(details),
+               what=t("baseline.what.sentence", text=" ".join(TOKENS)))
+    assert shows(at.info, "baseline.without_edits", what=pinned), "pinned before the edit"
 
     state = at.session_state._state.filtered_state                  # every key, widgets too
     assert keys.BASELINE in state and len(state) > 20
@@ -114,7 +118,8 @@ def test_unpin_removes_the_change():
     click(at, "Unpin")
     assert no_change_chart(at)
     assert keys.BASELINE not in at.session_state
-    assert not any("Baseline" in plain(i) for i in at.info)
+    assert not any(shows(at.info, f"baseline.status.{how}")
+                   for how in ("pinned", "compact", "problem"))
     assert [b for b in at.button if "Pin as baseline" in b.label]
 
 
@@ -126,8 +131,8 @@ def test_a_sentence_of_another_length_asks_to_pin_again_and_the_page_still_works
     at.run()
     no_exceptions(at)
     assert not at.error
-    assert any("The baseline has 3 tokens, now 2" in plain(i) and "pin again" in plain(i)
-               for i in at.info), [plain(i) for i in at.info]
+    has = t("baseline.has", parts=t("baseline.size.tokens", count=3, new=2))
+    assert shows(at.info, "baseline.mismatch", why=has), [plain(i) for i in at.info]
     assert no_change_chart(at)
     two = attnviz.trace_attention(attnviz.embed_tokens(["only", "two"], 4, seed=0),
                                   attnviz.MultiHeadWeights.random(4, 2, seed=0))
@@ -144,8 +149,9 @@ def test_a_step_only_the_current_trace_has_is_named():
     at.session_state["step"] = "masked_scores"
     at.run()
     no_exceptions(at)
-    assert any("only the current trace has “Masked scores”" in plain(c) for c in at.caption)
-    assert any("“Masked scores” is only in the current trace" in plain(c) for c in at.caption)
+    masked = t("step.masked_scores.title")
+    assert shows(at.caption, "baseline.only_in_current", steps=f"“{masked}”")
+    assert shows(at.caption, "baseline.step_only_now", title=masked)
     assert no_change_chart(at)
 
 
@@ -156,7 +162,7 @@ def test_the_page_alone_works_from_a_seeded_pin():
     np.testing.assert_array_equal(heatmap_z(change_chart(at)), np.zeros((3, 2)))
     at = page_alone("pages/multihead.py", baseline=pinned, **SMALL)
     no_exceptions(at)
-    assert any("max |Δ| of “Attention weights (softmax)” = 0" in plain(c) for c in at.caption)
+    assert shows(at.caption, "baseline.summary", title=t("step.weights.title"), change="0")
 
 
 def test_multihead_names_the_max_change_of_each_section():
@@ -165,11 +171,13 @@ def test_multihead_names_the_max_change_of_each_section():
     at.run()
     no_exceptions(at)
     base, now = traces()
-    lines = [plain(c) for c in at.caption if "Change from the baseline" in plain(c)]
     want_weights = np.abs(now.weights - base.weights).max()
     want_z = np.abs(now.z - base.z).max()
-    assert any(f"“Attention weights (softmax)” = {want_weights:.4g}" in x for x in lines), lines
-    assert any(f"“Head output Z” = {want_z:.4g}" in x for x in lines), lines
+    lines = [plain(c) for c in at.caption]
+    assert shows(at.caption, "baseline.summary", title=t("step.weights.title"),
+                 change=f"{want_weights:.4g}"), lines
+    assert shows(at.caption, "baseline.summary", title=t("step.z.title"),
+                 change=f"{want_z:.4g}"), lines
 
 
 @pytest.mark.parametrize("kl, text", [([0.0, 0.5], ["0", "0.5"]),

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attnviz.core.errors import AttnvizInputError
-from attnviz.i18n import use_language
+from attnviz.i18n import Message, t, use_language
 from attnviz.app.settings_view import Settings, build_view, in_use
 from tests.apptest_helpers import (chart_bytes, charts, decode, heatmap_z, no_exceptions,
-                                   open_page, page_alone, plain, shown_tokens)
-from tests.i18n_walker import chinese_outside, english_sentences, visible_texts
+                                   open_page, page_alone, plain, shown_tokens, shows)
+from tests.message_helpers import raises_message
+from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
 
 PAGE = "pages/pretrained.py"
 TEXT = "早上好 The animal didn't cross the street"
@@ -85,11 +85,12 @@ def test_a_link_and_a_file_carry_the_model_and_hold_its_layer_bound():
     assert dict(at.query_params)["model"] == "smollm2"
     at = app(link={"mode": "Pretrained model", "model": "minilm", "layer": "25"})
     assert at.session_state["layer"] == 5
-    assert any("layer=25" in plain(w) and "all-MiniLM-L6-v2" in plain(w)
-               for w in at.sidebar.warning)
+    assert shows(at.sidebar.warning, "link.layer_of_model", layer=25, model="all-MiniLM-L6-v2",
+                 high=5)
     ok = Settings.from_dict({**Settings().to_dict(), "model": "smollm2", "layer": 29})
     assert ok.layer == 29
-    with pytest.raises(AttnvizInputError, match="between 0 and 5 for all-MiniLM-L6-v2"):
+    with raises_message("error.settings.layer_for_model", low=0, high=5,
+                        model="all-MiniLM-L6-v2", layer=29):
         Settings.from_dict({**Settings().to_dict(), "layer": 29})
 
 
@@ -313,8 +314,7 @@ def test_kv_heads_and_rotation_are_disabled_with_the_reason_where_they_do_nothin
     assert at.sidebar.toggle(key="shown_rope").value is True
     assert at.sidebar.number_input(key="shown_rope_base").value == 100000
     view = build_view(Settings(num_heads=4, kv_heads=3))
-    assert view.error == ("4 heads cannot share 3 K/V heads equally: pick a number of K/V heads "
-                          "that divides 4")
-    with use_language("zh"):
-        assert "4 个头不能平均共享 3 个 K/V 头" in build_view(
-            Settings(num_heads=4, kv_heads=3)).error
+    assert view.error == Message("error.kv_heads.not_dividing", kv_heads=3, heads=4)
+    with use_language("zh"):                 # rendered where shown, in the reader's language
+        assert str(view.error) == t("error.kv_heads.not_dividing", kv_heads=3, heads=4)
+        assert CJK.search(str(view.error))

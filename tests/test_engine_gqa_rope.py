@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import attnviz
-from attnviz import AttnvizInputError, MultiHeadWeights
+from attnviz import MultiHeadWeights
 from attnviz.core import engine
+from tests.message_helpers import raises_message
 
 torch.set_num_threads(1)
 
@@ -111,19 +112,19 @@ def test_query_head_h_reads_key_value_head_h_over_group():
 @pytest.mark.parametrize("h, h_kv", [(4, 3), (9, 2), (6, 4)])
 def test_key_value_heads_that_do_not_divide_the_query_heads_are_refused(h, h_kv):
     rng = np.random.default_rng(0)
-    with pytest.raises(AttnvizInputError, match=rf"{h_kv} key/value heads.*{h} query heads"):
+    with raises_message("error.weights.kv_heads_divide", kv=h_kv, heads=h):
         MultiHeadWeights(rng.standard_normal((h, 4, 2)), rng.standard_normal((h_kv, 4, 2)),
                          rng.standard_normal((h_kv, 4, 2)), rng.standard_normal((2 * h, 4)))
-    with pytest.raises(AttnvizInputError, match=f"num_kv_heads {h_kv} does not divide"):
+    with raises_message("error.weights.num_kv_heads_divide", kv=h_kv, heads=h):
         MultiHeadWeights.random(4 * h, h, num_kv_heads=h_kv)
 
 
 def test_key_and_value_heads_must_match_each_other_and_their_biases():
     rng = np.random.default_rng(0)
-    with pytest.raises(AttnvizInputError, match="w_k and w_v .* not 2 and 1"):
+    with raises_message("error.weights.kv_heads_differ", k=2, v=1):
         MultiHeadWeights(rng.standard_normal((4, 4, 2)), rng.standard_normal((2, 4, 2)),
                          rng.standard_normal((1, 4, 2)), rng.standard_normal((8, 4)))
-    with pytest.raises(AttnvizInputError, match=r"b_k must have shape \(2, 2\)"):
+    with raises_message("error.weights.shape", name="b_k", want="(2, 2)", shape="(4, 2)"):
         MultiHeadWeights(rng.standard_normal((4, 4, 2)), rng.standard_normal((2, 4, 2)),
                          rng.standard_normal((2, 4, 2)), rng.standard_normal((8, 4)),
                          b_k=np.zeros((4, 2)))
@@ -139,14 +140,13 @@ def test_random_draws_key_value_heads_and_keeps_ordinary_weights_as_before():
     for name in ("w_q", "w_k", "w_v", "w_o", "b_k"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
     assert a.num_kv_heads == 6
-    with pytest.raises(AttnvizInputError, match="tie_qk"):
+    with raises_message("error.weights.tie_qk_heads", kv=3, heads=6):
         MultiHeadWeights.random(12, 6, num_kv_heads=3, tie_qk=True)
 
 
 def test_gqa_weights_cannot_become_torch_multihead_attention():
     w = MultiHeadWeights.random(8, 4, num_kv_heads=2)
-    with pytest.raises(AttnvizInputError, match="no grouped-query attention.*4 query heads "
-                                                "sharing 2"):
+    with raises_message("error.torch.gqa", heads=4, kv_heads=2):
         w.to_torch()
 
 
@@ -332,24 +332,26 @@ def test_tied_q_and_k_stay_exactly_symmetric_with_rope():
         assert np.array_equal(t.scores[h], t.scores[h].T)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(rope=True), "rope must be None"),
-    (dict(rope=float("nan")), "rope must be None"),
-    (dict(rope=0.5), "above 1"),
-    (dict(positions=3), "set rope=base too"),
-    (dict(rope=10000.0, positions=[0, 1]), "positions must be None.*3 whole numbers"),
-    (dict(rope=10000.0, positions=-1), "must not be negative"),
-    (dict(rope=10000.0, context_positions=[0, 1, 2]), "context_positions are the keys'"),
+@pytest.mark.parametrize("kwargs, msg_id, params", [
+    (dict(rope=True), "error.engine.rope_base", dict(value="True")),
+    (dict(rope=float("nan")), "error.engine.rope_base", dict(value="nan")),
+    (dict(rope=0.5), "error.engine.rope_base", dict(value="0.5")),
+    (dict(positions=3), "error.engine.positions_without_rope", {}),
+    (dict(rope=10000.0, positions=[0, 1]), "error.engine.positions",
+     dict(name="positions", n=3)),
+    (dict(rope=10000.0, positions=-1), "error.engine.positions_negative",
+     dict(name="positions", value=-1)),
+    (dict(rope=10000.0, context_positions=[0, 1, 2]), "error.engine.context_positions", {}),
 ])
-def test_bad_rotary_settings_say_what_is_wrong(kwargs, message):
+def test_bad_rotary_settings_say_what_is_wrong(kwargs, msg_id, params):
     w = MultiHeadWeights.random(8, 2, seed=0)
-    with pytest.raises(AttnvizInputError, match=message):
+    with raises_message(msg_id, **params):
         attnviz.trace_attention(np.ones((3, 8)), w, **kwargs)
 
 
 def test_rope_needs_an_even_d_k():
     w = MultiHeadWeights.random(6, 2, seed=0)              # d_k 3
-    with pytest.raises(AttnvizInputError, match="d_k must be even, not 3"):
+    with raises_message("error.engine.rope_odd", d_k=3):
         attnviz.trace_attention(np.ones((3, 6)), w, rope=10000.0)
 
 

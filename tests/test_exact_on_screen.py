@@ -13,9 +13,11 @@ from streamlit.testing.v1 import AppTest
 
 import attnviz
 from attnviz.io import matrix_files
+from attnviz.i18n import Message
+from tests.message_helpers import cell_at, raises_message
 
 from tests.apptest_helpers import (ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_page,
-                                   plain)
+                                   plain, shows)
 
 ARTICLE_003_OUTPUT = [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]      # tutorial 003, as printed
 
@@ -110,7 +112,7 @@ def test_the_weights_formula_on_the_page_follows_scaling_and_mask(state, present
 
 def test_tutorial_003_notes_the_rounding_and_the_switch_gives_the_printed_output():
     at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="output")
-    assert any("rounds the softmax" in plain(i) for i in at.info)
+    assert shows(at.info, "notice.rounded.tick")
     exact = heatmap_z(charts(at)[0])
     np.testing.assert_allclose(exact[0], [1.936621, 6.683105, 1.595068], atol=1e-6)
     home = open_page("pages/home.py", mode="Preset", preset="three_inputs")
@@ -156,8 +158,8 @@ def test_a_long_sentence_is_kept_out_of_the_link_with_a_note_and_still_cut_to_th
     at = open_page("pages/home.py", sentence=sentence)
     no_exceptions(at)
     assert "sentence" not in dict(at.query_params)
-    assert any("leaves out your sentence" in plain(c) for c in at.sidebar.caption)
-    assert any("3000 tokens; only the first 64" in plain(i) for i in at.info)
+    assert shows(at.sidebar.caption, "link.too_long")
+    assert shows(at.info, "notice.tokens.cut_at_limit", count=3000, used=64, maximum=512)
 
 
 def test_the_paste_box_holds_every_number_exactly_so_applying_it_changes_nothing():
@@ -176,26 +178,26 @@ def test_a_bad_paste_names_the_matrix_and_head_as_the_page_does():
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_k"))
     area.input("1\n1e400").run()
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
-    assert any("W_K of head 1, row 2, column 1: '1e400' is too large" in plain(e)
-               for e in at.error), [plain(e) for e in at.error]
+    where = cell_at(2, 1, Message("edit.of_head", matrix="W_K", head=1))
+    assert shows(at.error, "error.cell.too_large_text", where=where, value="'1e400'"), \
+        [plain(e) for e in at.error]
 
 
 def test_an_uploaded_npy_with_nan_names_the_cell():
     buf = io.BytesIO()
     np.save(buf, np.array([[1.0, 2.0, 3.0], [4.0, 5.0, np.nan]]))
-    with pytest.raises(attnviz.AttnvizInputError) as err:
+    with raises_message("error.cell.nan", where=cell_at(2, 3, "w.npy")):
         matrix_files.read_matrix_file("w.npy", buf.getvalue())
-    assert str(err.value) == "w.npy, row 2, column 3: NaN is not a number"
 
 
 def test_an_npz_named_npy_and_a_complex_npy_are_refused_with_a_message():
     buf = io.BytesIO()
     np.savez(buf, a=np.eye(2), b=np.eye(3))
-    with pytest.raises(attnviz.AttnvizInputError, match="is a .npz archive"):
+    with raises_message("error.npy.is_npz", name="w.npy"):
         matrix_files.read_matrix_file("w.npy", buf.getvalue())
     buf = io.BytesIO()
     np.save(buf, np.array([[1 + 2j, 3.0]]))
-    with pytest.raises(attnviz.AttnvizInputError, match="complex numbers"):
+    with raises_message("error.npy.complex", name="c.npy"):
         matrix_files.read_matrix_file("c.npy", buf.getvalue())
 
 
@@ -203,16 +205,16 @@ def test_an_oversized_upload_is_refused_by_its_shape_before_it_is_parsed(monkeyp
     parsed = []
     monkeypatch.setattr(matrix_files, "parse_matrix_with_notes", lambda *a, **k: parsed.append(1))
     column = ("0.5\n" * 600_000).encode()                      # 600,000 × 1
-    with pytest.raises(attnviz.AttnvizInputError, match="600000 × 1; the largest matrix"):
+    with raises_message("error.npy.too_large", name="tall.csv", rows=600_000, cols=1):
         matrix_files.read_matrix_file("tall.csv", column)
     assert not parsed                                          # judged before parsing
     buf = io.BytesIO()
     np.save(buf, np.zeros((2, 5000)))
-    with pytest.raises(attnviz.AttnvizInputError, match="2 × 5000"):
+    with raises_message("error.npy.too_large", name="wide.npy", rows=2, cols=5000):
         matrix_files.read_matrix_file("wide.npy", buf.getvalue())
     buf = io.BytesIO()
     np.save(buf, np.array([[1, "a"]], dtype=object), allow_pickle=True)
-    with pytest.raises(attnviz.AttnvizInputError, match="Python objects"):
+    with raises_message("error.npy.pickle", name="objects.npy"):
         matrix_files.read_matrix_file("objects.npy", buf.getvalue())
 
 

@@ -11,6 +11,7 @@ import attnviz
 from attnviz.plot import figures
 from attnviz.plot.budget import figure_bytes
 from tests.apptest_helpers import decode
+from tests.message_helpers import raises_message
 
 TOKENS = ["the", "cat", "<b>sat</b>", "the"]
 
@@ -119,12 +120,13 @@ def test_query_vector_view_follows_one_row(trace):
 
 
 def test_bad_arguments_are_domain_errors(trace):
-    with pytest.raises(attnviz.AttnvizInputError, match="row_labels has 3 labels"):
+    with raises_message("error.figure.labels_count", name="row_labels", count=3, n=4):
         figures.heatmap(np.ones((4, 4)), row_labels=list("abc"), col_labels=list("abcd"))
-    with pytest.raises(attnviz.AttnvizInputError, match="kind must be one of"):
+    with raises_message("error.figure.one_of", name="kind", allowed="signed, weights",
+                        value="'rainbow'"):
         figures.heatmap(np.ones((2, 2)), row_labels=list("ab"), col_labels=list("ab"),
                         kind="rainbow")
-    with pytest.raises(attnviz.AttnvizInputError, match="no step named"):
+    with raises_message("error.trace.no_step", name="'nope'"):
         figures.step_figure(trace, "nope")
 
 
@@ -331,7 +333,8 @@ def test_fixed_scale_sends_the_weights_themselves(trace):
 
 
 def test_unknown_scale_is_a_domain_error(trace):
-    with pytest.raises(attnviz.AttnvizInputError, match="weight_scale must be one of"):
+    with raises_message("error.figure.one_of", name="weight_scale", allowed="fixed, head, row",
+                        value="'log'"):
         figures.step_figure(trace, "weights", weight_scale="log")
 
 

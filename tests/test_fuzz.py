@@ -118,7 +118,7 @@ def test_tokenize_gives_drawn_tokens_or_a_clear_error(text):
     try:
         tokens = attnviz.tokenize(text)
     except AttnvizInputError as exc:
-        assert "empty" in str(exc)
+        assert exc.msg_id == "error.sentence.empty"
         return
     for t in tokens:
         assert t and t == t.strip()

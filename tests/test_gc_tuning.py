@@ -1,8 +1,12 @@
-"""Streamlit's collection after every run walks only what sessions made, not the modules."""
+"""Streamlit's collection after every run walks only what sessions made, not the modules; the
+freeze is the server's (tests/test_threads.py checks a fresh app process does it), never this
+test process's, where AppTest runs the app (tests/conftest.py switches it off)."""
 
 import gc
 import sys
 import weakref
+
+import pytest
 
 from attnviz.app import gc_tuning
 
@@ -11,8 +15,19 @@ class _Node:
     pass
 
 
-def test_the_pages_modules_are_frozen_once_and_later_cycles_are_still_collected(monkeypatch):
-    monkeypatch.setattr(gc_tuning, "_modules_frozen", 0)   # as in a fresh server process
+@pytest.fixture
+def as_a_server(monkeypatch):
+    """The freeze switched on, as in a fresh server process; undone when the test ends."""
+    monkeypatch.setattr(gc_tuning, "_modules_frozen", 0)
+    previous = gc_tuning.set_enabled(True)
+    try:
+        yield
+    finally:
+        gc_tuning.set_enabled(previous)
+        gc.unfreeze()
+
+
+def test_the_pages_modules_are_frozen_once_and_later_cycles_are_still_collected(as_a_server):
     gc_tuning.freeze_long_lived()
     assert gc.get_freeze_count() > 0
     assert all(name in sys.modules for name in gc_tuning.PRELOAD)
@@ -28,8 +43,12 @@ def test_the_pages_modules_are_frozen_once_and_later_cycles_are_still_collected(
     assert alive() is None
 
 
-def test_no_test_leaves_the_collector_frozen_for_the_rest_of_the_run():
-    """Runs after the test above (file order), which froze every object alive: conftest gave
-    the collector back when that test ended, so the objects made since are collected as
-    usual and no AppTest run freezes the session's objects for good."""
+def test_switched_off_an_app_run_freezes_nothing(monkeypatch):
+    """As in this test process (conftest): the app's run asks, and nothing is frozen."""
+    monkeypatch.setattr(gc_tuning, "_modules_frozen", 0)
+    previous = gc_tuning.set_enabled(False)
+    try:
+        assert not gc_tuning.freeze_long_lived()
+    finally:
+        gc_tuning.set_enabled(previous)
     assert gc.get_freeze_count() == 0

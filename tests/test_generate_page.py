@@ -12,10 +12,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz import DecoderModel
-from attnviz.i18n import use_language
+from attnviz.i18n import t, use_language
 from attnviz.plot.budget import PAGE_MAX_BYTES
 from attnviz.app import generate_view
-from tests.apptest_helpers import chart_bytes, charts, decode, no_exceptions, page_in, plain
+from tests.apptest_helpers import (chart_bytes, charts, decode, no_exceptions, page_in, plain,
+                                   shows)
 from tests.i18n_walker import chinese_outside, english_sentences, visible_texts
 
 PROMPT = "The capital of France is"
@@ -161,7 +162,7 @@ def test_a_changed_prompt_starts_over_and_an_empty_one_is_said():
     assert not any(s.value.startswith("Generated") for s in at.subheader)
     at.text_area(key="gen_prompt").set_value("   ").run()
     no_exceptions(at)
-    assert plain(at.info[0]) == "Type a prompt: the model needs at least one token to continue."
+    assert plain(at.info[0]) == t("generate.prompt.empty")
 
 
 def test_new_tokens_are_bounded(model):
@@ -180,7 +181,7 @@ def test_the_end_of_the_answer_stops_generation(model):
     at = click(page(gen_count=40), "gen_many")
     assert at.code[-1].value == gen.text.rstrip("\n")
     assert at.subheader[3].value == f"Generated: {len(gen.steps)} new tokens"
-    assert any("<|im_end|>" in plain(i) for i in at.info)
+    assert shows(at.info, "generate.stopped.eos")
     assert all(b.disabled for b in at.button if b.key in ("gen_next", "gen_many"))
 
 

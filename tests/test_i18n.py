@@ -7,11 +7,14 @@ from __future__ import annotations
 import ast
 import csv
 import importlib
+import json
 import logging
 import os
 import pickle
 import re
 import string
+import subprocess
+import sys
 import threading
 from functools import partial
 from pathlib import Path
@@ -190,12 +193,19 @@ def test_the_glossarys_words_from_the_tutorials_are_the_tutorials_own():
     assert [row["zh"] for row in cited if row["zh"] not in text] == []
 
 
-# ---- the presets and steps name things as the library does (until those are converted) ------
+# ---- the presets and steps name things as the library does ----------------------------------
 
-def test_the_english_preset_texts_are_the_presets_own():
+def test_a_presets_words_are_read_in_the_readers_language():
     for p in all_presets():
-        assert t(f"preset.{p.name}.title") == p.title
-        assert t(f"preset.{p.name}.description") == p.description
+        english = (p.title, p.description)
+        assert english == (t(f"preset.{p.name}.title"), t(f"preset.{p.name}.description"))
+        with use_language("zh"):
+            chinese = (p.title, p.description)
+            assert CJK.search(chinese[0]) and CJK.search(chinese[1]), p.name
+        assert chinese != english
+    note = load_preset("three_inputs").side_notes["rounded_weights"][0]
+    with use_language("zh"):
+        assert CJK.search(str(note)) and "[[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]" in str(note)
 
 
 def test_the_article_of_each_preset_is_named_in_chinese():
@@ -238,6 +248,37 @@ def test_a_missing_or_untranslated_message_fails_loudly_in_tests():
         t("home.title", stray=1)                     # a parameter no placeholder takes
     with pytest.raises(MissingMessage):
         i18n.set_language("fr")
+
+
+STRICTNESS = """
+import json, sys
+import pytest                                   # a notebook that happens to import pytest
+from attnviz import i18n
+shown = i18n.t("home.no_such_message")
+i18n.set_strict(True)
+try:
+    i18n.t("home.no_such_message")
+    raised = False
+except i18n.MissingMessage:
+    raised = True
+print(json.dumps([shown, raised]))
+"""
+
+
+def test_strictness_is_a_switch_not_whether_pytest_is_imported():
+    env = {k: v for k, v in os.environ.items() if k != "ATTNVIZ_I18N_STRICT"}
+    done = subprocess.run([sys.executable, "-c", STRICTNESS], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown, raised = json.loads(done.stdout.strip().splitlines()[-1])
+    assert shown == "home.no_such_message"          # text (the id), logged: not an error
+    assert raised                                   # switched on: an error
+    for flag, strict in (("1", True), ("0", False)):  # the variable overrides the switch
+        code = (f"from attnviz import i18n\ni18n.set_strict({not strict})\n"
+                "print(i18n.strict())")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=ROOT, env={**env, "ATTNVIZ_I18N_STRICT": flag}, timeout=120)
+        assert done.stdout.split() == [str(strict)], done.stderr[-2000:]
 
 
 @pytest.fixture
@@ -464,7 +505,7 @@ CORE_ERRORS = [
     (lambda: attnviz.MultiHeadWeights.random(8, 2.5), "error.whole_number", ["num_heads"]),
     (lambda: attnviz.embed_tokens(["a"], True), "error.whole_number", ["d_model"]),
     (lambda: attnviz.core.inputs.sinusoidal_positions(0, 4), "error.whole_number", ["n"]),
-    (lambda: attnviz.truncate(["a"], 513), "error.whole_number", ["max_tokens", "512"]),
+    (lambda: attnviz.core.inputs.truncate(["a"], 513), "error.whole_number", ["max_tokens", "512"]),
     (lambda: _T.step_array("weights", head=2), "error.whole_number", ["head", "0", "1"]),
     (lambda: attnviz.MultiHeadWeights.random(10, 3), "error.weights.head_dim",
      ["d_model", "10", "num_heads", "3"]),

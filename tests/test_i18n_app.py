@@ -152,7 +152,7 @@ EVERY_PAGE = ["pages/home.py", "pages/inputs.py", "pages/steps.py", "pages/multi
 
 @pytest.mark.parametrize("page", EVERY_PAGE)
 def test_every_page_runs_in_chinese_with_every_message_it_asks_for(page):
-    # strict under pytest: a message id a page (or a figure it draws) asks for and no
+    # strict in the tests (conftest): a message id a page (or a figure it draws) asks for and no
     # catalogue has would raise here
     at = app(page, link={"lang": "zh"})
     assert nav_titles(at) == NAV_ZH and language_switch(at).value == "zh"

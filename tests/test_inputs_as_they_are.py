@@ -12,7 +12,7 @@ from attnviz.app.edits import Edit
 from attnviz.app.settings_view import Settings, build_view, weights_signature
 from attnviz.app import links
 from tests.apptest_helpers import (ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_page,
-                                   plain, shown_tokens)
+                                   plain, shown_tokens, shows)
 
 BUDGET = 3_000_000          # bytes of figures a page sends (SPEC), counted as UTF-8
 
@@ -74,9 +74,8 @@ def test_a_semicolon_paste_with_decimal_commas_is_read_and_said_on_the_page():
                    num_heads=1)
     no_exceptions(at)
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), [[1.5, 2.5], [3.5, 4.5]])
-    said = [plain(i) for i in at.info]
-    assert any("X: Read the cells as separated by semicolons" in s and "“1,5” is 1.5" in s
-               for s in said), said
+    assert shows(at.info, "notice.matrix.decimal_comma", row=1, col=1, cell="1,5", dotted="1.5"), \
+        [plain(i) for i in at.info]
 
 
 def test_a_full_width_paste_in_q_k_v_is_read():
@@ -109,10 +108,8 @@ def test_edits_too_large_for_the_link_say_so_and_how_to_keep_them():
     no_exceptions(at)
     link = dict(at.query_params)
     assert "edits" not in link and link[links.LEFT_OUT_PARAM] == "X"
-    said = " ".join(plain(w) for w in at.sidebar.warning)
-    assert "Your edits of X are too large for the page's link" in said
-    assert "server restart" in said and ".npz" in said
-    assert any("too large for the page's link" in plain(t) for t in at.toast)
+    assert shows(at.sidebar.warning, "link.edits_session_only", names="X")
+    assert shows(at.toast, "link.edits_session_only", names="X")
 
 
 def test_after_a_restart_the_link_says_which_edits_were_lost():
@@ -125,9 +122,8 @@ def test_after_a_restart_the_link_says_which_edits_were_lost():
         again.query_params[key] = value
     again.run()
     no_exceptions(again)
-    said = " ".join(plain(w) for w in again.sidebar.warning)
-    assert "Your edits of X were lost" in said and "load it here" in said
-    assert any("Your edits of X were lost" in plain(t) for t in again.toast)
+    assert shows(again.sidebar.warning, "link.edits_lost", names="X")
+    assert shows(again.toast, "link.edits_lost_toast", names="X")
     assert [u.proto.label for u in again.get("file_uploader")] == \
         ["Load edits from an attnviz .npz"]
     assert not again.session_state["edits"].get(weights_signature(Settings(d_model=64,
@@ -191,8 +187,8 @@ def test_a_weight_pasted_with_decimal_commas_is_applied_and_said():
     area.input("1,5;-2\n0,25;3\n4;5\n6;7,75").run()
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
     no_exceptions(at)
-    said = [plain(i) for i in at.info]
-    assert any("“1,5” is 1.5" in s for s in said), said
+    assert shows(at.info, "notice.matrix.decimal_comma", row=1, col=1, cell="1,5", dotted="1.5"), \
+        [plain(i) for i in at.info]
     s = Settings(d_model=4, num_heads=2)
     w_q = at.session_state["edits"][weights_signature(s)]["w_q"].array
     np.testing.assert_array_equal(w_q[1], [[1.5, -2], [0.25, 3], [4, 5], [6, 7.75]])

@@ -9,7 +9,7 @@ import attnviz.app.edits
 import attnviz.app.keys
 import attnviz.app.settings_view
 from tests.apptest_helpers import (ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_link,
-                                   plain)
+                                   plain, shows)
 
 EVERY_SETTING = {
     "mode": "Sentence", "sentence": "早上好 the cat", "d_model": "12", "num_heads": "3",
@@ -33,7 +33,7 @@ def test_a_link_with_every_setting_reproduces_the_trace():
     shown = heatmap_z(charts(at)[0])
     want = expected_weights_every_setting()
     np.testing.assert_allclose(np.nan_to_num(shown, nan=0.0), want, atol=1e-12)
-    assert any("only the first 4" in plain(i) for i in at.info)
+    assert shows(at.info, "notice.tokens.cut_at_limit", count=5, used=4, maximum=512)
 
 
 def test_the_app_writes_what_differs_from_the_defaults_into_the_url():
@@ -152,7 +152,7 @@ def test_many_unknown_parameters_make_one_short_notice():
     at = open_link({f"junk{i}" + "x" * 300: "1" for i in range(200)})
     no_exceptions(at)
     notices = [plain(w) for w in at.sidebar.warning]
-    assert len(notices) == 1 and "and 197 more are not settings" in notices[0]
+    assert len(notices) == 1 and shows(at.sidebar.warning, "link.unknown_more", more=197)
     assert len(notices[0]) < 400
 
 

@@ -7,27 +7,27 @@ import pytest
 
 import attnviz
 from attnviz.app import settings_view
-from attnviz.core import inputs, weights
-from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.scale import scale_words
-from attnviz.i18n import use_language
+from attnviz.i18n import Message, use_language
 from tests.apptest_helpers import open_page
+from tests.message_helpers import between, raises_message
 
 
 # ---- limits once ------------------------------------------------------------------------------
 
-def test_the_heads_limit_is_one_number_that_the_app_and_the_library_share():
-    """MAX_HEADS was 16 in the app and 64 in the library: a notebook could make 17…64 heads that
-    no page or link would take. Now one definition (core.inputs), imported by both."""
-    assert settings_view.MAX_HEADS is inputs.MAX_HEADS and weights.MAX_HEADS is inputs.MAX_HEADS
-    top = inputs.MAX_HEADS
-    assert settings_view.BOUNDS["num_heads"] == (1, top)
+def test_the_heads_limit_is_the_same_for_the_app_and_the_library():
+    """The most heads a notebook can make is the most a page or a link takes: each accepts
+    the app's largest and refuses one more (it was 16 in the app and 64 in the library)."""
+    low, top = settings_view.BOUNDS["num_heads"]                  # the sidebar's and links'
+    assert low == 1
     w = attnviz.MultiHeadWeights.random(top, top, seed=0)           # the largest both accept
     assert w.num_heads == top
-    with pytest.raises(AttnvizInputError, match=rf"num_heads must be a whole number from 1 to {top}, not {top + 1}"):
+    with raises_message("error.whole_number", name="num_heads", bounds=between(1, top),
+                        value=str(top + 1)):
         attnviz.MultiHeadWeights.random(top + 1, top + 1, seed=0)
     view = settings_view.build_view(settings_view.Settings(num_heads=top + 1, d_model=top + 1))
-    assert view.trace is None and f"between 1 and {top}" in view.error
+    assert view.trace is None
+    assert view.error == Message("error.settings.heads", high=top, value=top + 1)
     assert settings_view.build_view(settings_view.Settings(num_heads=top, d_model=top)).error is None
 
 

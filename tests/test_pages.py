@@ -4,8 +4,12 @@ import numpy as np
 import pytest
 
 import attnviz
+from attnviz.tutorials.presets import PRESET_NAMES
 from tests.apptest_helpers import (PAGES, button, chart_bytes, charts, decode, heatmap_z,
-                                   no_exceptions, open_page, page_alone, plain, shown_tokens)
+                                   no_exceptions, open_page, page_alone, plain, shown_tokens,
+                                   shows)
+from tests.message_helpers import cell_at
+from attnviz.i18n import Message
 
 DEFAULT = "The animal didn't cross the street because it was too tired"
 
@@ -78,7 +82,7 @@ def test_a_page_works_alone_from_the_seeded_sentence_or_none(page):
 
 
 @pytest.mark.parametrize("page", PAGES)
-@pytest.mark.parametrize("preset", attnviz.PRESET_NAMES)
+@pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_every_page_runs_on_every_preset(page, preset):
     # on Step by step, the vector view (off on arrival) is what draws the key labels
     at = open_page(page, mode="Preset", preset=preset,
@@ -87,7 +91,7 @@ def test_every_page_runs_on_every_preset(page, preset):
     assert not at.error
     p = attnviz.load_preset(preset)
     if page == "pages/inputs.py" and p.weights is None:     # Q, K, V or X given: no weights
-        assert any("no weight matrices" in plain(i) for i in at.info)
+        assert shows(at.info, "inputs.no_weights")
         return
     shown = " ".join(str(fig) for fig in charts(at))
     for token in set(p.tokens) | set(p.key_tokens):        # the preset's own labels are drawn
@@ -231,12 +235,13 @@ def test_a_bad_paste_shows_an_error_and_keeps_the_matrix():
     area.input("1 2 3 4\n5 6 oops 8").run()
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
     no_exceptions(at)
-    assert any("row 2, column 3: 'oops' is not a number" in plain(e) for e in at.error)
+    assert shows(at.error, "error.cell.not_a_number", where=cell_at(2, 3, "X"), value="'oops'"), \
+        [plain(e) for e in at.error]
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), before)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
     area.input("1 2 3\n4 5 6").run()
     next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
-    assert any("X must be 2 × 4, but the new matrix is 2 × 3" in plain(e) for e in at.error)
+    assert shows(at.error, "error.edits.shape", matrix="X", want="2 × 4", shape="2 × 3")
 
 
 def test_reset_drops_the_edits():
@@ -251,21 +256,22 @@ def test_reset_drops_the_edits():
 
 def test_long_sentence_is_truncated_with_a_notice():
     at = open_page("pages/home.py", sentence=" ".join(f"w{i}" for i in range(70)))
-    assert any("only the first 64" in plain(i) for i in at.info)
+    assert shows(at.info, "notice.tokens.cut_at_limit", count=70, used=64, maximum=512)
     assert shown_tokens(at) == [f"w{i}" for i in range(64)]
 
 
-@pytest.mark.parametrize("state, message", [
-    (dict(d_model=10, num_heads=3), "d_model 10 does not divide by 3 heads"),
-    (dict(mode="Matrix X", x_text="1 2\n3"), "X: row 2 has 1 number, row 1 has 2"),
-    (dict(mode="Q, K, V", q_text="1 2", k_text="1 2 3"), "same length d_k"),
-    (dict(sentence="   "), "the sentence is empty"),
+@pytest.mark.parametrize("state, msg_id, params", [
+    (dict(d_model=10, num_heads=3), "error.settings.head_dim", dict(d_model=10, heads=3)),
+    (dict(mode="Matrix X", x_text="1 2\n3"), "error.matrix.named",
+     dict(name="X", problem=Message("error.matrix.ragged", row=2, count=1, first=2))),
+    (dict(mode="Q, K, V", q_text="1 2", k_text="1 2 3"), "error.engine.qk_width", dict(q=2, k=3)),
+    (dict(sentence="   "), "error.sentence.empty", {}),
 ])
 @pytest.mark.parametrize("page", PAGES)
-def test_bad_input_is_an_error_in_the_page_not_a_crash(page, state, message):
+def test_bad_input_is_an_error_in_the_page_not_a_crash(page, state, msg_id, params):
     at = open_page(page, **state)
     no_exceptions(at)
-    assert any(message in plain(e) for e in at.error)
+    assert shows(at.error, msg_id, **params), [plain(e) for e in at.error]
 
 
 def test_user_text_is_escaped_in_figures():
@@ -337,7 +343,7 @@ def test_512_tokens_and_16_heads_stay_within_the_figure_budget(page):
     sentence = " ".join(f"w{i}" for i in range(600))
     at = open_page(page, sentence=sentence, max_tokens=512, num_heads=16, d_model=64)
     no_exceptions(at)
-    assert any("only the first 512" in plain(i) for i in at.info)
+    assert shows(at.info, "notice.tokens.cut_at_maximum", count=600, used=512, maximum=512)
     assert chart_bytes(at) <= 3 * 1024 * 1024
 
 

@@ -7,10 +7,12 @@ import pytest
 import torch
 
 import attnviz
+from attnviz.tutorials.presets import PRESET_NAMES
+from tests.message_helpers import raises_message
 
 
 def test_every_preset_loads_with_a_title_description_and_tutorial():
-    assert len(attnviz.PRESET_NAMES) == 6
+    assert len(PRESET_NAMES) == 6
     for p in attnviz.presets():
         assert p.title and p.description and p.tutorial
         t = p.trace()
@@ -33,8 +35,8 @@ def test_three_inputs_tutorial_003():
     np.testing.assert_allclose(t.weights[0, 0], [0.063379, 0.468311, 0.468311], atol=1e-6)
     np.testing.assert_allclose(t.output[0], [1.936621, 6.683105, 1.595068], atol=1e-6)
     # tutorial 003's weighted values for Input 1 use the rounded weights [0, .5, .5]
-    text, rounded = p.side_notes["rounded_weights"]
-    assert "rounds" in text
+    note, rounded = p.side_notes["rounded_weights"]
+    assert note.msg_id == "preset.three_inputs.rounded_note"
     np.testing.assert_allclose(rounded[:, :, None] * t.v[0][None], np.array(
         [[[0, 0, 0], [1, 4, 0], [1, 3, 1.5]], [[0, 0, 0], [2, 8, 0], [0, 0, 0]],
          [[0, 0, 0], [1.8, 7.2, 0], [0.2, 0.6, 0.3]]]), atol=1e-12)
@@ -96,5 +98,5 @@ def test_it_sentence_tutorial_000():
 
 
 def test_unknown_preset_names_the_known_ones():
-    with pytest.raises(attnviz.AttnvizInputError, match="three_inputs"):
+    with raises_message("error.preset.unknown", name="'nope'", names=", ".join(PRESET_NAMES)):
         attnviz.load_preset("nope")

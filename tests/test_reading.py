@@ -11,6 +11,7 @@ import pytest
 import attnviz
 from attnviz import AttnvizInputError, attention_rollout, head_stats
 from attnviz.core.reading import value_norms
+from attnviz.i18n import Message
 
 COLUMNS = ["layer", "head", "entropy", "max_weight", "on_cls", "on_sep", "on_self", "on_prev",
            "on_next"]
@@ -41,7 +42,7 @@ def next_token_head(n):
 
 def test_the_public_names():
     assert attnviz.attention_rollout is attention_rollout and attnviz.head_stats is head_stats
-    assert {"attention_rollout", "head_stats"} <= set(attnviz.__all__)
+    assert {"attention_rollout", "head_stats"} <= set(dir(attnviz))
 
 
 def test_rollout_by_hand_with_the_residual():
@@ -97,20 +98,27 @@ def test_rollout_keeps_float32():
     assert attention_rollout(att.astype(np.float64)).dtype == np.float64
 
 
-@pytest.mark.parametrize("bad, words", [
-    (np.full((2, 3, 3), 1 / 3), "4-D.*attentions\\[None\\]"),
-    (np.full((1, 1, 2, 3), 1 / 3), "square.*2 queries and 3 keys"),
-    (np.array([[[[0.5, np.nan], [0.5, 0.5]]]]), "NaN"),
-    (np.array([[[[1.2, -0.2], [0.5, 0.5]]]]), "negative weight at layer 0, head 0, query 0, key 1"),
-    (np.array([[[[0.5, 0.5], [0.4, 0.4]]]]), "layer 0, head 0, query 1 sum to 0.8, not 1"),
-    ([[[[0.5, 0.5], [1.0]]]], "not an array of numbers"),
-    (np.array([[[["a", "b"], ["c", "d"]]]]), "numbers"),
+@pytest.mark.parametrize("bad, message", [
+    (np.full((2, 3, 3), 1 / 3), Message("error.attentions.one_layer", ndim=3, shape=(2, 3, 3))),
+    (np.full((1, 1, 2, 3), 1 / 3), Message("error.attentions.not_square", queries=2, keys=3)),
+    (np.array([[[[0.5, np.nan], [0.5, 0.5]]]]),
+     Message("error.array.nan", name="attentions", index="(0, 0, 0, 1)")),
+    (np.array([[[[1.2, -0.2], [0.5, 0.5]]]]), Message(
+        "error.attentions.negative",
+        where=Message("reading.position.cell", layer=0, head=0, query=0, key=1))),
+    (np.array([[[[0.5, 0.5], [0.4, 0.4]]]]), Message(
+        "error.attentions.row_sum",
+        where=Message("reading.position.row", layer=0, head=0, query=1), total=0.8)),
+    ([[[[0.5, 0.5], [1.0]]]], Message("error.attentions.not_numbers")),
+    (np.array([[[["a", "b"], ["c", "d"]]]]),
+     Message("error.array.dtype", name="attentions", dtype="<U1")),
 ])
-def test_rollout_and_head_stats_explain_bad_attentions(bad, words):
-    with pytest.raises(AttnvizInputError, match=words):
-        attention_rollout(bad)
-    with pytest.raises(AttnvizInputError, match=words):
-        head_stats(bad, ["a", "b", "c"])                    # the attentions are checked first
+def test_rollout_and_head_stats_explain_bad_attentions(bad, message):
+    for read in (attention_rollout,
+                 lambda a: head_stats(a, ["a", "b", "c"])):  # the attentions are checked first
+        with pytest.raises(AttnvizInputError) as caught:
+            read(bad)
+        assert caught.value.message == message
 
 
 # ---- head statistics -------------------------------------------------------------------------
@@ -183,14 +191,15 @@ def test_head_stats_of_one_token_leave_previous_and_next_undefined():
     assert df.on_prev.isna().all() and df.on_next.isna().all()
 
 
-@pytest.mark.parametrize("tokens, words", [
-    (["a", "b"], "2 tokens but the attentions have 3 positions"),
-    ("abc", "list of strings"),
-    ([1, 2, 3], "strings"),
+@pytest.mark.parametrize("tokens, message", [
+    (["a", "b"], Message("error.tokens.count", tokens=2, positions=3)),
+    ("abc", Message("error.tokens.not_a_list", type="str")),
+    ([1, 2, 3], Message("error.tokens.not_strings")),
 ])
-def test_head_stats_explain_bad_tokens(tokens, words):
-    with pytest.raises(AttnvizInputError, match=words):
+def test_head_stats_explain_bad_tokens(tokens, message):
+    with pytest.raises(AttnvizInputError) as caught:
         head_stats(np.full((1, 1, 3, 3), 1 / 3), tokens)
+    assert caught.value.message == message
 
 
 # ---- value norms ----------------------------------------------------------------------------

@@ -13,6 +13,8 @@ import torch
 import attnviz
 import attnviz.models.toy as toy
 from attnviz.models.toy_tasks import NO_TARGET, TASKS
+from attnviz.i18n import Message
+from tests.message_helpers import raises_message
 
 torch.set_num_threads(1)     # tiny matrices: a second thread only waits for the first
 
@@ -111,7 +113,7 @@ def test_predict_with_hand_edited_weights(reverse):
     right = np.mean([reverse.predict(s, params={0: silent}) == s[::-1] for s in held_out(50)])
     assert right < 0.3                                      # no head passes on any token
     assert list(reverse.predict(seq)) == seq[::-1]          # the run itself is unchanged
-    with pytest.raises(attnviz.AttnvizInputError, match="shaped like the layer's own"):
+    with raises_message("error.toy.layer_weights", layer=0, heads=2, d_model=32, d_k=16):
         reverse.predict(seq, params={0: attnviz.MultiHeadWeights.random(32, 4, bias=True)})
 
 
@@ -233,7 +235,7 @@ def test_train_uses_one_torch_thread_and_gives_the_callers_setting_back():
         toy.train("shift", steps=20, on_step=lambda *_: inside.append(torch.get_num_threads()))
         assert torch.get_num_threads() == 3
         assert len(inside) == 20 and set(inside) == {1}
-        with pytest.raises(attnviz.AttnvizInputError):
+        with raises_message("error.toy.range", name="steps", value=0):
             toy.train("shift", steps=0)
         assert torch.get_num_threads() == 3
     finally:
@@ -248,7 +250,8 @@ def test_history_and_checkpoints(reverse):
     assert reverse.checkpoint_steps[0] == 0 and reverse.checkpoint_steps[-1] == 600
     start, end = reverse.params(0, step=0), reverse.params(0)
     assert isinstance(end, attnviz.MultiHeadWeights) and not np.allclose(start.w_q, end.w_q)
-    with pytest.raises(attnviz.AttnvizInputError, match="saved at steps 0, 30"):
+    with raises_message("error.toy.no_checkpoint", step="31",
+                        steps=", ".join(str(s) for s in reverse.checkpoint_steps)):
         reverse.params(0, step=31)
 
 
@@ -302,20 +305,24 @@ def test_sort_answers_are_the_sorted_input():
 
 # ---- arguments --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: toy.train("rot13"), "copy, reverse, sort, shift, induction"),
-    (lambda: toy.train("induction"), "at least 2 layers"),
-    (lambda: toy.train("induction", layers=2, causal=False), "must be causal"),
-    (lambda: toy.train("induction", layers=2, length=2), "length ≥ 3"),
-    (lambda: toy.train("copy", d_model=30, heads=4), "does not divide"),
-    (lambda: toy.train("copy", length=1), "length must be between"),
-    (lambda: toy.train("copy", steps=0), "steps must be between"),
-    (lambda: toy.train("copy", steps=2.5), "whole number"),
-    (lambda: toy.train("copy", causal="yes"), "causal must be"),
-    (lambda: toy.train("copy", positions="rotary"), "learned, sinusoidal"),
+@pytest.mark.parametrize("call, msg_id, params", [
+    (lambda: toy.train("rot13"), "error.toy.unknown_task",
+     dict(name="'rot13'", names="copy, reverse, sort, shift, induction")),
+    (lambda: toy.train("induction"), "error.toy.min_layers", dict(task="induction", low=2)),
+    (lambda: toy.train("induction", layers=2, causal=False), "error.toy.induction_causal", {}),
+    (lambda: toy.train("induction", layers=2, length=2), "error.toy.induction_length", {}),
+    (lambda: toy.train("copy", d_model=30, heads=4), "error.toy.head_dim",
+     dict(d_model=30, heads=4)),
+    (lambda: toy.train("copy", length=1), "error.toy.range",
+     dict(name="length", low=2, high=64, value=1)),
+    (lambda: toy.train("copy", steps=0), "error.toy.range", dict(name="steps", low=1, value=0)),
+    (lambda: toy.train("copy", steps=2.5), "error.toy.whole", dict(name="steps", value="2.5")),
+    (lambda: toy.train("copy", causal="yes"), "error.toy.flag", dict(name="causal")),
+    (lambda: toy.train("copy", positions="rotary"), "error.figure.one_of",
+     dict(name="positions", allowed="learned, sinusoidal")),
 ])
-def test_bad_arguments_say_what_is_wrong(call, message):
-    with pytest.raises(attnviz.AttnvizInputError, match=message):
+def test_bad_arguments_say_what_is_wrong(call, msg_id, params):
+    with raises_message(msg_id, **params):
         call()
 
 
@@ -328,11 +335,15 @@ def test_make_config_fills_in_the_tasks_defaults():
 
 def test_bad_sequences_and_layers_say_what_is_wrong():
     run = toy.train("copy", steps=2)
-    for bad, message in [([1, 2, 10], "tokens must be 0 … 9"), ([[1, 2]], "list of 1 … 8"),
-                         (list(range(9)), "list of 1 … 8"), ([0.5, 1], "whole numbers")]:
-        with pytest.raises(attnviz.AttnvizInputError, match=message):
+    for bad, message in [
+            ([1, 2, 10], Message("error.toy.token_range", high=9, vocab=10, found=10)),
+            ([[1, 2]], Message("error.toy.sequence_shape", n=8, shape=(1, 2))),
+            (list(range(9)), Message("error.toy.sequence_shape", n=8, shape=(9,))),
+            ([0.5, 1], Message("error.toy.sequence_dtype", dtype="float64"))]:
+        with pytest.raises(attnviz.AttnvizInputError) as caught:
             run.trace(bad)
-    with pytest.raises(attnviz.AttnvizInputError, match="layer must be 0 … 0"):
+        assert caught.value.message == message
+    with raises_message("error.toy.layer_index", high=0, value="1"):
         run.trace([1, 2], layer=1)
 
 

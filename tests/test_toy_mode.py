@@ -14,7 +14,7 @@ from attnviz.app import keys
 from attnviz.app.toy_view import EDITED_ROW as EDITED_ID
 from attnviz.i18n import render
 from tests.apptest_helpers import (PAGES, ROOT, TIMEOUT, button, charts, decode, heatmap_z,
-                                   no_exceptions, open_page, plain)
+                                   no_exceptions, open_page, plain, shows)
 
 torch.set_num_threads(1)
 EDITED_ROW = render(EDITED_ID, "en")          # the row's name as the English page shows it
@@ -121,7 +121,7 @@ def test_a_link_to_the_toy_model_falls_back_with_a_notice():
     at.run()
     no_exceptions(at)
     assert at.session_state["mode"] == "Sentence"
-    assert any("Toy model" in plain(w) and "Train page" in plain(w) for w in at.warning)
+    assert shows(at.warning, "link.toy_mode", mode=repr(TOY_MODE))
     assert not at.error and charts(at)
 
 
@@ -162,7 +162,7 @@ def test_every_page_draws_the_trained_layer(run, page):
     at = open_page(page, **toy_state(run, **{keys.TOY_VIEW_STEP: step, keys.TOY_VIEW_EXAMPLE: 3}))
     no_exceptions(at)
     assert not at.error and charts(at)
-    assert any("residual stream" in plain(i) for i in at.info)
+    assert shows(at.info, "notice.toy.layer_first", layer=0, task=run.config.task, step=step)
     expected = run.trace(run.test_inputs[3], 0, step)            # the run's own layer 0
     first = charts(at)[0]
     if page in ("pages/home.py", "pages/multihead.py"):          # the heads grid
@@ -183,7 +183,7 @@ def test_the_report_of_a_toy_view_names_it(run):
 
     view = build_view(Settings(mode=TOY_MODE), {}, ToyChoice(run, run.steps, 0))
     html = report_html(view.trace, view.tokens_q, view.tokens_k, settings=view.settings)
-    assert "Layer 0 of the toy model trained on the Train page" in html
+    assert t("report.source.toy", layer=0) in html
 
 
 def test_a_baseline_pinned_on_the_toy_model_compares_with_the_same_run(run):
@@ -195,6 +195,6 @@ def test_a_baseline_pinned_on_the_toy_model_compares_with_the_same_run(run):
     button(at, ":material/push_pin: Pin as baseline").click().run()
     no_exceptions(at)
     assert at.session_state[keys.BASELINE].toy is not None
-    assert not any("cannot be rebuilt" in plain(i) for i in at.info)
+    assert not shows(at.info, "baseline.cannot_rebuild")
     change = next(f for f in charts(at) if "baseline" in str(f["layout"]["title"]).lower())
     assert np.all(heatmap_z(change) == 0)

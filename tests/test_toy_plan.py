@@ -6,7 +6,7 @@ import pytest
 
 import attnviz.models.toy as toy
 from attnviz.models import toy_plan
-from attnviz.core.errors import AttnvizInputError
+from tests.message_helpers import raises_message
 
 
 def verdict_of(run):
@@ -23,7 +23,7 @@ def test_the_most_steps_allowed_fit_the_bound_and_one_more_does_not(task, sizes)
     cfg = toy.make_config(task, **sizes)
     most = toy_plan.max_steps(cfg)
     toy_plan.check_work(toy.make_config(task, steps=most, **sizes))
-    with pytest.raises(AttnvizInputError, match=f"at most {most:,} steps"):
+    with raises_message("error.toy.too_much_work", steps=most + 1, most=most):
         toy_plan.check_work(toy.make_config(task, steps=most + 1, **sizes))
 
 

@@ -4,11 +4,9 @@ run's place, runs that stop when their learner has gone, and a bound on each run
 import threading
 import time
 
-import pytest
-
 import attnviz.models.toy as toy
 from attnviz.models import toy_plan, training
-from attnviz.core.errors import AttnvizInputError
+from tests.message_helpers import raises_message
 
 
 def gate():
@@ -104,12 +102,12 @@ def test_a_run_over_the_work_bound_is_refused_whatever_the_page_sent():
     fits = toy.make_config("induction", **largest)          # the default 1000 steps fit
     assert toy_plan.work(fits) <= toy_plan.MAX_WORK
     too_much = toy.make_config("induction", steps=5000, **largest)
-    with pytest.raises(AttnvizInputError, match=r"at most 1,000 steps with d_model 128"):
+    with raises_message("error.toy.too_much_work", steps=5000, most=1000, d_model=128, count=4):
         pool.submit(too_much)
     assert pool.status() == (0, 0)
     small = toy.make_config("reverse", steps=toy.MAX_STEPS)  # the library's most, tiny model
     assert toy_plan.work(small) <= toy_plan.MAX_WORK
-    with pytest.raises(AttnvizInputError, match="more than the server trains"):
+    with raises_message("error.toy.too_much_work", steps=toy.MAX_STEPS, d_model=256):
         pool.submit(toy.make_config("sort", steps=toy.MAX_STEPS, length=64, vocab=512,
                                     d_model=256, heads=8, layers=4))
 
@@ -136,5 +134,6 @@ def test_the_number_of_trainers_is_one_per_core_or_the_variable(monkeypatch):
     monkeypatch.setenv(training.WORKERS_VARIABLE, "3")
     assert training.TrainingPool().workers == 3
     monkeypatch.setenv(training.WORKERS_VARIABLE, "many")
-    with pytest.raises(AttnvizInputError, match="ATTNVIZ_TRAIN_WORKERS must be a whole"):
+    with raises_message("error.training.workers", variable="ATTNVIZ_TRAIN_WORKERS",
+                        value="'many'"):
         training.default_workers()

@@ -76,7 +76,7 @@ def compare(view: View) -> Comparison | None:
               for s in tr.steps}
     if base.trace is None:
         return Comparison(p, base, None, Message("baseline.cannot_rebuild",
-                                                 error=str(base.error)), titles)
+                                                 error=base.error), titles)
     try:
         return Comparison(p, base, diff(base.trace, view.trace), None, titles)
     except AttnvizInputError as exc:

@@ -11,7 +11,10 @@ Frozen objects are still freed by reference counting, but garbage in reference c
 moment of freezing would stay for good. So the freeze happens at the start of a run, before
 the session builds anything, right after a collection, and only after a big import (the
 pages' modules are loaded together at the first run; torch, on the Train page, later): a few
-times in a server's life, never once per session.
+times in a server's life, never once per session. The server's process only: importing attnviz
+changes nothing in the collector, and tests that run the app in their own process (AppTest)
+switch the freeze off (``set_enabled(False)``, tests/conftest.py), or it would keep every
+earlier test's objects for the rest of the session.
 """
 
 from __future__ import annotations
@@ -33,12 +36,23 @@ MIN_NEW_MODULES = 100        # a big import; plotly's lazily loaded validators d
 
 _lock = threading.Lock()
 _modules_frozen = 0
+_enabled = True
+
+
+def set_enabled(on: bool) -> bool:
+    """Whether `freeze_long_lived` freezes (on by default: a server's process); the previous
+    setting."""
+    global _enabled
+    previous, _enabled = _enabled, bool(on)
+    return previous
 
 
 def freeze_long_lived() -> bool:
     """Call at the start of a run: the first time, load the pages' modules, collect, and
     freeze every object alive; later, the same after a big import. True when it froze."""
     global _modules_frozen
+    if not _enabled:
+        return False
     with _lock:
         if _modules_frozen == 0:
             for name in PRELOAD:

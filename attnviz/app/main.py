@@ -21,7 +21,7 @@ REAL_MODEL = {"pretrained", "reading"}   # pages that run the real model on the 
 def run(pages_dir: Path | None = None) -> None:
     """One run of the app. `pages_dir`: the folder of the thin page files (app.py's pages/);
     None: the pages' render functions (see attnviz.app.navigation)."""
-    threads.limit_blas_once()      # one BLAS thread per server process (see attnviz.app.threads)
+    threads.start_once()           # one BLAS thread, the memory sweeper (see attnviz.app.threads)
     language.activate()            # first: the page titles below are in the session's language
     st.set_page_config(page_title=t("app.page_title"), page_icon=str(ICON), layout="wide")
     page = navigation.navigation(pages_dir)

@@ -2,7 +2,8 @@
 
 A `Settings` holds what the sidebar asks for; `build_view` turns it (plus the user's edited
 matrices) into a `View`: the trace, the token labels for rows and columns, and notices. Bad
-input never raises out of `build_view`: it comes back as `View.error`, a sentence to show.
+input never raises out of `build_view`: it comes back as `View.error`, the error's `Message`
+(its id and numbers), rendered by the page that shows it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from attnviz.core.modes import Mode
 from attnviz.core.engine import AttentionTrace, trace_attention, trace_qkv, with_weights
 from attnviz.io import files
 from attnviz.app.edits import CATALOGUE, Edit, make_edit, shown_name
-from attnviz.core.errors import AttnvizInputError
+from attnviz.core.errors import AttnvizInputError, OverflowInStep
 from attnviz.core.inputs import (DEFAULT_MAX_TOKENS, MAX_D_MODEL, MAX_HEADS, MAX_TOKENS,
                                  cell_name, embed_tokens, parse_matrix, parse_matrix_with_notes,
                                  sinusoidal_positions, tokenize, truncate)
@@ -31,7 +32,7 @@ if TYPE_CHECKING:                     # a ToyRun exists only once torch is loade
 
 TOY_MODE = Mode.TOY.value
 MODES = tuple(m.value for m in Mode)    # the values a widget, a link and a file carry
-NO_TOY_RUN = "error.toy.no_run"     # the error's id (its text: t(NO_TOY_RUN))
+NO_TOY_RUN = "error.toy.no_run"     # the error's id: View.error.msg_id when no run is chosen
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired"
 MAX_SEED = 2**31 - 1
 NUM_LAYERS = 6                        # all-MiniLM-L6-v2
@@ -193,7 +194,8 @@ class ToyChoice:
 
 @dataclass
 class View:
-    """What every page draws: a trace and its labels, or an error sentence."""
+    """What every page draws: a trace and its labels, or an error (a Message, rendered where
+    shown)."""
 
     settings: Settings
     trace: AttentionTrace | None = None
@@ -206,7 +208,7 @@ class View:
     signature: str = ""                         # which generated matrices the edits belong to
     toy: ToyChoice | None = None                # the trained toy run shown (Toy model mode)
     notices: list[str] = field(default_factory=list)
-    error: str | None = None
+    error: Message | None = None
     blamed_cells: tuple["Blame", ...] = ()      # the edited cells the error comes from
 
     @property
@@ -364,8 +366,9 @@ def build_view(s: Settings, edits: dict | None = None, toy: ToyChoice | None = N
         else:
             _build_projected(view, edits or {})
     except AttnvizInputError as exc:
-        view.trace = None
-        view.error = str(exc)
+        if exc.message is None:      # a sentence, not an id: attnviz raises none (test_i18n)
+            raise
+        view.trace, view.error = None, exc.message
     return view
 
 
@@ -493,7 +496,7 @@ def _build_toy(view: View, edits: dict, toy: ToyChoice | None) -> None:
     from attnviz.models.toy_tasks import token_labels
 
     if toy is None:
-        raise AttnvizInputError("error.toy.no_run")
+        raise AttnvizInputError("error.toy.no_run")                 # NO_TOY_RUN
     run, layers = toy.run, toy.run.config.layers
     if not 0 <= view.settings.layer < layers:
         raise AttnvizInputError("error.toy.layer", count=layers, high=layers - 1,
@@ -680,9 +683,9 @@ def _trace_edited(view: View, run, unedited: tuple, edited: tuple) -> AttentionT
     learner can find and fix them) and `view.blamed_cells` lists them."""
     try:
         return run(*edited)
-    except AttnvizInputError as exc:
-        step = getattr(exc, "step", None)
-        if step is None or (edited[0] is unedited[0] and edited[1] is unedited[1]):
+    except OverflowInStep as exc:
+        step = exc.step
+        if edited[0] is unedited[0] and edited[1] is unedited[1]:
             raise
         cells = _overflowing_cells(view, run, unedited, edited)
         if not cells:

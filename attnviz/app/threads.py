@@ -1,15 +1,21 @@
-"""One BLAS thread per server process.
+"""The server process's threads: one BLAS thread, the engine's blocks on as many, the caches'
+memory sweeper. Switched on by the app when it starts (``start_once``, from attnviz.app.main);
+importing attnviz starts none of them, so a notebook keeps numpy's own setting, runs a large
+trace's blocks on every core and has no thread of ours.
 
 numpy's OpenBLAS starts one thread per core. A class's server runs one Streamlit process per
 core (docs/deploy.md), and SmolLM2's forward passes are many small matrix products: under load a
 second BLAS thread mostly waits for the scheduler, and generation measured 10–20× slower with
 two threads than with one (benchmarks/bench_decoder.py, README's measured section). The app
-therefore limits BLAS to ``ATTNVIZ_BLAS_THREADS`` threads (default 1) once, when it starts; a
-notebook keeps numpy's own setting."""
+therefore limits BLAS, and the engine's element-wise blocks (attnviz.core.engine.set_threads),
+to ``ATTNVIZ_BLAS_THREADS`` threads (default 1) once, when it starts, and starts the sweeper that
+gives the shared caches' idle memory back (attnviz.core.cache.start_sweeper)."""
 
 from __future__ import annotations
 
 import os
+
+from attnviz.core import cache, engine
 
 _limited = False
 
@@ -22,13 +28,15 @@ def blas_threads() -> int:
         return 1
 
 
-def limit_blas_once() -> None:
-    """Limit every loaded BLAS library (numpy's OpenBLAS) to `blas_threads()`, once per
-    process."""
+def start_once() -> None:
+    """Limit every loaded BLAS library (numpy's OpenBLAS) and the engine's blocks to
+    `blas_threads()` and start the caches' sweeper, once per process."""
     global _limited
     if _limited:
         return
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=blas_threads(), user_api="blas")
+    engine.set_threads(blas_threads())
+    cache.start_sweeper()
     _limited = True

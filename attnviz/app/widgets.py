@@ -53,7 +53,7 @@ def view_or_stop(*, editor: bool = False) -> View:
         model_loading.decoder()
     view = state.current_view()
     if not show_status(view):
-        if view.error == t(NO_TOY_RUN):
+        if view.error.msg_id == NO_TOY_RUN:
             page_link("train", t("sidebar.toy.train_link"), ":material/model_training:")
         if view.blamed_cells:
             if editor:

@@ -8,7 +8,9 @@ the same key at the same time wait for one computation of it.
 An entry nobody has asked for in `max_idle` seconds goes too, so memory comes back once a class
 has left: a sweeper thread looks every SWEEP_SECONDS and, after anything was dropped, collects
 the garbage and hands the freed pages back to the operating system (glibc's malloc_trim:
-numpy's blocks of a few MB are otherwise kept in the allocator's heaps).
+numpy's blocks of a few MB are otherwise kept in the allocator's heaps). The server starts the
+sweeper (:func:`start_sweeper`, from attnviz.app.threads); making a cache starts nothing, so a
+notebook's process keeps its threads as they were and its entries leave by the bounds alone.
 
 Why not cachetools: its ``LRUCache(maxsize, getsizeof=…)`` bounds by bytes and ``cached(…,
 condition=…)`` computes a key once, but its expiry (``TTLCache``, ``TLRUCache``) is fixed when an
@@ -104,7 +106,6 @@ class SizedCache:
         self._guard = threading.Lock()                    # held briefly: never while computing
         self._computing: dict[Hashable, threading.Lock] = {}
         _CACHES.add(self)
-        _start_sweeper()
 
     def get(self, key: Hashable, compute: Callable[[], T]) -> T:
         while True:
@@ -194,7 +195,9 @@ def sweep() -> bool:
     return freed
 
 
-def _start_sweeper() -> None:
+def start_sweeper() -> None:
+    """Start the thread that calls :func:`sweep` every SWEEP_SECONDS, once per process (the
+    server's; a daemon: it never holds the process up)."""
     global _sweeper
     with _sweeper_lock:
         if _sweeper is None:

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnviz.core.arrays import as_matrix, float_dtype, readonly
-from attnviz.core.errors import AttnvizInputError
+from attnviz.core.errors import AttnvizInputError, OverflowInStep
 from attnviz.core.rotary import apply_rope, cos_sin, rope_angles, rotate_half
 from attnviz.core.trace import AttentionTrace, Step, steps_of
 from attnviz.core.weights import MultiHeadWeights
@@ -375,17 +375,27 @@ def _mask_array(mask, name: str, shapes: list[tuple]) -> np.ndarray:
 
 
 _BLOCK_BYTES = 1 << 18        # rows of one head processed together stay in L2 cache
-_THREADED_ABOVE = 1 << 17     # score cells above which the blocks run on every core
-_pool: ThreadPoolExecutor | None = None
+_THREADED_ABOVE = 1 << 17     # score cells above which the blocks run on several threads
+_threads: int | None = None   # threads for the blocks; None: one per core (see set_threads)
+
+
+def set_threads(n: int | None) -> int | None:
+    """How many threads a large trace's element-wise blocks run on: None (the default, a
+    notebook) one per core, 1 none beside the caller's. The app sets its BLAS thread count
+    (attnviz.app.threads). The threads live for one call only: none outlives a trace.
+    Returns the previous setting."""
+    global _threads
+    previous, _threads = _threads, None if n is None else max(1, int(n))
+    return previous
 
 
 def _attend(q, k, v, causal, key_padding_mask, attn_mask, scale):
     """Scores, scaling, masks, softmax and the weighted sum, for all heads (the fast path;
     `attention` below is the same computation written plainly, and a test holds them equal).
 
-    The matmuls run batched (BLAS uses every core); the element-wise steps between them run in
+    The matmuls run batched (BLAS uses its threads); the element-wise steps between them run in
     blocks of query rows of one head, small enough to stay in cache, spread over the cores
-    (numpy releases the GIL in its loops). With no scaling the scaled scores are the scores
+    (numpy releases the GIL in its loops; `set_threads`). With no scaling the scaled scores are the scores
     (one array), and with no mask the masked scores are the scaled scores: `has_mask` and
     `scale` say which, never the arrays' identity.
     """
@@ -465,23 +475,25 @@ def _mirror_upper(scores: np.ndarray) -> None:
 
 
 def _run_blocks(run, blocks: list) -> None:
-    """Run every block; more than one block runs on every core."""
-    global _pool
-    workers = os.cpu_count() or 1
-    if len(blocks) == 1 or workers == 1:
+    """Run every block; more than one block runs on `set_threads` threads (one per core by
+    default), started for this call and joined before it returns: starting two costs well
+    under a millisecond, a blocked trace tens of them, and no thread stays in the caller's
+    process."""
+    workers = min(len(blocks), _threads or os.cpu_count() or 1)
+    if workers == 1:
         for b in blocks:
             run(b)
         return
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnviz")
     share = -(-len(blocks) // workers)
 
     def run_many(part):
         for b in part:
             run(b)
 
-    for f in [_pool.submit(run_many, blocks[i:i + share]) for i in range(0, len(blocks), share)]:
-        f.result()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnviz-blocks") as pool:
+        for f in [pool.submit(run_many, blocks[i:i + share])
+                  for i in range(0, len(blocks), share)]:
+            f.result()
 
 
 def _check_no_overflow(scores, q, k, scale) -> None:
@@ -497,7 +509,7 @@ def _check_no_overflow(scores, q, k, scale) -> None:
     with np.errstate(over="ignore", invalid="ignore"):
         ok = np.isfinite(scores).all() and np.isfinite(scores * scores.dtype.type(scale)).all()
     if not ok:
-        raise _overflow("scores")
+        raise OverflowInStep("scores")
 
 
 def _all_masked_rows(blocked, added, shape) -> list[str]:
@@ -538,22 +550,13 @@ def _check_finite(fields: dict) -> None:
     (H, n, n) arrays only a masked one is scanned (a float mask can add up to +inf)."""
     with np.errstate(invalid="ignore"):
         if fields["has_mask"] and not fields["masked_scores"].max() < np.inf:
-            raise _overflow("masked_scores")
+            raise OverflowInStep("masked_scores")
         for name in _MUST_BE_FINITE:
             a = fields.get(name)
             if a is None:
                 continue
             if a.size and not (np.isfinite(a.max()) and np.isfinite(a.min())):
-                raise _overflow(name)
-
-
-def _overflow(step: str) -> AttnvizInputError:
-    """The error for a step whose numbers overflow (error.overflow.<step>); its `step` attribute
-    names the step (as in `trace.steps`), so the app can say which of the user's cells make it
-    overflow."""
-    error = AttnvizInputError(f"error.overflow.{step}")
-    error.step = step
-    return error
+                raise OverflowInStep(name)
 
 
 def _output(concat: np.ndarray, w: MultiHeadWeights | None) -> np.ndarray:

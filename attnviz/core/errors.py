@@ -45,3 +45,16 @@ class AttnvizInputError(ValueError):
 
 def _rebuild(cls, message: str, params: dict) -> AttnvizInputError:
     return cls(message, **params)
+
+
+class OverflowInStep(AttnvizInputError):
+    """A step's numbers overflow (``error.overflow.<step>``): `step` names it as
+    ``trace.steps`` does ("scores", "z", …), so the app can find which edited cells make it
+    overflow and say so."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__(f"error.overflow.{step}")
+        self.step = step
+
+    def __reduce__(self):
+        return type(self), (self.step,)

@@ -15,7 +15,6 @@ H_kv heads as projected (and as a KV cache keeps them).
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Protocol
 
@@ -59,6 +58,15 @@ class StepText:
 
 class Describer(Protocol):
     def __call__(self, name: str, facts: StepFacts) -> StepText: ...
+
+
+class OnDemand(Protocol):
+    """A step's array made when asked (called), whose shape is known without making it."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def __call__(self) -> np.ndarray: ...
 
 
 class Writers(Protocol):
@@ -109,7 +117,7 @@ class Step:
     stored: np.ndarray | None
     axes: tuple[str, ...]
     facts: StepFacts = field(repr=False)
-    compute: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    compute: OnDemand | None = field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> StepText:
@@ -153,7 +161,7 @@ class Step:
         """The array's shape, without computing an on-demand step."""
         if self.stored is not None:
             return self.stored.shape
-        return self.compute.shape if hasattr(self.compute, "shape") else self.array.shape
+        return self.compute.shape
 
     def __repr__(self) -> str:
         return f"Step({self.name!r}, shape={self.shape}, axes={self.axes})"
@@ -387,7 +395,7 @@ def steps_of(t: AttentionTrace) -> list[Step]:
         s.append(step("masked_scores", t.masked_scores, ("head", "query", "key")))
     s += [step("weights", t.weights, ("head", "query", "key")),
           step("weighted_values", None, ("head", "query", "key", "feature"),
-               compute=_weighted_values(t.weights, t.v)),
+               compute=_WeightedValues(t.weights, t.v)),
           step("z", t.z, ("head", "query", "feature")),
           step("concat", t.concat, ("query", "feature"))]
     if facts.has_output:
@@ -395,12 +403,18 @@ def steps_of(t: AttentionTrace) -> list[Step]:
     return s
 
 
-def _weighted_values(weights: np.ndarray, v: np.ndarray):
-    """A_h[i, j] v_j for every head, query and key: (H, n_q, n_k, d_v), made when asked. Holds
+@dataclass(frozen=True, eq=False)
+class _WeightedValues:
+    """A_h[i, j] v_j for every head, query and key: (H, n_q, n_k, d_v), made when called. Holds
     the two arrays, not the trace, so a trace is freed as soon as it is dropped (a closure over
     the trace would be a cycle that only the garbage collector breaks, minutes later)."""
-    def compute() -> np.ndarray:
-        return weights[..., None] * v[:, None]
 
-    compute.shape = (*weights.shape, v.shape[-1])                    # (H, n_q, n_k, d_v)
-    return compute
+    weights: np.ndarray               # (H, n_q, n_k)
+    v: np.ndarray                     # (H, n_k, d_v)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (*self.weights.shape, self.v.shape[-1])              # (H, n_q, n_k, d_v)
+
+    def __call__(self) -> np.ndarray:
+        return self.weights[..., None] * self.v[:, None]

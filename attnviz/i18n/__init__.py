@@ -15,9 +15,10 @@ calls :func:`t` or keeps a :class:`Message` and renders it when shown: it never 
 streamlit.
 
 A missing id, an untranslated or fuzzy entry, or a placeholder the call does not fill is an
-error, not a silent English fallback: under pytest (or with ``ATTNVIZ_I18N_STRICT=1``) it
-raises :class:`MissingMessage`; in a running app it is logged and the English text (or, for an
-id no catalogue has, the id itself) is shown.
+error, not a silent English fallback: when strict (``set_strict(True)``, which the tests'
+conftest calls, or ``ATTNVIZ_I18N_STRICT=1``) it raises :class:`MissingMessage`; otherwise (a
+running app, a notebook, whatever else it has imported) it is logged and the English text (or,
+for an id no catalogue has, the id itself) is shown.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import logging
 import os
 import re
 import string
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,6 +46,7 @@ _active: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnviz_la
                                                                     default=None)
 _source: Callable[[], str | None] | None = None
 _warned: set[tuple[str, str]] = set()
+_strict = False                      # see set_strict
 
 
 class MissingMessage(LookupError):
@@ -164,10 +165,21 @@ def _checked(lang: str) -> str:
 
 # ---- rendering ---------------------------------------------------------------------------------
 
+def set_strict(on: bool) -> bool:
+    """Whether a missing or untranslated message, or a placeholder left unfilled, raises
+    :class:`MissingMessage` (on: the tests, tests/conftest.py) or is logged while English is
+    shown (off, the default). ``ATTNVIZ_I18N_STRICT=1`` / ``0`` overrides it. Returns the
+    previous setting."""
+    global _strict
+    previous, _strict = _strict, bool(on)
+    return previous
+
+
 def strict() -> bool:
-    """True when a missing or untranslated message raises (tests, or ATTNVIZ_I18N_STRICT=1)."""
+    """True when a missing or untranslated message raises: ATTNVIZ_I18N_STRICT=1 (0: never),
+    else :func:`set_strict`'s setting."""
     flag = os.environ.get("ATTNVIZ_I18N_STRICT")
-    return flag == "1" if flag in ("0", "1") else "pytest" in sys.modules
+    return flag == "1" if flag in ("0", "1") else _strict
 
 
 def t(msg_id: str, /, **params) -> str:

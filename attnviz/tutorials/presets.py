@@ -1,4 +1,7 @@
-"""The tutorials' worked examples, each loadable by name and traceable number for number."""
+"""The tutorials' worked examples, each loadable by name and traceable number for number.
+
+Their words (title, description, the rounded-weights note) live in the catalogues, under
+``preset.<name>.…``: read in the reader's language, never written here."""
 
 from __future__ import annotations
 
@@ -11,19 +14,19 @@ from attnviz.core.engine import AttentionTrace, trace_attention, trace_qkv
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.inputs import embed_tokens, tokenize
 from attnviz.core.weights import MultiHeadWeights
+from attnviz.i18n import Message, t
 
 
 @dataclass(frozen=True, eq=False)
 class Preset:
     """One worked example. Either x + weights (projections) or q, k, v entered directly.
 
-    side_notes: extra labelled arrays a page shows beside the trace (e.g. the tutorial's
-    rounded softmax); alt_weights: a second weight set to compare against (tied vs separate).
+    side_notes: extra labelled arrays a page shows beside the trace, each with its note (a
+    Message), e.g. the tutorial's rounded softmax; alt_weights: a second weight set to compare
+    against (tied vs separate).
     """
 
     name: str
-    title: str
-    description: str
     tutorial: str
     tokens: list[str]
     x: np.ndarray | None = None
@@ -35,8 +38,17 @@ class Preset:
     sentence: str | None = None
     tokens_k: list[str] | None = None        # key labels where keys are not the tokens
     alt_weights: MultiHeadWeights | None = None
-    alt_label: str = ""
     side_notes: dict = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        """In the active language (the catalogue's preset.<name>.title)."""
+        return t(f"preset.{self.name}.title")
+
+    @property
+    def description(self) -> str:
+        """In the active language (the catalogue's preset.<name>.description)."""
+        return t(f"preset.{self.name}.description")
 
     @property
     def key_tokens(self) -> list[str]:
@@ -64,24 +76,14 @@ def _three_inputs() -> Preset:
                          np.array([w_value], float), np.eye(3))
     rounded = np.array([[0.0, 0.5, 0.5], [0.0, 1.0, 0.0], [0.0, 0.9, 0.1]])
     return Preset(
-        name="three_inputs", title="Three inputs, one head (no scaling)",
-        description="Tutorial 003's walk-through: three 4-number inputs, its W_K, W_Q, W_V, "
-                    "one head, scores not divided by √d_k. W_O is the identity, so the output "
-                    "is the weighted sum itself.",
-        tutorial="003 Self-Attention 机制和代码", tokens=["Input 1", "Input 2", "Input 3"],
-        x=x, weights=w, scale=1.0,
-        side_notes={"rounded_weights": (
-            "Tutorial 003 rounds the softmax for readability to [[0, 0.5, 0.5], [0, 1, 0], "
-            "[0, 0.9, 0.1]]; its printed outputs [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]] come "
-            "from those rounded weights, not from the exact softmax shown here.", rounded)})
+        name="three_inputs", tutorial="003 Self-Attention 机制和代码",
+        tokens=["Input 1", "Input 2", "Input 3"], x=x, weights=w, scale=1.0,
+        side_notes={"rounded_weights": (Message("preset.three_inputs.rounded_note"), rounded)})
 
 
 def _two_queries() -> Preset:
     return Preset(
-        name="two_queries", title="Two queries, Q K V given (d_k = 3)",
-        description="Tutorial 002's single-head example: Q and K are 2×3, V is 2×2, entered "
-                    "directly; the scores are divided by √3 ≈ 1.732.",
-        tutorial="002 Attention 注意力机制", tokens=["query 1", "query 2"],
+        name="two_queries", tutorial="002 Attention 注意力机制", tokens=["query 1", "query 2"],
         tokens_k=["key 1", "key 2"],
         q=np.array([[1.0, 0, 1], [0, 1, 1]]), k=np.array([[0.0, 0, 1], [0, 1, 1]]),
         v=np.array([[1.0, 2], [3, 4]]))
@@ -90,12 +92,8 @@ def _two_queries() -> Preset:
 def _thinking_machines() -> Preset:
     tokens = ["Thinking", "Machines"]
     return Preset(
-        name="thinking_machines", title="Thinking Machines: 8 heads, d_model 512",
-        description="Tutorials 000 and 002: two tokens with 512-number embeddings, 8 heads of "
-                    "d_k = 64 (scores ÷ √64 = 8), eight Z matrices concatenated and multiplied "
-                    "by W_O. Embeddings and weights are random (Xavier, seed 0).",
-        tutorial="000 图解Transformer / 002 Attention 注意力机制", tokens=tokens,
-        x=embed_tokens(tokens, 512), weights=MultiHeadWeights.random(512, 8, seed=0))
+        name="thinking_machines", tutorial="000 图解Transformer / 002 Attention 注意力机制",
+        tokens=tokens, x=embed_tokens(tokens, 512), weights=MultiHeadWeights.random(512, 8, seed=0))
 
 
 def _zao_shang_hao() -> Preset:
@@ -103,11 +101,8 @@ def _zao_shang_hao() -> Preset:
     # 早·早 = 早·上 = 0.5 and 早·好 = −0.2, so the weights are 1 : 1 : e^(−0.7) ≈ 1 : 1 : 0.5.
     x = np.array([[0.5, 0.5], [0.6, 0.4], [0.1, -0.5]])
     return Preset(
-        name="zao_shang_hao", title="早上好: raw self-attention softmax(X Xᵀ) X",
-        description="Tutorial 001: no projections at all. X Xᵀ holds each pair's dot product "
-                    "(similarity); softmax turns each row into weights (早 gives 0.4 to itself, "
-                    "0.4 to 上, 0.2 to 好); multiplying by X again mixes the vectors.",
-        tutorial="001 超详细图解Self-Attention", tokens=tokenize("早上好"), x=x, scale=1.0)
+        name="zao_shang_hao", tutorial="001 超详细图解Self-Attention", tokens=tokenize("早上好"),
+        x=x, scale=1.0)
 
 
 def _tied_qk() -> Preset:
@@ -117,24 +112,16 @@ def _tied_qk() -> Preset:
     w_o = np.eye(8)
     tied = MultiHeadWeights(w_q, w_q, w_v, w_o)
     return Preset(
-        name="tied_qk", title="Tied Q/K: W_Q = W_K makes scores symmetric",
-        description="Tutorial 004: X is 5×10, d_k = 8. With one matrix for queries and keys, "
-                    "S = (XW)(XW)ᵀ is symmetric: token i scores j exactly as j scores i. "
-                    "Separate W_Q and W_K break that symmetry.",
-        tutorial="004 为什么Q和K使用不同的权重矩阵", tokens=[f"x{i + 1}" for i in range(5)],
-        x=x, weights=tied, alt_weights=MultiHeadWeights(w_q, w_k, w_v, w_o),
-        alt_label="separate W_Q and W_K")
+        name="tied_qk", tutorial="004 为什么Q和K使用不同的权重矩阵",
+        tokens=[f"x{i + 1}" for i in range(5)], x=x, weights=tied,
+        alt_weights=MultiHeadWeights(w_q, w_k, w_v, w_o))
 
 
 def _it() -> Preset:
     sentence = "The animal didn't cross the street because it was too tired"
     tokens = tokenize(sentence)
     return Preset(
-        name="it", title="“it”: the animal was too tired",
-        description="Tutorial 000's sentence. Here the embeddings and 8 heads are random "
-                    "(d_model 64), so which word \"it\" attends to is chance; the Pretrained "
-                    "model page shows a trained model's heads on the same sentence.",
-        tutorial="000 图解Transformer", tokens=tokens, sentence=sentence,
+        name="it", tutorial="000 图解Transformer", tokens=tokens, sentence=sentence,
         x=embed_tokens(tokens, 64), weights=MultiHeadWeights.random(64, 8, seed=0))
 
 
