@@ -550,7 +550,7 @@ CORE_ERRORS = [
      ["head_mask", "0", "1", "2"]),
     (lambda: _toy().make_config("copy", d_model=30, heads=4), "error.toy.head_dim",
      ["d_model", "30", "4"]),
-    (lambda: _toy().make_config("induction"), "error.toy.min_layers", ["induction", "2", "1"]),
+    (lambda: _toy().make_config("induction"), "error.toy.min_layers", ["2", "1"]),
     (lambda: _toy().make_config("induction", layers=2, causal=False),
      "error.toy.induction_causal", []),
     (lambda: _toy().make_config("rot13"), "error.toy.unknown_task", ["'rot13'", "copy"]),

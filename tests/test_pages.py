@@ -371,3 +371,14 @@ def test_the_second_sentence_tab_is_only_for_the_sentence_input():
     at = open_page("pages/multihead.py", mode="Preset", preset="three_inputs")
     assert not at.exception
     assert "Second sentence" not in [t.label for t in at.tabs]
+
+
+def test_homes_map_links_every_page_and_names_both_real_models():
+    """Home's map of pages leads to every other page (issue 27.11: it left out Read the model,
+    Train and Generate) and its Pretrained card names both models the page runs."""
+    at = open_page("pages/home.py")
+    linked = [link.proto.page for link in at.get("page_link")]
+    assert linked == ["inputs", "steps", "multihead", "experiments", "pretrained", "reading",
+                      "train", "generate"]
+    captions = [c.value for c in at.caption]
+    assert any("all-MiniLM-L6-v2" in c and "SmolLM2-135M-Instruct" in c for c in captions)

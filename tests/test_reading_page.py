@@ -208,3 +208,19 @@ def test_with_every_head_the_similarity_is_one_number_on_the_tokens_the_model_re
     assert top == pytest.approx(on_64, abs=1.5e-4)      # shown to 4 decimals
     assert any("first 64 tokens" in c.value and "2 of the two are cut" in c.value
                for c in at.caption)
+
+
+def test_the_second_sentence_starts_in_the_interfaces_language_and_follows_a_switch():
+    """Issue 27.12: in 中文 the Ablation tab's second sentence was English. It starts as a
+    Chinese sentence; an untouched default becomes the other language's default in that
+    language; a typed sentence stays as typed."""
+    from attnviz.app import keys
+    from tests.apptest_helpers import page_in
+
+    cjk = re.compile(r"[\u4e00-\u9fff]")
+    chinese = page_in(PAGE, "zh", rd_view="Ablation").session_state[keys.AB_OTHER]
+    assert cjk.search(chinese) and not re.search(r"[A-Za-z]", chinese)
+    at = page_in(PAGE, "en", rd_view="Ablation", ab_other=chinese)
+    assert at.session_state[keys.AB_OTHER] == OTHER
+    at = page_in(PAGE, "zh", rd_view="Ablation", ab_other="Two cats slept.")
+    assert at.session_state[keys.AB_OTHER] == "Two cats slept."

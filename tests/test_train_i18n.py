@@ -62,7 +62,7 @@ def test_induction_with_one_layer_is_refused_in_both_languages():
         "next uses it), not 1."]
     zh = train_page("zh", toy_task="induction", toy_layers=1)
     assert [e.value for e in zh.error] == [
-        "induction 至少需要 2 层（一层找出每个位置前面的词元，下一层用它），而不是 1。"]
+        "“归纳”任务至少需要 2 层（一层找出每个位置前面的词元，下一层用它），而不是 1。"]
 
 
 def test_steps_over_the_bound_in_chinese_name_the_most_allowed():
@@ -127,7 +127,7 @@ def test_a_finished_run_in_chinese(shift_run):
     at = train_page("zh", toy_run=shift_run)
     assert at.title[0].value == "亲手训练注意力"
     assert at.success[0].value.startswith("学会了：留出序列上答对 ")
-    assert at.subheader[0].value == f"shift：留出序列上答对 {shift_run.mean_accuracy:.0%}"
+    assert at.subheader[0].value == f"右移：留出序列上答对 {shift_run.mean_accuracy:.0%}"
     frame = at.dataframe[0].value
     assert list(frame.index) == ["输入", "正确答案", "第 60 步的模型"]
     titles = [c["layout"]["title"]["text"] for c in charts(at)]
@@ -193,3 +193,34 @@ def test_the_downloaded_report_is_in_the_language_of_the_page_it_was_asked_from(
     report = report.decode() if isinstance(report, bytes) else report
     assert "<html lang='zh'>" in report
     assert "句子：“the cat sat”" in _visible(report) and "attnviz 报告" in report
+
+
+# ---- the task names (issue 27.12) ----------------------------------------------------------------
+
+ZH_TASK_NAMES = {"copy": "复制", "reverse": "反转", "sort": "排序", "shift": "右移",
+                 "induction": "归纳"}
+
+
+def test_the_task_names_are_chinese_in_chinese_and_the_link_keeps_the_id():
+    """In 中文 the task picker, the page's first hint and the sizes' error name each task in
+    Chinese (they said "reverse：把输入倒过来输出"); the widget's value stays the English id."""
+    from attnviz.app import keys
+
+    at = train_page("zh")
+    picker = at.selectbox(key=keys.TOY_TASK)
+    assert picker.value == "reverse"
+    shown = picker.options
+    assert len(shown) == len(ZH_TASK_NAMES)
+    for option, (task, name) in zip(shown, ZH_TASK_NAMES.items()):
+        assert option.startswith(name + "：") and task not in option, option
+    english = [s for s in visible_texts(at)
+               if re.search(r"\b(copy|reverse|sort|shift|induction)\b", s.text)]
+    assert not english
+
+
+def test_an_errors_task_is_named_in_the_readers_language():
+    with pytest.raises(AttnvizInputError) as caught:
+        toy.train("induction", layers=1, steps=1)
+    with use_language("zh"):                      # an error is rendered when it is read
+        said = str(caught.value)
+    assert "归纳" in said and "induction" not in said

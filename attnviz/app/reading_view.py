@@ -16,7 +16,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats,
                                   detection_pattern, detection_scores, head_stats,
                                   is_punctuation, shares_on_keys)
-from attnviz.i18n import languages, render, t
+from attnviz.i18n import languages, render, t, use_language
 from attnviz.models.decoder import MODEL_NAME as DECODER_NAME
 from attnviz.models.decoder import DecoderModel, DecoderRun
 from attnviz.models.pretrained import MIN_TOKENS, MODEL_NAME as ENCODER_NAME
@@ -27,7 +27,8 @@ RANKING_MAX_TOKENS = 64       # the ablation view reads at most this many tokens
 DECODER_MAX_TOKENS = 64       # SmolLM2 reads at most this many tokens of the text on this page
 TOP_TARGETS = 10              # the next tokens whose log-probability the ranking keeps
 KEPT_COLOUR, OFF_COLOUR = "#c6dbef", "#d6604d"   # the ablation's map of heads in use
-OTHER_SENTENCE = "The animal did not cross the road because it was tired."
+# the second sentence's default, in the interface's language (message id)
+OTHER_SENTENCE = "reading.ablation.other.default"
 TABS = ("rollout", "value", "stats", "ablation")  # the tabs, reading.tab.<name>
 # the statistics tables' columns: reading.stats.<column> names each
 STATS_COLUMNS = ("entropy", "max_weight", "on_cls", "on_sep", "on_self", "on_prev", "on_next")
@@ -367,6 +368,18 @@ def ablation_limit() -> int:
     return max(MIN_TOKENS, min(limit, RANKING_MAX_TOKENS))
 
 
+def _other_default() -> None:
+    """The second sentence starts as the default in the interface's language, and follows a
+    language switch for as long as it is untouched (any language's default)."""
+    other = st.session_state.get(keys.AB_OTHER)
+    defaults = set()
+    for lang in languages():
+        with use_language(lang):
+            defaults.add(t(OTHER_SENTENCE))
+    if not isinstance(other, str) or other in defaults:
+        st.session_state[keys.AB_OTHER] = t(OTHER_SENTENCE)
+
+
 def ablation_tab(run) -> None:
     if is_decoder(run):
         decoder_ablation(run)
@@ -374,8 +387,7 @@ def ablation_tab(run) -> None:
     st.caption(t("reading.ablation.caption"))
     text_a, _ = pretrained_view.sentence_and_limit()
     limit = ablation_limit()
-    if not isinstance(st.session_state.get(keys.AB_OTHER), str):
-        st.session_state[keys.AB_OTHER] = OTHER_SENTENCE
+    _other_default()
     text_b = st.text_input(t("reading.ablation.other.label"), persist_state="session",
                            key=keys.AB_OTHER)
     if not text_b.strip():

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from attnviz.core.errors import AttnvizInputError
+from attnviz.i18n import Message
 
 NO_TARGET = -1          # a query with nothing to predict (not scored, not in the loss)
 
@@ -165,6 +166,11 @@ TASKS: dict[str, Task] = {t.name: t for t in (
                       "position learns which token came before it)", _previous),
          also_right=_after_any_copy),
 )}
+
+
+def shown_name(task: str) -> Message:
+    """Task `task`'s name as a learner reads it ("reverse", 反转); links and files keep the id."""
+    return Message(f"toy.task.{task}.name")
 
 
 def token_labels(sequence) -> list[str]:

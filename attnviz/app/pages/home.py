@@ -6,11 +6,12 @@ from attnviz.plot import figures
 from attnviz.describe import steps
 from attnviz.i18n import t
 from attnviz.app import keys, scales, widgets
-from attnviz.app.navigation import ICONS
+from attnviz.app.navigation import ICONS, PAGES
 from attnviz.app.text import token_line
 
-# the pages on Home's map: the link says nav.<name>, the caption home.map.<name>.caption
-PAGE_MAP = ["inputs", "steps", "multihead", "experiments", "pretrained"]
+# the pages on Home's map: every page but Home, in the navigation's order; the link says
+# nav.<name>, the caption home.map.<name>.caption
+PAGE_MAP = [name for name, _ in PAGES[1:]]
 
 
 def render() -> None:
