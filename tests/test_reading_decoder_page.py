@@ -119,7 +119,7 @@ def test_heads_off_change_the_next_tokens_log_probability(decoder, run):
     assert at.selectbox(key="ab_target").value == top
     assert float(metric(at, "log p, every head")) == pytest.approx(
         float(torch.log(probs[top])), abs=1e-4)
-    at.multiselect(key="ab_heads").set_value(["L3H2", "L20H5"]).run()
+    at.text_input(key="ab_heads").input("L3H2, L20H5").run()
     no_exceptions(at)
     mask = np.ones((30, 9))
     mask[3, 2] = mask[20, 5] = 0
@@ -165,3 +165,29 @@ def test_an_empty_sentence_says_so_in_the_readers_language(lang, expected):
     no_exceptions(at)
     assert [i.value for i in at.info if expected in i.value and "SmolLM2" in i.value]
     assert not at.error and not at.tabs
+
+
+@pytest.mark.parametrize("typed, off", [
+    ("L3H2", [(3, 2)]),                                  # not also L13H2 and L23H2
+    ("L0", [(0, h) for h in range(9)]),                  # layer 0 only, not 10 and 20
+    ("L*H8, L29H0", [(l, 8) for l in range(30)] + [(29, 0)]),
+])
+def test_typed_heads_switch_off_exactly_those_heads(typed, off):
+    """Issue 27.6: typing "L3H2" and Enter switched off L3H2, L13H2 and L23H2 (a search's
+    "select 3 matches"); the page reads what was typed exactly, and its map shows it."""
+    at = decoder_page(rd_view="Ablation")
+    at.text_input(key="ab_heads").input(typed).run()
+    no_exceptions(at)
+    assert not at.error
+    expected = np.ones((30, 9))
+    for layer, head in off:
+        expected[layer, head] = 0
+    np.testing.assert_array_equal(heatmap_z(titled(at, "Heads in use")), expected)
+
+
+def test_a_typed_item_that_is_no_head_is_named_and_nothing_is_switched_off():
+    at = decoder_page(rd_view="Ablation")
+    at.text_input(key="ab_heads").input("L3H2, L40H1").run()
+    no_exceptions(at)
+    assert [e.value for e in at.error] and "L40H1" in at.error[0].value
+    np.testing.assert_array_equal(heatmap_z(titled(at, "Heads in use")), np.ones((30, 9)))

@@ -123,9 +123,7 @@ def test_switching_heads_off_shows_the_ablated_similarity(model):
     no_exceptions(at)
     a, b = model.embed(DEFAULT), model.embed(OTHER)
     assert float(metric(at, "Similarity")) == pytest.approx(a @ b, abs=1e-4)
-    at.multiselect(key="ab_heads").set_value(["L0H3", "L5H11"])
-    at.multiselect(key="ab_layers").set_value([2])
-    at.run()
+    at.text_input(key="ab_heads").input("L0H3, L5H11, L2").run()
     no_exceptions(at)
     mask = np.ones((6, 12))
     mask[0, 3] = mask[5, 11] = 0

@@ -333,8 +333,7 @@ HS_MAP = "hs_map"                       # Head statistics: the layers × heads m
 HS_HEADS = "hs_heads"                   # Head statistics: the heads per layer of the table's rows
 HS_LAYER = "hs_layer"                   # Head statistics: the opened head's layer
 HS_HEAD = "hs_head"                     # Head statistics: the opened head
-AB_LAYERS = "ab_layers"                 # Ablation: whole layers off
-AB_HEADS = "ab_heads"                   # Ablation: heads off
+AB_HEADS = "ab_heads"                   # Ablation: the heads typed to switch off (L3H2, L5)
 AB_MASK = "ab_mask"                     # Ablation: the map of what is off
 AB_OTHER = "ab_other"                   # Ablation: the second sentence
 AB_TARGET = "ab_target"                 # Ablation (SmolLM2): the next token measured
@@ -395,7 +394,7 @@ _section(None)
 # again on a switch, which redraws them.
 FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
-             EXP_ROPE_SOURCE, RO_LAYER, VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD, AB_LAYERS,
+             EXP_ROPE_SOURCE, RO_LAYER, VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
              GEN_SAMPLING, GEN_LAYER, TOY_TASK)
 # the page picks a copied link carries, each with its default (attnviz.app.links)
 LINK_DEFAULTS = {HEAD: 0, STEP: "", QUERY: 0, VECTOR_QUERY: 0, MH_HEAD: 0, MATRIX: "",

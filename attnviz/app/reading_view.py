@@ -12,6 +12,7 @@ from attnviz.app import keys, model_loading, pretrained_view, scales, widgets
 from attnviz.app.settings_view import Settings
 from attnviz.app.text import literal, token_line
 from attnviz.core.cache import SizedCache
+from attnviz.core import heads as heads_parser
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats,
                                   detection_pattern, detection_scores, head_stats,
@@ -326,29 +327,24 @@ def _embed(text: str, mask: np.ndarray | None, limit: int) -> np.ndarray:
 
 
 def head_mask(layers: int, heads: int) -> np.ndarray | None:
-    """(layers, heads) float 0/1 from the heads and whole layers chosen to switch off; None
-    when nothing is switched off."""
-    names = [f"L{l}H{h}" for l in range(layers) for h in range(heads)]
-    for key, options in ((keys.AB_HEADS, names), (keys.AB_LAYERS, list(range(layers)))):
-        chosen = st.session_state.get(key)
-        if not isinstance(chosen, list) or any(c not in options for c in chosen):
-            st.session_state[key] = []
-    left, right = st.columns([2, 1])
-    with left:
-        off_heads = st.multiselect(t("reading.ablation.heads.label"), names,
-                                   persist_state="session", key=keys.AB_HEADS,
-                                   placeholder=t("reading.ablation.heads.placeholder"),
-                                   help=t("reading.ablation.heads.help"))
-    with right:
-        off_layers = st.multiselect(t("reading.ablation.layers.label"), list(range(layers)),
-                                    persist_state="session", key=keys.AB_LAYERS,
-                                    placeholder=t("reading.ablation.layers.placeholder"),
-                                    format_func=lambda l: t("figure.layer", layer=l))
-    mask = np.ones((layers, heads))
-    for name in off_heads:
-        layer, head = name[1:].split("H")
-        mask[int(layer), int(head)] = 0
-    mask[off_layers] = 0
+    """(layers, heads) float 0/1 from the heads typed to switch off (read exactly: L3H2 is that
+    head only; L5 or L5H* a whole layer); None when nothing is switched off."""
+    if not isinstance(st.session_state.get(keys.AB_HEADS), str):
+        st.session_state[keys.AB_HEADS] = ""
+    typed = st.text_input(t("reading.ablation.heads.label"), persist_state="session",
+                          key=keys.AB_HEADS, max_chars=heads_parser.MAX_TEXT_CHARS,
+                          placeholder=t("reading.ablation.heads.placeholder"),
+                          help=t("reading.ablation.heads.help", layers=layers - 1,
+                                 heads=heads - 1))
+    try:
+        off = heads_parser.parse_heads(typed, layers, heads)
+    except AttnvizInputError as exc:
+        st.error(literal(exc))
+        off = np.zeros((layers, heads), dtype=bool)
+    if off.any():
+        st.caption(t("reading.ablation.heads.off", count=int(off.sum()),
+                     heads=heads_parser.heads_text(off)))
+    mask = (~off).astype(float)                                        # (layers, heads)
     fig = reading_figures.layers_heads_map(mask, title=t("reading.ablation.map.title"),
                                            value_name=t("reading.ablation.map.kept"),
                                            kind="weights")
