@@ -26,21 +26,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CFG = ROOT / "deploy" / "haproxy.cfg"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_load import REPLICA_HEADER, local_haproxy_cfg  # noqa: E402
 from tests.browser_helpers import free_port, stop_process  # noqa: E402
-
-
-def haproxy() -> str:
-    path = shutil.which("haproxy") or ("/usr/sbin/haproxy"
-                                       if Path("/usr/sbin/haproxy").exists() else None)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI=true but Debian's haproxy is not installed (.ci/run installs it)")
-        pytest.skip("haproxy is not installed: apt-get install -y haproxy")
-    return path
+from tests.deploy_helpers import (CFG, Port, assert_metrics_blocked,  # noqa: E402
+                                  assert_security_headers, haproxy, raw_get)
 
 
 def sections(text: str) -> dict[str, list[str]]:
@@ -102,18 +93,13 @@ def test_csp_admits_what_streamlit_needs():
 
 def test_haproxy_accepts_the_shipped_and_the_local_config(tmp_path):
     binary = haproxy()
-    for text in (CFG.read_text(), local_haproxy_cfg([_Port(1), _Port(2)])):
+    for text in (CFG.read_text(), local_haproxy_cfg([Port(1), Port(2)])):
         cfg = tmp_path / "haproxy.cfg"
         cfg.write_text(text)
         done = subprocess.run([binary, "-c", "-f", str(cfg)], capture_output=True, text=True,
                               env={k: v for k, v in os.environ.items() if not k.startswith("ATTNVIZ_")},
                               timeout=30)
         assert done.returncode == 0, done.stdout + done.stderr
-
-
-class _Port:
-    def __init__(self, port: int):
-        self.port = port
 
 
 def _stub(name: str) -> http.server.ThreadingHTTPServer:
@@ -150,7 +136,7 @@ def test_live_sticky_sessions_and_headers(tmp_path):
     binary = haproxy()
     stubs = [_stub("one"), _stub("two")]
     cfg = tmp_path / "haproxy.cfg"
-    cfg.write_text(local_haproxy_cfg([_Port(s.server_address[1]) for s in stubs]))
+    cfg.write_text(local_haproxy_cfg([Port(s.server_address[1]) for s in stubs]))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([binary, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
@@ -171,10 +157,7 @@ def test_live_sticky_sessions_and_headers(tmp_path):
 
         status, headers, first = _get(url + "/")
         assert status == 200
-        assert headers["X-Frame-Options"] == "SAMEORIGIN"
-        assert "frame-ancestors 'self'" in headers["Content-Security-Policy"]
-        assert headers["X-Content-Type-Options"] == "nosniff"
-        assert "Server" not in headers
+        assert_security_headers(headers)
         cookie = next(c.split(";")[0] for c in headers.get_all("Set-Cookie")
                       if c.startswith("ATTNVIZ_REPLICA="))
         assert "HttpOnly" in headers["Set-Cookie"]
@@ -248,27 +231,6 @@ def test_the_dockerfile_passes_hadolint(tmp_path):
 
 # ---- the real app behind the shipped proxy (issues 19.6, 19.7) ------------------------------
 
-METRICS_SPELLINGS = ["/_stcore/metrics", "/_stcore/metric%73", "/_stcore/METRIC%53",
-                     "/_stcore%2Fmetrics", "/_stcore%2fmetrics", "/%5fstcore/metrics",
-                     "//_stcore/metrics", "/_stcore//metrics", "/_stcore/metrics/",
-                     "/_stcore/metrics%2F", "/_STCORE/METRICS", "/x/..%2F_stcore/metrics",
-                     "/_stcore/metrics?format=text"]
-COUNTERS = b"# TYPE session_events"
-
-
-def _raw_get(port: int, path: str, headers: dict | None = None) -> tuple[int, bytes]:
-    """GET `path` exactly as written (no client-side normalisation or quoting)."""
-    import http.client
-
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", path, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
 @pytest.fixture(scope="module")
 def proxied_app(tmp_path_factory):
     """The app (`streamlit run app.py`) with the shipped haproxy.cfg in front of it: yields
@@ -287,7 +249,7 @@ def proxied_app(tmp_path_factory):
             cwd=APP_ROOT, stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     cfg = tmp / "haproxy.cfg"
-    cfg.write_text(local_haproxy_cfg([_Port(app_port)]))
+    cfg.write_text(local_haproxy_cfg([Port(app_port)]))
     proxy = subprocess.Popen([binary, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL,
                              env={**os.environ, "ATTNVIZ_BIND": f"127.0.0.1:{proxy_port}"})
@@ -295,7 +257,7 @@ def proxied_app(tmp_path_factory):
     try:
         wait_healthy(f"http://127.0.0.1:{app_port}", app, 120)
         deadline = time.monotonic() + 30            # the proxy's first health check passed
-        while _raw_get(proxy_port, "/_stcore/health")[0] != 200:
+        while raw_get(proxy_port, "/_stcore/health")[0] != 200:
             assert time.monotonic() < deadline, "haproxy never found the app healthy"
             time.sleep(0.3)
         yield app_port, url, app_log
@@ -306,19 +268,7 @@ def proxied_app(tmp_path_factory):
 
 def test_metrics_stay_behind_the_proxy_however_the_path_is_spelt(proxied_app):
     app_port, url, _ = proxied_app
-    proxy_port = int(url.rsplit(":", 1)[1])
-    # Streamlit itself decodes: these spellings reach its counters when asked directly
-    for path in ("/_stcore/metrics", "/_stcore/metric%73", "/_stcore%2Fmetrics",
-                 "/%5fstcore/metrics"):
-        status, body = _raw_get(app_port, path)
-        assert status == 200 and COUNTERS in body, path
-    for path in METRICS_SPELLINGS:
-        status, body = _raw_get(proxy_port, path)
-        assert status == 404 and COUNTERS not in body, (path, status)
-    # and the rest of the app still goes through
-    assert _raw_get(proxy_port, "/_stcore/health")[0] == 200
-    assert _raw_get(proxy_port, "/_stcore/metricsx")[0] == 200        # the app's own page
-    assert b"<div id=\"root\">" in _raw_get(proxy_port, "/")[1]
+    assert_metrics_blocked(int(url.rsplit(":", 1)[1]), [app_port])
 
 
 def test_the_websocket_opens_only_from_the_same_site(proxied_app):
