@@ -16,6 +16,7 @@
   ulimits of 1024 (podman's defaults are refused here).
 
     python -m tests.image_helpers build [TAG]      # build, print the seconds it took
+    python -m tests.image_helpers up TAG N         # N replicas behind haproxy, until ^C
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -302,10 +304,60 @@ def remove_image(tag: str) -> None:
     subprocess.run(["podman", "rmi", "-f", tag], capture_output=True)
 
 
+def replicas_up(image: str, n: int) -> None:
+    """N containers of `image` on 127.0.0.1 behind haproxy with deploy/haproxy.cfg (as
+    tests/test_image.py runs them), each warmed up by one visit of every page; prints the
+    proxy's URL and each replica's pid and RSS, then the replicas' peak RSS every 10 s
+    until interrupted (SIGINT or SIGTERM; for benchmarks/bench_load.py --url)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_load
+    from tests.browser_helpers import free_port, wait_healthy
+    from tests.deploy_helpers import Port
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):     # a background job ignores SIGINT
+        signal.signal(sig, interrupted)
+    ports = [free_port() for _ in range(n)]
+    containers, proxy = [], None
+    try:
+        for i, port in enumerate(ports, 1):
+            containers.append(Container(image, f"attnviz-r{i}", [
+                "--network", "host", "-e", "STREAMLIT_SERVER_ADDRESS=127.0.0.1",
+                "-e", f"STREAMLIT_SERVER_PORT={port}"]))
+        urls = [f"http://127.0.0.1:{p}" for p in ports]
+        for url in urls:
+            wait_healthy(url, None, 120)
+        proxy = bench_load.Proxy([Port(p) for p in ports])
+        bench_load.warm_up(urls, bench_load.Words(8, seed=99), timeout=300)
+        pids = [c.pid for c in containers]
+        print(f"proxy {proxy.url}; replicas " + ", ".join(
+            f"r{i} pid {pid} {bench_load.rss_mb([pid]):.0f} MB"
+            for i, pid in enumerate(pids, 1)) + " (idle, after one visit of every page)",
+            flush=True)
+        peaks = [0.0] * n
+        while True:
+            for _ in range(20):
+                peaks = [max(p, bench_load.rss_mb([pid])) for p, pid in zip(peaks, pids)]
+                time.sleep(0.5)
+            print("RSS now " + ", ".join(f"{bench_load.rss_mb([pid]):.0f}" for pid in pids)
+                  + " MB; peak " + ", ".join(f"{p:.0f}" for p in peaks) + " MB", flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        for c in containers:
+            c.remove()
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["build"]:
         name = sys.argv[2] if len(sys.argv) > 2 else "localhost/attnviz:latest"
         build_log = Path(tempfile.mkstemp(prefix="attnviz-build-", suffix=".log")[1])
         print(json.dumps({**build_image(name, build_log), "log": str(build_log)}))
+    elif sys.argv[1:2] == ["up"] and len(sys.argv) == 4:
+        replicas_up(sys.argv[2], int(sys.argv[3]))
     else:
         sys.exit(__doc__)

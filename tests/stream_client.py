@@ -28,14 +28,14 @@ CHARTS = {"steps", "home", "multihead", "experiments", "pretrained", "reading"} 
 def open_page(url: str, page: str, query: str = "", timeout: float = 240) -> dict:
     """A new browser session opening `url`/`page` (Home: "home", the root) with `query` over
     Streamlit's websocket, until the script run ends: the session's config and id, main
-    script, the titles and element types shown, any exception, and the seconds from the
-    request to the first chart and to the end of the run."""
+    script, the titles, Markdown texts and element types shown, any exception, and the
+    seconds from the request to the first chart and to the end of the run."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
     from websockets.sync.client import connect
 
-    seen = {"titles": [], "types": set(), "exceptions": [], "config": None, "script": None,
-            "session_id": None, "first_chart": None, "finished": None}
+    seen = {"titles": [], "texts": [], "types": set(), "exceptions": [], "config": None,
+            "script": None, "session_id": None, "first_chart": None, "finished": None}
     msg = BackMsg()
     msg.rerun_script.page_name = "" if page == "home" else page
     msg.rerun_script.query_string = query
@@ -57,6 +57,8 @@ def open_page(url: str, page: str, query: str = "", timeout: float = 240) -> dic
                 seen["types"].add(element.WhichOneof("type"))
                 if element.WhichOneof("type") == "heading":
                     seen["titles"].append(element.heading.body)
+                elif element.WhichOneof("type") == "markdown":       # captions too
+                    seen["texts"].append(element.markdown.body)
                 elif element.WhichOneof("type") == "exception":
                     seen["exceptions"].append(element.exception.message)
                 elif element.WhichOneof("type") == "plotly_chart" and not seen["first_chart"]:

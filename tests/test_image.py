@@ -209,6 +209,9 @@ def test_every_page_serves_with_no_network_but_the_loopback(offline):
         assert page.split("?")[0] not in CHARTS or "plotly_chart" in seen["types"], \
             (page, seen["types"])
         assert seen["script"] == "/app/app.py"
+        if page.startswith("pretrained"):            # the model the link chose, loaded
+            model = "SmolLM2-135M-Instruct" if "smollm2" in page else "all-MiniLM-L6-v2"
+            assert any(model in text for text in seen["texts"]), (page, seen["texts"][:3])
         assert seen["config"] == {"gather_usage_stats": False,
                                   "toolbar_mode": Config.ToolbarMode.Value("MINIMAL")}
 
