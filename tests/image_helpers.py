@@ -194,7 +194,6 @@ def debian_image(log: Path) -> str:
     system's tar, else by debootstrap from this machine's Debian mirror (kept as that tar)."""
     if image_exists(DEBIAN_IMAGE):
         return DEBIAN_IMAGE
-    CACHE.mkdir(parents=True, exist_ok=True)
     tar = CACHE / "debian-bookworm-minbase.tar"
     if not tar.exists():
         rootfs = CACHE / "rootfs.partial"
@@ -225,11 +224,23 @@ def python_base(log: Path) -> str:
     return tag
 
 
+@contextmanager
+def cache_lock():
+    """One process at a time makes the base (two test runs at once share the cache)."""
+    import fcntl
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def build_image(tag: str, log: Path) -> dict[str, float]:
-    """The Dockerfile built into `tag` on the Python base; the seconds the base took (0 when
-    it was there) and the image's build."""
+    """The Dockerfile built into `tag` on the Python base; the seconds the base took (about 0
+    when it was there) and the image's build."""
     t0 = time.monotonic()
-    base = python_base(log)
+    with cache_lock():
+        base = python_base(log)
     base_seconds = time.monotonic() - t0
     with pip_setup() as (args, volumes):
         seconds = _timed(["buildah", "bud", "--isolation", "chroot", "--format", "docker",
