@@ -5,8 +5,8 @@ Debian bookworm base made here (tests/image_helpers.py says how), then
   start period; every page serves over Streamlit's websocket (the client runs inside the
   container), SmolLM2 and MiniLM included, so both load offline; the server runs as the
   unprivileged user, who can write nothing of the model cache, and the cache is used as it is
-  (no reconversion: the first SmolLM2 page takes less than half a conversion longer than a
-  later one);
+  (no reconversion: the first SmolLM2 page takes less than three quarters of a conversion
+  longer than a later one);
 - two containers on 127.0.0.1 behind Debian's haproxy with the shipped deploy/haproxy.cfg (its
   server lines for these two ports, as benchmarks/bench_load.py makes them): what
   tests/test_deploy.py checks against plain processes (the security headers, the metrics
@@ -230,16 +230,17 @@ def test_the_server_runs_unprivileged_and_cannot_write_the_model_cache(offline):
 def test_the_image_s_model_cache_is_used_not_converted_again(offline, conversion_seconds):
     """No file of the cache changed, the user wrote no model anywhere (all its files add up to
     less than 1 MB; a converted SmolLM2 is hundreds), and the first SmolLM2 page took less
-    than half a conversion more than a later one on a new text (which runs the model too,
-    loaded by then)."""
+    than three quarters of a conversion more than a later one on a new text (which runs the
+    model too, loaded by then): its extra is the cache's load (and any check of it), not a
+    conversion, measured in the same image and run."""
     assert offline["after"]["entries"] == offline["before"]["entries"]
     owned = sum(int(line.split(" ", 1)[0]) for line in offline["owned"].splitlines() if line)
     assert owned < 1_000_000, offline["owned"]
     first, later = offline["seen"][SMOLLM2], offline["seen"][SMOLLM2_AGAIN]
     assert "plotly_chart" in first["types"] and "plotly_chart" in later["types"]
     extra = first["finished"] - later["finished"]
-    assert extra < conversion_seconds / 2, (first["finished"], later["finished"],
-                                            conversion_seconds)
+    assert extra < 0.75 * conversion_seconds, (first["finished"], later["finished"],
+                                               conversion_seconds)
 
 
 # ---- two replicas behind the shipped haproxy.cfg ----------------------------------------------
