@@ -54,8 +54,8 @@ COPY app.py ./
 # SmolLM2's GGUF is converted once, here, into a cache every user of the image reads and none
 # can write. The cache is named after the GGUF's path, size and modification time; an image
 # layer keeps whole seconds of that time (tar), so the time is rounded to whole seconds first:
-# otherwise the running container would look for another name and convert again at every
-# start, in memory (tests/test_image.py times the first SmolLM2 page).
+# otherwise a running container would look for another name and convert SmolLM2 again, in
+# memory, at its first SmolLM2 page (tests/test_image.py times that page).
 ENV ATTNVIZ_CACHE_DIR=/opt/attnviz-cache
 RUN HF_HUB_OFFLINE=1 python -c "import os; \
 from attnviz.models.decoder import package_file; \
