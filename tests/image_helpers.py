@@ -1,0 +1,374 @@
+"""The class image built and run on this machine, without a Docker engine or a registry
+(tests/test_image.py; docs/deploy.md says what was measured with it):
+
+- the base: Debian bookworm by debootstrap from the mirror apt is configured with here, imported
+  into podman (localhost/debian:bookworm-minbase), then deploy/python-bookworm.Containerfile on
+  top (Debian's Python 3.11 in a virtual environment). Both are kept between runs: the root file
+  system as a tar under ATTNVIZ_IMAGE_CACHE (default ~/.cache/attnviz-image) and the images in
+  podman's own store; each is remade only when missing (the Python base also when its
+  Containerfile changes);
+- the image: `buildah bud --isolation chroot` of the Dockerfile with BASE set to that base and
+  pip set up as this machine's pip is (read from `pip config list` when the build runs: its
+  indexes and find-links folders mounted read-only at their own paths, its CA bundle and a
+  pip.conf naming them mounted on /mnt, which every Debian image has empty, so nothing of them
+  stays in the image);
+- containers: `podman run --runtime runc` (crun refuses this machine's hybrid cgroups) with
+  ulimits of 1024 (podman's defaults are refused here).
+
+    python -m tests.image_helpers build [TAG]      # build, print the seconds it took
+    python -m tests.image_helpers up TAG N         # N replicas behind haproxy, until ^C
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ("podman", "buildah", "debootstrap", "runc")
+CACHE = Path(os.environ.get("ATTNVIZ_IMAGE_CACHE") or Path.home() / ".cache" / "attnviz-image")
+DEBIAN_IMAGE = "localhost/debian:bookworm-minbase"
+BASE_FILE = ROOT / "deploy" / "python-bookworm.Containerfile"
+RUN = ["podman", "run", "--pull", "never", "--runtime", "runc",
+       "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
+PIP_MOUNT = "/mnt"          # the generated pip.conf and the CA bundle, inside the build
+
+
+def missing_tools() -> list[str]:
+    return [tool for tool in TOOLS if shutil.which(tool) is None]
+
+
+def run(cmd: list[str], timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    """`cmd`, its output captured; RuntimeError with the end of its output if it fails."""
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} … failed ({done.returncode}):\n"
+                           + (done.stdout + done.stderr)[-4000:])
+    return done
+
+
+def image_exists(tag: str) -> bool:
+    return subprocess.run(["podman", "image", "exists", tag]).returncode == 0
+
+
+def image_id(tag: str) -> str:
+    return run(["podman", "image", "inspect", "--format", "{{.Id}}", tag]).stdout.strip()
+
+
+# ---- what this machine is set up with -------------------------------------------------------
+
+def debian_mirror() -> str:
+    """The URI of the Debian archive that apt here is configured with for bookworm's main
+    (deb822 .sources files and one-line .list files alike)."""
+    apt = Path("/etc/apt")
+    for path in [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*"))]:
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".sources":
+            for stanza in re.split(r"\n\s*\n", text):
+                fields = dict(re.findall(r"(?m)^(\w[\w-]*):\s*(.*)$", stanza))
+                if ("deb" in fields.get("Types", "").split()
+                        and "bookworm" in fields.get("Suites", "").split()
+                        and "main" in fields.get("Components", "").split()
+                        and fields.get("Enabled", "yes") != "no"):
+                    return fields["URIs"].split()[0]
+        elif path.suffix == ".list" or path.name == "sources.list":
+            for m in re.finditer(r"(?m)^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+bookworm\s+.*\bmain\b",
+                                 text):
+                return m.group(1)
+    raise RuntimeError("apt here has no source for Debian bookworm's main")
+
+
+def pip_options() -> dict[str, str]:
+    """This machine's pip settings that the build's pip needs (`pip config list`: its files
+    and PIP_* variables; a variable wins over a file, as in pip)."""
+    listed = run([sys.executable, "-m", "pip", "config", "list"]).stdout
+    found: dict[str, dict[str, str]] = {}
+    for line in listed.splitlines():
+        m = re.match(r"^([^.]*)\.([\w-]+)='(.*)'$", line)
+        if m:
+            found.setdefault(m.group(1), {})[m.group(2)] = m.group(3)
+    merged = {**found.get("global", {}), **found.get("install", {}), **found.get(":env:", {})}
+    keys = ("index-url", "extra-index-url", "find-links", "cert", "trusted-host",
+            "default-timeout", "timeout", "no-index")
+    return {k: v for k, v in merged.items() if k in keys and v}
+
+
+def _local_path(location: str) -> Path | None:
+    """The folder behind a find-links or index location, if it is on this machine."""
+    if location.startswith("file://"):
+        return Path(urlparse(location).path)
+    if "://" not in location:
+        return Path(location)
+    return None
+
+
+def _index_root(index: Path) -> Path:
+    """The folder that holds a local package index and the files its pages link to (they
+    often lie beside it: simple/six/index.html → ../../files/six-….whl)."""
+    root = index.resolve()
+    for page in sorted(index.glob("*/index.html"))[:5]:
+        for href in re.findall(r'href="([^"#]+)', page.read_text(errors="replace")):
+            if "://" not in href:
+                target = (page.parent / href).resolve()
+                root = Path(os.path.commonpath([root, target.parent]))
+    return root
+
+
+def pip_folders(options: dict[str, str]) -> list[Path]:
+    """The folders of this machine that the build's pip reads: each local find-links folder,
+    and each local index with the files its pages link to."""
+    folders: list[Path] = []
+    for key in ("index-url", "extra-index-url", "find-links"):
+        for location in options.get(key, "").split():
+            path = _local_path(location)
+            if path is not None and path.is_dir():
+                path = path if key == "find-links" else _index_root(path)
+                if path not in folders:
+                    folders.append(path)
+    return folders
+
+
+@contextmanager
+def pip_setup():
+    """The build's pip set up as this machine's: yields (build arguments, volume options) for
+    buildah bud. The pip.conf is written afresh from `pip config list` (the CA bundle under
+    its new name), in a temporary folder mounted read-only on /mnt; every local index and
+    find-links folder is mounted read-only at its own path."""
+    options = pip_options()
+    volumes: list[str] = []
+    for path in pip_folders(options):
+        volumes += ["-v", f"{path}:{path}:ro"]
+    with tempfile.TemporaryDirectory(prefix="attnviz-pip-") as tmp:
+        lines = ["[global]"]
+        for key in ("index-url", "extra-index-url", "find-links", "trusted-host", "no-index"):
+            if key in options:
+                lines.append(f"{key} = {options[key]}")
+        if "cert" in options:
+            shutil.copyfile(options["cert"], Path(tmp) / "ca.crt")
+            lines.append(f"cert = {PIP_MOUNT}/ca.crt")
+        timeout = options.get("default-timeout") or options.get("timeout")
+        if timeout:
+            lines.append(f"timeout = {timeout}")
+        (Path(tmp) / "pip.conf").write_text("\n".join(lines) + "\n")
+        volumes += ["-v", f"{tmp}:{PIP_MOUNT}:ro"]
+        # torch from wherever this pip finds it (an empty TORCH_INDEX_URL: pip's own indexes)
+        args = ["--build-arg", "TORCH_INDEX_URL=",
+                "--build-arg", f"PIP_CONFIG_FILE={PIP_MOUNT}/pip.conf"]
+        yield args, volumes
+
+
+# ---- the base --------------------------------------------------------------------------------
+
+def _timed(cmd: list[str], log: Path, timeout: float, **kw) -> float:
+    """Run `cmd`, each line of its output into `log` with the seconds since the start; the
+    seconds it took. RuntimeError with the log's end if it fails."""
+    t0 = time.monotonic()
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", **kw)
+        for line in proc.stdout:
+            out.write(f"[{time.monotonic() - t0:7.1f} s] {line}")
+        code = proc.wait(timeout=max(1.0, timeout - (time.monotonic() - t0)))
+    if code != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({code}); the end of {log}:\n"
+                           + log.read_text(errors="replace")[-4000:])
+    return time.monotonic() - t0
+
+
+def debian_image(log: Path) -> str:
+    """localhost/debian:bookworm-minbase: from podman's store, else from the cached root file
+    system's tar, else by debootstrap from this machine's Debian mirror (kept as that tar)."""
+    if image_exists(DEBIAN_IMAGE):
+        return DEBIAN_IMAGE
+    tar = CACHE / "debian-bookworm-minbase.tar"
+    if not tar.exists():
+        rootfs = CACHE / "rootfs.partial"
+        shutil.rmtree(rootfs, ignore_errors=True)
+        try:
+            _timed(["debootstrap", "--variant=minbase", "bookworm", str(rootfs),
+                    debian_mirror()], log, 900)
+            partial = tar.with_suffix(".partial")
+            _timed(["tar", "-C", str(rootfs), "-cf", str(partial), "."], log, 300)
+            partial.rename(tar)
+        finally:
+            shutil.rmtree(rootfs, ignore_errors=True)
+    _timed(["podman", "import", str(tar), DEBIAN_IMAGE], log, 300)
+    return DEBIAN_IMAGE
+
+
+def python_base(log: Path) -> str:
+    """The Dockerfile's BASE here: deploy/python-bookworm.Containerfile on the Debian image,
+    tagged by a hash of both (built only when that tag is missing)."""
+    debian = debian_image(log)
+    digest = hashlib.sha256(BASE_FILE.read_bytes() + image_id(debian).encode()).hexdigest()
+    tag = f"localhost/attnviz-python:bookworm-{digest[:12]}"
+    if not image_exists(tag):
+        with tempfile.TemporaryDirectory(prefix="attnviz-base-") as context:   # copies nothing
+            _timed(["buildah", "bud", "--isolation", "chroot", "--format", "docker",
+                    "--build-arg", f"DEBIAN={debian}", "-t", tag, "-f", str(BASE_FILE),
+                    context], log, 900)
+    return tag
+
+
+@contextmanager
+def cache_lock():
+    """One process at a time makes the base (two test runs at once share the cache)."""
+    import fcntl
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def build_image(tag: str, log: Path) -> dict[str, float]:
+    """The Dockerfile built into `tag` on the Python base; the seconds the base took (about 0
+    when it was there) and the image's build."""
+    t0 = time.monotonic()
+    with cache_lock():
+        base = python_base(log)
+    base_seconds = time.monotonic() - t0
+    with pip_setup() as (args, volumes):
+        seconds = _timed(["buildah", "bud", "--isolation", "chroot", "--format", "docker",
+                          "--layers=false", "--build-arg", f"BASE={base}", *args, *volumes,
+                          "-t", tag, "-f", str(ROOT / "Dockerfile"), str(ROOT)], log, 1800)
+    return {"base": base_seconds, "image": seconds}
+
+
+# ---- containers ------------------------------------------------------------------------------
+
+class Container:
+    """`podman run -d` of `image` named `name`, with `options` (network, env) before the image
+    and `command` after it (default: the image's own)."""
+
+    def __init__(self, image: str, name: str, options: list[str] = (),
+                 command: list[str] = ()):
+        self.name = name
+        subprocess.run(["podman", "rm", "-f", "--ignore", name], capture_output=True)
+        self.started = time.monotonic()
+        run([*RUN, "-d", "--name", name, *options, image, *command], timeout=120)
+
+    def inspect(self, template: str) -> str:
+        return run(["podman", "inspect", "--format", template, self.name]).stdout.strip()
+
+    @property
+    def pid(self) -> int:
+        """The container's first process, as this machine's /proc sees it."""
+        return int(self.inspect("{{.State.Pid}}"))
+
+    def exec(self, *cmd: str, input: str | None = None, user: str | None = None,
+             timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+        """`cmd` in the container (as the image's user, or `user`)."""
+        full = ["podman", "exec", *(["-i"] if input is not None else []),
+                *(["--user", user] if user else []), self.name, *cmd]
+        if check:
+            return run(full, timeout=timeout, input=input)
+        return subprocess.run(full, capture_output=True, text=True, timeout=timeout,
+                              input=input)
+
+    def host_pids(self) -> list[int]:
+        """Every process of the container, by its pid on this machine."""
+        out = run(["podman", "top", self.name, "hpid"]).stdout.split()
+        return [int(p) for p in out[1:]]
+
+    def healthy(self) -> bool:
+        """The image's own HEALTHCHECK, run now."""
+        return subprocess.run(["podman", "healthcheck", "run", self.name],
+                              capture_output=True).returncode == 0
+
+    def logs(self) -> str:
+        done = subprocess.run(["podman", "logs", self.name], capture_output=True, text=True)
+        return done.stdout + done.stderr
+
+    def kill(self) -> None:
+        run(["podman", "kill", self.name])
+
+    def remove(self) -> None:
+        subprocess.run(["podman", "rm", "-f", "--ignore", "-t", "5", self.name],
+                       capture_output=True)
+
+
+def stream_client(container: Container, url: str, pages: list[str],
+                  timeout: float = 600) -> list[dict]:
+    """tests/stream_client.py run inside `container` against `url` (its own loopback): one
+    dict per page."""
+    source = (ROOT / "tests" / "stream_client.py").read_text(encoding="utf-8")
+    done = container.exec("python", "-", url, *pages, input=source, timeout=timeout)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def remove_image(tag: str) -> None:
+    subprocess.run(["podman", "rmi", "-f", tag], capture_output=True)
+
+
+def replicas_up(image: str, n: int) -> None:
+    """N containers of `image` on 127.0.0.1 behind haproxy with deploy/haproxy.cfg (as
+    tests/test_image.py runs them), each warmed up by one visit of every page; prints the
+    proxy's URL and each replica's pid and RSS, then the replicas' peak RSS every 10 s
+    until interrupted (SIGINT or SIGTERM; for benchmarks/bench_load.py --url)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_load
+    from tests.browser_helpers import free_port, wait_healthy
+    from tests.deploy_helpers import Port
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):     # a background job ignores SIGINT
+        signal.signal(sig, interrupted)
+    ports = [free_port() for _ in range(n)]
+    containers, proxy = [], None
+    try:
+        for i, port in enumerate(ports, 1):
+            containers.append(Container(image, f"attnviz-r{i}", [
+                "--network", "host", "-e", "STREAMLIT_SERVER_ADDRESS=127.0.0.1",
+                "-e", f"STREAMLIT_SERVER_PORT={port}"]))
+        urls = [f"http://127.0.0.1:{p}" for p in ports]
+        for url in urls:
+            wait_healthy(url, None, 120)
+        proxy = bench_load.Proxy([Port(p) for p in ports])
+        bench_load.warm_up(urls, bench_load.Words(8, seed=99), timeout=300)
+        pids = [c.pid for c in containers]
+        print(f"proxy {proxy.url}; replicas " + ", ".join(
+            f"r{i} pid {pid} {bench_load.rss_mb([pid]):.0f} MB"
+            for i, pid in enumerate(pids, 1)) + " (idle, after one visit of every page)",
+            flush=True)
+        peaks = [0.0] * n
+        while True:
+            for _ in range(20):
+                peaks = [max(p, bench_load.rss_mb([pid])) for p, pid in zip(peaks, pids)]
+                time.sleep(0.5)
+            print("RSS now " + ", ".join(f"{bench_load.rss_mb([pid]):.0f}" for pid in pids)
+                  + " MB; peak " + ", ".join(f"{p:.0f}" for p in peaks) + " MB", flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        for c in containers:
+            c.remove()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["build"]:
+        name = sys.argv[2] if len(sys.argv) > 2 else "localhost/attnviz:latest"
+        build_log = Path(tempfile.mkstemp(prefix="attnviz-build-", suffix=".log")[1])
+        print(json.dumps({**build_image(name, build_log), "log": str(build_log)}))
+    elif sys.argv[1:2] == ["up"] and len(sys.argv) == 4:
+        replicas_up(sys.argv[2], int(sys.argv[3]))
+    else:
+        sys.exit(__doc__)
