@@ -52,16 +52,10 @@ COPY app.py ./
 # Fail the build, not the first learner, if a model cannot load offline from its package;
 # then the unprivileged user the server runs as (by number, so any host resolves it).
 # SmolLM2's GGUF is converted once, here, into a cache every user of the image reads and none
-# can write. The cache is named after the GGUF's path, size and modification time; an image
-# layer keeps whole seconds of that time (tar), so the time is rounded to whole seconds first:
-# otherwise a running container would look for another name and convert SmolLM2 again, in
-# memory, at its first SmolLM2 page (tests/test_image.py times that page).
+# can write (its name holds the GGUF's time in whole seconds, which an image layer keeps, so
+# the containers find it: tests/test_image.py times their first SmolLM2 page).
 ENV ATTNVIZ_CACHE_DIR=/opt/attnviz-cache
-RUN HF_HUB_OFFLINE=1 python -c "import os; \
-from attnviz.models.decoder import package_file; \
-gguf = package_file(); s = os.stat(gguf); \
-os.utime(gguf, (int(s.st_atime), int(s.st_mtime))); \
-from attnviz.models.pretrained import PretrainedModel; \
+RUN HF_HUB_OFFLINE=1 python -c "from attnviz.models.pretrained import PretrainedModel; \
 from attnviz.models.decoder import DecoderModel; \
 print(PretrainedModel.load().max_tokens, DecoderModel.load().num_layers)" \
     && chmod -R a+rX,go-w /opt/attnviz-cache \

@@ -190,16 +190,18 @@ def cache_folder(gguf_path: Path, cache: Path | None = None) -> Path:
     """The folder under `cache` (default ``cache_root()``) for a conversion of `gguf_path`:
     its name changes whenever the file (path, size, time) or FORMAT does."""
     stamp = _stamp(gguf_path)
-    key = f"{stamp['path']}|{stamp['size']}|{stamp['mtime_ns']}|{stamp['format']}"
+    key = f"{stamp['path']}|{stamp['size']}|{stamp['mtime']}|{stamp['format']}"
     name = f"{gguf_path.stem.lower()}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     return (cache or cache_root()) / name
 
 
 def _stamp(gguf_path: Path) -> dict:
-    """What a conversion is made from: the GGUF (path, size, time) and FORMAT."""
+    """What a conversion is made from: the GGUF (path, size, time) and FORMAT. The time in
+    whole seconds: an image layer (tar) keeps no more of it, so a cache converted while an
+    image is built is still found in its containers."""
     stat = gguf_path.stat()
     return {"path": str(gguf_path.resolve()), "size": stat.st_size,
-            "mtime_ns": stat.st_mtime_ns, "format": FORMAT}
+            "mtime": int(stat.st_mtime), "format": FORMAT}
 
 
 # ---- the cache's files ------------------------------------------------------------------------
