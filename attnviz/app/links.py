@@ -22,15 +22,15 @@ from attnviz.core.inputs import MAX_TOKENS, parse_matrix
 from attnviz.describe.labels import cut
 from attnviz.app.settings_view import BOUNDS, MAX_D_MODEL, TOY_MODE, Settings, weights_signature
 from attnviz.app import language
-from attnviz.app.text import drop_invisible, literal
+from attnviz.app.text import MAX_TEXT_CHARS, drop_invisible, literal
 
 EDITS_PARAM = "edits"
 LEFT_OUT_PARAM = "unsaved_edits"     # names the edited matrices too large for the link
 MAX_EDITS_CHARS = 4000
-MAX_TEXT_CHARS = 20_000
 MAX_LINK_TEXT_CHARS = 2000    # a longer sentence or matrix text is left out of the link
 MATRIX_TEXTS = (keys.X_TEXT, keys.Q_TEXT, keys.K_TEXT, keys.V_TEXT)
-# the longest value each kind of parameter may have: free text, a whole number, a name
+# the longest value each kind of parameter may have: free text (a sentence's box holds as
+# much: text.MAX_TEXT_CHARS; a matrix's more), a whole number, a name
 MAX_CHARS = {str: MAX_TEXT_CHARS, int: 30, bool: 5, "name": 40}
 NAMES = (keys.MODE, keys.PRESET, keys.INIT, keys.STEP, keys.MATRIX)   # one of a few choices: short
 MAX_UNKNOWN_SHOWN = 3         # unknown parameters named in the notice

@@ -10,7 +10,7 @@ import streamlit as st
 
 from attnviz.app import keys, pretrained_view, scales, widgets
 from attnviz.app.settings_view import Settings
-from attnviz.app.text import literal, token_line
+from attnviz.app.text import MAX_TEXT_CHARS, at_limit, bound, literal, token_line
 from attnviz.core.cache import SizedCache
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats,
@@ -374,8 +374,10 @@ def ablation_tab(run) -> None:
     limit = ablation_limit()
     if not isinstance(st.session_state.get(keys.AB_OTHER), str):
         st.session_state[keys.AB_OTHER] = OTHER_SENTENCE
+    bound(keys.AB_OTHER, MAX_TEXT_CHARS)
     text_b = st.text_input(t("reading.ablation.other.label"), persist_state="session",
-                           key=keys.AB_OTHER)
+                           key=keys.AB_OTHER, max_chars=MAX_TEXT_CHARS)
+    at_limit(text_b, MAX_TEXT_CHARS)
     if not text_b.strip():
         st.info(t("reading.ablation.other.empty"))
         return

@@ -100,6 +100,12 @@ MAX_PROMPT_CHARS = 8_000
 MAX_MATRIX_CHARS = 512 * 1024 * 12
 
 
+# the settings' text boxes (the sidebar's), bounded by state.init at every run
+SETTINGS_LIMITS = {keys.SENTENCE: MAX_TEXT_CHARS, keys.X_TEXT: MAX_MATRIX_CHARS,
+                   keys.Q_TEXT: MAX_MATRIX_CHARS, keys.K_TEXT: MAX_MATRIX_CHARS,
+                   keys.V_TEXT: MAX_MATRIX_CHARS}
+
+
 def bound(key: str, limit: int) -> None:
     """Before the text box `key` is drawn: its value in the session cut to `limit` characters
     (a value from the browser is never longer: Streamlit cut it to the box's max_chars)."""
