@@ -221,8 +221,9 @@ def _too_large_text(stored) -> str:
 
 
 def show_notices() -> None:
-    for notice in st.session_state.get(keys.LINK_NOTICES, []):
-        st.warning(t("link.notice", notice=literal(notice)))
+    """Everything the link says: what it could not use (`show_link_notices`), what could not
+    be written into it, the edits it left out."""
+    show_link_notices()
     if st.session_state.get(keys.LINK_TOO_LONG):
         names = t("link.and").join(st.session_state[keys.LINK_TOO_LONG])
         st.caption(t("link.too_long", names=names, chars=MAX_LINK_TEXT_CHARS))
@@ -238,6 +239,14 @@ def show_notices() -> None:
         st.success(literal(st.session_state.pop(keys.LINK_RESTORED)))
     if st.session_state.get(keys.LINK_LOST_EDITS):
         _lost_edits(st.session_state[keys.LINK_LOST_EDITS])
+
+
+def show_link_notices() -> None:
+    """What the opened link could not use, as read at the session's first run (read_once):
+    on every page, the page the link opened included (one with its own settings, Generate or
+    Train, shows only these: it writes no settings into the link)."""
+    for notice in st.session_state.get(keys.LINK_NOTICES, []):
+        st.warning(t("link.notice", notice=literal(notice)))
 
 
 def _npz_maker(s: Settings, stored: dict):

@@ -40,6 +40,8 @@ def render(inputs: bool = True, real_model: bool = False) -> None:
     if not inputs:
         st.sidebar.caption(t("sidebar.own_settings"))
         links.write_language()
+        with st.sidebar:
+            links.show_link_notices()       # a link that opened this page: said here
         return
     if real_model:
         with st.sidebar:
