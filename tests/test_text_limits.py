@@ -60,8 +60,8 @@ def test_the_limits_are_what_the_app_can_use():
     from attnviz.core.inputs import MAX_D_MODEL, MAX_TOKENS
     from attnviz.io.matrix_files import MAX_UPLOAD_MB
 
-    # the largest matrix the app reads, at 12 characters a number: "-0.12345678, "
-    assert MAX_MATRIX_CHARS == MAX_TOKENS * MAX_D_MODEL * 12
+    # the largest matrix the app reads, at 8 characters a number: "-0.1234,"
+    assert MAX_MATRIX_CHARS == MAX_TOKENS * MAX_D_MODEL * 8
     assert MAX_MATRIX_CHARS < MAX_UPLOAD_MB * 2**20              # a larger one is uploaded
     assert links.MAX_CHARS[str] == MAX_TEXT_CHARS                # a link's text fits its box
     assert MAX_PROMPT_CHARS < MAX_TEXT_CHARS

@@ -93,11 +93,12 @@ MAX_TEXT_CHARS = 20_000
 # characters hold more than 512 tokens of either, and a rerun tokenizes the prompt a few times.
 MAX_PROMPT_CHARS = 8_000
 # A matrix typed or pasted (the sidebar's X, Q, K, V; a paste box): the largest the app reads
-# is 512 × 1024 numbers (MAX_TOKENS × MAX_D_MODEL, core.inputs._check_raw_size), here at up to
-# 12 characters each with its separator ("-0.12345678, "); a larger file is uploaded instead
-# (io.matrix_files.MAX_UPLOAD_MB). Three such boxes at once (Q, K, V) make the largest message
-# a browser sends: see server.maxWidgetStateSize in .streamlit/config.toml.
-MAX_MATRIX_CHARS = 512 * 1024 * 12
+# is 512 × 1024 numbers (MAX_TOKENS × MAX_D_MODEL, core.inputs._check_raw_size); a box holds it
+# at 8 characters a number with its separator ("-0.1234,", "0.12345 "), 4 Mi characters; a
+# matrix written longer is uploaded as a file (io.matrix_files.MAX_UPLOAD_MB). Three full boxes
+# (Q, K, V: 12.6 MB) make the largest message a browser sends for this app: the shipped config's
+# server.maxMessageSize and server.maxWidgetStateSize (13 MB) are set from it.
+MAX_MATRIX_CHARS = 512 * 1024 * 8
 
 
 # the settings' text boxes (the sidebar's), bounded by state.init at every run
