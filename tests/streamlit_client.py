@@ -159,7 +159,10 @@ class Client:
         else:
             data = rerun_message(page_name="" if page == "home" else page, query=query,
                                  widgets=widgets)
-        await self.ws.send(data)
+        try:
+            await self.ws.send(data)
+        except websockets.ConnectionClosed as closed:      # the server refused it midway
+            return Reply(closed=closed.rcvd.code if closed.rcvd else 1006)
         return await self.receive()
 
     async def receive(self) -> Reply:
