@@ -15,13 +15,20 @@ Phase 1 runs the server with both limits raised to 200 MB, so that every message
 size, and prints, for each case, the largest message the server sent (bytes, and what it
 carried) and the message the client sent. Phase 2 starts the server with the shipped config and
 checks that the largest legitimate message is accepted (its run finishes) and that a message a
-megabyte larger than the limit is refused (the connection closed, code 1009).
+megabyte larger than the limit is refused (the connection closed, code 1009). Phase 3, on that
+server (server.disconnectedSessionTTL 2 s): the issue's flood — a 16 MB prompt to Generate,
+then four 4 MB prompts from four sessions at once: the server's CPU for each, its RSS before
+and once the sessions are gone; then the same again while an observer opens Home once a second
+(a fresh session each time), and the observer's time to its first chart. The page's own work for a full prompt box
+(a forward pass over 512 tokens) is paid before, by a session sending the box's 8,000
+characters, which every prompt of the flood begins with; its CPU is printed too.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import time
 import tomllib
@@ -34,7 +41,8 @@ sys.path.insert(0, str(ROOT))
 from attnviz.app.text import MAX_MATRIX_CHARS, MAX_PROMPT_CHARS  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 from tests.browser_helpers import streamlit_server  # noqa: E402
-from tests.streamlit_client import Client, rerun_message, text_state  # noqa: E402
+from tests.streamlit_client import (Client, Reply, cpu_seconds, rerun_message,  # noqa: E402
+                                    rss_mb, text_state)
 
 WORDS = " ".join(f"w{i}" for i in range(600))                  # cut to 512 tokens
 TEXT = ("The animal didn't cross the street because it was too tired, and the river ran on "
@@ -155,6 +163,85 @@ async def check_shipped(url: str, limit_mb: int) -> tuple[bool, int | None]:
     return accepted, refused.closed
 
 
+async def send_prompt(url: str, size: int) -> Reply:
+    """A session opens Generate, sends a prompt of `size` characters ("x"), and leaves."""
+    client = Client(url, timeout=600)
+    await client.open()
+    reply = await client.rerun("generate")
+    box = reply.elements("text_area")[0].text_area.id
+    try:
+        return await client.rerun("generate", widgets=[text_state(box, "x" * size)])
+    finally:
+        await client.close()
+
+
+async def observe(url: str, stop: asyncio.Event) -> list[float]:
+    """Home opened once a second by a fresh session: seconds to its first chart."""
+    times = []
+    while not stop.is_set():
+        client = Client(url, timeout=600)
+        await client.open()
+        start = time.perf_counter()
+        await client.ws.send(rerun_message(page_name="", query="sentence=the+cat+sat"))
+        reply = Reply()
+        while not reply.elements("plotly_chart"):
+            reply.messages.append((await client.receive_one())[0])
+        times.append(time.perf_counter() - start)
+        await client.close()
+        try:
+            await asyncio.wait_for(stop.wait(), 1.0)
+        except asyncio.TimeoutError:
+            pass
+    return times
+
+
+def settled_rss(pid: int, base: float, wait: float = 40) -> float:
+    """The server's RSS once back within 5 MB of `base`, or after `wait` s (the sweeper hands
+    pages back every 10 s)."""
+    deadline = time.monotonic() + wait
+    while rss_mb([pid]) > base + 5 and time.monotonic() < deadline:
+        time.sleep(1)
+    return rss_mb([pid])
+
+
+def flood(url: str, pid: int, ttl: float) -> None:
+    cpu0 = cpu_seconds([pid])
+    asyncio.run(send_prompt(url, MAX_PROMPT_CHARS))
+    print(f"the page's work for a full prompt box ({MAX_PROMPT_CHARS:,} characters): "
+          f"{cpu_seconds([pid]) - cpu0:.2f} s of server CPU")
+    asyncio.run(send_prompt(url, MAX_PROMPT_CHARS))
+    time.sleep(ttl + 12)
+    for name, size, n in (("a 16 MB prompt", 16 * 10**6, 1),
+                          ("four 4 MB prompts at once", 4 * 10**6, 4)):
+
+        async def prompts():
+            return await asyncio.gather(*(send_prompt(url, size) for _ in range(n)))
+
+        async def observed():
+            stop = asyncio.Event()
+            watcher = asyncio.create_task(observe(url, stop))
+            await asyncio.sleep(1.5)
+            await prompts()
+            await asyncio.sleep(1.5)
+            stop.set()
+            return await watcher
+
+        rss0, cpu0 = rss_mb([pid]), cpu_seconds([pid])
+        replies = asyncio.run(prompts())                  # alone: what they cost
+        cpu = cpu_seconds([pid]) - cpu0
+        said = ", ".join(f"refused (close code {r.closed})" if r.closed else
+                         "cut, warned" if any("at most" in x for x in r.texts()) else "ACCEPTED"
+                         for r in replies)
+        time.sleep(ttl + 1)
+        rss = settled_rss(pid, rss0)
+        seen = asyncio.run(observed())                    # again, with an observer
+        time.sleep(ttl + 1)
+        print(f"{name}: {said}; server CPU {cpu:.2f} s; RSS {rss0:.0f} MB before, {rss:.0f} MB "
+              f"once the sessions are gone. Again with an observer opening Home: its first "
+              f"chart in median {statistics.median(seen):.2f} s, max {max(seen):.2f} s "
+              f"({len(seen)} views)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args()
@@ -174,10 +261,14 @@ def main() -> None:
     limit = config["maxMessageSize"]
     print(f"shipped: server.maxMessageSize = {limit} MB, "
           f"server.maxWidgetStateSize = {config['maxWidgetStateSize']} MB")
-    with streamlit_server(300) as (url, _):
+    ttl = 2
+    with streamlit_server(300, options=("--server.disconnectedSessionTTL", str(ttl))) \
+            as (url, proc):
         accepted, closed = asyncio.run(check_shipped(url, limit))
-    print(f"with the shipped config: the Q, K, V boxes full {'accepted' if accepted else 'REFUSED'}"
-          f"; a prompt of {limit + 1} MB {'refused, close code ' + str(closed) if closed else 'NOT REFUSED'}")
+        refused = f"refused, close code {closed}" if closed else "NOT REFUSED"
+        print(f"with the shipped config: the Q, K, V boxes full "
+              f"{'accepted' if accepted else 'REFUSED'}; a prompt of {limit + 1} MB {refused}")
+        flood(url, proc.pid, ttl)
     print(f"({time.monotonic() - start:.0f} s)")
 
 

@@ -166,25 +166,32 @@ class Client:
         return await self.receive()
 
     async def receive(self) -> Reply:
+        """The messages of one rerun, until its script finished (or the socket closed)."""
         reply = Reply()
         while True:
             try:
-                raw = await asyncio.wait_for(self.ws.recv(), self.timeout)
+                fwd, size = await self.receive_one()
             except websockets.ConnectionClosed as closed:
                 reply.closed = closed.rcvd.code if closed.rcvd else 1006
                 return reply
-            fwd = ForwardMsg()
-            fwd.ParseFromString(raw)
             reply.messages.append(fwd)
-            reply.sizes.append(len(raw))
-            kind = fwd.WhichOneof("type")
-            if kind == "new_session" and self.session_id is None:
-                self.session_id = fwd.new_session.initialize.session_id
-            elif kind == "navigation":
-                for p in fwd.navigation.app_pages:
-                    self.pages[p.url_pathname or "home"] = p.page_script_hash
-            elif kind == "script_finished" and fwd.script_finished in (FINISHED_OK, FRAGMENT_OK):
-                reply.finished = True
-                return reply
-            elif kind == "script_finished" and fwd.script_finished != EARLY_FOR_RERUN:
-                return reply                 # (a run that st.rerun() ended: the next follows)
+            reply.sizes.append(size)
+            if fwd.WhichOneof("type") == "script_finished":
+                if fwd.script_finished in (FINISHED_OK, FRAGMENT_OK):
+                    reply.finished = True
+                    return reply
+                if fwd.script_finished != EARLY_FOR_RERUN:
+                    return reply             # (a run that st.rerun() ended: the next follows)
+
+    async def receive_one(self) -> tuple[ForwardMsg, int]:
+        """The next message and its size; notes the session id and the pages' hashes."""
+        raw = await asyncio.wait_for(self.ws.recv(), self.timeout)
+        fwd = ForwardMsg()
+        fwd.ParseFromString(raw)
+        kind = fwd.WhichOneof("type")
+        if kind == "new_session" and self.session_id is None:
+            self.session_id = fwd.new_session.initialize.session_id
+        elif kind == "navigation":
+            for p in fwd.navigation.app_pages:
+                self.pages[p.url_pathname or "home"] = p.page_script_hash
+        return fwd, len(raw)
