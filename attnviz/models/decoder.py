@@ -207,6 +207,10 @@ class DecoderModel(ConfigSizes):
         m.next_tokens("The capital of France is", k=5)
         m.generate("The capital of France is", max_new_tokens=5).tokens
         m.generate_more(m.generate("The capital of France is", 5), 3)   # 8, the 5 kept
+        m.generate("What is attention?", 20, chat=True)   # as the user's turn of its template
+
+    A text is read as text: "<|im_end|>" typed in it is characters, not the control token
+    (``special_tokens=True`` reads typed control tokens as control tokens).
     """
 
     config: gguf_llama.LlamaConfig
