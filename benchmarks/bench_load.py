@@ -67,7 +67,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
@@ -76,63 +75,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser_helpers import free_port, stop_process, wait_healthy  # noqa: E402
+# the protocol's pieces and the server's CPU and memory, shared with the tests
+from tests.streamlit_client import (CLK_TCK, FINISHED_OK, FRAGMENT_OK, connect,  # noqa: E402
+                                    cpu_seconds, rss_mb)
 
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
 REPLICA_HEADER = "X-Attnviz-Replica"      # set by deploy/haproxy.cfg when ATTNVIZ_SHOW_REPLICA
 MEMORY_BUDGET = 1.5        # RSS once the sessions are gone, against idle (issue 19)
 PAGES = ("home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading")
-FINISHED_OK = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
-FRAGMENT_OK = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_FRAGMENT_RUN_SUCCESSFULLY")
 OBSERVED = ("steps", "home", "multihead", "inputs")      # --train: the observer's pages
 OBSERVER_P95_BUDGET = 3.0      # s, the observer's first chart while learners train (issue 19)
 LEAVER_STEPS = 1000            # --leave: the largest run the page allows (the work bound)
 WORD = re.compile(r"[a-z]+")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
-# ---- the server's process tree: CPU and memory from /proc ----------------------------------
-
-def _tree(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds of these processes and their descendants."""
-    total = 0
-    for root in pids:
-        for p in _tree(root):
-            try:
-                fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += int(fields[11]) + int(fields[12])      # utime, stime
-    return total / CLK_TCK
-
-
-def rss_mb(pids: list[int]) -> float:
-    total = 0
-    for root in pids:
-        for p in _tree(root):
-            try:
-                total += int(Path(f"/proc/{p}/statm").read_text().split()[1])
-            except OSError:
-                continue
-    return total * PAGE_SIZE / 2**20
-
+# ---- the machine's CPU; the server's RSS over a run (its CPU: tests/streamlit_client) ----
 
 def machine_busy_seconds() -> float:
     """CPU seconds all processes of the machine spent busy (/proc/stat: all but idle, iowait)."""
@@ -445,13 +402,11 @@ class Session:
     async def open(self, proxy: bool) -> None:
         if proxy and self.cookie is None:
             self.result.replicas.append(await asyncio.to_thread(self._get, "/"))
-        protocols = ["streamlit", "PLACEHOLDER_AUTH_TOKEN"]
-        if self.result.session_ids:                 # a reconnect: ask for the same session
-            protocols.append(self.result.session_ids[-1])
         headers = {"Cookie": self.cookie} if self.cookie else None
-        self.ws = await websockets.connect(self.ws_url, subprotocols=protocols,
-                                          additional_headers=headers, max_size=None,
-                                          open_timeout=self.timeout, ping_interval=None)
+        # a reconnect asks for the same session
+        self.ws = await connect(self.ws_url, headers=headers, timeout=self.timeout,
+                                session_id=self.result.session_ids[-1]
+                                if self.result.session_ids else None)
         if proxy:
             self.result.replicas.append(self.ws.response.headers.get(REPLICA_HEADER))
         self._first_run = True

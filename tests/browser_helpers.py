@@ -34,12 +34,21 @@ def running_app(timeout: float = 90, *, script: Path = ROOT / "app.py", cwd: Pat
                 port: int | None = None):
     """`streamlit run script` (default the app) on 127.0.0.1 and `port` (default: a free one),
     from `cwd` (whose .streamlit/config applies); yields the base URL."""
+    with streamlit_server(timeout, script=script, cwd=cwd, port=port) as (url, _):
+        yield url
+
+
+@contextmanager
+def streamlit_server(timeout: float = 90, *, script: Path = ROOT / "app.py", cwd: Path = ROOT,
+                     port: int | None = None, options: tuple[str, ...] = ()):
+    """`running_app`, with more Streamlit command-line `options` ("--server.x", "value", …);
+    yields (the base URL, the server's process)."""
     port = port or free_port()
     log = tempfile.TemporaryFile()           # not a pipe: a long run must never block on it
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(script),
          "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+         "--server.headless", "true", "--browser.gatherUsageStats", "false", *options],
         cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}"
@@ -50,7 +59,7 @@ def running_app(timeout: float = 90, *, script: Path = ROOT / "app.py", cwd: Pat
             log.seek(0)
             raise RuntimeError(f"streamlit run {script} did not start:\n"
                                + log.read().decode(errors="replace")) from None
-        yield url
+        yield url, proc
     finally:
         stop_process(proc)
         log.close()

@@ -79,6 +79,24 @@ def test_sampling_in_pieces_continues_the_same_random_stream(model):
     assert model.generate_more(restarted, 8).ids.tolist() != whole.ids.tolist()
 
 
+@pytest.mark.parametrize("special_tokens", [False, True])
+def test_continuing_a_chat_keeps_how_the_prompt_was_read(model, special_tokens):
+    """Issue 26: a prompt in the chat template, typed control tokens read as text (or, asked
+    for, as control tokens): continued, it is the same as one run of ``generate``, and says
+    how its prompt was read."""
+    typed = "Say hello.<|im_end|>"
+    whole = model.generate(typed, max_new_tokens=6, chat=True, special_tokens=special_tokens,
+                           stop_at_eos=False)
+    first = model.generate(typed, max_new_tokens=2, chat=True, special_tokens=special_tokens,
+                           stop_at_eos=False)
+    pieces = model.generate_more(first, 4)
+    assert_same_generation(whole, pieces)
+    assert (pieces.chat, pieces.special_tokens) == (True, special_tokens)
+    prompt = model.chat_ids(typed, special_tokens=special_tokens).tolist()
+    assert pieces.ids[:pieces.prompt_length].tolist() == prompt
+    assert prompt.count(model.config.eos_id) == (3 if special_tokens else 2)
+
+
 def test_continuing_keeps_stop_at_eos_false(model):
     whole = model.generate(PROMPT, max_new_tokens=40, stop_at_eos=False)
     eos = model.config.eos_id

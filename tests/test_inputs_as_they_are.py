@@ -26,8 +26,17 @@ def sent_bytes(at) -> int:
 @pytest.mark.parametrize("page", ["pages/home.py", "pages/inputs.py", "pages/steps.py",
                                   "pages/multihead.py", "pages/experiments.py"])
 def test_a_one_megabyte_word_keeps_every_page_within_the_figure_budget(page):
+    """A 1 MB sentence put in the session (no browser sends one: the box holds
+    MAX_TEXT_CHARS, issue 26) is cut to the box's limit, saying so; the one long word left
+    still keeps every page within the figure budget."""
+    from attnviz.app.text import MAX_TEXT_CHARS
+
     at = open_page(page, sentence="a " + "x" * 1_000_000 + " b")
     no_exceptions(at)
+    assert at.session_state["sentence"] == "a " + "x" * (MAX_TEXT_CHARS - 2)
+    if page == "pages/home.py":       # (AppTest runs another page alone, without the sidebar)
+        assert any(f"at most {MAX_TEXT_CHARS:,} characters" in plain(w)
+                   for w in at.sidebar.warning)
     assert charts(at), "the page draws"
     assert sent_bytes(at) <= BUDGET, f"{sent_bytes(at) / 1e6:.1f} MB of figures"
     assert sum(len(m.value) for m in at.markdown) < 20_000      # the token line, cut too
@@ -38,7 +47,10 @@ def test_100_long_words_of_four_byte_letters_and_16_heads_stay_within_the_budget
     """The worst the labels can weigh: every token long, in a script whose letters take four
     bytes (𝐀𝐁… mathematical bold), 16 facets repeating them, and few enough tokens (100) that
     the heads grid sends every token (beyond ~110 it pools them into numbered blocks)."""
-    words = " ".join(chr(0x1D400 + i % 52) * 300 + str(i) for i in range(100))
+    words = " ".join(chr(0x1D400 + i % 52) * 190 + str(i) for i in range(100))
+    # (190 letters: labels are cut at describe.labels.HOVER_CHARS; 100 such words fit the box)
+    from attnviz.app.text import MAX_TEXT_CHARS
+    assert len(words) <= MAX_TEXT_CHARS
     at = open_page(page, sentence=words, max_tokens=100, num_heads=16, d_model=64)
     no_exceptions(at)
     assert sent_bytes(at) <= BUDGET, f"{sent_bytes(at) / 1e6:.1f} MB of figures"

@@ -140,6 +140,7 @@ def test_attnviz_app_gives_streamlit_the_shipped_config_and_the_callers_options_
     assert pairs == {"--client.toolbarMode": "minimal", "--browser.gatherUsageStats": "false",
                      "--browser.serverAddress": "localhost", "--server.headless": "true",
                      "--server.fileWatcherType": "poll", "--server.maxUploadSize": "20",
+                     "--server.maxMessageSize": "13", "--server.maxWidgetStateSize": "13",
                      "--server.port": "8600"}
     assert args.index("--server.fileWatcherType") < len(args) - 4   # the shipped one first…
     assert args[-3:] == ["8600", "--server.fileWatcherType", "poll"]   # …the caller's after it

@@ -185,3 +185,36 @@ def test_the_links_notices_are_in_the_links_language(lang, words):
         assert english_runs(said.replace("Toy model", " ")) == [], said
     else:
         assert not CJK.search(said), said
+
+
+# ---- issue 26: a link's notices on the page it opens -------------------------------------------
+
+def open_link_at(params: dict, page: str) -> AppTest:
+    """A first visit to `page` with the link's `params`: the page is the session's first run
+    (app.py's navigation around it), as a browser opening /generate?… is."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(page)
+    at.run()
+    no_exceptions(at)
+    return at
+
+
+@pytest.mark.parametrize("page", ["pages/generate.py", "pages/train.py", "pages/steps.py",
+                                  "pages/reading.py"])
+def test_a_links_notices_show_on_the_page_it_opens(page):
+    """Today's main said nothing on Generate (and Train), the pages with their own settings:
+    the notices appeared on the next page visited."""
+    at = open_link_at({"lang": "xx", "layer": "999", "colour": "1"}, page)
+    said = " ".join(plain(w) for w in at.sidebar.warning)
+    assert "the link's lang=“xx” is not one of the languages (en, zh)" in said, said
+    assert "“colour” is not a setting" in said, said
+    assert "layer='999' is outside 0 to 29" in said, said
+    assert at.session_state["layer"] != 999
+
+
+def test_a_links_notices_on_generate_are_in_the_links_language():
+    at = open_link_at({"lang": "zh", "colour": "1", "layer": "999"}, "pages/generate.py")
+    said = " ".join(plain(w) for w in at.sidebar.warning)
+    assert "“colour” 不是设置" in said and "layer='999' 超出了 0 到 29 的范围" in said, said

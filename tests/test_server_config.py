@@ -46,3 +46,32 @@ def test_the_image_turns_the_module_watcher_off_by_its_environment(tmp_path):
     cmd = next(line for line in (ROOT / "Dockerfile").read_text().splitlines()
                if line.startswith("CMD "))
     assert "fileWatcherType" not in cmd or "fileWatcherType\", \"none" in cmd
+
+
+def test_the_shipped_config_bounds_websocket_messages_to_what_the_app_sends():
+    """Issue 26: server.maxMessageSize and server.maxWidgetStateSize (MB) are lowered from
+    Streamlit's 200 and 25 to what the app needs: the largest message a browser sends for it
+    (the Q, K, V boxes full, as tests/streamlit_client builds the rerun) fits, with the rest of
+    a page's widgets; a 16 MB one does not. Streamlit reads both from the project's folder, and
+    the image sets neither otherwise. (benchmarks/bench_messages.py measures the largest
+    messages both ways on a real server; tests/test_server_limits.py sends the 16 MB.)"""
+    import tomllib
+
+    from attnviz.app.text import MAX_MATRIX_CHARS
+    from tests.streamlit_client import rerun_message, text_state
+
+    server = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]
+    qkv = len(rerun_message(page_hash="0" * 32, widgets=[
+        text_state(f"$$ID-{'0' * 32}-{name}_text", "0" * MAX_MATRIX_CHARS) for name in "qkv"]))
+    for option in ("maxMessageSize", "maxWidgetStateSize"):
+        limit = server[option] * 10**6
+        assert qkv + 100_000 <= limit < 16 * 10**6, (option, qkv, limit)
+    out = subprocess.run([sys.executable, "-c", "from streamlit import config; "
+                          "print(config.get_option('server.maxMessageSize'), "
+                          "config.get_option('server.maxWidgetStateSize'))"],
+                         cwd=ROOT, env={k: v for k, v in os.environ.items()
+                                        if not k.startswith("STREAMLIT_")},
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == [str(server["maxMessageSize"]),
+                                  str(server["maxWidgetStateSize"])]
+    assert not [k for k in dockerfile_env() if "MESSAGE_SIZE" in k or "WIDGET_STATE" in k]

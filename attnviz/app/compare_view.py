@@ -12,14 +12,17 @@ import streamlit as st
 from attnviz.plot import budget, figures
 from attnviz.app.settings_view import View, build_view
 from attnviz.app import keys, scales, state, widgets
-from attnviz.app.text import literal
+from attnviz.app.text import MAX_TEXT_CHARS, at_limit, bound, literal
 from attnviz.i18n import t
 
 
 def second_sentence_input(key: str, help: str) -> str | None:
     """The second sentence typed (None while the box is empty: the comparison is off)."""
+    bound(key, MAX_TEXT_CHARS)
     other = st.text_input(t("compare.second.label"), persist_state="session", key=key,
-                          placeholder=t("compare.second.placeholder"), help=help)
+                          placeholder=t("compare.second.placeholder"),
+                          max_chars=MAX_TEXT_CHARS, help=help)
+    at_limit(other, MAX_TEXT_CHARS)
     return other if other and other.strip() else None
 
 

@@ -21,7 +21,7 @@ from attnviz.describe.labels import matrix_labels, unique
 from attnviz.app.settings_view import View, current_matrices
 from attnviz.app import baseline, links, state, widgets
 from attnviz.io import matrix_files
-from attnviz.app.text import literal
+from attnviz.app.text import MAX_MATRIX_CHARS, at_limit, literal
 
 EDITOR_MAX_CELLS = 20_000
 
@@ -132,8 +132,17 @@ def _paste_or_upload(mount: state.EditorMount) -> None:
         # the matrix as stored, so applying it never undoes a cell typed above
         digest = hashlib.blake2s(np.ascontiguousarray(a).tobytes(), digest_size=6).hexdigest()
         text_key = keys.PASTE_TEXT(name, head, version, digest)
-        st.text_area(t("edit.paste.text"),
-                     value=matrix_files.matrix_to_text(a), key=text_key, height=150)
+        # a number takes at least 4 characters with its separator ("0.0, "): a larger matrix
+        # is not written out at all
+        written = matrix_files.matrix_to_text(a) if 4 * a.size <= MAX_MATRIX_CHARS else None
+        if written is None or len(written) > MAX_MATRIX_CHARS:   # more than a box holds
+            st.caption(t("edit.paste.too_long", numbers=f"{a.size:,}",
+                         limit=f"{MAX_MATRIX_CHARS:,}"))
+            written = ""
+        # only the browser writes this box: a longer value is cut by Streamlit (max_chars)
+        st.text_area(t("edit.paste.text"), value=written, key=text_key, height=150,
+                     max_chars=MAX_MATRIX_CHARS)
+        at_limit(st.session_state[text_key], MAX_MATRIX_CHARS)
         notes_key = keys.PASTE_NOTES(name)       # how an ambiguous text was read (1,5 → 1.5)
         error_key = keys.PASTE_ERROR(name)
         if st.button(t("edit.paste.apply"), key=keys.APPLY(name, head)):

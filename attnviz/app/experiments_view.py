@@ -20,7 +20,7 @@ from attnviz.app.settings_view import View
 from attnviz.tutorials.presets import load_preset
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.app import keys, scales, widgets
-from attnviz.app.text import literal, token_line
+from attnviz.app.text import MAX_TEXT_CHARS, at_limit, literal, token_line
 
 YOUR_X = "your input X"            # the source radios' second value (the first: "tutorial")
 SOURCES = ("tutorial", YOUR_X)
@@ -179,7 +179,9 @@ def masks_tab(view: View) -> None:
 def cross_tab(view: View) -> None:
     st.markdown(t("experiments.cross.intro", code="`forward(query, key, value)`"))
     other = st.text_input(t("experiments.cross.second"), "Le chat est assis",
-                          persist_state="session", key=keys.EXP_CROSS_TEXT)
+                          persist_state="session", key=keys.EXP_CROSS_TEXT,
+                          max_chars=MAX_TEXT_CHARS)
+    at_limit(other, MAX_TEXT_CHARS)
     try:
         other_tokens, _ = truncate(tokenize(other), 64)
     except AttnvizInputError as exc:
@@ -252,7 +254,8 @@ def _sink(text: str) -> experiments.AttentionSink:
 def _decoder_text(key: str) -> str | None:
     """The text box of a decoder tab; None (and the error shown) when it is empty."""
     text = st.text_input(t("experiments.decoder.text"), DECODER_TEXT, persist_state="session",
-                         key=key)
+                         key=key, max_chars=MAX_TEXT_CHARS)
+    at_limit(text, MAX_TEXT_CHARS)
     if not text:
         st.error(t("error.experiment.sink.empty"))
         return None

@@ -2,8 +2,8 @@
 next-token bars, the generation kept in the session and its controls, and the views of one step
 (its attention row in every head, the attention sink, the KV cache).
 
-The generation lives under the non-widget key keys.GENERATE_RUN as {"recipe": (text, temperature,
-seed), "generation": Generation}; a "next token" or "generate N" continues it with
+The generation lives under the non-widget key keys.GENERATE_RUN as {"recipe": (text, chat,
+temperature, seed), "generation": Generation}; a "next token" or "generate N" continues it with
 ``DecoderModel.generate_more`` (the steps made are kept, not run again: one prefill rebuilds the
 KV cache, the sampler's random stream goes on where it stopped), and a changed prompt,
 temperature or seed starts over from the prompt with ``DecoderModel.generate``.
@@ -20,50 +20,63 @@ from attnviz.i18n import t
 from attnviz.models.decoder import MAX_TOKENS, DecoderModel, Generation
 from attnviz.plot import generate_figures
 from attnviz.app import keys, widgets
-from attnviz.app.text import code, token_line
+from attnviz.app.text import MAX_PROMPT_CHARS, at_limit, bound, code, token_line
 
 DEFAULT_PROMPT = "The capital of France is"
 MAX_NEW_TOKENS = 40                     # the page's bound on new tokens
 SAMPLINGS = ("greedy", "sample")
 
 
-@lru_cache(maxsize=64)
-def next_tokens(text: str, k: int = 10) -> list[tuple[str, float]]:
-    """The model's k most likely next tokens after `text` (numbers and tokens only: the same in
-    every language)."""
-    return DecoderModel.load().next_tokens(text, k=k)
+# The prompt is (text, chat): the text typed, read as text (typed control tokens are their
+# characters), and with chat=True the model's chat template around it (only the template's own
+# tokens are control tokens: DecoderModel.chat_ids).
+
+@lru_cache(maxsize=64)                  # keys of at most MAX_PROMPT_CHARS: ≤ 64 × 32 KB
+def next_tokens(text: str, chat: bool, k: int = 10) -> list[tuple[str, float]]:
+    """The model's k most likely next tokens after the prompt (numbers and tokens only: the
+    same in every language)."""
+    return DecoderModel.load().next_tokens(text, k=k, chat=chat)
+
+
+def prompt_ids(m: DecoderModel, text: str, chat: bool):
+    """Every id the model reads for the prompt (generate keeps the last MAX_TOKENS)."""
+    return m.chat_ids(text) if chat else m.encode(text)
 
 
 @lru_cache(maxsize=64)
-def token_count(text: str) -> int:
-    return len(DecoderModel.load().encode(text))
+def token_count(text: str, chat: bool) -> int:
+    return len(prompt_ids(DecoderModel.load(), text, chat))
 
 
-def prompt(m: DecoderModel) -> str | None:
-    """The prompt box and the chat-template switch; the text the model reads (None when the
-    prompt is empty, which is said)."""
+def prompt(m: DecoderModel) -> tuple[str, bool] | None:
+    """The prompt box and the chat-template switch; the prompt the model reads, (text, chat)
+    (None when the prompt is empty, which is said)."""
     st.session_state.setdefault(keys.GEN_PROMPT, DEFAULT_PROMPT)
     st.session_state.setdefault(keys.GEN_CHAT, False)
+    bound(keys.GEN_PROMPT, MAX_PROMPT_CHARS)
     # persist_state: the page's choices stay when the learner visits another page and returns
     typed = st.text_area(t("generate.prompt.label"), key=keys.GEN_PROMPT, persist_state="session",
-                         height=80, help=t("generate.prompt.help"))
+                         height=80, max_chars=MAX_PROMPT_CHARS, help=t("generate.prompt.help"))
+    typed = typed[:MAX_PROMPT_CHARS]     # Streamlit cut a longer one already (max_chars): and here
+    at_limit(typed, MAX_PROMPT_CHARS)
     chat = st.toggle(t("generate.chat.label"), key=keys.GEN_CHAT, persist_state="session",
                      help=t("generate.chat.help"))
     if not typed.strip():
         st.info(t("generate.prompt.empty"))
         return None
-    text = m.chat_prompt(typed) if chat else typed
     if chat:
         with st.expander(t("generate.chat.expander")):
-            st.code(text, language=None, wrap_lines=True)
-    n = token_count(text)
+            st.code(m.chat_prompt(typed), language=None, wrap_lines=True)
+            st.caption(t("generate.chat.typed_text", start=code("<|im_start|>"),
+                         end=code("<|im_end|>"), eot=code("<|endoftext|>")))
+    n = token_count(typed, chat)
     if n > MAX_TOKENS:
         st.info(t("generate.prompt.cut", tokens=n, kept=MAX_TOKENS))
-    return text
+    return typed, chat
 
 
-def prompt_tokens(m: DecoderModel, text: str) -> None:
-    ids = m.encode(text)[-MAX_TOKENS:]              # what generate reads: the last 512
+def prompt_tokens(m: DecoderModel, text: str, chat: bool) -> None:
+    ids = prompt_ids(m, text, chat)[-MAX_TOKENS:]   # what generate reads: the last 512
     tokens, _, spans = m._labels(ids)               # readable pieces and split characters
     st.subheader(t("generate.tokens", count=len(tokens)))
     st.markdown(token_line(map(generate_figures.token_label, tokens)))
@@ -77,8 +90,8 @@ def _spans_note(spans) -> None:
             t("generate.span", char=code(s.text), first=s.first, last=s.last) for s in spans)))
 
 
-def next_token_bars(text: str) -> None:
-    top = next_tokens(text)
+def next_token_bars(text: str, chat: bool) -> None:
+    top = next_tokens(text, chat)
     st.subheader(t("generate.next.subheader"))
     st.caption(t("generate.next.caption", total=sum(p for _, p in top)))
     widgets.chart(generate_figures.next_token_bars(top, title=t("figure.generate.next.title")),
@@ -111,15 +124,15 @@ def controls() -> tuple[float, int, bool]:
     return (float(temperature) if sampled else 0.0), (int(seed) if sampled else 0), sampled
 
 
-def current(text: str, temperature: float, seed: int) -> Generation | None:
-    """The session's generation if it was made from this text, temperature and seed."""
+def current(text: str, chat: bool, temperature: float, seed: int) -> Generation | None:
+    """The session's generation if it was made from this prompt, temperature and seed."""
     kept = st.session_state.get(keys.GENERATE_RUN)
-    if kept and kept["recipe"] == (text, temperature, seed):
+    if kept and kept["recipe"] == (text, chat, temperature, seed):
         return kept["generation"]
     return None
 
 
-def buttons(m: DecoderModel, text: str, temperature: float, seed: int,
+def buttons(m: DecoderModel, text: str, chat: bool, temperature: float, seed: int,
             gen: Generation | None) -> Generation | None:
     """Next token, Generate N, Start over; the generation after the click."""
     count = len(gen.steps) if gen else 0
@@ -145,9 +158,9 @@ def buttons(m: DecoderModel, text: str, temperature: float, seed: int,
     if one or many:
         total = min(MAX_NEW_TOKENS, count + (1 if one else int(n)))
         with st.spinner(t("generate.running", n=total - count)):
-            gen = m.generate(text, max_new_tokens=total, temperature=temperature, seed=seed) \
-                if gen is None else m.generate_more(gen, total - count)
-        st.session_state[keys.GENERATE_RUN] = {"recipe": (text, temperature, seed),
+            gen = m.generate(text, max_new_tokens=total, temperature=temperature, seed=seed,
+                             chat=chat) if gen is None else m.generate_more(gen, total - count)
+        st.session_state[keys.GENERATE_RUN] = {"recipe": (text, chat, temperature, seed),
                                                "generation": gen}
         st.session_state[keys.GEN_STEP] = len(gen.steps)
         st.rerun()                           # the buttons again, as the state now is

@@ -22,15 +22,15 @@ from attnviz.core.inputs import MAX_TOKENS, parse_matrix
 from attnviz.describe.labels import cut
 from attnviz.app.settings_view import BOUNDS, MAX_D_MODEL, TOY_MODE, Settings, weights_signature
 from attnviz.app import language
-from attnviz.app.text import drop_invisible, literal
+from attnviz.app.text import MAX_TEXT_CHARS, drop_invisible, literal
 
 EDITS_PARAM = "edits"
 LEFT_OUT_PARAM = "unsaved_edits"     # names the edited matrices too large for the link
 MAX_EDITS_CHARS = 4000
-MAX_TEXT_CHARS = 20_000
 MAX_LINK_TEXT_CHARS = 2000    # a longer sentence or matrix text is left out of the link
 MATRIX_TEXTS = (keys.X_TEXT, keys.Q_TEXT, keys.K_TEXT, keys.V_TEXT)
-# the longest value each kind of parameter may have: free text, a whole number, a name
+# the longest value each kind of parameter may have: free text (a sentence's box holds as
+# much: text.MAX_TEXT_CHARS; a matrix's more), a whole number, a name
 MAX_CHARS = {str: MAX_TEXT_CHARS, int: 30, bool: 5, "name": 40}
 NAMES = (keys.MODE, keys.PRESET, keys.INIT, keys.STEP, keys.MATRIX)   # one of a few choices: short
 MAX_UNKNOWN_SHOWN = 3         # unknown parameters named in the notice
@@ -221,8 +221,9 @@ def _too_large_text(stored) -> str:
 
 
 def show_notices() -> None:
-    for notice in st.session_state.get(keys.LINK_NOTICES, []):
-        st.warning(t("link.notice", notice=literal(notice)))
+    """Everything the link says: what it could not use (`show_link_notices`), what could not
+    be written into it, the edits it left out."""
+    show_link_notices()
     if st.session_state.get(keys.LINK_TOO_LONG):
         names = t("link.and").join(st.session_state[keys.LINK_TOO_LONG])
         st.caption(t("link.too_long", names=names, chars=MAX_LINK_TEXT_CHARS))
@@ -238,6 +239,14 @@ def show_notices() -> None:
         st.success(literal(st.session_state.pop(keys.LINK_RESTORED)))
     if st.session_state.get(keys.LINK_LOST_EDITS):
         _lost_edits(st.session_state[keys.LINK_LOST_EDITS])
+
+
+def show_link_notices() -> None:
+    """What the opened link could not use, as read at the session's first run (read_once):
+    on every page, the page the link opened included (one with its own settings, Generate or
+    Train, shows only these: it writes no settings into the link)."""
+    for notice in st.session_state.get(keys.LINK_NOTICES, []):
+        st.warning(t("link.notice", notice=literal(notice)))
 
 
 def _npz_maker(s: Settings, stored: dict):

@@ -16,7 +16,7 @@ from attnviz.core.cache import SizedCache, python_bytes
 from attnviz.i18n import language, languages, t, use_language
 from attnviz.models.pretrained import MODEL_NAME, PretrainedModel, PretrainedTrace, cached_run
 from attnviz.app import compare_view, keys, state, widgets
-from attnviz.app.text import literal, token_line
+from attnviz.app.text import MAX_TEXT_CHARS, at_limit, bound, literal, token_line
 
 
 @dataclass(frozen=True, eq=False)
@@ -213,9 +213,11 @@ def second_sentence(layer: int, head: int, view: ModelRun, hide_special: bool,
     beside the first (both on `weight_scale`), and on the positions where both texts have the
     same token, the difference second − first, in the figure budget that the figure `above`
     (the head's own map) leaves."""
+    bound(keys.PT_COMPARE, MAX_TEXT_CHARS)
     other = st.text_input(t("pretrained.compare.label"), persist_state="session",
                           key=keys.PT_COMPARE, placeholder=t("pretrained.compare.placeholder"),
-                          help=t("pretrained.compare.help"))
+                          max_chars=MAX_TEXT_CHARS, help=t("pretrained.compare.help"))
+    at_limit(other, MAX_TEXT_CHARS)
     if not other or not other.strip():
         return
     _, limit = sentence_and_limit()

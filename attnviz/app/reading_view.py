@@ -10,7 +10,7 @@ import streamlit as st
 
 from attnviz.app import keys, model_loading, pretrained_view, scales, widgets
 from attnviz.app.settings_view import Settings
-from attnviz.app.text import literal, token_line
+from attnviz.app.text import MAX_TEXT_CHARS, at_limit, bound, literal, token_line
 from attnviz.core.cache import SizedCache
 from attnviz.core import heads as heads_parser
 from attnviz.core.errors import AttnvizInputError
@@ -384,8 +384,10 @@ def ablation_tab(run) -> None:
     text_a, _ = pretrained_view.sentence_and_limit()
     limit = ablation_limit()
     _other_default()
+    bound(keys.AB_OTHER, MAX_TEXT_CHARS)
     text_b = st.text_input(t("reading.ablation.other.label"), persist_state="session",
-                           key=keys.AB_OTHER)
+                           key=keys.AB_OTHER, max_chars=MAX_TEXT_CHARS)
+    at_limit(text_b, MAX_TEXT_CHARS)
     if not text_b.strip():
         st.info(t("reading.ablation.other.empty"))
         return

@@ -41,6 +41,8 @@ def render(inputs: bool = True, real_model: bool = False) -> None:
     if not inputs:
         st.sidebar.caption(t("sidebar.own_settings"))
         links.write_language()
+        with st.sidebar:
+            links.show_link_notices()       # a link that opened this page: said here
         return
     if real_model:
         with st.sidebar:
@@ -55,20 +57,23 @@ def render(inputs: bool = True, real_model: bool = False) -> None:
         if mode in (Mode.SENTENCE, Mode.PRETRAINED):
             st.text_input(t("sidebar.sentence.label"), persist_state="session", key=keys.SENTENCE,
                           on_change=text.drop_invisible, args=(keys.SENTENCE,),
-                          help=t("sidebar.sentence.help"))
+                          max_chars=text.MAX_TEXT_CHARS, help=t("sidebar.sentence.help"))
             text.invisible_notice(keys.SENTENCE)
+            text.at_limit(st.session_state[keys.SENTENCE], text.MAX_TEXT_CHARS)
         elif mode == Mode.PRESET:
             st.selectbox(t("sidebar.preset.label"), PRESET_NAMES, persist_state="session",
                          key=keys.PRESET, format_func=preset_title)
             st.caption(t(f"preset.{st.session_state[keys.PRESET]}.description"))
         elif mode == Mode.MATRIX_X:
             st.text_area(t("sidebar.x_text.label"), persist_state="session", key=keys.X_TEXT,
-                         height=120, help=t("sidebar.x_text.help"))
+                         height=120, max_chars=text.MAX_MATRIX_CHARS, help=t("sidebar.x_text.help"))
+            text.at_limit(st.session_state[keys.X_TEXT], text.MAX_MATRIX_CHARS)
             uploads.matrix_uploader(keys.X_TEXT, t("sidebar.x_text.upload"))
         elif mode == Mode.QKV:
             for name, key in (("q", keys.Q_TEXT), ("k", keys.K_TEXT), ("v", keys.V_TEXT)):
                 st.text_area(t(f"sidebar.{name}_text.label"), persist_state="session",
-                             key=key, height=80)
+                             key=key, height=80, max_chars=text.MAX_MATRIX_CHARS)
+                text.at_limit(st.session_state[key], text.MAX_MATRIX_CHARS)
         if mode == Mode.PRETRAINED:
             model_choice()
             layer_input()
@@ -120,7 +125,8 @@ def _fixed_model_panel(name: str, sentence_help: str, caption: str,
     _shown(st.radio, keys.MODE, Mode.SENTENCE.value, t("sidebar.real.mode_fixed", model=name),
            options=MODES, horizontal=True, format_func=mode_name)
     st.text_input(t("sidebar.sentence.label"), persist_state="session", key=keys.SENTENCE,
-                  help=sentence_help)
+                  max_chars=text.MAX_TEXT_CHARS, help=sentence_help)
+    text.at_limit(st.session_state[keys.SENTENCE], text.MAX_TEXT_CHARS)
     sizes_why = t("sidebar.real.sizes_fixed", model=name)
     trained = t("sidebar.real.trained_fixed", model=name)
     with st.expander(t("sidebar.model.label"), expanded=True):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from attnviz.app import keys, links
+from attnviz.app import keys, links, text
 from attnviz.app.edits import make_edit, typed_cells, with_matrix
 from attnviz.describe.labels import unique
 from attnviz.app.settings_view import (TOY_MODE, Settings, ToyChoice, View, build_view,
@@ -22,6 +22,8 @@ def init() -> None:
     for name, default in Settings().__dict__.items():
         if name not in st.session_state:
             st.session_state[name] = default
+    for name, limit in text.SETTINGS_LIMITS.items():   # before the sidebar's boxes are drawn
+        text.bound(name, limit)
     st.session_state.setdefault(keys.EDITS, {})
     st.session_state.setdefault(keys.MATRICES_VERSION, 0)
 

@@ -72,3 +72,51 @@ def invisible_notice(key: str) -> None:
     if dropped:
         st.caption(literal(t("text.invisible_removed", chars=visible(dropped[:8])
                              + (" …" if len(dropped) > 8 else ""))))
+
+
+# ---- how much text a visitor may send (issue 26) ------------------------------------------------
+# Every text box has a limit in characters. The widget gets it (max_chars: the browser stops
+# typing there, and Streamlit cuts a longer value that a client sends for the box to it before
+# the script can read it: TextAreaSerde / TextInputSerde); `bound` cuts a value put in the
+# session another way (a link, an upload, a test) before the box is drawn; `at_limit` says so
+# under a box that is full. Nothing longer reaches a tokenizer or a parser, or stays in the
+# session. The limits follow from what the pages can use:
+
+# A sentence (the sidebar's, a second one to compare, the experiments' and Read the model's
+# texts): the pages read at most 512 tokens of it (core.inputs.MAX_TOKENS, the pretrained
+# model's 512). 512 English words are ~2,800 characters; 20,000 leave room for long words
+# and are what a link may carry (links.MAX_CHARS). Measured: the three tokenizers read 20,000
+# characters of any script in at most ~0.25 s (SmolLM2's, random Unicode, on a loaded core).
+MAX_TEXT_CHARS = 20_000
+# Generate's prompt: the model reads its last 512 tokens (models.decoder.MAX_TOKENS); English
+# is ~4.8 characters a token (measured on SmolLM2's tokenizer), Chinese under 2: 8,000
+# characters hold more than 512 tokens of either, and a rerun tokenizes the prompt a few times.
+MAX_PROMPT_CHARS = 8_000
+# A matrix typed or pasted (the sidebar's X, Q, K, V; a paste box): the largest the app reads
+# is 512 × 1024 numbers (MAX_TOKENS × MAX_D_MODEL, core.inputs._check_raw_size); a box holds it
+# at 8 characters a number with its separator ("-0.1234,", "0.12345 "), 4 Mi characters; a
+# matrix written longer is uploaded as a file (io.matrix_files.MAX_UPLOAD_MB). Three full boxes
+# (Q, K, V: 12.6 MB) make the largest message a browser sends for this app: the shipped config's
+# server.maxMessageSize and server.maxWidgetStateSize (13 MB) are set from it.
+MAX_MATRIX_CHARS = 512 * 1024 * 8
+
+
+# the settings' text boxes (the sidebar's), bounded by state.init at every run
+SETTINGS_LIMITS = {keys.SENTENCE: MAX_TEXT_CHARS, keys.X_TEXT: MAX_MATRIX_CHARS,
+                   keys.Q_TEXT: MAX_MATRIX_CHARS, keys.K_TEXT: MAX_MATRIX_CHARS,
+                   keys.V_TEXT: MAX_MATRIX_CHARS}
+
+
+def bound(key: str, limit: int) -> None:
+    """Before the text box `key` is drawn: its value in the session cut to `limit` characters
+    (a value from the browser is never longer: Streamlit cut it to the box's max_chars)."""
+    value = st.session_state.get(key)
+    if isinstance(value, str) and len(value) > limit:
+        st.session_state[key] = value[:limit]
+
+
+def at_limit(text, limit: int) -> None:
+    """Under a text box: a warning when its text fills the box's `limit` (what came after was
+    cut, or could not be typed)."""
+    if isinstance(text, str) and len(text) >= limit:
+        st.warning(t("text.at_limit", chars=f"{limit:,}"))

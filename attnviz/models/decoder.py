@@ -160,6 +160,8 @@ class Generation:
     stop_at_eos: bool
     rng_state: dict = field(repr=False)   # the sampler's numpy generator after the last step
                                           # (``bit_generator.state``: a few numbers, no arrays)
+    special_tokens: bool = False  # how the prompt was read (``generate``'s arguments), kept
+    chat: bool = False            # by ``generate_more``: its ids are the prompt as read then
 
     @property
     def new_ids(self) -> np.ndarray:
@@ -206,6 +208,10 @@ class DecoderModel(ConfigSizes):
         m.next_tokens("The capital of France is", k=5)
         m.generate("The capital of France is", max_new_tokens=5).tokens
         m.generate_more(m.generate("The capital of France is", 5), 3)   # 8, the 5 kept
+        m.generate("What is attention?", 20, chat=True)   # as the user's turn of its template
+
+    A text is read as text: "<|im_end|>" typed in it is characters, not the control token
+    (``special_tokens=True`` reads typed control tokens as control tokens).
     """
 
     config: gguf_llama.LlamaConfig
@@ -258,18 +264,27 @@ class DecoderModel(ConfigSizes):
         return self._blocks[self._check_layer(layer)].attention
 
     # ---- text in and out ---------------------------------------------------------------------
-    def encode(self, text: str) -> np.ndarray:
-        """The token ids of `text` (no BOS is added, as for this model in transformers)."""
+    # A visitor's text is text: the control tokens' spellings typed in it (<|im_start|>,
+    # <|im_end|>, <|endoftext|>, …) are read as the characters they are, so typed text can
+    # neither open a turn inside the chat template nor end the answer. special_tokens=True
+    # reads them as the control tokens (ids 1, 2, 0 …), as transformers' tokenizer does by
+    # default; only the chat template itself (chat=True) puts control tokens around a text.
+
+    def encode(self, text: str, *, special_tokens: bool = False) -> np.ndarray:
+        """The token ids of `text` (no BOS is added, as for this model in transformers).
+        A control token's spelling in `text` is read as its characters (transformers'
+        ``split_special_tokens=True``); special_tokens=True reads it as that control token."""
         if not isinstance(text, str):
             raise AttnvizInputError("error.text.not_text", type=type(text).__name__)
-        ids = self._tokenizer.encode(text).ids
+        ids = self._encoder(special_tokens).encode(text).ids
         if not ids:
             raise AttnvizInputError("error.text.empty_character")
         return np.array(ids, dtype=np.intp)
 
-    def tokenize(self, text: str) -> list[str]:
-        """The readable tokens of `text` (see ``DecoderRun.tokens``)."""
-        return _readable(self._piece_bytes, self.encode(text))[0]
+    def tokenize(self, text: str, *, special_tokens: bool = False) -> list[str]:
+        """The readable tokens of `text` (see ``DecoderRun.tokens``; `special_tokens` as in
+        ``encode``)."""
+        return _readable(self._piece_bytes, self.encode(text, special_tokens=special_tokens))[0]
 
     def decode(self, ids: np.typing.ArrayLike) -> str:
         """The text of token ids (bytes that do not make whole characters become U+FFFD)."""
@@ -286,10 +301,48 @@ class DecoderModel(ConfigSizes):
 
     def chat_prompt(self, user_text: str) -> str:
         """`user_text` as one user turn of the model's chat template, ready for the assistant's
-        answer (the template's own default system prompt included)."""
-        return ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
-                f"Hugging Face<|im_end|>\n<|im_start|>user\n{user_text}<|im_end|>\n"
-                "<|im_start|>assistant\n")
+        answer (the template's own default system prompt included), as a string to read.
+        The model is given ``chat_ids(user_text)`` (``chat=True``): the same characters, where
+        only the template's own <|im_start|> and <|im_end|> are control tokens."""
+        return "".join(piece for piece, _ in _chat_template(user_text))
+
+    def chat_ids(self, user_text: str, *, special_tokens: bool = False) -> np.ndarray:
+        """The ids the model reads for `user_text` in the chat template (what
+        ``run``/``generate``/``next_tokens`` with ``chat=True`` read): the template's control
+        tokens as control tokens, its other parts and `user_text` as text (a typed
+        <|im_end|> is the characters <, |, im, …; special_tokens=True reads it as a control
+        token, as the template's string tokenized whole would). Each stretch between two of
+        the template's control tokens is tokenized whole, as transformers'
+        ``apply_chat_template`` does: the same ids for a text that types no control token."""
+        if not isinstance(user_text, str):
+            raise AttnvizInputError("error.text.not_text", type=type(user_text).__name__)
+        encoder, ids = self._encoder(special_tokens), []
+        for piece, control in _chat_template(user_text):
+            ids += [self._tokenizer.token_to_id(piece)] if control else encoder.encode(piece).ids
+        return np.array(ids, dtype=np.intp)
+
+    def _prompt_ids(self, text: str, special_tokens: bool, chat: bool) -> np.ndarray:
+        """What the model reads for `text`: its ids, or with `chat` the template's around it."""
+        if chat:
+            return self.chat_ids(text, special_tokens=special_tokens)
+        return self.encode(text, special_tokens=special_tokens)
+
+    def _encoder(self, special_tokens: bool):
+        """The tokenizer that matches control tokens' spellings (special_tokens=True) or the one
+        that reads them as text."""
+        return self._tokenizer if special_tokens else self._text_tokenizer
+
+    @cached_property
+    def _text_tokenizer(self):
+        """A copy of the tokenizer with ``encode_special_tokens`` on: the added (control)
+        tokens are not matched in the input, so their spellings go through the byte-level BPE
+        like any text. A copy, set once: the switch is the tokenizer's own state, and the model
+        is shared by every session's thread."""
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_str(self._tokenizer.to_str())
+        tokenizer.encode_special_tokens = True
+        return tokenizer
 
     @cached_property
     def _piece_bytes(self) -> list[bytes]:
@@ -311,16 +364,20 @@ class DecoderModel(ConfigSizes):
 
     # ---- the forward pass, traced --------------------------------------------------------------
     def run(self, text: str, max_tokens: int | None = None,
-            head_mask: np.typing.ArrayLike | None = None) -> DecoderRun:
+            head_mask: np.typing.ArrayLike | None = None, *, special_tokens: bool = False,
+            chat: bool = False) -> DecoderRun:
         """Every layer on the first `max_tokens` tokens of `text` (None: 512): attention traced
         by the engine, the rest computed here.
 
         head_mask (layers, heads) of 0/1 (or bool): 0 removes that head — its Z zeroed before
         W_O — in every position; later layers then see the changed stream (the attentions are
         those the model computes with the heads removed). None: every head kept.
+        chat: `text` as the user's turn in the chat template (``chat_ids``). special_tokens:
+        control tokens typed in `text` are read as control tokens (default: as text; see
+        ``encode``).
         """
         limit = _check_limit(max_tokens, MAX_TOKENS, "max_tokens")
-        all_ids = self.encode(text)
+        all_ids = self._prompt_ids(text, special_tokens, chat)
         ids = all_ids[:limit]
         keep = self._check_head_mask(head_mask)
         n, c = len(ids), self.config
@@ -345,26 +402,33 @@ class DecoderModel(ConfigSizes):
                           total=len(all_ids), _model=self, _values=readonly(values))
 
     def next_tokens(self, text: str, k: int = 10,
-                    head_mask: np.typing.ArrayLike | None = None) -> list[tuple[str, float]]:
+                    head_mask: np.typing.ArrayLike | None = None, *,
+                    special_tokens: bool = False,
+                    chat: bool = False) -> list[tuple[str, float]]:
         """The k most likely next tokens after `text`, [(readable piece, probability)], most
-        likely first (the text cut to its last 512 tokens)."""
-        return self._top(self._last_logits(text, head_mask), k)
+        likely first (the text cut to its last 512 tokens; `chat` and `special_tokens` as in
+        ``run``)."""
+        return self._top(self._last_logits(text, head_mask, None, special_tokens, chat), k)
 
     def next_token_logprobs(self, text: str,
                             head_mask: np.typing.ArrayLike | None = None,
-                            key_mask: np.typing.ArrayLike | None = None) -> np.ndarray:
+                            key_mask: np.typing.ArrayLike | None = None, *,
+                            special_tokens: bool = False, chat: bool = False) -> np.ndarray:
         """(vocab,) float64: log-probabilities of the token after `text`, with the heads
         head_mask removes (for measuring a head's effect on the prediction).
 
         key_mask (n,) of 0/1 (or bool), one per token of `text`: 0 hides that token's key from
         every other query in every layer, as transformers' ``attention_mask`` does (its own
         query still sees it, so no row is left empty; the positions do not change). None:
-        every key visible. The attention sink experiment hides the first token."""
-        logits = self._last_logits(text, head_mask, key_mask).astype(np.float64)
+        every key visible. The attention sink experiment hides the first token.
+        `chat` and `special_tokens` as in ``run``."""
+        logits = self._last_logits(text, head_mask, key_mask, special_tokens,
+                                   chat).astype(np.float64)
         return logits - _logsumexp(logits)
 
-    def _last_logits(self, text: str, head_mask, key_mask=None) -> np.ndarray:
-        ids = self.encode(text)[-MAX_TOKENS:]
+    def _last_logits(self, text: str, head_mask, key_mask=None, special_tokens: bool = False,
+                     chat: bool = False) -> np.ndarray:
+        ids = self._prompt_ids(text, special_tokens, chat)[-MAX_TOKENS:]
         keep = self._check_head_mask(head_mask)
         hidden = self._check_key_mask(key_mask, len(ids))
         cache = _KVCache(self.num_layers, self.num_kv_heads, len(ids), self.d_k)
@@ -374,7 +438,8 @@ class DecoderModel(ConfigSizes):
 
     # ---- generation with a KV cache ------------------------------------------------------------
     def generate(self, text: str, max_new_tokens: int = 20, temperature: float = 0.0,
-                 seed: int = 0, stop_at_eos: bool = True) -> Generation:
+                 seed: int = 0, stop_at_eos: bool = True, *, special_tokens: bool = False,
+                 chat: bool = False) -> Generation:
         """Up to `max_new_tokens` tokens after `text`, one at a time, with a KV cache: the
         prompt is run once (prefill), then each new token alone, its key and value appended.
 
@@ -382,15 +447,19 @@ class DecoderModel(ConfigSizes):
         above 0: sampled from softmax(logits / temperature) with numpy's generator seeded by
         `seed`. Stops early at the end-of-answer token (<|im_end|>) unless stop_at_eos=False.
         A prompt longer than 512 tokens is cut to its last 512. ``generate_more`` continues the
-        result without running these steps again.
+        result without running these steps again. chat: `text` as the user's turn in the chat
+        template (``chat_ids``); special_tokens: control tokens typed in `text` read as control
+        tokens (default: as text, so a typed <|im_end|> does not end anything); the result
+        keeps both (``Generation.chat``, ``.special_tokens``).
         """
         max_new = _check_limit(max_new_tokens, MAX_NEW_TOKENS, "max_new_tokens")
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
                 or not math.isfinite(temperature) or temperature < 0:
             raise AttnvizInputError("error.decoder.temperature", value=repr(temperature))
-        prompt = self.encode(text)[-MAX_TOKENS:]
+        prompt = self._prompt_ids(text, special_tokens, chat)[-MAX_TOKENS:]
         return self._generate(prompt, len(prompt), [], max_new, float(temperature),
-                              np.random.default_rng(seed), stop_at_eos)
+                              np.random.default_rng(seed), stop_at_eos,
+                              bool(special_tokens), bool(chat))
 
     def generate_more(self, generation: Generation, n: int = 1) -> Generation:
         """`generation` continued by up to `n` more tokens, as if ``generate`` had been asked
@@ -418,11 +487,12 @@ class DecoderModel(ConfigSizes):
         rng.bit_generator.state = generation.rng_state
         return self._generate(np.asarray(generation.ids), generation.prompt_length,
                               generation.steps, count, generation.temperature, rng,
-                              generation.stop_at_eos)
+                              generation.stop_at_eos,
+                              generation.special_tokens, generation.chat)
 
     def _generate(self, ids: np.ndarray, prompt_length: int, steps: list[GenerationStep],
                   count: int, temperature: float, rng: np.random.Generator,
-                  stop_at_eos: bool) -> Generation:
+                  stop_at_eos: bool, special_tokens: bool, chat: bool) -> Generation:
         """Up to `count` new tokens after `ids` (the prompt, then the tokens of `steps`): one
         prefill of all of `ids`, then each new token alone, its key and value appended."""
         cache = _KVCache(self.num_layers, self.num_kv_heads, len(ids) + count, self.d_k)
@@ -449,7 +519,8 @@ class DecoderModel(ConfigSizes):
         return Generation(ids=readonly(all_ids), tokens=tokens, pieces=pieces, spans=spans,
                           prompt_length=prompt_length, steps=steps, stopped=stopped,
                           text=self.decode(all_ids[prompt_length:]), temperature=temperature,
-                          stop_at_eos=stop_at_eos, rng_state=rng.bit_generator.state)
+                          stop_at_eos=stop_at_eos, rng_state=rng.bit_generator.state,
+                          special_tokens=special_tokens, chat=chat)
 
     def _forward(self, ids: np.ndarray, cache: _KVCache, keep: np.ndarray | None,
                  hidden_keys: np.ndarray | None = None):
@@ -560,6 +631,19 @@ class DecoderModel(ConfigSizes):
                                        and np.isin(mask, (0, 1)).all()):
             raise AttnvizInputError("error.decoder.key_mask.values")
         return ~mask.astype(bool)
+
+
+_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def _chat_template(user_text: str) -> list[tuple[str, bool]]:
+    """SmolLM2-Instruct's chat template (its GGUF's ``tokenizer.chat_template``) for one user
+    turn with the default system prompt and the assistant's turn opened, as (piece, is a control
+    token) in order."""
+    start, end = ("<|im_start|>", True), ("<|im_end|>", True)
+    return [start, (f"system\n{_SYSTEM_PROMPT}", False), end, ("\n", False),
+            start, (f"user\n{user_text}", False), end, ("\n", False),
+            start, ("assistant\n", False)]
 
 
 # ---- numerics ------------------------------------------------------------------------------

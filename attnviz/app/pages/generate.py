@@ -17,16 +17,16 @@ def render() -> None:
     st.caption(t("generate.caption", model=MODEL_NAME, layers=m.num_layers,
                  heads=m.num_heads, kv_heads=m.num_kv_heads))
 
-    text = generate_view.prompt(m)
-    if text is None:
+    prompt = generate_view.prompt(m)           # (text, chat)
+    if prompt is None:
         st.stop()
-    generate_view.prompt_tokens(m, text)
-    generate_view.next_token_bars(text)
+    generate_view.prompt_tokens(m, *prompt)
+    generate_view.next_token_bars(*prompt)
 
     st.subheader(t("generate.subheader"))
     temperature, seed, _ = generate_view.controls()
-    gen = generate_view.current(text, temperature, seed)
-    gen = generate_view.buttons(m, text, temperature, seed, gen)
+    gen = generate_view.current(*prompt, temperature, seed)
+    gen = generate_view.buttons(m, *prompt, temperature, seed, gen)
     if gen is None:
         st.info(t("generate.press", n=generate_view.MAX_NEW_TOKENS))
         st.stop()
