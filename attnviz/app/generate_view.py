@@ -89,8 +89,18 @@ def _spans_note(spans) -> None:
             t("generate.span", char=code(s.text), first=s.first, last=s.last) for s in spans)))
 
 
+def cannot_run(exc: AttnvizInputError) -> None:
+    """What the model could not compute (numbers that are not finite: error.model.not_finite,
+    naming the layer and the new token), said in place of its charts; the page stops."""
+    st.error(t("generate.error.run", model=MODEL_NAME, error=literal(exc)))
+    st.stop()
+
+
 def next_token_bars(text: str) -> None:
-    top = next_tokens(text)
+    try:
+        top = next_tokens(text)
+    except AttnvizInputError as exc:
+        cannot_run(exc)
     st.subheader(t("generate.next.subheader"))
     st.caption(t("generate.next.caption", total=sum(p for _, p in top)))
     widgets.chart(generate_figures.next_token_bars(top, title=t("figure.generate.next.title")),
@@ -156,9 +166,12 @@ def buttons(m: DecoderModel, text: str, temperature: float, seed: int,
         st.rerun()                           # the buttons again, as the state now is
     if one or many:
         total = min(MAX_NEW_TOKENS, count + (1 if one else int(n)))
-        with st.spinner(t("generate.running", n=total - count)):
-            gen = m.generate(text, max_new_tokens=total, temperature=temperature, seed=seed) \
-                if gen is None else m.generate_more(gen, total - count)
+        try:
+            with st.spinner(t("generate.running", n=total - count)):
+                gen = m.generate(text, max_new_tokens=total, temperature=temperature,
+                                 seed=seed) if gen is None else m.generate_more(gen, total - count)
+        except AttnvizInputError as exc:
+            cannot_run(exc)
         st.session_state[keys.GENERATE_RUN] = {"recipe": (text, temperature, seed),
                                                "generation": gen}
         st.session_state[keys.GEN_STEP] = len(gen.steps)

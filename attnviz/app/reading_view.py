@@ -65,11 +65,16 @@ def is_decoder(run) -> bool:
 
 # ---- the page's run ----------------------------------------------------------------------------
 
+def shown_name() -> str:
+    """The sidebar's pretrained model's full name, as the page's errors say it."""
+    return DECODER_NAME if model_name() == "smollm2" else ENCODER_NAME
+
+
 def load() -> PretrainedTrace | DecoderRun:
     """The sidebar's model run on the sidebar's sentence (its token limit; SmolLM2 at most
     DECODER_MAX_TOKENS), with a spinner; on bad input shows the error and stops the page."""
     model = model_name()
-    name = DECODER_NAME if model == "smollm2" else ENCODER_NAME
+    name = shown_name()
     text, limit = pretrained_view.sentence_and_limit()
     try:
         with st.spinner(t("reading.loading", model=name)):
@@ -91,6 +96,17 @@ def _decoder_run(m: DecoderModel, text: str, limit: int) -> DecoderRun:
     run = m.run(text, max_tokens=limit)
     run.value_norms                              # made now, so every view shares them
     return run
+
+
+def draw_tab(draw, run) -> None:
+    """One tab's view `draw(run)`; what the model cannot compute for it (a variant of the run:
+    heads removed, another sentence, the value norms, the repeated sequence — numbers that
+    are not finite, error.model.not_finite) is said with st.error in place of the rest of the
+    tab, as ``load`` says the run's own."""
+    try:
+        draw(run)
+    except AttnvizInputError as exc:
+        st.error(t("reading.error.run", model=shown_name(), error=literal(exc)))
 
 
 def token_list(run) -> None:
