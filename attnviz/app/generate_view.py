@@ -11,7 +11,6 @@ At most MAX_NEW_TOKENS new tokens (the session holds every step's rows, never th
 
 from __future__ import annotations
 
-import html
 from functools import lru_cache
 
 import streamlit as st
@@ -232,8 +231,7 @@ def step_view(m: DecoderModel, gen: Generation, number: int) -> None:
                  keys=step.cache_tokens))
     fig = generate_figures.attention_row_map(
         step.attentions[layer], key_labels,
-        title=t("figure.generate.row.title", number=number,
-                token=html.escape(generate_figures.token_label(step.token)), layer=layer))
+        title=generate_figures.row_title(number, step.token, layer))
     widgets.chart(fig, key=keys.GEN_ROW_MAP)
 
     sink(step, key_labels[0])
