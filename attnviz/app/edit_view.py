@@ -133,7 +133,8 @@ def _paste_or_upload(mount: state.EditorMount) -> None:
         digest = hashlib.blake2s(np.ascontiguousarray(a).tobytes(), digest_size=6).hexdigest()
         text_key = keys.PASTE_TEXT(name, head, version, digest)
         st.text_area(t("edit.paste.text"),
-                     value=matrix_files.matrix_to_text(a), key=text_key, height=150)
+                     value=matrix_files.matrix_to_text(a), key=text_key, height=150,
+                     help=t("edit.paste.help"))
         notes_key = keys.PASTE_NOTES(name)       # how an ambiguous text was read (1,5 → 1.5)
         error_key = keys.PASTE_ERROR(name)
         if st.button(t("edit.paste.apply"), key=keys.APPLY(name, head)):
