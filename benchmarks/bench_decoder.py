@@ -133,6 +133,25 @@ def finite_checks(repeats: int, new_tokens: int) -> None:
         g = model.generate(prompt, max_new_tokens=new_tokens, stop_at_eos=False)
         assert len(g.steps) == new_tokens
 
+    def inside(compute) -> float:
+        """Seconds spent inside the checks during one call of `compute` (timed one by one)."""
+        spent = [0.0]
+
+        def timed_check(a):
+            t0 = time.perf_counter()
+            ok = checked(a)
+            spent[0] += time.perf_counter() - t0
+            return ok
+
+        decoder_module.all_finite = timed_check
+        try:
+            compute()
+        finally:
+            decoder_module.all_finite = checked
+        return spent[0]
+
+    print(f"time inside the checks: run {inside(run) * 1e3:.2f} ms, generate "
+          f"{inside(generate) * 1e3:.2f} ms")
     t = interleaved({"checked": run, "unchecked": without(run)}, repeats)
     print(f"run, 64 tokens: with the finite checks {t['checked']:.4f} s, without "
           f"{t['unchecked']:.4f} s, ratio {t['checked'] / t['unchecked']:.3f}")

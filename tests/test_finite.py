@@ -99,6 +99,19 @@ def test_the_issues_overwritten_embedding_is_said_to_be_in_the_logits(decoder, i
         assert "logits" in str(exc) and str(exc) != exc.render("en")
 
 
+def test_a_finite_row_of_e_whose_logit_overflows_is_said_to_be_in_the_logits(decoder):
+    h = decoder.run(TEXT).hidden_states[-1]        # the last layer's output, clean
+    x = h / np.sqrt(np.mean(h * h, axis=-1, keepdims=True)
+                    + np.float32(decoder.config.rms_eps)) * decoder._final_norm
+    e = decoder._embed.copy()
+    e[DAMAGED_ROW] = np.sign(x[-1]) * np.float32(1e37)   # finite, and the text never reads it
+    damaged = dataclasses.replace(decoder, _embed=e)
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(x[-1] @ e[DAMAGED_ROW])     # computed here: the last one's is inf
+    assert_where(raised(lambda: damaged.run(TEXT)), "logits")
+    assert_where(raised(lambda: damaged.generate(TEXT, 1)), "logits", token=1)
+
+
 def test_a_damaged_embedding_of_a_token_in_the_text_is_said_to_be_the_embeddings(decoder):
     row = int(decoder.encode(TEXT)[2])
     damaged = overwritten_embed(decoder, row)

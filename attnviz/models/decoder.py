@@ -47,6 +47,7 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MAX_TOKENS = 512            # tokens run() reads at most (its attentions are layers × heads × n²)
 MAX_NEW_TOKENS = 256
 _DTYPE = np.float32
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 # ---- what a run gives -----------------------------------------------------------------------
@@ -545,11 +546,24 @@ class DecoderModel(ConfigSizes):
     @quiet
     def _checked_logits(self, h: np.ndarray, token: int | None = None) -> np.ndarray:
         """``_logits``, or error.model.not_finite ("the logits") when one is NaN or ±inf (a
-        damaged row of E gives such a logit however finite the text's own numbers are)."""
-        logits = self._logits(h)
-        if not all_finite(logits):
+        damaged row of E gives such a logit however finite the text's own numbers are).
+
+        As the engine's scores: a bound spares the scan of the (n, vocab) logits whenever no
+        logit can be anything but finite — a logit is at most d_model · max|x| · max|E| in
+        size, x the normed (n, d_model) rows, max|E| measured once (NaN or inf when E holds
+        one: then the logits are scanned)."""
+        x = _rms_norm(h, self._final_norm, self.config.rms_eps)       # (n, d_model)
+        logits = x @ self._embed.T                                     # (n, vocab)
+        bound = self.d_model * max(float(x.max()), -float(x.min())) * self._output_bound
+        if not bound < _FLOAT32_MAX / 4 and not all_finite(logits):     # NaN: not below
             raise not_finite(MODEL_NAME, "logits", token=token)
         return logits
+
+    @cached_property
+    def _output_bound(self) -> float:
+        """max |E| of the output matrix, measured once (NaN or inf when E holds one)."""
+        with np.errstate(invalid="ignore"):
+            return max(float(self._embed.max()), -float(self._embed.min()))
 
     def _embedded(self, ids: np.ndarray) -> np.ndarray:
         """E[ids] (n, d_model), or error.model.not_finite ("the embeddings")."""

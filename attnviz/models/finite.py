@@ -6,7 +6,8 @@ AttnvizInputError("error.model.not_finite") naming where: "layer 3, the attentio
 "the logits", "the embeddings", and in a generation which new token was being chosen.
 
 The check is cheap: one finite test per layer on an array the layer computed anyway (its
-output: NaN and ±inf propagate into it from anything before), and one on the logits. Only
+output: NaN and ±inf propagate into it from anything before), and one on the logits (spared,
+as the engine spares its scores, when a bound shows none can be anything but finite). Only
 when it fails is the layer looked at part by part (``first_not_finite``), so the error names
 the first of its steps that holds a non-finite number; the engine's own overflow error
 (error.overflow.<step>, a trace's steps) is turned into the same error with the layer added
@@ -45,12 +46,10 @@ def quiet(compute: Callable) -> Callable:
 
 
 def all_finite(a: np.ndarray) -> bool:
-    """True when `a` holds no NaN and no ±inf. Two reductions (max and min propagate NaN), no
-    element-wise temporary: a few microseconds for a layer's (n, d_model) output."""
-    if a.size == 0:
-        return True
-    with np.errstate(invalid="ignore"):
-        return bool(np.isfinite(a.max()) and np.isfinite(a.min()))
+    """True when `a` holds no NaN and no ±inf. Two reductions (max and min propagate NaN, and
+    warn of nothing), no element-wise temporary: about 5 µs for a generated token's (1,
+    d_model) row, 1.5–2 ms for a 64-token run's 3.1 million logits."""
+    return a.size == 0 or bool(np.isfinite(a.max()) and np.isfinite(a.min()))
 
 
 def not_finite(model: str, part: str, *, layer: int | None = None,
