@@ -539,14 +539,11 @@ class DecoderModel(ConfigSizes):
         hidden *= gate_up[:, d_ff:]
         return m + hidden @ block.down
 
-    def _logits(self, h: np.ndarray) -> np.ndarray:
-        """(n, vocab) float32: the final RMSNorm, then the tied output matrix Eᵀ."""
-        return _rms_norm(h, self._final_norm, self.config.rms_eps) @ self._embed.T
-
     @quiet
     def _checked_logits(self, h: np.ndarray, token: int | None = None) -> np.ndarray:
-        """``_logits``, or error.model.not_finite ("the logits") when one is NaN or ±inf (a
-        damaged row of E gives such a logit however finite the text's own numbers are).
+        """(n, vocab) float32: the final RMSNorm, then the tied output matrix Eᵀ; or
+        error.model.not_finite ("the logits") when one is NaN or ±inf (a damaged row of E
+        gives such a logit however finite the text's own numbers are).
 
         As the engine's scores: a bound spares the scan of the (n, vocab) logits whenever no
         logit can be anything but finite — a logit is at most d_model · max|x| · max|E| in
@@ -562,8 +559,7 @@ class DecoderModel(ConfigSizes):
     @cached_property
     def _output_bound(self) -> float:
         """max |E| of the output matrix, measured once (NaN or inf when E holds one)."""
-        with np.errstate(invalid="ignore"):
-            return max(float(self._embed.max()), -float(self._embed.min()))
+        return max(float(self._embed.max()), -float(self._embed.min()))
 
     def _embedded(self, ids: np.ndarray) -> np.ndarray:
         """E[ids] (n, d_model), or error.model.not_finite ("the embeddings")."""
