@@ -1,7 +1,7 @@
 """Decoder model (SmolLM2-135M-Instruct) budgets: ready time, memory, run, generation.
 
     python benchmarks/bench_decoder.py [--repeats 5] [--new-tokens 32] [--skip-convert]
-                                       [--threads N] [--ready-only]
+                                       [--threads N] [--ready-only] [--finite-checks]
 
 Prints, each measured in this one run:
 - ready time in a fresh process (interpreter start, ``import attnviz``, ``DecoderModel.load()``
@@ -21,7 +21,10 @@ Prints, each measured in this one run:
 - greedy generation of --new-tokens tokens after that 64-token prompt with the KV cache against
   transformers' ``generate`` (greedy, the same number of tokens, its own KV cache), interleaved,
   median. Budgets ≥ 10 new tokens/s and ratio ≤ 1.2.
-and the load average, since the machine is shared. --threads N gives numpy's BLAS and torch
+and the load average, since the machine is shared. --finite-checks measures only what the
+finite checks (issue 26: one per layer, and one on the logits) cost: ``run`` of the 64-token
+prompt and the generation with the checks as shipped and with them replaced by a check that
+passes at once, interleaved in this process, median of --repeats, and their ratios. --threads N gives numpy's BLAS and torch
 N threads each (0: each library's default, one per core). On this shared 2-core machine two
 threads spin-wait for each other while other processes hold the cores, so the same-process
 ratios are fairest with --threads 1. Numbers only; nothing is asserted.
@@ -156,6 +159,65 @@ def interleaved(fns: dict, repeats: int) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def finite_checks(repeats: int, new_tokens: int) -> None:
+    """The finite checks' cost: run and generate with them and without, interleaved."""
+    from attnviz.models import decoder as decoder_module
+    from attnviz.models.decoder import DecoderModel
+
+    model = DecoderModel.load()
+    prompt = prompt_of(model, 64)
+    checked = decoder_module.all_finite
+
+    def without(compute):
+        def timed():
+            decoder_module.all_finite = lambda a: True
+            try:
+                compute()
+            finally:
+                decoder_module.all_finite = checked
+        return timed
+
+    def run():
+        model.run(prompt)
+
+    def generate():
+        g = model.generate(prompt, max_new_tokens=new_tokens, stop_at_eos=False)
+        assert len(g.steps) == new_tokens
+
+    def inside(compute) -> float:
+        """Seconds spent inside the checks during one call of `compute` (timed one by one)."""
+        spent = [0.0]
+
+        def timed_check(a):
+            t0 = time.perf_counter()
+            ok = checked(a)
+            spent[0] += time.perf_counter() - t0
+            return ok
+
+        decoder_module.all_finite = timed_check
+        try:
+            compute()
+        finally:
+            decoder_module.all_finite = checked
+        return spent[0]
+
+    print(f"time inside the checks: run {inside(run) * 1e3:.2f} ms, generate "
+          f"{inside(generate) * 1e3:.2f} ms")
+    # each pair timed in both orders (on this shared machine the first of a pair is often
+    # a few % slower or faster: an A/A pair alone differs by ~1.5 %)
+    for name, compute in (("run, 64 tokens", run),
+                          (f"generate {new_tokens} tokens after 64", generate)):
+        ratios = []
+        for order in (("checked", "unchecked"), ("unchecked", "checked")):
+            fns = {"checked": compute, "unchecked": without(compute)}
+            t = interleaved({k: fns[k] for k in order}, repeats)
+            ratios.append(t["checked"] / t["unchecked"])
+            print(f"{name} ({order[0]} first): with the finite checks {t['checked']:.4f} s, "
+                  f"without {t['unchecked']:.4f} s, ratio {ratios[-1]:.3f}")
+        print(f"{name}: ratio with / without, both orders' mean {sum(ratios) / 2:.3f}")
+    print(f"load average after: {os.getloadavg()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
@@ -166,10 +228,15 @@ def main() -> None:
                         help="only the ready times, memory and the cache's check")
     parser.add_argument("--threads", type=int, default=1,
                         help="BLAS and torch threads (0: the libraries' defaults)")
+    parser.add_argument("--finite-checks", action="store_true",
+                        help="only the cost of the finite checks: with them and without")
     args = parser.parse_args()
     if args.threads:                     # before numpy loads OpenBLAS (fresh processes inherit)
         os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(args.threads)
     print(f"load average before: {os.getloadavg()}")
+    if args.finite_checks:
+        finite_checks(args.repeats, args.new_tokens)
+        return
 
     from attnviz.models import gguf_llama
     from attnviz.models.decoder import DecoderModel, package_file

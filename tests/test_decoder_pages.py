@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import Message, t, use_language
 from attnviz.app.settings_view import Settings, build_view, in_use
 from tests.apptest_helpers import (chart_bytes, charts, decode, heatmap_z, no_exceptions,
@@ -166,6 +167,36 @@ def test_the_head_view_draws_smollm2s_lines_and_none_to_a_later_token(run):
     expected = {(h, q, k) for h, q, k in zip(*np.nonzero(w >= 0.05))}
     assert drawn == expected and all(k <= q for _, q, k in drawn)
     assert len({h for h, _, _ in drawn}) == 9
+
+
+def test_highlight_token_says_every_token_after_a_switch_to_smollm2_and_every_rerun():
+    # issue 27, item 8: a selectbox whose value is None shows Streamlit's placeholder
+    # ("Choose an option"): "every token" must be an option that is selected, run after run
+    every = t("pretrained.highlight.every")
+
+    def shown(at, key: str) -> str:
+        box = at.selectbox(key=key).proto
+        assert box.HasField("default"), f"{key}: nothing selected, the placeholder shows"
+        return box.options[box.default]
+
+    at = page_alone(PAGE, sentence=TEXT, pt_view=HEAD_VIEW)          # MiniLM
+    no_exceptions(at)
+    assert shown(at, "pt_hv_token") == every
+    at.run()
+    assert shown(at, "pt_hv_token") == every
+    at.session_state["model"] = "smollm2"                            # the sidebar's switch
+    at.run()
+    no_exceptions(at)
+    assert shown(at, "pt_dec_hv_token") == every
+    at.run()
+    assert shown(at, "pt_dec_hv_token") == every
+    fig = next(f for f in charts(at) if any(tr.get("name") == "queries" for tr in f["data"]))
+    queries = next(tr for tr in fig["data"] if tr.get("name") == "queries")
+    assert not any("<b>" in s for s in queries["text"])             # no token highlighted
+    at.selectbox(key="pt_dec_hv_token").set_value(3).run()           # a token, then back
+    fig = next(f for f in charts(at) if any(tr.get("name") == "queries" for tr in f["data"]))
+    queries = next(tr for tr in fig["data"] if tr.get("name") == "queries")
+    assert [i for i, s in enumerate(queries["text"]) if "<b>" in s] == [3]
 
 
 def test_the_page_says_a_problem_in_the_page_not_a_traceback():

@@ -461,6 +461,45 @@ def test_a_decimal_comma_is_read_and_said(text, want, between):
     np.testing.assert_array_equal(attnviz.parse_matrix(text), want)   # the same numbers
 
 
+# ---- issue 27, item 9: a semicolon between rows on one line, as MATLAB and numpy write --------
+
+@pytest.mark.parametrize("text, want", [
+    ("1,2,3;4,5,6", [[1, 2, 3], [4, 5, 6]]),
+    ("1 2 3; 4 5 6", [[1, 2, 3], [4, 5, 6]]),
+    ("１，２，３；４，５，６", [[1, 2, 3], [4, 5, 6]]),            # a Chinese keyboard's
+    ("1, 2, 3; 4, 5, 6;", [[1, 2, 3], [4, 5, 6]]),               # MATLAB's last semicolon
+    ("1\t-2; 3.5\t4e1", [[1, -2], [3.5, 40]]),
+    ("1 2;3 4;5 6", [[1, 2], [3, 4], [5, 6]]),
+])
+def test_a_semicolon_on_one_line_ends_a_row(text, want):
+    matrix, notes = attnviz.core.inputs.parse_matrix_with_notes(text)
+    np.testing.assert_array_equal(matrix, want)
+    assert notes == []
+    assert attnviz.core.inputs.text_shape(text) == np.shape(want)   # what a file's size check reads
+
+
+@pytest.mark.parametrize("text, want, note", [
+    # decided: one line whose every part between semicolons is one number stays a spreadsheet's
+    # row of cells, as before — "1,5;2,5" is 1.5 and 2.5 (decimal commas, said), never the rows
+    # [1, 5] and [2, 5]; for those, write "1 5; 2 5" or one row a line
+    ("1,5;2,5", [[1.5, 2.5]], True),
+    ("1;2;3", [[1, 2, 3]], False),
+    ("1,5;2", [[1.5, 2]], True),
+    ('"1,5";"2,5"', [[1.5, 2.5]], True),                          # quoted: a CSV's cells
+])
+def test_one_line_of_single_numbers_between_semicolons_stays_one_row(text, want, note):
+    matrix, notes = attnviz.core.inputs.parse_matrix_with_notes(text)
+    np.testing.assert_array_equal(matrix, want)
+    assert bool(notes) == note
+
+
+def test_rows_between_semicolons_of_different_lengths_are_named():
+    with pytest.raises(AttnvizInputError) as caught:
+        attnviz.parse_matrix("1,2,3;4,5")
+    assert caught.value.msg_id == "error.matrix.ragged"
+    assert caught.value.params == {"row": 2, "count": 2, "first": 3}
+
+
 def test_only_the_full_width_forms_are_translated():
     """NFKC of the whole text would read "2²" as 22 and "①" as 1: they stay refused."""
     for text in ("2²", "①", "½"):

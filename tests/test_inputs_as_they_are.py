@@ -90,6 +90,18 @@ def test_a_semicolon_paste_with_decimal_commas_is_read_and_said_on_the_page():
         [plain(i) for i in at.info]
 
 
+def test_matrix_x_reads_a_semicolon_on_one_line_as_the_end_of_a_row_and_says_so():
+    # issue 27, item 9: "'1,2,3' is not a number" before
+    for text in ("1,2,3;4,5,6", "1 2 3; 4 5 6", "１，２，３；４，５，６"):
+        at = open_page("pages/steps.py", mode="Matrix X", x_text=text, step="x", num_heads=1)
+        no_exceptions(at)
+        assert not at.error, [e.value for e in at.error]
+        np.testing.assert_array_equal(heatmap_z(charts(at)[0]), [[1, 2, 3], [4, 5, 6]])
+    at = open_page("pages/home.py", mode="Matrix X", x_text="1,2,3;4,5,6", num_heads=1)
+    no_exceptions(at)
+    assert not at.error and "1,2,3;4,5,6" in at.sidebar.text_area(key="x_text").help
+
+
 def test_a_full_width_paste_in_q_k_v_is_read():
     at = open_page("pages/steps.py", mode="Q, K, V", q_text="１，０，１\n０，１，１",
                    k_text="0、0、1\n0、1、1", v_text="1；2\n3；4", step="scaled_scores")

@@ -4,6 +4,7 @@ what it should, it runs alone and on any input, and it sends little for 128 toke
 import numpy as np
 import pytest
 
+from attnviz.app.pretrained_view import EVERY_TOKEN
 from attnviz.models.pretrained import PretrainedModel
 from tests.apptest_helpers import (chart_bytes, charts, decode, heatmap_z, no_exceptions,
                                    open_page, page_alone, shown_tokens, shows)
@@ -160,7 +161,7 @@ def test_stale_or_foreign_widget_values_do_not_break_the_page(view):
     if view == ONE_HEAD:
         assert at.session_state["pt_layer"] == 0
     if view == HEAD_VIEW:
-        assert at.session_state["pt_hv_token"] is None
+        assert at.session_state["pt_hv_token"] == EVERY_TOKEN
 
 
 @pytest.mark.parametrize("view", [MODEL_VIEW, ONE_HEAD, HEAD_VIEW])

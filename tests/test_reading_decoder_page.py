@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
+from attnviz.i18n import t
 from attnviz.models import decoder_reading
 from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, page_alone,
                                    shown_tokens)
@@ -86,6 +87,23 @@ def test_value_weighted_shows_the_runs_value_norms_and_the_first_tokens_share(ru
     assert first["share of weight"] == pytest.approx(a[:, 0].sum() / a.sum())
     assert first["share of ‖αf(x)‖"] == pytest.approx(v[:, 0].sum() / v.sum())
     assert table["share of weight"].sum() == pytest.approx(1)        # the groups: every key
+
+
+def test_a_group_of_keys_the_text_lacks_shows_a_dash_not_none(run):
+    # issue 27, item 7: the text has no punctuation token, so that group holds no key and
+    # takes no weight: there is no ratio to show, and the table said "None"
+    assert all(any(c.isalnum() for c in token) for token in run.tokens)
+    at = decoder_page(rd_view="Value-weighted", vw_layer=4, vw_head=7)
+    table = frame_with(at, "share of weight").set_index("keys")
+    assert not table.isna().any().any(), table                # nothing drawn as "None"
+    empty = table.loc["punctuation"]
+    assert empty["count"] == 0 and empty["share of weight"] == 0
+    assert empty["survives"] == "—"
+    a, v = run.attentions[4, 7].astype(float), run.value_norms[4, 7].astype(float)
+    ratio = (v[:, 0].sum() / v.sum()) / (a[:, 0].sum() / a.sum())
+    assert table.loc[f"first token ({run.tokens[0]})", "survives"] == f"{ratio:.3f}"
+    said = t("reading.value.survives_none", none="—")          # what the dash means
+    assert any(said in c.value for c in at.caption)
 
 
 def test_head_statistics_have_the_sink_and_the_head_detectors_scores(decoder, run):

@@ -141,7 +141,7 @@ def _paste_or_upload(mount: state.EditorMount) -> None:
             written = ""
         # only the browser writes this box: a longer value is cut by Streamlit (max_chars)
         st.text_area(t("edit.paste.text"), value=written, key=text_key, height=150,
-                     max_chars=MAX_MATRIX_CHARS)
+                     max_chars=MAX_MATRIX_CHARS, help=t("edit.paste.help"))
         at_limit(st.session_state[text_key], MAX_MATRIX_CHARS)
         notes_key = keys.PASTE_NOTES(name)       # how an ambiguous text was read (1,5 → 1.5)
         error_key = keys.PASTE_ERROR(name)

@@ -11,18 +11,18 @@ At most MAX_NEW_TOKENS new tokens (the session holds every step's rows, never th
 
 from __future__ import annotations
 
-import html
 from functools import lru_cache
 
 import streamlit as st
 
+from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.models.decoder import MAX_TOKENS, DecoderModel, Generation
+from attnviz.models.decoder import MAX_TOKENS, MODEL_NAME, DecoderModel, Generation
 from attnviz.plot import generate_figures
 from attnviz.app import keys, widgets
 from attnviz.app.generate_state import (DEFAULT_PROMPT, MAX_NEW_TOKENS, MAX_SEED, SAMPLINGS,
                                         TEMPERATURES, current)
-from attnviz.app.text import MAX_PROMPT_CHARS, at_limit, bound, code, token_line
+from attnviz.app.text import MAX_PROMPT_CHARS, at_limit, bound, code, literal, token_line
 
 
 
@@ -89,8 +89,18 @@ def _spans_note(spans) -> None:
             t("generate.span", char=code(s.text), first=s.first, last=s.last) for s in spans)))
 
 
+def cannot_run(exc: AttnvizInputError) -> None:
+    """What the model could not compute (numbers that are not finite: error.model.not_finite,
+    naming the layer and the new token), said in place of its charts; the page stops."""
+    st.error(t("generate.error.run", model=MODEL_NAME, error=literal(exc)))
+    st.stop()
+
+
 def next_token_bars(text: str, chat: bool) -> None:
-    top = next_tokens(text, chat)
+    try:
+        top = next_tokens(text, chat)
+    except AttnvizInputError as exc:
+        cannot_run(exc)
     st.subheader(t("generate.next.subheader"))
     st.caption(t("generate.next.caption", total=sum(p for _, p in top)))
     widgets.chart(generate_figures.next_token_bars(top, title=t("figure.generate.next.title")),
@@ -131,9 +141,12 @@ def from_link(m: DecoderModel, text: str, chat: bool, temperature: float,
     count = st.session_state.pop(keys.GEN_FROM_LINK, 0)
     if not count:
         return None
-    with st.spinner(t("generate.running", n=count)):
-        gen = m.generate(text, max_new_tokens=count, temperature=temperature, seed=seed,
-                         chat=chat)
+    try:
+        with st.spinner(t("generate.running", n=count)):
+            gen = m.generate(text, max_new_tokens=count, temperature=temperature, seed=seed,
+                             chat=chat)
+    except AttnvizInputError as exc:
+        cannot_run(exc)
     st.session_state[keys.GENERATE_RUN] = {"recipe": (text, chat, temperature, seed),
                                            "generation": gen}
     return gen
@@ -164,9 +177,13 @@ def buttons(m: DecoderModel, text: str, chat: bool, temperature: float, seed: in
         st.rerun()                           # the buttons again, as the state now is
     if one or many:
         total = min(MAX_NEW_TOKENS, count + (1 if one else int(n)))
-        with st.spinner(t("generate.running", n=total - count)):
-            gen = m.generate(text, max_new_tokens=total, temperature=temperature, seed=seed,
-                             chat=chat) if gen is None else m.generate_more(gen, total - count)
+        try:
+            with st.spinner(t("generate.running", n=total - count)):
+                gen = m.generate(text, max_new_tokens=total, temperature=temperature,
+                                 seed=seed, chat=chat) if gen is None \
+                    else m.generate_more(gen, total - count)
+        except AttnvizInputError as exc:
+            cannot_run(exc)
         st.session_state[keys.GENERATE_RUN] = {"recipe": (text, chat, temperature, seed),
                                                "generation": gen}
         st.session_state[keys.GEN_STEP] = len(gen.steps)
@@ -228,8 +245,7 @@ def step_view(m: DecoderModel, gen: Generation, number: int) -> None:
                  keys=step.cache_tokens))
     fig = generate_figures.attention_row_map(
         step.attentions[layer], key_labels,
-        title=t("figure.generate.row.title", number=number,
-                token=html.escape(generate_figures.token_label(step.token)), layer=layer))
+        title=generate_figures.row_title(number, step.token, layer))
     widgets.chart(fig, key=keys.GEN_ROW_MAP)
 
     sink(step, key_labels[0])

@@ -296,7 +296,7 @@ PT_LAYER = "pt_layer"                   # one head's layer
 PT_HEAD = "pt_head"                     # one head's head
 PT_HEAD_HEATMAP = "pt_head_heatmap"     # one head's map
 PT_HV_LAYER = "pt_hv_layer"             # the head view's layer
-PT_HV_TOKEN = "pt_hv_token"             # the head view's token
+PT_HV_TOKEN = "pt_hv_token"             # the head view's token: a position, or EVERY_TOKEN
 PT_HV_HEADS = "pt_hv_heads"             # the heads the head view draws
 PT_HEAD_VIEW = "pt_head_view"           # the head view
 _section("pretrained_view")
@@ -309,7 +309,7 @@ PT_DEC_LAYER = "pt_dec_layer"           # SmolLM2: one head's layer
 PT_DEC_HEAD = "pt_dec_head"             # SmolLM2: one head's head
 PT_DEC_HEATMAP = "pt_dec_heatmap"       # SmolLM2: one head's map
 PT_DEC_HV_LAYER = "pt_dec_hv_layer"     # SmolLM2: the head view's layer
-PT_DEC_HV_TOKEN = "pt_dec_hv_token"     # SmolLM2: the head view's token
+PT_DEC_HV_TOKEN = "pt_dec_hv_token"     # SmolLM2: the head view's token (as PT_HV_TOKEN)
 PT_DEC_HV_HEADS = "pt_dec_hv_heads"     # SmolLM2: the heads the head view draws
 PT_DEC_HEAD_VIEW = "pt_dec_head_view"   # SmolLM2: the head view
 

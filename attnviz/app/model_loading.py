@@ -85,7 +85,9 @@ def decoder(*, stop: bool = True) -> DecoderModel | None:
         st.warning(t("model_loading.rebuilt" if report.outcome == "rebuilt"
                      else "model_loading.in_memory", reason=literal(report.reason)),
                    icon=":material/build:")
-    return load.model
+    # the process's model as DecoderModel.load shares it (loaded by now: no wait), the one
+    # every other caller of the page gets too
+    return DecoderModel.load()
 
 
 def _watch(load: _Load) -> None:

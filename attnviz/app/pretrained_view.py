@@ -166,19 +166,25 @@ def pick_heads(n: int, key: str) -> list[int]:
                                        help=t("pretrained.heads.help")))
 
 
+EVERY_TOKEN = -1       # "Highlight token"'s "(every token)": an option, never None, which
+                       # a selectbox shows as nothing selected ("Choose an option")
+
+
 def pick_token(view: ModelRun, key: str) -> int | None:
     """"Highlight token": a shown token's index in view.tokens, or None for all tokens. The
-    choice is stored as the token's position in the text, so hiding [CLS]/[SEP] keeps it."""
+    choice is stored as the token's position in the text, so hiding [CLS]/[SEP] keeps it;
+    every token is EVERY_TOKEN (a value a selectbox shows as its option, after any rerun or
+    a switch of model)."""
     positions = [int(p) for p in view.positions]
-    if st.session_state.get(key) not in [None, *positions]:
-        st.session_state[key] = None
+    if st.session_state.get(key) not in [EVERY_TOKEN, *positions]:
+        st.session_state[key] = EVERY_TOKEN
     labels = dict(zip(positions, view.tokens))
-    chosen = st.selectbox(t("pretrained.highlight.label"), [None, *positions],
+    chosen = st.selectbox(t("pretrained.highlight.label"), [EVERY_TOKEN, *positions],
                           persist_state="session", key=key,
-                          format_func=lambda p: t("pretrained.highlight.every") if p is None
-                          else f"{p}: {labels[p]}",
+                          format_func=lambda p: t("pretrained.highlight.every")
+                          if p == EVERY_TOKEN else f"{p}: {labels[p]}",
                           help=t("pretrained.highlight.help"))
-    return None if chosen is None else positions.index(chosen)
+    return None if chosen == EVERY_TOKEN else positions.index(chosen)
 
 
 def _open_in_steps(layer: int, head: int) -> None:

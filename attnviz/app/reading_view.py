@@ -36,6 +36,7 @@ STATS_COLUMNS = ("entropy", "max_weight", "on_cls", "on_sep", "on_self", "on_pre
 DECODER_STATS = ("entropy", "max_weight", "sink", "on_self", "on_prev", "previous_token",
                  "duplicate_token", "induction")
 SURVIVAL = ("share of weight", "share of ‖αf(x)‖", "survives")   # its columns' data names
+NO_RATIO = "—"              # "survives" of a group that takes no weight: no ratio to show
 
 # Rankings, embeddings and decoder runs are the same for every learner on the same texts.
 _RANKINGS = SizedCache(max_bytes=8 * 2**20, max_entries=64,
@@ -67,12 +68,17 @@ def is_decoder(run) -> bool:
 
 # ---- the page's run ----------------------------------------------------------------------------
 
+def shown_name() -> str:
+    """The sidebar's pretrained model's full name, as the page's errors say it."""
+    return DECODER_NAME if model_name() == "smollm2" else ENCODER_NAME
+
+
 def load() -> PretrainedTrace | DecoderRun:
     """The sidebar's model run on the sidebar's sentence (its token limit; SmolLM2 at most
     DECODER_MAX_TOKENS), with a spinner (and SmolLM2's progress indicator while it loads); on
     bad input shows the error and stops the page."""
     model = model_name()
-    name = DECODER_NAME if model == "smollm2" else ENCODER_NAME
+    name = shown_name()
     text, limit = pretrained_view.sentence_and_limit()
     try:
         if model != "smollm2":
@@ -95,6 +101,17 @@ def _decoder_run(m: DecoderModel, text: str, limit: int) -> DecoderRun:
     run = m.run(text, max_tokens=limit)
     run.value_norms                              # made now, so every view shares them
     return run
+
+
+def draw_tab(draw, run) -> None:
+    """One tab's view `draw(run)`; what the model cannot compute for it (a variant of the run:
+    heads removed, another sentence, the value norms, the repeated sequence — numbers that
+    are not finite, error.model.not_finite) is said with st.error in place of the rest of the
+    tab, as ``load`` says the run's own."""
+    try:
+        draw(run)
+    except AttnvizInputError as exc:
+        st.error(t("reading.error.run", model=shown_name(), error=literal(exc)))
 
 
 def token_list(run) -> None:
@@ -212,21 +229,27 @@ def value_weighted_tab(run) -> None:
             max_bytes=each), model, layer, head)
         widgets.chart(fig, key=keys.VW_NORMS)
     st.markdown(t("reading.value.table"))
-    st.dataframe(survival_table(run.tokens, weights, norms, first_token=is_decoder(run)),
-                 hide_index=True, key=keys.VW_TABLE,
+    table = survival_table(run.tokens, weights, norms, first_token=is_decoder(run))
+    st.dataframe(table, hide_index=True, key=keys.VW_TABLE,
                  column_config={"keys": st.column_config.TextColumn(t("reading.value.keys")),
                                 "count": st.column_config.NumberColumn(
                                     t("reading.value.count")),
                                 **_number_columns({c: t(f"reading.value.column.{i}")
-                                                   for i, c in enumerate(SURVIVAL)})})
-    st.caption(t("reading.value.survives"))
+                                                   for i, c in enumerate(SURVIVAL[:2])}),
+                                SURVIVAL[2]: st.column_config.TextColumn(
+                                    t("reading.value.column.2"))})
+    st.caption(t("reading.value.survives")
+               + (" " + t("reading.value.survives_none", none=NO_RATIO)
+                  if (table[SURVIVAL[2]] == NO_RATIO).any() else ""))
 
 
 def survival_table(tokens: list[str], weights: np.ndarray, norms: np.ndarray,
                    first_token: bool = False) -> pd.DataFrame:
     """One row per group of keys ([CLS], [SEP] — or, for a decoder, the first token —,
     punctuation, the rest): its share of the weight, of the norm, and their ratio (below 1:
-    weight that moves less than its share). The groups are named in the active language."""
+    weight that moves less than its share) as the table shows it, three decimals, or NO_RATIO
+    where the group takes no weight (it has no key: a text without punctuation), never a NaN
+    the table would show as "None". The groups are named in the active language."""
     if first_token:
         groups = {t("reading.value.group.first", token=tokens[0]): [0]}
     else:
@@ -241,7 +264,7 @@ def survival_table(tokens: list[str], weights: np.ndarray, norms: np.ndarray,
     for name, members in groups.items():
         weight, norm = shares_on_keys(weights, norms, members)
         rows.append({"keys": name, "count": len(members), SURVIVAL[0]: weight, SURVIVAL[1]: norm,
-                     SURVIVAL[2]: norm / weight if weight else np.nan})
+                     SURVIVAL[2]: f"{norm / weight:.3f}" if weight else NO_RATIO})
     return pd.DataFrame(rows)
 
 

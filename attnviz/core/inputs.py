@@ -153,10 +153,13 @@ def parse_matrix(text: str, *, max_rows: int | None = None, max_cols: int | None
     or a JSON list of lists. Errors name the row and column (counted from 1), after `name`
     (the matrix as the page names it, e.g. "W_Q of head 0") when given.
 
-    Also read as a spreadsheet or a Chinese keyboard writes them: semicolons between cells
-    (then a comma inside a number is its decimal point: "1,5;2,5" is 1.5, 2.5), quoted
-    numbers ("1","2"), full-width digits and separators (１，２), a byte-order mark. The size
-    is judged before any number is read: an oversized paste is refused at once."""
+    On one line, a semicolon ends a row, as MATLAB and numpy write a matrix: "1,2,3;4,5,6"
+    and "1 2 3; 4 5 6" are two rows (see ``_semicolon_rows`` for when). Also read as a
+    spreadsheet or a Chinese keyboard writes them: semicolons between cells (then a comma
+    inside a number is its decimal point: "1,5;2,5" is 1.5, 2.5 — on one line too: each part
+    is one number), quoted numbers ("1","2"), full-width digits and separators (１，２), a
+    byte-order mark. The size is judged before any number is read: an oversized paste is
+    refused at once."""
     return parse_matrix_with_notes(text, max_rows=max_rows, max_cols=max_cols, name=name)[0]
 
 
@@ -181,6 +184,9 @@ def parse_matrix_with_notes(text: str, *, max_rows: int | None = None,
     else:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
         separator = _separator(text)
+        rows_of_line = _semicolon_rows(lines)
+        if rows_of_line is not None:             # one line, a semicolon after each row
+            lines, separator = rows_of_line, None
         _check_size(prefix, [_width(ln, separator) for ln in lines], max_rows, max_cols)
         rows = _text_rows(lines, separator, name, notes)
     _check_size(prefix, [len(r) for r in rows], max_rows, max_cols)
@@ -195,6 +201,9 @@ def text_shape(text: str) -> tuple[int, int]:
         return 0, 0
     first = lines[0] if lines[0].isascii() else \
         INVISIBLE.sub("", lines[0]).translate(_MINUS).translate(_WIDE)
+    rows_of_line = _semicolon_rows([first.strip()]) if len(lines) == 1 else None
+    if rows_of_line is not None:
+        return len(rows_of_line), _width(rows_of_line[0], None)
     separator = ";" if ";" in text or "；" in text else _separator(first)
     return len(lines), _width(first.strip(), separator)
 
@@ -261,6 +270,29 @@ def _check_raw_size(text: str, prefix: str, max_rows: int | None) -> None:
     if least > MAX_CELLS:
         raise _matrix_error(prefix, "error.matrix.more_cells", cells=f"{least:,}",
                             max_cells=f"{MAX_CELLS:,}")
+
+
+def _semicolon_rows(lines: list[str]) -> list[str] | None:
+    """The rows of a matrix written on one line with a semicolon after each row, as MATLAB and
+    numpy write it ("1,2,3;4,5,6", "1 2 3; 4 5 6", a last ";" allowed); None for any other
+    text (its rows are its lines, its semicolons a spreadsheet's cell separators).
+
+    Read so only where rows are not otherwise separated — `lines` is one line — no cell is
+    quoted (quotes are a CSV's: "1,5";"2,5" is a row of cells), and every part between the
+    semicolons holds several numbers by commas or spaces. So "1;2;3" stays a spreadsheet's row
+    of three cells. And the line that reads both ways, "1,5;2,5" (rows [1, 5] and [2, 5], or a
+    spreadsheet's 1.5 and 2.5 with decimal commas), is decided as the spreadsheet's, as it was
+    before and as "1,5;2,5" on several lines is, with the note that says so: when every part is
+    one number with a decimal comma, the line is one row. Its rows are written "1 5; 2 5"."""
+    if len(lines) != 1 or ";" not in lines[0] or '"' in lines[0]:
+        return None
+    parts = [p.strip() for p in lines[0].split(";")]
+    if parts[-1] == "":
+        parts.pop()                                   # MATLAB's [1 2; 3 4;]
+    if len(parts) < 2 or any(_width(p, None) < 2 for p in parts) \
+            or all(_DECIMAL_COMMA.fullmatch(p) for p in parts):
+        return None
+    return parts
 
 
 def _separator(text: str) -> str | None:

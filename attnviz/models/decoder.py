@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.models import gguf_llama
+from attnviz.models.finite import (all_finite, at_token, first_not_finite, from_engine,
+                                   not_finite, quiet)
 from attnviz.models.sizes import ConfigSizes
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.engine import AttentionTrace, attention, softmax, trace_attention
@@ -46,6 +48,7 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MAX_TOKENS = 512            # tokens run() reads at most (its attentions are layers × heads × n²)
 MAX_NEW_TOKENS = 256
 _DTYPE = np.float32
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 # ---- what a run gives -----------------------------------------------------------------------
@@ -112,9 +115,14 @@ class DecoderRun:
         value is small (often the first token, the "attention sink") moves little."""
         m = self._model
         g = m.num_heads // m.num_kv_heads
-        return readonly(np.stack([
-            value_norms(self.attentions[l], np.repeat(self._values[l], g, axis=0),
-                        m.layer_weights(l).w_o) for l in range(m.num_layers)]))
+        with np.errstate(over="ignore", invalid="ignore"):        # checked below
+            norms = np.stack([value_norms(self.attentions[l],
+                                          np.repeat(self._values[l], g, axis=0),
+                                          m.layer_weights(l).w_o) for l in range(m.num_layers)])
+        if not all_finite(norms):              # finite weights and values whose sizes overflow
+            layer = next(l for l in range(m.num_layers) if not all_finite(norms[l]))
+            raise not_finite(MODEL_NAME, "value_norms", layer=layer)
+        return readonly(norms)
 
     def next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
         """The k most likely tokens after the whole text, (readable piece, probability)."""
@@ -363,6 +371,7 @@ class DecoderModel(ConfigSizes):
         return pieces
 
     # ---- the forward pass, traced --------------------------------------------------------------
+    @quiet
     def run(self, text: str, max_tokens: int | None = None,
             head_mask: np.typing.ArrayLike | None = None, *, special_tokens: bool = False,
             chat: bool = False) -> DecoderRun:
@@ -384,16 +393,22 @@ class DecoderModel(ConfigSizes):
         attentions = np.empty((c.num_layers, c.num_heads, n, n), _DTYPE)
         values = np.empty((c.num_layers, c.num_kv_heads, n, c.d_k), _DTYPE)
         hidden = np.empty((c.num_layers + 1, n, c.d_model), _DTYPE)
-        h = self._embed[ids]                                           # (n, d_model)
+        h = self._embedded(ids)                                        # (n, d_model)
         for layer in range(c.num_layers):
             hidden[layer] = h
-            t = self._trace(layer, self._attn_input(layer, h))
+            try:
+                t = self._trace(layer, self._attn_input(layer, h))
+            except AttnvizInputError as exc:              # an overflow: said with its layer
+                raise from_engine(exc, MODEL_NAME, layer) from None
             attentions[layer] = t.weights
             values[layer] = t.v_shared
             out = t.output if keep is None else self._without_heads(layer, t.z, keep[layer])
             h = self._mlp(layer, h + out)
+            if not all_finite(h):                          # the engine checked the attention
+                raise not_finite(MODEL_NAME, first_not_finite([("output", out)]) or "mlp",
+                                 layer=layer)
         hidden[-1] = h
-        logits = self._logits(h)                                       # (n, vocab)
+        logits = self._checked_logits(h)                               # (n, vocab)
         tokens, pieces, spans = self._labels(ids)
         return DecoderRun(ids=readonly(ids), tokens=tokens, pieces=pieces, spans=spans,
                           attentions=readonly(attentions), logits=readonly(logits),
@@ -434,7 +449,7 @@ class DecoderModel(ConfigSizes):
         cache = _KVCache(self.num_layers, self.num_kv_heads, len(ids), self.d_k)
         h, _ = self._forward(ids, cache, keep) if hidden is None else \
             self._forward(ids, cache, keep, hidden)
-        return self._logits(h[-1:])[0]
+        return self._checked_logits(h[-1:])[0]
 
     # ---- generation with a KV cache ------------------------------------------------------------
     def generate(self, text: str, max_new_tokens: int = 20, temperature: float = 0.0,
@@ -496,10 +511,11 @@ class DecoderModel(ConfigSizes):
         """Up to `count` new tokens after `ids` (the prompt, then the tokens of `steps`): one
         prefill of all of `ids`, then each new token alone, its key and value appended."""
         cache = _KVCache(self.num_layers, self.num_kv_heads, len(ids) + count, self.d_k)
-        h, rows = self._forward(ids, cache, None)                       # prefill
+        first = len(steps) + 1                                          # the next new token
+        h, rows = self._forward_at(first, ids, cache)                   # prefill
         ids, steps, stopped = list(ids), list(steps), "length"
-        for made in range(1, count + 1):
-            logits = self._logits(h[-1:])[0]                           # (vocab,)
+        for made in range(first, first + count):
+            logits = self._checked_logits(h[-1:], token=made)[0]       # (vocab,)
             chosen = _choose(logits, temperature, rng)
             probs = softmax(logits.astype(np.float64))
             steps.append(GenerationStep(
@@ -511,9 +527,9 @@ class DecoderModel(ConfigSizes):
             if stop_at_eos and chosen == self.config.eos_id:
                 stopped = "eos"
                 break
-            if made == count:
+            if made == first + count - 1:
                 break
-            h, rows = self._forward(np.array([chosen]), cache, None)   # one new token
+            h, rows = self._forward_at(made + 1, np.array([chosen]), cache)   # one new token
         all_ids = np.array(ids, dtype=np.intp)
         tokens, pieces, spans = self._labels(all_ids)
         return Generation(ids=readonly(all_ids), tokens=tokens, pieces=pieces, spans=spans,
@@ -522,13 +538,23 @@ class DecoderModel(ConfigSizes):
                           stop_at_eos=stop_at_eos, rng_state=rng.bit_generator.state,
                           special_tokens=special_tokens, chat=chat)
 
+    def _forward_at(self, token: int, ids: np.ndarray, cache: _KVCache):
+        """``_forward`` in a generation choosing new token `token` (from 1): a non-finite
+        number is said with the token."""
+        try:
+            return self._forward(ids, cache, None)
+        except AttnvizInputError as exc:
+            raise at_token(exc, token) from None
+
+    @quiet
     def _forward(self, ids: np.ndarray, cache: _KVCache, keep: np.ndarray | None,
                  hidden_keys: np.ndarray | None = None):
         """The new tokens `ids` at positions cache.length …, their keys and values appended to
         the cache; the attention written plainly (``engine.attention``), nothing traced.
         hidden_keys (n,) bool, prefill only: True hides that key from every query but its own.
         Returns (the last layer's output (n_new, d_model), the last position's attention row
-        in every layer and head (layers, heads, n_keys))."""
+        in every layer and head (layers, heads, n_keys)). A non-finite number raises
+        error.model.not_finite naming the layer and its step."""
         c = self.config
         start, n = cache.length, len(ids)
         end = start + n
@@ -540,25 +566,33 @@ class DecoderModel(ConfigSizes):
             hide = hidden_keys[None, :] & ~np.eye(n, dtype=bool)        # (n, n)
             mask = hide if mask is None else mask | hide
         rows = np.empty((c.num_layers, c.num_heads, end), _DTYPE)
-        h = self._embed[ids]                                           # (n, d_model)
+        h = self._embedded(ids)                                        # (n, d_model)
         for layer in range(c.num_layers):
             block = self._blocks[layer]
             x = _rms_norm(h, block.attn_norm, c.rms_eps)
             qkv = x @ block.w_qkv                                       # (n, (H + 2 H_kv) d_k)
-            q, k, v = _split_qkv(qkv, c.num_heads, c.num_kv_heads, c.d_k)
-            q = q * cos + rotate_half(q) * sin                         # (H, n, d_k)
+            q0, k, v = _split_qkv(qkv, c.num_heads, c.num_kv_heads, c.d_k)
+            q = q0 * cos + rotate_half(q0) * sin                       # (H, n, d_k)
             cache.k[layer, :, start:end] = k * cos + rotate_half(k) * sin   # (H_kv, n, d_k)
             cache.v[layer, :, start:end] = v
             keys, values = cache.k[layer, :, :end], cache.v[layer, :, :end]  # (H_kv, n_k, d)
             # query heads grouped by the key/value head they share: repeat_kv without a copy
-            z, weights = attention(q.reshape(c.num_kv_heads, g, n, c.d_k), keys[:, None],
-                                   values[:, None], mask=mask)          # (H_kv, g, n, ·)
+            grouped = q.reshape(c.num_kv_heads, g, n, c.d_k)
+            z, weights = attention(grouped, keys[:, None], values[:, None],
+                                   mask=mask)                           # (H_kv, g, n, ·)
             rows[layer] = weights[:, :, -1].reshape(c.num_heads, end)
             z = z.reshape(c.num_heads, n, c.d_k)                        # (H, n, d_v)
             if keep is not None:
                 z = z * keep[layer][:, None, None]
             out = z.transpose(1, 0, 2).reshape(n, -1) @ block.attention.w_o
             h = self._mlp(layer, h + out)
+            if not all_finite(h):                       # only then: which step made it
+                raise not_finite(MODEL_NAME, first_not_finite([
+                    ("input", x), ("q", q0), ("k", k), ("v", v), ("q_rotated", q),
+                    ("k_rotated", cache.k[layer, :, start:end]),
+                    ("scores", lambda: grouped @ keys[:, None].swapaxes(-1, -2)),
+                    ("weights", weights), ("z", z), ("output", out)]) or "mlp",
+                    layer=layer)
         cache.length = end
         return h, rows
 
@@ -586,9 +620,34 @@ class DecoderModel(ConfigSizes):
         hidden *= gate_up[:, d_ff:]
         return m + hidden @ block.down
 
-    def _logits(self, h: np.ndarray) -> np.ndarray:
-        """(n, vocab) float32: the final RMSNorm, then the tied output matrix Eᵀ."""
-        return _rms_norm(h, self._final_norm, self.config.rms_eps) @ self._embed.T
+    @quiet
+    def _checked_logits(self, h: np.ndarray, token: int | None = None) -> np.ndarray:
+        """(n, vocab) float32: the final RMSNorm, then the tied output matrix Eᵀ; or
+        error.model.not_finite ("the logits") when one is NaN or ±inf (a damaged row of E
+        gives such a logit however finite the text's own numbers are).
+
+        As the engine's scores: a bound spares the scan of the (n, vocab) logits whenever no
+        logit can be anything but finite — a logit is at most d_model · max|x| · max|E| in
+        size, x the normed (n, d_model) rows, max|E| measured once (NaN or inf when E holds
+        one: then the logits are scanned)."""
+        x = _rms_norm(h, self._final_norm, self.config.rms_eps)       # (n, d_model)
+        logits = x @ self._embed.T                                     # (n, vocab)
+        bound = self.d_model * max(float(x.max()), -float(x.min())) * self._output_bound
+        if not bound < _FLOAT32_MAX / 4 and not all_finite(logits):     # NaN: not below
+            raise not_finite(MODEL_NAME, "logits", token=token)
+        return logits
+
+    @cached_property
+    def _output_bound(self) -> float:
+        """max |E| of the output matrix, measured once (NaN or inf when E holds one)."""
+        return max(float(self._embed.max()), -float(self._embed.min()))
+
+    def _embedded(self, ids: np.ndarray) -> np.ndarray:
+        """E[ids] (n, d_model), or error.model.not_finite ("the embeddings")."""
+        h = self._embed[ids]
+        if not all_finite(h):
+            raise not_finite(MODEL_NAME, "embeddings")
+        return h
 
     def _top(self, logits: np.ndarray, k: int) -> list[tuple[str, float]]:
         k = whole_number(k, "k", low=1, high=self.vocab_size)

@@ -19,7 +19,8 @@ import numpy as np
 
 from attnviz.core.engine import attention
 from attnviz.core.rotary import cos_sin, rotate_half
-from attnviz.models.decoder import DecoderModel, DecoderRun, _rms_norm, _split_qkv
+from attnviz.models.decoder import MODEL_NAME, DecoderModel, DecoderRun, _rms_norm, _split_qkv
+from attnviz.models.finite import all_finite, first_not_finite, not_finite, quiet
 
 REPEAT_LENGTH = 20          # random tokens, then the same tokens again
 COMMON = 10_000             # drawn among the first ids: byte-level BPE gives common words low ids
@@ -83,6 +84,7 @@ def single_head_logprobs(model: DecoderModel, run: DecoderRun, targets,
     return out
 
 
+@quiet
 def _from_layer(model: DecoderModel, run: DecoderRun, start: int, masks) -> np.ndarray:
     """(B, vocab) log-probabilities after run.ids, the layers from `start` on run for each
     mask side by side, starting from the run's residual stream before layer `start`."""
@@ -96,21 +98,31 @@ def _from_layer(model: DecoderModel, run: DecoderRun, start: int, masks) -> np.n
         block = model._blocks[layer]
         x = _rms_norm(h, block.attn_norm, c.rms_eps)
         qkv = (x @ block.w_qkv).reshape(b * n, -1)
-        q, k, v = (part.reshape(part.shape[0], b, n, c.d_k).swapaxes(0, 1)
-                   for part in _split_qkv(qkv, c.num_heads, c.num_kv_heads, c.d_k))
-        q = q * cos + rotate_half(q) * sin                             # (B, H, n, d_k)
-        k = k * cos + rotate_half(k) * sin                             # (B, H_kv, n, d_k)
-        z, _ = attention(q.reshape(b, c.num_kv_heads, g, n, c.d_k), k[:, :, None],
-                         v[:, :, None], mask=causal)                   # (B, H_kv, g, n, d_v)
+        q0, k0, v = (part.reshape(part.shape[0], b, n, c.d_k).swapaxes(0, 1)
+                     for part in _split_qkv(qkv, c.num_heads, c.num_kv_heads, c.d_k))
+        q = q0 * cos + rotate_half(q0) * sin                           # (B, H, n, d_k)
+        k = k0 * cos + rotate_half(k0) * sin                           # (B, H_kv, n, d_k)
+        grouped = q.reshape(b, c.num_kv_heads, g, n, c.d_k)
+        z, weights = attention(grouped, k[:, :, None], v[:, :, None],
+                               mask=causal)                            # (B, H_kv, g, n, d_v)
         z = z.reshape(b, c.num_heads, n, c.d_k) * masks[:, layer, :, None, None]
-        h = h + z.transpose(0, 2, 1, 3).reshape(b, n, -1) @ block.attention.w_o
+        out = z.transpose(0, 2, 1, 3).reshape(b, n, -1) @ block.attention.w_o
+        h = h + out
         m = _rms_norm(h, block.mlp_norm, c.rms_eps)
         gate_up = m @ block.gate_up                                    # (B, n, 2 d_ff)
         d_ff = gate_up.shape[-1] // 2
         gate = gate_up[..., :d_ff]
         h = h + (gate / (1.0 + np.exp(-gate)) * gate_up[..., d_ff:]) @ block.down
+        if not all_finite(h):                           # only then: which step made it
+            raise not_finite(MODEL_NAME, first_not_finite([
+                ("input", x), ("q", q0), ("k", k0), ("v", v), ("q_rotated", q),
+                ("k_rotated", k),
+                ("scores", lambda: grouped @ k[:, :, None].swapaxes(-1, -2)),
+                ("weights", weights), ("z", z), ("output", out)]) or "mlp", layer=layer)
     logits = (_rms_norm(h[:, -1], model._final_norm, c.rms_eps) @ model._embed.T
               ).astype(np.float64)                                     # (B, vocab)
+    if not all_finite(logits):
+        raise not_finite(MODEL_NAME, "logits")
     top = logits.max(axis=-1, keepdims=True)
     return logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
 

@@ -34,6 +34,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import value_norms
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import t
+from attnviz.models.finite import all_finite, first_not_finite, from_engine, not_finite, quiet
 from attnviz.models.sizes import ConfigSizes
 
 if TYPE_CHECKING:                     # pandas only inside head_ablation_effects
@@ -127,8 +128,12 @@ class PretrainedTrace:
         takes from key j through head h (Kobayashi et al. 2020), where W_O,h is the rows of W_O
         that head h's output meets. Beside ``attentions``: a large weight on a token whose
         transformed value is small (often [SEP] or a full stop) moves little."""
-        return readonly(np.stack([value_norms(t.weights, t.v, t.params.w_o)
-                                  for t in self.traces]))
+        with np.errstate(over="ignore", invalid="ignore"):        # checked below
+            norms = np.stack([value_norms(t.weights, t.v, t.params.w_o) for t in self.traces])
+        if not all_finite(norms):              # finite weights and values whose sizes overflow
+            layer = next(l for l in range(len(norms)) if not all_finite(norms[l]))
+            raise not_finite(MODEL_NAME, "value_norms", layer=layer)
+        return readonly(norms)
 
     @property
     def truncated(self) -> bool:
@@ -269,7 +274,7 @@ class PretrainedModel(ConfigSizes):
         attend = self._plain(keep, len(h))
         for layer in range(self.num_layers):
             h, _ = self._layer(layer, h, attend)                     # (n, d_model)
-        return _mean_unit(h)
+        return _checked_embedding(_mean_unit(h))
 
     def head_ablation_effects(self, text_a: str, text_b: str, *, max_tokens: int | None = None,
                               on_progress: Callable[[int, int], None] | None = None
@@ -320,7 +325,7 @@ class PretrainedModel(ConfigSizes):
             rows = np.concatenate([rows, np.tile(rows[:n], (n_heads, 1))])  # (variants·n, d)
             rows, _ = self._layer(layer, rows, self._plain(keep, n))
             progress.add(len(keep))
-        pooled = _mean_unit(rows.reshape(len(keep), n, -1))         # (1 + layers·heads, d)
+        pooled = _checked_embedding(_mean_unit(rows.reshape(len(keep), n, -1)))  # (1 + L·H, d)
         return pooled[0], pooled[1:].reshape(n_layers, n_heads, -1)
 
     def _embed_limit(self, max_tokens) -> int:
@@ -345,6 +350,7 @@ class PretrainedModel(ConfigSizes):
                                     value=repr(mask[layer, head].item()))
         return mask == 1
 
+    @quiet
     def _layer(self, layer: int, h: np.ndarray, attend) -> tuple[np.ndarray, AttentionTrace | None]:
         """Encoder layer `layer` on h (rows, d_model): attention, then residual + LayerNorm,
         the feed-forward layer, residual + LayerNorm. Returns (its output (rows, d_model), what
@@ -356,12 +362,19 @@ class PretrainedModel(ConfigSizes):
         works on each row alone, so it does not care which rows belong to which variant.
         """
         attended, t = attend(layer, h)
-        return self._after_attention(self._blocks[layer], h, attended), t
+        out = self._after_attention(self._blocks[layer], h, attended)
+        if not all_finite(out):                    # attend checked the attention's own steps
+            raise not_finite(MODEL_NAME, first_not_finite([("output", attended)]) or "mlp",
+                             layer=layer)
+        return out, t
 
     def _traced(self, layer: int, h: np.ndarray) -> tuple[np.ndarray, AttentionTrace]:
         """attend for ``_layer``: layer `layer`'s attention on one text h (n, d_model), traced
         by the engine; (its output (n, d_model), the trace)."""
-        t = trace_attention(h, self._blocks[layer].attention)
+        try:
+            t = trace_attention(h, self._blocks[layer].attention)
+        except AttnvizInputError as exc:                  # an overflow: said with its layer
+            raise from_engine(exc, MODEL_NAME, layer) from None
         return t.output, t
 
     def _plain(self, keep: np.ndarray, n: int):
@@ -372,15 +385,19 @@ class PretrainedModel(ConfigSizes):
             x = h.reshape(len(keep), n, -1)                              # (B, n, d_model)
             w = self._blocks[layer].attention
             step = max(1, _SCORE_CELLS // (w.num_heads * n * n))         # variants at a time
-            out = [_attention_output(x[i:i + step], w, keep[i:i + step, layer])
+            out = [_attention_output(x[i:i + step], w, keep[i:i + step, layer], layer)
                    for i in range(0, len(x), step)]
             return np.concatenate(out).reshape(h.shape), None
 
         return attend
 
+    @quiet
     def _embed(self, ids: np.ndarray) -> np.ndarray:
         e = self._word[ids] + self._position[:len(ids)] + self._token_type   # (n, d_model)
-        return readonly(_layer_norm(e, *self._embed_norm, self.config.layer_norm_eps))
+        h = _layer_norm(e, *self._embed_norm, self.config.layer_norm_eps)
+        if not all_finite(h):
+            raise not_finite(MODEL_NAME, "embeddings")
+        return readonly(h)
 
     def _after_attention(self, block: _Block, h: np.ndarray, attended: np.ndarray) -> np.ndarray:
         """Residual + LayerNorm, then the feed-forward layer with its own residual + LayerNorm."""
@@ -399,10 +416,13 @@ class PretrainedModel(ConfigSizes):
         return int(max_tokens)
 
 
-def _attention_output(x: np.ndarray, w: MultiHeadWeights, keep: np.ndarray) -> np.ndarray:
+def _attention_output(x: np.ndarray, w: MultiHeadWeights, keep: np.ndarray,
+                      layer: int) -> np.ndarray:
     """MultiHead(x) for B texts at once, x (B, n, d_model) → (B, n, d_out), with the heads
     where keep (B, H) is False silenced: their Z zeroed before W_O, what BERT's head_mask did.
     The engine's formula written plainly (``attention``) and batched; no intermediate is kept.
+    A non-finite output raises error.model.not_finite naming `layer` and the first step that
+    holds one.
     """
     b, n, _ = x.shape
     h, d_k = w.num_heads, w.d_k
@@ -413,13 +433,25 @@ def _attention_output(x: np.ndarray, w: MultiHeadWeights, keep: np.ndarray) -> n
     cuts = (0, h * d_k, 2 * h * d_k, flat.shape[1])
     q, k, v = (flat[:, i:j].reshape(b, n, h, -1).transpose(0, 2, 1, 3)   # (B, H, n, d)
                for i, j in zip(cuts, cuts[1:]))
-    z, _ = attention(q, k, v)                                   # (B, H, n, d_v)
+    z, weights = attention(q, k, v)                             # (B, H, n, d_v)
     z *= keep[:, :, None, None]
     concat = z.transpose(0, 2, 1, 3).reshape(b * n, -1)         # (B·n, H·d_v)
     out = concat @ w.w_o.astype(x.dtype, copy=False)
     if w.b_o is not None:
         out += w.b_o.astype(x.dtype, copy=False)
+    if not all_finite(out):                                     # only then: which step
+        raise not_finite(MODEL_NAME, first_not_finite([
+            ("q", q), ("k", k), ("v", v), ("scores", lambda: q @ k.swapaxes(-1, -2)),
+            ("weights", weights), ("z", z)]) or "output", layer=layer)
     return out.reshape(b, n, -1)
+
+
+def _checked_embedding(pooled: np.ndarray) -> np.ndarray:
+    """`pooled` (…, d_model), or error.model.not_finite ("the sentence embedding"): a mean of
+    zero length has no direction."""
+    if not all_finite(pooled):
+        raise not_finite(MODEL_NAME, "embedding")
+    return pooled
 
 
 def _mean_unit(h: np.ndarray) -> np.ndarray:

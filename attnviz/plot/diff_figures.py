@@ -8,7 +8,6 @@ after an edit. Plain plotly, no streamlit.
 
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
@@ -16,7 +15,7 @@ import plotly.graph_objects as go
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.plot.figures import DETAIL_MAX_BYTES, heatmap
+from attnviz.plot.figures import DETAIL_MAX_BYTES, escape, heatmap
 from attnviz.describe.labels import unique
 
 KL_COLOR = "#6a51a3"
@@ -40,7 +39,8 @@ def change_heatmap(delta2d, *, row_labels, col_labels, title: str | None = None,
     row_labels, col_labels, row_title, col_title
         As in :func:`attnviz.plot.figures.heatmap`.
     title : str, optional
-        The figure title (HTML-escape user text before putting it here); default
+        The figure title (escape user text with :func:`attnviz.plot.figures.escape` before
+        putting it here); default
         :func:`change_title`. Titles default to the active language's words.
     max_bytes : int
         The figure's byte budget, as in :func:`attnviz.plot.figures.heatmap`; default
@@ -67,7 +67,7 @@ def kl_bars(kl_row, tokens_q, *, title: str = "") -> go.Figure:
         The query labels (duplicates kept apart by their position).
     """
     kl = np.asarray(kl_row, dtype=np.float64).reshape(-1)
-    labels = [html.escape(s, quote=False) for s in unique([str(t) for t in tokens_q])]
+    labels = [escape(s) for s in unique([str(t) for t in tokens_q])]
     if len(labels) != kl.size:
         raise AttnvizInputError("error.figure.kl_labels", labels=len(labels), values=kl.size)
     finite = np.isfinite(kl)

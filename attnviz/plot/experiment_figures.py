@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import t
+from attnviz.plot.figures import escape
 from attnviz.tutorials.experiments import AttentionSink, RopeShift, Scaling
 
 # one colour, one meaning, on the whole √d_k experiment: red = without scaling, blue = with
@@ -63,7 +63,7 @@ def weight_bars(rows: dict[str, np.ndarray], keys: list[str], *, title: str,
         A row's bar colour (e.g. UNSCALED_COLOUR, SCALED_COLOUR, so that a colour means the
         same in every figure of a page); rows not named get plotly's.
     """
-    labels = [html.escape(k) for k in keys]
+    labels = [escape(k) for k in keys]
     colours = colours or {}
     fig = go.Figure([go.Bar(x=labels, y=np.asarray(v, dtype=np.float64), name=name,
                             marker_color=colours.get(name),
@@ -129,7 +129,7 @@ def next_token_bars(result: AttentionSink, k: int = 5) -> go.Figure:
     first token is hidden), with the first token visible and hidden."""
     ids = list(dict.fromkeys([i for i, _, _ in result.top(False, k)]
                              + [i for i, _, _ in result.top(True, k)]))
-    labels = [html.escape(repr(result.piece_text(i))) for i in ids]   # ' Paris', ' '
+    labels = [escape(repr(result.piece_text(i))) for i in ids]   # ' Paris', ' '
     rows = {t("figure.experiment.sink.before"): np.exp(result.logprobs_before[ids]),
             t("figure.experiment.sink.after"): np.exp(result.logprobs_after[ids])}
     colours = dict(zip(rows, (SCALED_COLOUR, UNSCALED_COLOUR)))

@@ -8,8 +8,8 @@ Plain plotly (no streamlit), so every builder works in a notebook too:
 Heatmap conventions (SPEC.md), followed by every builder here:
 
 - token labels on both axes, queries on rows and keys on columns; a token that occurs twice
-  stays two rows ("the (1)", "the (5)"), and labels are HTML-escaped because plotly renders
-  some HTML in labels;
+  stays two rows ("the (1)", "the (5)"), and labels are escaped (:func:`escape`: &, < and >,
+  never quotes) because plotly renders some HTML in labels;
 - the first row at the top, like a table (the y axis is reversed);
 - the exact value on hover; numbers printed in the cells only for small matrices;
 - a diverging colour scale centred on 0 for signed arrays, a fixed 0–1 scale for weights, set
@@ -100,7 +100,7 @@ def heatmap(array2d, *, row_labels, col_labels, title: str = "", kind: str = "si
         One label per column, left to right (key tokens, or features ``d0, d1, …``).
     title : str
         The figure title. Plotly renders some HTML in it (``<br>``, ``<b>``): escape user text
-        with ``html.escape`` before putting it here. Labels are escaped for you.
+        with :func:`escape` before putting it here. Labels are escaped for you.
     kind : "signed" or "weights"
         "signed": diverging colour scale centred on 0. "weights": sequential scale fixed to
         0–1 (attention weights).
@@ -641,9 +641,20 @@ def _check_index(i, n: int, name: str) -> int:
     return whole_number(i, name, low=0, high=n - 1)
 
 
-def _esc(text) -> str:
-    """User text made literal for plotly, which renders <b>, <br>, &amp; … in labels."""
+def escape(text) -> str:
+    """`text` as a plotly string shows it, as written: ``&``, ``<`` and ``>`` escaped, once.
+
+    plotly.js draws every text of a figure — titles, axis and tick labels, bar and cell
+    texts, legend names, hover labels and what a hovertemplate puts in them — as its
+    pseudo-HTML (``svg_text_utils.convertToTspans``): tags b, i, em, s, u, sup, sub, span, a,
+    br are drawn, any other text is shown after decoding the entities &amp; &lt; &gt; &nbsp;
+    &mu; &times; &plusmn; &deg; and numeric ones (&#39;). It escapes nothing itself, and it does
+    not know &quot;: ``html.escape``'s default (quote=True) shows a " as "&quot;". So quotes
+    stay as they are."""
     return html.escape(str(text), quote=False)
+
+
+_esc = escape
 
 
 def _labels(labels, n: int, name: str, max_chars: int = HOVER_CHARS) -> list[str]:

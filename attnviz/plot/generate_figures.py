@@ -9,8 +9,6 @@ figure budget (:mod:`attnviz.plot.budget`); the defaults are the shares the page
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import plotly.graph_objects as go
 
@@ -39,7 +37,7 @@ def next_token_bars(top: list[tuple[str, float]], *, chosen: int | None = None,
                     title: str = "") -> go.Figure:
     """Horizontal bars of the most likely next tokens, most likely on top; `chosen` (an index
     into `top`) drawn in another colour."""
-    labels = _distinct([html.escape(token_label(tok)) for tok, _ in top])
+    labels = _distinct([figures.escape(token_label(tok)) for tok, _ in top])
     probs = np.array([p for _, p in top], dtype=np.float64)
     colours = [CHOSEN_COLOUR if i == chosen else BARS_COLOUR for i in range(len(top))]
     fig = go.Figure(go.Bar(
@@ -55,6 +53,12 @@ def next_token_bars(top: list[tuple[str, float]], *, chosen: int | None = None,
                      gridcolor="#eee")
     fig.update_yaxes(autorange="reversed", automargin=True, type="category")
     return fig
+
+
+def row_title(number: int, token: str, layer: int) -> str:
+    """The attention row map's title: new token `number` (`token`, as a label) in `layer`."""
+    return t("figure.generate.row.title", number=number,
+             token=figures.escape(token_label(token)), layer=layer)
 
 
 def attention_row_map(row: np.ndarray, key_tokens: list[str], *, title: str = "",

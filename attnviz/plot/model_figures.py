@@ -18,7 +18,6 @@ trace, not per segment).
 from __future__ import annotations
 
 import base64
-import html
 import io
 
 import numpy as np
@@ -29,7 +28,8 @@ from PIL import Image
 from attnviz.plot.budget import Blocks, pick_cells, take
 from attnviz.core.arrays import whole_number
 from attnviz.core.errors import AttnvizInputError
-from attnviz.plot.figures import WEIGHTS_COLORSCALE, _check_weight_scale, relative_weights
+from attnviz.plot.figures import (WEIGHTS_COLORSCALE, _check_weight_scale, escape,
+                                  relative_weights)
 from attnviz.i18n import t
 
 MODEL_VIEW_MAX_SIDE = 128          # larger maps are max-pooled down to at most this many pixels
@@ -296,7 +296,7 @@ def _head_lines(w: np.ndarray, h: int, colour: str, highlight: int | None,
 def _token_labels(tokens, highlight: int | None) -> list[go.Scatter]:
     """The queries (left, the highlighted one bold, the others faded) and the keys (right)."""
     n = len(tokens)
-    labels = [html.escape(str(t), quote=False) for t in tokens]
+    labels = [escape(t) for t in tokens]
     colours = [FADED_TEXT_COLOR if highlight is not None and i != highlight else TEXT_COLOR
                for i in range(n)]
     bold = [f"<b>{s}</b>" if i == highlight else s for i, s in enumerate(labels)]

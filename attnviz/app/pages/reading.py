@@ -26,4 +26,4 @@ def render() -> None:
     for tab, draw in zip(tabs, views):
         if tab.open:
             with tab:
-                draw(run)
+                reading_view.draw_tab(draw, run)
