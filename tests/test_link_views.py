@@ -85,3 +85,52 @@ def test_read_the_model_brings_back_the_ablations_heads_and_second_sentence():
     assert again.session_state["ab_heads"] == "L3H2, L5"
     assert again.session_state["ab_other"] == "A cat sat on the mat."
     assert titles(again) == titles(at)
+
+
+def test_pretrained_smollm2_brings_back_layer_head_and_language(decoder):
+    """The issue's case: SmolLM2, layer 5, head 3, 中文 reopened at layer 0, head 0."""
+    from attnviz.i18n import use_language
+
+    at = page_in("pages/pretrained.py", "zh", model="smollm2", sentence=TEXT, pt_dec_layer=5,
+                 pt_dec_head=3)
+    assert not at.error
+    assert {"model", "lang", "pt_dec_layer", "pt_dec_head"} <= set(link_of(at))
+    with use_language("zh"):
+        again = reopened(at, "pages/pretrained.py")
+    assert again.session_state["pt_dec_layer"] == 5 and again.session_state["pt_dec_head"] == 3
+    run = decoder.run(TEXT)
+    heatmaps = [heatmap_z(f) for f in charts(again) if f["data"][0]["type"] == "heatmap"]
+    assert any(np.allclose(np.nan_to_num(z), np.tril(run.attentions[5, 3]), atol=1e-6)
+               for z in heatmaps)
+    assert titles(again) == titles(at)
+
+
+@pytest.mark.parametrize("model, prefix", [("minilm", "pt_hv"), ("smollm2", "pt_dec_hv")])
+def test_the_head_view_brings_back_its_layer_heads_and_highlighted_token(model, prefix):
+    from attnviz.i18n import render
+
+    tab = render("pretrained.tab.head_view", "en")
+    at = page_in("pages/pretrained.py", model=model, sentence=TEXT, pt_view=tab,
+                 **{f"{prefix}_layer": 2, f"{prefix}_token": 4, f"{prefix}_heads": [0, 2, 5]})
+    assert not at.error
+    again = reopened(at, "pages/pretrained.py")
+    assert again.session_state["pt_view"] == tab
+    assert again.session_state[f"{prefix}_layer"] == 2
+    assert again.session_state[f"{prefix}_token"] == 4
+    assert again.session_state[f"{prefix}_heads"] == [0, 2, 5]
+    assert charts(again) == charts(at)
+
+
+def test_every_token_stays_every_token_through_a_link():
+    at = page_in("pages/pretrained.py", sentence=TEXT,
+                 pt_view="Head view: one layer, every head", pt_hv_layer=1)
+    again = reopened(at, "pages/pretrained.py")
+    assert again.session_state["pt_hv_token"] == at.session_state["pt_hv_token"]
+    assert not again.warning                 # no "clamped" notice about it
+
+
+def test_the_second_sentence_comes_back():
+    at = page_in("pages/pretrained.py", sentence=TEXT, pt_compare="A cat sat on the mat.")
+    again = reopened(at, "pages/pretrained.py")
+    assert again.session_state["pt_compare"] == "A cat sat on the mat."
+    assert titles(again) == titles(at)

@@ -405,9 +405,11 @@ FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUER
 LINK_DEFAULTS = {
     HEAD: 0, STEP: "", QUERY: 0, VECTOR_QUERY: 0, MH_HEAD: 0, MATRIX: "", EDIT_HEAD: 0,
     # Pretrained model (tabs hold their label, in any language: pretrained_view.keep_tab)
-    PT_VIEW: "", PT_LAYER: 0, PT_HEAD: 0, PT_HV_LAYER: 0, PT_HV_TOKEN: None, PT_HV_HEADS: None,
+    PT_VIEW: "", PT_LAYER: 0, PT_HEAD: 0, PT_HV_LAYER: 0,
+    PT_HV_TOKEN: -1, PT_DEC_HV_TOKEN: -1,    # every token (pretrained_view.EVERY_TOKEN)
+    PT_HV_HEADS: None,
     PT_HIDE_SPECIAL: None, PT_COMPARE: "", PT_DEC_LAYER: None, PT_DEC_HEAD: 0,
-    PT_DEC_HV_LAYER: 0, PT_DEC_HV_TOKEN: None, PT_DEC_HV_HEADS: None,
+    PT_DEC_HV_LAYER: 0, PT_DEC_HV_HEADS: None,
     # Read the model
     RD_VIEW: "", RO_LAYER: None, RO_RESIDUAL: True, RO_TOKEN: None, VW_LAYER: 0, VW_HEAD: 0,
     HS_COLUMN: None, HS_LAYER: 0, HS_HEAD: 0, AB_HEADS: "", AB_OTHER: None, AB_TARGET: None,
@@ -416,7 +418,7 @@ LINK_DEFAULTS = {
     GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None}
 # what a link's text is read as, where the default does not say: int, float, bool, str, or
 # list (whole numbers separated by commas)
-LINK_KINDS = {PT_HV_TOKEN: int, PT_DEC_HV_TOKEN: int, PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
+LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
               PT_HIDE_SPECIAL: bool, PT_DEC_LAYER: int, RO_LAYER: int, RO_TOKEN: int,
               HS_COLUMN: str, AB_OTHER: str, AB_TARGET: int, GEN_PROMPT: str,
               GEN_TEMPERATURE: float, GEN_COUNT: int, GEN_STEP: int, GEN_LAYER: int}

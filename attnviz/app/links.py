@@ -72,7 +72,7 @@ def read_once() -> None:
                                    why=why.args[0]))
             continue
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = _clamped(name, raw, value, notices)
+            value = _clamped(name, raw, value, notices, default)
         st.session_state[name] = value
         if name == keys.SENTENCE:
             drop_invisible(name)          # the sidebar's box shows it as the tokens read it
@@ -128,10 +128,11 @@ def _left_out_names(raw: str) -> list[str]:
     return names or [Message("link.your_matrices")]
 
 
-def _clamped(name: str, raw: str, value, notices: list[str]):
-    """`value` within its setting's bounds (a page's pick: at least 0, or its page's bounds),
-    with a notice when it had to move."""
-    low, high = BOUNDS.get(name) or _page_bounds().get(name, (0, None))
+def _clamped(name: str, raw: str, value, notices: list[str], default=0):
+    """`value` within its setting's bounds (a page's pick: at least 0, or its default when that
+    is below, as "every token" is; or its page's bounds), with a notice when it had to move."""
+    floor = min(0, default) if isinstance(default, int) else 0
+    low, high = BOUNDS.get(name) or _page_bounds().get(name, (floor, None))
     clamped = max(low, value) if high is None else min(max(low, value), high)
     if clamped != value:
         notices.append(Message("link.clamped", name=name, value=repr(raw[:40]), low=low,
