@@ -20,11 +20,10 @@ from attnviz.i18n import t
 from attnviz.models.decoder import MAX_TOKENS, MODEL_NAME, DecoderModel, Generation
 from attnviz.plot import generate_figures
 from attnviz.app import keys, widgets
+from attnviz.app.generate_state import (DEFAULT_PROMPT, MAX_NEW_TOKENS, MAX_SEED, SAMPLINGS,
+                                        TEMPERATURES, current)
 from attnviz.app.text import MAX_PROMPT_CHARS, at_limit, bound, code, literal, token_line
 
-DEFAULT_PROMPT = "The capital of France is"
-MAX_NEW_TOKENS = 40                     # the page's bound on new tokens
-SAMPLINGS = ("greedy", "sample")
 
 
 # The prompt is (text, chat): the text typed, read as text (typed control tokens are their
@@ -110,7 +109,8 @@ def next_token_bars(text: str, chat: bool) -> None:
 
 def controls() -> tuple[float, int, bool]:
     """Greedy or sampled (temperature, seed); returns (temperature, seed, sampled)."""
-    st.session_state.setdefault(keys.GEN_SAMPLING, "greedy")
+    if st.session_state.get(keys.GEN_SAMPLING) not in SAMPLINGS:      # absent, or a link's
+        st.session_state[keys.GEN_SAMPLING] = "greedy"
     st.session_state.setdefault(keys.GEN_TEMPERATURE, 0.8)
     st.session_state.setdefault(keys.GEN_SEED, 0)
     st.session_state.setdefault(keys.GEN_COUNT, 5)
@@ -122,24 +122,34 @@ def controls() -> tuple[float, int, bool]:
                        help=t("generate.sampling.help"))
     sampled = how == "sample"
     with cols[1]:
-        temperature = st.slider(t("generate.temperature.label"), 0.1, 2.0, step=0.1,
+        temperature = st.slider(t("generate.temperature.label"), *TEMPERATURES, step=0.1,
                                 key=keys.GEN_TEMPERATURE, persist_state="session",
                                 disabled=not sampled,
                                 help=t("generate.temperature.help"))
     with cols[2]:
-        seed = st.number_input(t("generate.seed.label"), min_value=0, max_value=2**31 - 1,
+        seed = st.number_input(t("generate.seed.label"), min_value=0, max_value=MAX_SEED,
                                step=1, key=keys.GEN_SEED, persist_state="session",
                                disabled=not sampled,
                                help=t("generate.seed.help"))
     return (float(temperature) if sampled else 0.0), (int(seed) if sampled else 0), sampled
 
 
-def current(text: str, chat: bool, temperature: float, seed: int) -> Generation | None:
-    """The session's generation if it was made from this prompt, temperature and seed."""
-    kept = st.session_state.get(keys.GENERATE_RUN)
-    if kept and kept["recipe"] == (text, chat, temperature, seed):
-        return kept["generation"]
-    return None
+def from_link(m: DecoderModel, text: str, chat: bool, temperature: float,
+              seed: int) -> Generation | None:
+    """The generation a link asked for (its prompt, settings and number of tokens: one
+    generation is reproducible from them), made again once; None when it asked for none."""
+    count = st.session_state.pop(keys.GEN_FROM_LINK, 0)
+    if not count:
+        return None
+    try:
+        with st.spinner(t("generate.running", n=count)):
+            gen = m.generate(text, max_new_tokens=count, temperature=temperature, seed=seed,
+                             chat=chat)
+    except AttnvizInputError as exc:
+        cannot_run(exc)
+    st.session_state[keys.GENERATE_RUN] = {"recipe": (text, chat, temperature, seed),
+                                           "generation": gen}
+    return gen
 
 
 def buttons(m: DecoderModel, text: str, chat: bool, temperature: float, seed: int,
@@ -206,7 +216,8 @@ def step_picker(gen: Generation) -> int:
 
 
 def layer_picker(m: DecoderModel) -> int:
-    st.session_state.setdefault(keys.GEN_LAYER, m.num_layers - 1)
+    if st.session_state.get(keys.GEN_LAYER) not in range(m.num_layers):   # absent, or a link's
+        st.session_state[keys.GEN_LAYER] = m.num_layers - 1
     return st.selectbox(t("generate.layer.label"), list(range(m.num_layers)), key=keys.GEN_LAYER,
                         persist_state="session",
                         format_func=lambda l: t("figure.generate.layer", layer=l))

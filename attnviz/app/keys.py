@@ -150,6 +150,8 @@ RESTORE_EDITS_NPZ = "restore_edits_npz"  # the uploader restoring edits from a f
 RESTORE_EDITS_NPZ_ERROR = "restore_edits_npz_error"  # why that file could not be read
 KEEP_EDITS_NPZ = "keep_edits_npz"       # the button saving the edits to a file
 DISMISS_LOST_EDITS = "dismiss_lost_edits"  # the button dismissing the lost-edits notice
+_section("links generate_view")
+GEN_FROM_LINK = "gen_from_link"         # tokens a link asks Generate to make again (its count)
 
 # ---- widgets every page uses --------------------------------------------------------------------
 _section("widgets")
@@ -343,7 +345,7 @@ AB_MAP = "ab_map"                       # Ablation: the ranking's map
 
 # ---- Generate -----------------------------------------------------------------------------------
 _section("generate_view")
-GENERATE_RUN = "generate_run"           # {'recipe': (text, temperature, seed), 'generation': …}
+GENERATE_RUN = "generate_run"           # {'recipe': (text, chat, temperature, seed), 'generation': …}
 GEN_PROMPT = "gen_prompt"               # the prompt
 GEN_CHAT = "gen_chat"                   # True: the prompt in the chat template
 GEN_SAMPLING = "gen_sampling"           # greedy / sample
@@ -396,9 +398,30 @@ FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUER
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
              EXP_ROPE_SOURCE, RO_LAYER, VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
              GEN_SAMPLING, GEN_LAYER, TOY_TASK)
-# the page picks a copied link carries, each with its default (attnviz.app.links)
-LINK_DEFAULTS = {HEAD: 0, STEP: "", QUERY: 0, VECTOR_QUERY: 0, MH_HEAD: 0, MATRIX: "",
-                 EDIT_HEAD: 0}
+# the page picks a copied link carries, each with its default (attnviz.app.links): a link holds
+# those whose value differs from it. None: a default the page chooses (the model's last layer,
+# the text's most likely token, the prompt box's example), so any value there is carried,
+# read as LINK_KINDS says.
+LINK_DEFAULTS = {
+    HEAD: 0, STEP: "", QUERY: 0, VECTOR_QUERY: 0, MH_HEAD: 0, MATRIX: "", EDIT_HEAD: 0,
+    # Pretrained model (tabs hold their label, in any language: pretrained_view.keep_tab)
+    PT_VIEW: "", PT_LAYER: 0, PT_HEAD: 0, PT_HV_LAYER: 0,
+    PT_HV_TOKEN: -1, PT_DEC_HV_TOKEN: -1,    # every token (pretrained_view.EVERY_TOKEN)
+    PT_HV_HEADS: None,
+    PT_HIDE_SPECIAL: None, PT_COMPARE: "", PT_DEC_LAYER: None, PT_DEC_HEAD: 0,
+    PT_DEC_HV_LAYER: 0, PT_DEC_HV_HEADS: None,
+    # Read the model
+    RD_VIEW: "", RO_LAYER: None, RO_RESIDUAL: True, RO_TOKEN: None, VW_LAYER: 0, VW_HEAD: 0,
+    HS_COLUMN: None, HS_LAYER: 0, HS_HEAD: 0, AB_HEADS: "", AB_OTHER: None, AB_TARGET: None,
+    # Generate (and the number of tokens generated: attnviz.app.links.GEN_TOKENS_PARAM)
+    GEN_PROMPT: None, GEN_CHAT: False, GEN_SAMPLING: "greedy", GEN_TEMPERATURE: None,
+    GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None}
+# what a link's text is read as, where the default does not say: int, float, bool, str, or
+# list (whole numbers separated by commas)
+LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
+              PT_HIDE_SPECIAL: bool, PT_DEC_LAYER: int, RO_LAYER: int, RO_TOKEN: int,
+              HS_COLUMN: str, AB_OTHER: str, AB_TARGET: int, GEN_PROMPT: str,
+              GEN_TEMPERATURE: float, GEN_COUNT: int, GEN_STEP: int, GEN_LAYER: int}
 
 
 def known(key: str) -> bool:

@@ -26,12 +26,14 @@ from attnviz.app.text import MAX_TEXT_CHARS, drop_invisible, literal
 
 EDITS_PARAM = "edits"
 LEFT_OUT_PARAM = "unsaved_edits"     # names the edited matrices too large for the link
+GEN_TOKENS_PARAM = "gen_tokens"      # how many tokens Generate made: the link makes them again
+OWN_PARAMS = (EDITS_PARAM, LEFT_OUT_PARAM, GEN_TOKENS_PARAM)
 MAX_EDITS_CHARS = 4000
 MAX_LINK_TEXT_CHARS = 2000    # a longer sentence or matrix text is left out of the link
 MATRIX_TEXTS = (keys.X_TEXT, keys.Q_TEXT, keys.K_TEXT, keys.V_TEXT)
 # the longest value each kind of parameter may have: free text (a sentence's box holds as
 # much: text.MAX_TEXT_CHARS; a matrix's more), a whole number, a name
-MAX_CHARS = {str: MAX_TEXT_CHARS, int: 30, bool: 5, "name": 40}
+MAX_CHARS = {str: MAX_TEXT_CHARS, int: 30, float: 30, bool: 5, list: 2000, "name": 40}
 NAMES = (keys.MODE, keys.PRESET, keys.INIT, keys.STEP, keys.MATRIX)   # one of a few choices: short
 MAX_UNKNOWN_SHOWN = 3         # unknown parameters named in the notice
 
@@ -45,7 +47,7 @@ def read_once() -> None:
     notices = []
     defaults = {**Settings().__dict__, **keys.LINK_DEFAULTS}
     unknown = [name for name in params
-               if name not in (EDITS_PARAM, LEFT_OUT_PARAM, keys.LANG) and name not in defaults]
+               if name not in (*OWN_PARAMS, keys.LANG) and name not in defaults]
     if unknown:
         shown = ", ".join(f"“{cut(name, 100)}”" for name in unknown[:MAX_UNKNOWN_SHOWN])
         more = len(unknown) - MAX_UNKNOWN_SHOWN
@@ -57,16 +59,20 @@ def read_once() -> None:
                 notices.append(Message("link.lang_invalid", value=cut(raw, 40),
                                        choices=", ".join(languages())))
             continue
-        if name in (EDITS_PARAM, LEFT_OUT_PARAM) or name not in defaults:
+        if name == GEN_TOKENS_PARAM:
+            name, default = keys.GEN_FROM_LINK, 0
+        elif name in OWN_PARAMS or name not in defaults:
             continue
+        else:
+            default = defaults[name]
         try:
-            value = _parse(name, raw, defaults[name])
+            value = _parse(name, raw, default)
         except ValueError as why:
             notices.append(Message("link.bad_value", name=name, value=repr(cut(raw, 40)),
                                    why=why.args[0]))
             continue
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = _clamped(name, raw, value, notices)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = _clamped(name, raw, value, notices, default)
         st.session_state[name] = value
         if name == keys.SENTENCE:
             drop_invisible(name)          # the sidebar's box shows it as the tokens read it
@@ -122,10 +128,11 @@ def _left_out_names(raw: str) -> list[str]:
     return names or [Message("link.your_matrices")]
 
 
-def _clamped(name: str, raw: str, value: int, notices: list[str]) -> int:
-    """`value` within its setting's bounds (a page's pick: at least 0), with a notice when it
-    had to move."""
-    low, high = BOUNDS.get(name, (0, None))
+def _clamped(name: str, raw: str, value, notices: list[str], default=0):
+    """`value` within its setting's bounds (a page's pick: at least 0, or its default when that
+    is below, as "every token" is; or its page's bounds), with a notice when it had to move."""
+    floor = min(0, default) if isinstance(default, int) else 0
+    low, high = BOUNDS.get(name) or _page_bounds().get(name, (floor, None))
     clamped = max(low, value) if high is None else min(max(low, value), high)
     if clamped != value:
         notices.append(Message("link.clamped", name=name, value=repr(raw[:40]), low=low,
@@ -133,19 +140,35 @@ def _clamped(name: str, raw: str, value: int, notices: list[str]) -> int:
     return clamped
 
 
+def _page_bounds() -> dict:
+    """The numbers a page bounds itself (Generate's sampling and count), by key."""
+    from attnviz.app import generate_state
+
+    return generate_state.LINK_BOUNDS
+
+
 def _parse(name: str, raw: str, default):
-    """The link's `raw` text as a value of the setting `name` (whose default is `default`);
-    ValueError saying why not."""
-    kind = "name" if name in NAMES else type(default)
+    """The link's `raw` text as a value of the setting `name` (whose default is `default`, or
+    whose kind keys.LINK_KINDS says); ValueError saying why not."""
+    kind = "name" if name in NAMES else keys.LINK_KINDS.get(name, type(default))
     if len(raw) > MAX_CHARS[kind]:
         raise ValueError(Message("link.why.too_long", chars=MAX_CHARS[kind]))
-    if isinstance(default, bool):
+    if kind is list:
+        parts = [p.strip() for p in raw.split(",") if p.strip()]
+        if not all(re.fullmatch(r"[0-9]+", p) for p in parts):
+            raise ValueError(Message("link.why.not_whole"))
+        return [int(p) for p in parts]
+    if kind is float:
+        if not re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)", raw.strip()):
+            raise ValueError(Message("link.why.not_number"))
+        return float(raw)
+    if kind is bool:
         if raw.lower() in ("1", "true", "yes", "on"):
             return True
         if raw.lower() in ("0", "false", "no", "off"):
             return False
         raise ValueError(Message("link.why.not_on_off"))
-    if isinstance(default, int):
+    if kind is int:
         if not re.fullmatch(r"[+-]?[0-9]+", raw.strip()):
             raise ValueError(Message("link.why.not_whole"))
         return int(raw)
@@ -169,8 +192,11 @@ def write() -> None:
     st.session_state[keys.LINK_TOO_LONG] = too_long
     for name, default in keys.LINK_DEFAULTS.items():
         value = st.session_state.get(name)
-        if value is not None and value != default and isinstance(value, (int, str)):
+        if value is not None and value != default and _linkable(value):
             params[name] = _format(value)
+    made = _generated_tokens()
+    if made:
+        params[GEN_TOKENS_PARAM] = str(made)
     if language.link_value():
         params[keys.LANG] = language.link_value()
     # a toy run cannot travel in a link (a link with its mode says so), nor edits of its weights
@@ -196,19 +222,29 @@ def write() -> None:
         st.query_params.from_dict(params)
 
 
-def write_language() -> None:
-    """Only the language into the URL (a page with its own settings, which `write` skips)."""
-    lang = language.link_value()
-    if lang and st.query_params.get(keys.LANG) != lang:
-        st.query_params[keys.LANG] = lang
-    elif not lang and keys.LANG in st.query_params:
-        del st.query_params[keys.LANG]
+def _linkable(value) -> bool:
+    """A value a link can carry: a number, a switch, a text or a list of whole numbers."""
+    if isinstance(value, list):
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    return isinstance(value, (int, float, str))
 
 
 def _format(value) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
     return str(value)
+
+
+def _generated_tokens() -> int:
+    """How many tokens the Generate page shows for its prompt and settings (0: none)."""
+    if keys.GENERATE_RUN not in st.session_state:
+        return 0
+    from attnviz.app import generate_state
+
+    gen = generate_state.current(*generate_state.recipe())
+    return 0 if gen is None else len(gen.steps)
 
 
 def _names(stored) -> str:

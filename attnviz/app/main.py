@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from attnviz.app import gc_tuning, language, navigation, sidebar, threads
+from attnviz.app import gc_tuning, language, links, navigation, sidebar, threads
 from attnviz.i18n import t
 
 # a local file: a ":material/…:" page icon is fetched from a font host on the internet
@@ -29,7 +29,12 @@ def run(pages_dir: Path | None = None) -> None:
     # before the page: a page that stops (st.stop) ends the run
     sidebar.render(inputs=page.url_path not in OWN_SETTINGS,
                    real_model=page.url_path in REAL_MODEL)
-    page.run()
+    try:
+        page.run()
+    finally:
+        # again after the page: its own picks (a layer, a tab, Generate's tokens) are final
+        # only now; a page that stopped early (st.stop) still has its link
+        links.write()
 
 
 if __name__ == "__main__":            # as Streamlit's script (attnviz app)

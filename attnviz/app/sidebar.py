@@ -40,7 +40,7 @@ def render(inputs: bool = True, real_model: bool = False) -> None:
         language.switch()
     if not inputs:
         st.sidebar.caption(t("sidebar.own_settings"))
-        links.write_language()
+        links.write()                       # the page's own picks (Generate's prompt…)
         with st.sidebar:
             links.show_link_notices()       # a link that opened this page: said here
         return
