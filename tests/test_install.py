@@ -17,13 +17,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.NewSession_pb2 import Config
 
 import attnviz
 from attnviz import cli
 from tests.browser_helpers import free_port, stop_process, wait_healthy
+from tests.websocket_helpers import open_page
 
 ROOT = Path(__file__).resolve().parents[1]
 # every page by URL path, and the title it shows (English: a new browser session)
@@ -32,6 +31,8 @@ TITLES = {"steps": "Step by step", "home": "Self-attention, one step at a time",
           "experiments": "Experiments", "pretrained": "Pretrained model",
           "reading": "Read the model", "train": "Train attention yourself",
           "generate": "Generate, one token at a time"}
+NAV_ORDER = ("", "inputs", "steps", "multihead", "experiments", "pretrained", "reading",
+             "train", "generate")      # the navigation's URL paths (Home, the default, is the root)
 CHARTS = {"steps", "home", "multihead", "experiments", "pretrained", "reading"}
 
 
@@ -112,37 +113,6 @@ def test_the_readmes_python_example_runs_from_tmp(venv):
     assert '"type":"heatmap"' in out.stdout.replace(" ", "")
 
 
-def open_page(url: str, page: str, timeout: float = 240) -> dict:
-    """A new browser session opening `url`/`page` (Home: the root) over Streamlit's websocket,
-    until the script run ends: the session's config, main script, the titles and element
-    types shown, and any exception."""
-    from websockets.sync.client import connect
-
-    seen = {"titles": [], "types": set(), "exceptions": [], "config": None, "script": None}
-    msg = BackMsg()
-    msg.rerun_script.page_name = "" if page == "home" else page
-    with connect(url.replace("http", "ws") + "/_stcore/stream",
-                 subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None,
-                 open_timeout=30) as ws:
-        ws.send(msg.SerializeToString())
-        while True:
-            fwd = ForwardMsg()
-            fwd.ParseFromString(ws.recv(timeout=timeout))
-            kind = fwd.WhichOneof("type")
-            if kind == "new_session":
-                seen["config"] = fwd.new_session.config
-                seen["script"] = fwd.new_session.main_script_path
-            elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
-                element = fwd.delta.new_element
-                seen["types"].add(element.WhichOneof("type"))
-                if element.WhichOneof("type") == "heading":
-                    seen["titles"].append(element.heading.body)
-                elif element.WhichOneof("type") == "exception":
-                    seen["exceptions"].append(element.exception.message)
-            elif kind == "script_finished":
-                return seen
-
-
 def test_attnviz_app_serves_every_page_from_the_installed_package(venv, tmp_path):
     port = free_port()
     log = open(tmp_path / "server.log", "w+b")
@@ -161,6 +131,11 @@ def test_attnviz_app_serves_every_page_from_the_installed_package(venv, tmp_path
             assert not seen["exceptions"], (page, seen["exceptions"])
             assert title in seen["titles"], (page, seen["titles"])
             assert page not in CHARTS or "plotly_chart" in seen["types"], (page, seen["types"])
+            # the whole app around it, the fresh server's first request too: every page in
+            # the navigation, this one current, and the sidebar
+            assert tuple(p for _, p in seen["navigation"]) == NAV_ORDER, seen["navigation"]
+            assert seen["current"] == ("" if page == "home" else page) and not seen["not_found"]
+            assert page in ("train", "generate") or "Sentence" in seen["sidebar_text_inputs"]
             assert seen["script"].endswith("site-packages/attnviz/app/main.py")
             # the shipped config took effect (given as options: no .streamlit/ here)
             assert seen["config"].toolbar_mode == Config.ToolbarMode.Value("MINIMAL")

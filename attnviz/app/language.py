@@ -18,7 +18,7 @@ def browser_language() -> str:
 
 
 def activate() -> str:
-    """At the top of every script run (app.py, and a page run alone): the session's language,
+    """At the top of every run of the app (attnviz.app.main.run): the session's language,
     set on its first run from the link's ``lang`` or else the browser's language (a ``lang``
     that names no catalogue: links.read_once says so)."""
     lang = st.session_state.get(keys.LANG)

@@ -400,8 +400,7 @@ def step_through_button(layer: int, step: int, head: int) -> None:
                              (layer, step, example, head), key=keys.TOY_STEP_THROUGH(layer),
                              rerun=False, icon=":material/footprint:",
                              help=t("train.step_through.help")):
-        if not widgets.switch_page("steps"):
-            st.info(t("train.step_through.done", layer=layer, step=step))
+        widgets.switch_page("steps")
 
 
 def head_verdict(scores: list[toy.HeadScore], step: int) -> str:
