@@ -9,7 +9,7 @@ import streamlit as st
 
 from attnviz import i18n
 from attnviz.i18n import best_language, languages, native_name, t
-from attnviz.app import keys
+from attnviz.app import keys, streamlit_compat
 
 
 def browser_language() -> str:
@@ -52,9 +52,7 @@ def switch() -> None:
 def _session_language() -> str | None:
     """The running session's language; None outside a script run (a training thread, a
     notebook), where English (or the context's own :func:`i18n.use_language`) applies."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    if get_script_run_ctx(suppress_warning=True) is None:
+    if not streamlit_compat.in_script_run():
         return None
     lang = st.session_state.get(keys.LANG)
     return lang if isinstance(lang, str) else None
