@@ -14,9 +14,11 @@ command-line options; options given after ``app`` come later and win.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tomllib
 from pathlib import Path
+from typing import NoReturn
 
 from attnviz import __version__
 
@@ -42,14 +44,14 @@ def streamlit_args(options: list[str]) -> list[str]:
     return ["run", str(MAIN), *config_options(), *options]
 
 
-def run_app(options: list[str]) -> int:
-    from streamlit.runtime.pages_manager import PagesManager
-    from streamlit.web import cli as streamlit_cli
-
-    # main.py's folder holds pages/ (the pages' modules): without this, Streamlit's old folder
-    # mode would run pages/<name>.py as scripts for a fresh server's first request to a page
-    PagesManager.uses_pages_directory = False
-    return streamlit_cli.main(args=streamlit_args(options), prog_name="attnviz app")
+def run_app(options: list[str]) -> NoReturn:
+    """Become ``python -m streamlit run …/main.py`` (:func:`streamlit_args`): Streamlit's own
+    command line, in this process (its id stays, so whatever stops ``attnviz app`` stops the
+    server)."""
+    command = [sys.executable, "-m", "streamlit", *streamlit_args(options)]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,6 @@
-"""Experiments: the page's body is attnviz/app/pages/experiments.py."""
+"""Experiments: the page's body is attnviz/app/page_bodies/experiments.py, inside the app of app.py
+(attnviz.app.main.page_file)."""
 
-from attnviz.app.pages import experiments
+from attnviz.app import main
 
-experiments.render()
+main.page_file(__file__)

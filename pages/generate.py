@@ -1,5 +1,6 @@
-"""Generate: the page's body is attnviz/app/pages/generate.py."""
+"""Generate: the page's body is attnviz/app/page_bodies/generate.py, inside the app of app.py
+(attnviz.app.main.page_file)."""
 
-from attnviz.app.pages import generate
+from attnviz.app import main
 
-generate.render()
+main.page_file(__file__)

@@ -1,5 +1,6 @@
-"""Home: the page's body is attnviz/app/pages/home.py."""
+"""Home: the page's body is attnviz/app/page_bodies/home.py, inside the app of app.py
+(attnviz.app.main.page_file)."""
 
-from attnviz.app.pages import home
+from attnviz.app import main
 
-home.render()
+main.page_file(__file__)

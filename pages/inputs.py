@@ -1,5 +1,6 @@
-"""Inputs & weights: the page's body is attnviz/app/pages/inputs.py."""
+"""Inputs & weights: the page's body is attnviz/app/page_bodies/inputs.py, inside the app of app.py
+(attnviz.app.main.page_file)."""
 
-from attnviz.app.pages import inputs
+from attnviz.app import main
 
-inputs.render()
+main.page_file(__file__)

@@ -1,5 +1,6 @@
-"""Multi-head: the page's body is attnviz/app/pages/multihead.py."""
+"""Multi-head: the page's body is attnviz/app/page_bodies/multihead.py, inside the app of app.py
+(attnviz.app.main.page_file)."""
 
-from attnviz.app.pages import multihead
+from attnviz.app import main
 
-multihead.render()
+main.page_file(__file__)

@@ -1,5 +1,6 @@
-"""Pretrained model: the page's body is attnviz/app/pages/pretrained.py."""
+"""Pretrained model: the page's body is attnviz/app/page_bodies/pretrained.py, inside the app of app.py
+(attnviz.app.main.page_file)."""
 
-from attnviz.app.pages import pretrained
+from attnviz.app import main
 
-pretrained.render()
+main.page_file(__file__)

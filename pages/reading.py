@@ -1,5 +1,6 @@
-"""Read the model: the page's body is attnviz/app/pages/reading.py."""
+"""Read the model: the page's body is attnviz/app/page_bodies/reading.py, inside the app of app.py
+(attnviz.app.main.page_file)."""
 
-from attnviz.app.pages import reading
+from attnviz.app import main
 
-reading.render()
+main.page_file(__file__)

@@ -1,5 +1,6 @@
-"""Step by step: the page's body is attnviz/app/pages/steps.py."""
+"""Step by step: the page's body is attnviz/app/page_bodies/steps.py, inside the app of app.py
+(attnviz.app.main.page_file)."""
 
-from attnviz.app.pages import steps
+from attnviz.app import main
 
-steps.render()
+main.page_file(__file__)

@@ -1,5 +1,6 @@
-"""Train: the page's body is attnviz/app/pages/train.py."""
+"""Train: the page's body is attnviz/app/page_bodies/train.py, inside the app of app.py
+(attnviz.app.main.page_file)."""
 
-from attnviz.app.pages import train
+from attnviz.app import main
 
-train.render()
+main.page_file(__file__)

@@ -69,10 +69,13 @@ def record_downloads(monkeypatch) -> dict:
 
 
 def page_alone(page: str, **state) -> AppTest:
-    """Run one page file without app.py, as AppTest's switch_page does: seeded state only."""
-    at = AppTest.from_file(str(ROOT / page), default_timeout=TIMEOUT)
+    """`page` as a session's very first run (a fresh server's first request, a link without
+    parameters), with the seeded `state` and nothing before it: Streamlit runs the page file,
+    which runs the app (sidebar, navigation) around itself (attnviz.app.main.page_file)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     for key, value in state.items():
         at.session_state[key] = value
+    at.switch_page(page)
     at.run()
     return at
 

@@ -23,19 +23,23 @@ TITLES = {"steps": "Step by step", "home": "Self-attention, one step at a time",
           "reading": "Read the model", "train": "Train attention yourself",
           "generate": "Generate, one token at a time"}
 CHARTS = {"steps", "home", "multihead", "experiments", "pretrained", "reading"}   # at once
+SIDEBAR = 1          # a delta path's first index: 0 the main area, 1 the sidebar
 
 
 def open_page(url: str, page: str, query: str = "", timeout: float = 240) -> dict:
     """A new browser session opening `url`/`page` (Home: "home", the root) with `query` over
     Streamlit's websocket, until the script run ends: the session's config and id, main
-    script, the titles, Markdown texts and element types shown, any exception, and the
+    script, the titles, Markdown texts and element types shown, the labels of the sidebar's
+    text boxes, the navigation's pages (title, URL path) as its last navigation message lists
+    them and the one it marks current, whether the page was not found, any exception, and the
     seconds from the request to the first chart and to the end of the run."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
     from websockets.sync.client import connect
 
     seen = {"titles": [], "texts": [], "types": set(), "exceptions": [], "config": None,
-            "script": None, "session_id": None, "first_chart": None, "finished": None}
+            "script": None, "session_id": None, "first_chart": None, "finished": None,
+            "sidebar_text_inputs": [], "navigation": [], "current": None, "not_found": False}
     msg = BackMsg()
     msg.rerun_script.page_name = "" if page == "home" else page
     msg.rerun_script.query_string = query
@@ -52,6 +56,13 @@ def open_page(url: str, page: str, query: str = "", timeout: float = 240) -> dic
                 seen["config"] = fwd.new_session.config
                 seen["script"] = fwd.new_session.main_script_path
                 seen["session_id"] = fwd.new_session.initialize.session_id
+            elif kind == "navigation":
+                pages = fwd.navigation.app_pages
+                seen["navigation"] = [(p.page_name, p.url_pathname) for p in pages]
+                seen["current"] = next((p.url_pathname for p in pages if p.page_script_hash
+                                        == fwd.navigation.page_script_hash), None)
+            elif kind == "page_not_found":
+                seen["not_found"] = True
             elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
                 element = fwd.delta.new_element
                 seen["types"].add(element.WhichOneof("type"))
@@ -61,6 +72,9 @@ def open_page(url: str, page: str, query: str = "", timeout: float = 240) -> dic
                     seen["texts"].append(element.markdown.body)
                 elif element.WhichOneof("type") == "exception":
                     seen["exceptions"].append(element.exception.message)
+                elif element.WhichOneof("type") == "text_input" \
+                        and fwd.metadata.delta_path[0] == SIDEBAR:
+                    seen["sidebar_text_inputs"].append(element.text_input.label)
                 elif element.WhichOneof("type") == "plotly_chart" and not seen["first_chart"]:
                     seen["first_chart"] = time.perf_counter() - t0
             elif kind == "script_finished":

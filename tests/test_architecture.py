@@ -52,7 +52,6 @@ INSIDE_FUNCTIONS = {
     "core.torch_interop": {"torch"},       # MultiHeadWeights.from_torch / to_torch
     "core.reading": {"pandas"},            # head_stats returns a DataFrame
     "core.weights": {"torch"},             # from_torch / to_torch's annotations (TYPE_CHECKING)
-    "cli": {"streamlit"},                  # `attnviz app` starts Streamlit
 }
 TOP = {"__init__", "cli"}                  # the package itself and its console script
 
@@ -200,6 +199,31 @@ def test_the_top_level_app_files_are_thin_and_only_call_the_app():
             if isinstance(n, ast.ImportFrom):
                 assert n.module.startswith("attnviz.app") or n.module == "pathlib", path.name
             assert not isinstance(n, ast.Import), path.name
+
+
+STREAMLIT_INTERNALS = "app.streamlit_compat"   # the one module that may (docs/architecture.md)
+
+
+def streamlit_submodules(tree: ast.Module) -> list[str]:
+    """Every ``streamlit.<something>`` module `tree` imports (Streamlit's internals: its public
+    API is ``import streamlit as st``)."""
+    found = []
+    for node in ast.walk(tree):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        found += [n for n in names if n and n.startswith("streamlit.")]
+    return found
+
+
+def test_only_the_compat_module_imports_streamlits_internals():
+    wrong = {m: streamlit_submodules(tree) for m, tree in MODULES.items()
+             if m != STREAMLIT_INTERNALS and streamlit_submodules(tree)}
+    assert wrong == {}, f"Streamlit's internals outside attnviz/app/streamlit_compat.py: {wrong}"
+    # the rule sees an import inside a function
+    assert streamlit_submodules(ast.parse("def f():\n    from streamlit.runtime import Runtime\n"
+                                          "    import streamlit.util, streamlit\n")) == \
+        ["streamlit.runtime", "streamlit.util"]
+    assert streamlit_submodules(MODULES[STREAMLIT_INTERNALS])
 
 
 def test_the_engine_imports_without_plotly_streamlit_or_torch():

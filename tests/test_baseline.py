@@ -127,7 +127,7 @@ def test_a_sentence_of_another_length_asks_to_pin_again_and_the_page_still_works
     at = open_page("pages/steps.py", step="weights", **SMALL)
     click(at, "Pin as baseline")
     change_chart(at)
-    at.session_state["sentence"] = "only two"     # the sidebar's box (switch_page: page alone)
+    at.session_state["sentence"] = "only two"     # what the sidebar's box holds
     at.run()
     no_exceptions(at)
     assert not at.error

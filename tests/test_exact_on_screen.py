@@ -22,8 +22,8 @@ from tests.apptest_helpers import (ROOT, TIMEOUT, charts, heatmap_z, no_exceptio
 ARTICLE_003_OUTPUT = [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]      # tutorial 003, as printed
 
 
-# AppTest shows the sidebar only on the run of app.py (pages/home.py here): after a switch_page
-# or a click the page runs alone, so sidebar checks open Home with the state seeded.
+# Sidebar checks open Home with the state seeded (every page has the sidebar; Home is the
+# quickest).
 
 def sidebar_numbers(at) -> dict:
     return {n.label: (n.value, n.disabled) for n in at.sidebar.number_input}

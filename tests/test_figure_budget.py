@@ -22,7 +22,7 @@ HEADS = dict(TOY, d_model=64, num_heads=16)         # the most facets
 MODEL = dict(sentence=TEXT, max_tokens=512)
 PIN = Pin(Settings(sentence=WORDS, max_tokens=512, d_model=1024, num_heads=1, seed=1), {})
 
-# (id, page, seeded state, run alone: as AppTest's switch_page runs a page without app.py)
+# (id, page, seeded state, first: the page as the session's first run, else after Home)
 CASES = [
     ("home-16-heads", "pages/home.py", HEADS, False),
     ("home-d1024", "pages/home.py", WIDE, False),

@@ -79,8 +79,8 @@ def test_the_switch_changes_the_language_and_the_link():
     language_switch(at).set_value("zh").run()
     assert at.session_state["lang"] == "zh"
     assert at.title[0].value == "自注意力，一步一步来"
-    # AppTest's later runs run the page alone, without app.py's navigation and link: a fresh
-    # run with the session as the click left it shows those (the browser test clicks it)
+    # a fresh session as the click left the link: its navigation and link (the browser test
+    # clicks it)
     after = app(lang="zh")
     assert nav_titles(after) == NAV_ZH and dict(after.query_params)["lang"] == "zh"
     back = app(lang="en")

@@ -25,6 +25,8 @@ from tests.browser_helpers import free_port, stop_process, wait_healthy
 from tests.stream_client import CHARTS, TITLES, open_page
 
 ROOT = Path(__file__).resolve().parents[1]
+NAV_ORDER = ("", "inputs", "steps", "multihead", "experiments", "pretrained", "reading",
+             "train", "generate")      # the navigation's URL paths (Home, the default, is the root)
 
 
 def clean_env(**extra) -> dict[str, str]:
@@ -122,6 +124,11 @@ def test_attnviz_app_serves_every_page_from_the_installed_package(venv, tmp_path
             assert not seen["exceptions"], (page, seen["exceptions"])
             assert title in seen["titles"], (page, seen["titles"])
             assert page not in CHARTS or "plotly_chart" in seen["types"], (page, seen["types"])
+            # the whole app around it, the fresh server's first request too: every page in
+            # the navigation, this one current, and the sidebar
+            assert tuple(p for _, p in seen["navigation"]) == NAV_ORDER, seen["navigation"]
+            assert seen["current"] == ("" if page == "home" else page) and not seen["not_found"]
+            assert page in ("train", "generate") or "Sentence" in seen["sidebar_text_inputs"]
             assert seen["script"].endswith("site-packages/attnviz/app/main.py")
             # the shipped config took effect (given as options: no .streamlit/ here)
             assert seen["config"].toolbar_mode == Config.ToolbarMode.Value("MINIMAL")

@@ -175,18 +175,6 @@ def test_payload_for_128_tokens_is_under_the_budget(view):
     assert 0 < total <= 3_000_000      # SPEC: a page's figures for 128 tokens (issue 5: 5 MB)
 
 
-def test_step_through_sets_the_step_pages_source_even_alone():
-    at = page_alone(PAGE, pt_view=ONE_HEAD)
-    at.button_group(key="pt_layer").set_value(2)
-    at.button_group(key="pt_head").set_value(9)
-    at.run()
-    at.button(key="pt_step_through").click().run()
-    no_exceptions(at)
-    assert (at.session_state["mode"], at.session_state["layer"], at.session_state["head"]) == \
-        ("Pretrained model", 2, 9)
-    assert shows(at.info, "pretrained.step_through.done", layer=2, head=9)
-
-
 def test_in_the_app_step_through_opens_step_by_step_on_that_head(model):
     at = open_page(PAGE, mode="Q, K, V", step="weights", pt_view=ONE_HEAD)
     no_exceptions(at)

@@ -14,8 +14,7 @@ REAL_MODEL_PAGES = ("pages/pretrained.py", "pages/reading.py")
 
 
 def with_sidebar(page: str, **state) -> AppTest:
-    """`page` run inside app.py, sidebar included: AppTest runs a page switched to after the
-    first run alone, but on a session's first run the app runs around it (state.init)."""
+    """`page` as the session's first run, inside the app, sidebar included."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     for key, value in state.items():
         at.session_state[key] = value

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 class Declared:
     """One declaration: a plain key, a family's prefix or a suffix, and its owners."""
     name: str
-    owners: tuple[str, ...]           # modules under attnviz.app, e.g. "sidebar", "pages.steps"
+    owners: tuple[str, ...]           # modules under attnviz.app: "sidebar", "page_bodies.steps"
     kind: str                         # "key", "family" or "suffix"
 
 
@@ -172,11 +172,11 @@ UPLOAD_ERROR = Suffix("_upload_error")  # why that file could not be read
 UPLOAD_NOTES = Suffix("_upload_notes")  # how that file was read
 
 # ---- Home, Step by step, Multi-head, Inputs & weights -------------------------------------------
-_section("pages.home")
+_section("page_bodies.home")
 HOME_GRID = "home_grid"                 # Home's map of every head's weights
 HOME_OUTPUT = "home_output"             # Home's map of the output
 HOME_FILES = "home_files"               # Home's downloads (the base of their keys)
-_section("pages.steps")
+_section("page_bodies.steps")
 STEP = "step"                           # the step Step by step shows
 # Step by step's previous / next buttons (step_go_-1, step_go_+1)
 STEP_GO = Family("step_go_")
@@ -191,7 +191,7 @@ VECTOR_QUERY = "vector_query"           # the one-query view's query
 VECTOR_BARS = "vector_bars"             # the one-query view's bars
 VECTOR_WEIGHTED = "vector_weighted"     # the one-query view's weighted values
 VECTOR_SUM = "vector_sum"               # the one-query view's sum
-_section("pages.multihead")
+_section("page_bodies.multihead")
 MH_SECTION = "mh_section"               # Multi-head's open tab
 MH_FILES = "mh_files"                   # Multi-head's downloads (the base of their keys)
 MH_GRID = "mh_grid"                     # Multi-head's map of every head's weights
@@ -212,7 +212,7 @@ MH_COMPARE_HEAD = "mh_compare_head"     # the head the second sentence's maps sh
 FIRST = Suffix("_first")                # the first sentence's map beside the second's
 SECOND = Suffix("_second")              # the second sentence's map
 DELTA = Suffix("_delta")                # the map of the difference
-_section("pages.inputs")
+_section("page_bodies.inputs")
 MATRIX = "matrix"                       # the matrix Inputs & weights edits
 EDIT_HEAD = "edit_head"                 # the head whose matrix Inputs & weights edits
 _section("edit_view")
@@ -239,7 +239,7 @@ DELTA_KL = "delta_kl"                   # the weights' change in bits (KL) per q
 DELTA_KL_TABLE = "delta_kl_table"       # its table
 
 # ---- Experiments --------------------------------------------------------------------------------
-_section("pages.experiments")
+_section("page_bodies.experiments")
 EXPERIMENT = "experiment"               # Experiments' open tab (its label)
 _section("experiments_view")
 EXP_DK = "exp_dk"                       # Scaling: d_k
@@ -285,12 +285,12 @@ EXP_SINK_NEXT = "exp_sink_next"         # Attention sink: the next token with an
 EXP_SINK_TABLE = Family("exp_sink_table_")  # its table (before / after masking)
 
 # ---- Pretrained model ---------------------------------------------------------------------------
-_section("pages.pretrained decoder_page")
+_section("page_bodies.pretrained decoder_page")
 # Pretrained model's open tab (its label), MiniLM's or SmolLM2's
 PT_VIEW = "pt_view"
 _section("pretrained_view")
 PT_HIDE_SPECIAL = "pt_hide_special"     # True: [CLS]/[SEP] hidden
-_section("pages.pretrained")
+_section("page_bodies.pretrained")
 PT_MODEL_VIEW = "pt_model_view"         # the model view (every layer × head)
 PT_LAYER = "pt_layer"                   # one head's layer
 PT_HEAD = "pt_head"                     # one head's head
@@ -314,7 +314,7 @@ PT_DEC_HV_HEADS = "pt_dec_hv_heads"     # SmolLM2: the heads the head view draws
 PT_DEC_HEAD_VIEW = "pt_dec_head_view"   # SmolLM2: the head view
 
 # ---- Read the model -----------------------------------------------------------------------------
-_section("pages.reading")
+_section("page_bodies.reading")
 RD_VIEW = "rd_view"                     # Read the model's open tab (its label)
 _section("reading_view")
 RO_LAYER = "ro_layer"                   # Rollout: after which layer

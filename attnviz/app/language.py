@@ -9,7 +9,7 @@ import streamlit as st
 
 from attnviz import i18n
 from attnviz.i18n import best_language, languages, native_name, t
-from attnviz.app import keys
+from attnviz.app import keys, streamlit_compat
 
 
 def browser_language() -> str:
@@ -18,7 +18,7 @@ def browser_language() -> str:
 
 
 def activate() -> str:
-    """At the top of every script run (app.py, and a page run alone): the session's language,
+    """At the top of every run of the app (attnviz.app.main.run): the session's language,
     set on its first run from the link's ``lang`` or else the browser's language (a ``lang``
     that names no catalogue: links.read_once says so)."""
     lang = st.session_state.get(keys.LANG)
@@ -52,9 +52,7 @@ def switch() -> None:
 def _session_language() -> str | None:
     """The running session's language; None outside a script run (a training thread, a
     notebook), where English (or the context's own :func:`i18n.use_language`) applies."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    if get_script_run_ctx(suppress_warning=True) is None:
+    if not streamlit_compat.in_script_run():
         return None
     lang = st.session_state.get(keys.LANG)
     return lang if isinstance(lang, str) else None

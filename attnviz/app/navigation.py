@@ -3,17 +3,22 @@
 :func:`attnviz.app.main.run` (language, page config, this navigation, the shared sidebar, the
 page).
 
-Every page is one module of :mod:`attnviz.app.pages` with ``render()``. Each page's title is
-the message ``nav.<name>``, its URL path its name (``/steps``; Home is ``/``). app.py registers
-the checkout's thin files ``pages/<name>.py`` (each calls its ``render()``), so AppTest's
-``switch_page("pages/steps.py")`` finds them by path; ``attnviz app``, whose package has no
-such files, registers the ``render`` functions themselves. Links between pages go through
-:func:`page`, which gives the page as this run registered it (a file or a function).
+Every page is one module of :mod:`attnviz.app.page_bodies` with ``render()``. Each page's title
+is the message ``nav.<name>``, its URL path its name (``/steps``; Home is ``/``). app.py
+registers the checkout's thin files ``pages/<name>.py`` (each runs its ``render()`` inside the
+app, see :func:`attnviz.app.main.page_file`), so AppTest's ``switch_page("pages/steps.py")``
+finds them by path; ``attnviz app``, whose package has no such files, registers the ``render``
+functions themselves.
+
+The ``st.Page`` objects are built once per run and kept for that run (:func:`app_navigation`):
+links between pages (:func:`page`) hand Streamlit the very objects its navigation registered.
 """
 
 from __future__ import annotations
 
 import importlib
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import streamlit as st
@@ -34,33 +39,53 @@ PAGES = [
 ]
 ICONS = dict(PAGES)
 
+# name → st.Page of the app run going on in this thread (Streamlit runs each session's script
+# in a thread of its own, which starts with an empty context); None outside an app run
+_RUN_PAGES: ContextVar[dict[str, st.Page] | None] = ContextVar("attnviz_run_pages",
+                                                               default=None)
+
 
 def render_function(name: str):
     """Page `name`'s ``render`` (its module is imported now)."""
-    return importlib.import_module(f"attnviz.app.pages.{name}").render
+    return importlib.import_module(f"attnviz.app.page_bodies.{name}").render
 
 
-def navigation(pages_dir: Path | None = None):
-    """st.navigation of every page, titles in the session's language; the page to run.
-    `pages_dir`: where the thin page files are (app.py's pages/); None registers the pages'
-    ``render`` functions (``attnviz app``)."""
-    return st.navigation([
-        st.Page(render_function(name) if pages_dir is None else pages_dir / f"{name}.py",
-                title=t(f"nav.{name}"), icon=icon, url_path=name, default=i == 0)
-        for i, (name, icon) in enumerate(PAGES)])
+def pages(pages_dir: Path | None = None) -> dict[str, st.Page]:
+    """name → st.Page of every page, titles in the session's language. `pages_dir`: where the
+    thin page files are (app.py's pages/); None: the pages' ``render`` functions."""
+    return {name: st.Page(render_function(name) if pages_dir is None
+                          else pages_dir / f"{name}.py",
+                          title=t(f"nav.{name}"), icon=icon, url_path=name, default=i == 0)
+            for i, (name, icon) in enumerate(PAGES)}
 
 
-def page(name: str):
+@contextmanager
+def app_navigation(pages_dir: Path | None = None):
+    """st.navigation of every page (:func:`pages`); yields the page to run. Inside the block
+    :func:`page` gives this run's pages and :func:`in_app_run` is True.
+
+    st.navigation also switches off, for the whole process, Streamlit's old folder-based
+    multipage mode, which a folder named ``pages`` beside the main script (app.py's) starts
+    and which runs ``pages/<name>.py`` by itself for a fresh server's first request to
+    ``/<name>`` (attnviz.app.main.page_file)."""
+    registered = pages(pages_dir)
+    token = _RUN_PAGES.set(registered)
+    try:
+        yield st.navigation(list(registered.values()))
+    finally:
+        _RUN_PAGES.reset(token)
+
+
+def in_app_run() -> bool:
+    """Whether the app's navigation ran in this run, around the code calling this."""
+    return _RUN_PAGES.get() is not None
+
+
+def page(name: str) -> st.Page:
     """Page `name` as this run's navigation registered it, for st.page_link and
-    st.switch_page; None when the page runs alone (AppTest's switch_page of a page file, or
-    Streamlit's folder mode before app.py ran), where there is no navigation to link into."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-    from streamlit.util import calc_hash
-
-    ctx = get_script_run_ctx()
-    info = ctx.pages_manager.get_pages().get(calc_hash(name)) if ctx is not None else None
-    if info is None or "url_pathname" not in info:
-        return None
-    source = Path(info["script_path"]) if info["script_path"] else render_function(name)
-    return st.Page(source, title=info["page_name"], icon=ICONS[name], url_path=name,
-                   default=name == PAGES[0][0])
+    st.switch_page. Every page runs inside the app's run (attnviz.app.main), but a fragment's
+    own rerun runs the fragment alone: a link there is a RuntimeError."""
+    registered = _RUN_PAGES.get()
+    if registered is None:
+        raise RuntimeError(f"navigation.page({name!r}) outside the app's run (in a fragment?)")
+    return registered[name]

@@ -200,8 +200,7 @@ def step_through_button(layer: int, head: int) -> None:
     if widgets.action_button(t("pretrained.step_through.label"), _open_in_steps, (layer, head),
                              key=keys.PT_STEP_THROUGH, rerun=False, icon=":material/footprint:",
                              help=t("pretrained.step_through.help")):
-        if not widgets.switch_page("steps"):
-            st.info(t("pretrained.step_through.done", layer=layer, head=head))
+        widgets.switch_page("steps")
 
 
 def one_head_heatmap(view: ModelRun, layer: int, head: int, weight_scale: str):

@@ -17,7 +17,6 @@ from attnviz.app.settings_view import (TOY_MODE, Settings, ToyChoice, View, buil
 
 def init() -> None:
     """Give every setting its default unless the session (or a test, or the URL) set it."""
-    _leave_folder_mode()
     links.read_once()
     for name, default in Settings().__dict__.items():
         if name not in st.session_state:
@@ -26,27 +25,6 @@ def init() -> None:
         text.bound(name, limit)
     st.session_state.setdefault(keys.EDITS, {})
     st.session_state.setdefault(keys.MATRICES_VERSION, 0)
-
-
-def _leave_folder_mode() -> None:
-    """When a fresh server's very first request is a sub-page (a shared link, or the first
-    click after a restart), Streamlit runs pages/*.py alone, in its old folder-based multipage
-    mode, without app.py's sidebar and navigation; app.py's st.navigation would switch that
-    mode off, but it has not run yet. Switch it off and run the script Streamlit was started
-    with (app.py) here, around the same page, then end the page run alone (the pages call
-    `init` before they draw anything). Not
-    st.rerun(): a rerun drops the click that started this run. Only at a session's first run
-    (AppTest runs switched pages in that mode on purpose, widgets and all)."""
-    import runpy
-
-    from streamlit.runtime.pages_manager import PagesManager
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    if PagesManager.uses_pages_directory and keys.LINK_READ not in st.session_state:
-        PagesManager.uses_pages_directory = False
-        # the script Streamlit was started with: app.py, or attnviz/app/main.py
-        runpy.run_path(get_script_run_ctx().pages_manager.main_script_path, run_name="__main__")
-        st.stop()
 
 
 def settings() -> Settings:

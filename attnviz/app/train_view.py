@@ -13,10 +13,12 @@ whose session Streamlit has dropped stops too. A finished run stays in
 
 from __future__ import annotations
 
+import logging
+import time
+
 import numpy as np
 import pandas as pd
 import streamlit as st
-from streamlit.logger import get_logger
 
 from attnviz.plot import figures
 from attnviz.models import toy, toy_plan, training
@@ -24,7 +26,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.app.settings_view import TOY_MODE
 from attnviz.models.toy_tasks import NO_TARGET, TASKS, shown_name, token_labels
-from attnviz.app import keys, widgets
+from attnviz.app import keys, streamlit_compat, widgets
 from attnviz.app.text import literal
 
 MAX_PAGE_STEPS = 5000         # the page's limit on steps (the library allows more)
@@ -40,33 +42,52 @@ FORM = {   # widget key → (label's message id, or a name shown as written; def
     keys.TOY_SEED: ("train.field.seed", 0, 0, 2**31 - 1),
 }
 
-get_logger(training.log.name)   # the pool's log lines in the server's log, as Streamlit's own
+
+def _log_as_streamlit_does(name: str) -> None:
+    """Logger `name`'s lines in the server's log, formatted and filtered as Streamlit's own
+    (its options logger.messageFormat and logger.level), once."""
+    log = logging.getLogger(name)
+    if log.handlers:
+        return
+    formatter = logging.Formatter(st.get_option("logger.messageFormat"))
+    formatter.default_msec_format = "%s.%03d"
+    handler = logging.StreamHandler()
+    handler.setFormatter(formatter)
+    log.addHandler(handler)
+    log.setLevel(str(st.get_option("logger.level")).upper())
+    log.propagate = False
 
 
-def _session_alive(session_id: str) -> bool:
-    """Whether Streamlit still holds this session: connected, or disconnected and kept for a
-    reconnect (server.disconnectedSessionTTL, 120 s by default). Without a server (AppTest,
-    a notebook) always."""
-    from streamlit.runtime import Runtime
+_log_as_streamlit_does(training.log.name)   # the pool's log: when a run starts, ends, is left
 
-    if not Runtime.exists():
-        return True
-    runtime = Runtime.instance()
-    if runtime.is_active_session(session_id):
-        return True
-    manager = getattr(runtime, "_session_mgr", None)     # holds the ones kept for a reconnect
-    return manager is not None and manager.get_session_info(session_id) is not None
+
+class LearnerThere:
+    """Asked by the training pool's thread: is the learner who started a run still there?
+    Yes while their browser is connected to the session, and for server.disconnectedSessionTTL
+    seconds after it went (Streamlit keeps the session that long for a reconnect, then drops
+    it); counted from the first time this finds it gone. Always yes without a Streamlit server
+    (AppTest, a notebook)."""
+
+    def __init__(self, session_id: str, grace: float):
+        self.session_id, self.grace = session_id, grace
+        self.gone_since: float | None = None
+
+    def __call__(self) -> bool:
+        if streamlit_compat.session_connected(self.session_id) is not False:
+            self.gone_since = None
+            return True
+        now = time.monotonic()
+        if self.gone_since is None:
+            self.gone_since = now
+        return now - self.gone_since < self.grace
 
 
 def _alive_check():
-    """A callable telling the pool whether this page's session is still there."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    if ctx is None:
+    """A callable telling the pool whether this page's learner is still there."""
+    session_id = streamlit_compat.session_id()
+    if session_id is None:
         return lambda: True
-    session_id = ctx.session_id
-    return lambda: _session_alive(session_id)
+    return LearnerThere(session_id, float(st.get_option("server.disconnectedSessionTTL")))
 
 
 # ---- the form ----------------------------------------------------------------------------------
@@ -400,8 +421,7 @@ def step_through_button(layer: int, step: int, head: int) -> None:
                              (layer, step, example, head), key=keys.TOY_STEP_THROUGH(layer),
                              rerun=False, icon=":material/footprint:",
                              help=t("train.step_through.help")):
-        if not widgets.switch_page("steps"):
-            st.info(t("train.step_through.done", layer=layer, step=step))
+        widgets.switch_page("steps")
 
 
 def head_verdict(scores: list[toy.HeadScore], step: int) -> str:

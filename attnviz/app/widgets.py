@@ -34,7 +34,7 @@ def show_status(view: View) -> bool:
 def page_view(title: str, caption: str) -> View:
     """A step page's top: the session's state, the page's `title` and `caption`, and its view
     (:func:`view_or_stop`)."""
-    state.init()   # first: on a fresh server's first request it runs app.py around this page
+    state.init()
     st.title(title)
     st.caption(caption)
     return view_or_stop()
@@ -72,8 +72,7 @@ def _ways_out(view: View) -> None:
                                              matrix=shown_name(cell.name, cell.head)),
                      _pick_matrix, (cell.name, cell.head), key=keys.OVERFLOW_TO_CELL,
                      where=row, rerun=False):
-        if not switch_page("inputs"):        # a page run alone (AppTest): no navigation
-            st.rerun()
+        switch_page("inputs")
     action_button(":material/restart_alt: " + t("widgets.reset_edits"), state.reset_edits,
                   (view.signature,), key=keys.OVERFLOW_RESET, where=row,
                   help=t("widgets.reset_edits.help"))
@@ -164,22 +163,13 @@ def action_button(label: str, action, args: tuple = (), *, key: str, where=st,
 
 
 def page_link(name: str, label: str, icon: str) -> None:
-    """A link to page `name` (attnviz.app.navigation.PAGES); plain text when the page runs
-    alone (outside the navigation, as AppTest's switch_page runs it)."""
-    page = navigation.page(name)
-    if page is None:
-        st.markdown(f"**{label}**")
-    else:
-        st.page_link(page, label=label, icon=icon)
+    """A link to page `name` (attnviz.app.navigation.PAGES)."""
+    st.page_link(navigation.page(name), label=label, icon=icon)
 
 
-def switch_page(name: str) -> bool:
-    """Go to page `name` now; False (and nothing happens) when the page runs alone."""
-    page = navigation.page(name)
-    if page is None:
-        return False
-    st.switch_page(page)
-    return True
+def switch_page(name: str) -> None:
+    """Go to page `name` now (the run ends here)."""
+    st.switch_page(navigation.page(name))
 
 
 def downloads(view: View, *, key: str) -> None:

@@ -11,7 +11,7 @@ from attnviz.i18n import t
 
 def render() -> None:
     """The page (its file in pages/ calls this; `attnviz app` registers it)."""
-    state.init()   # first: on a fresh server's first request it runs app.py around this page
+    state.init()
     model = reading_view.model_name()
     st.title(t("nav.reading"))
     st.caption(t(f"reading.caption.{model}"))

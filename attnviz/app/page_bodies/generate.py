@@ -11,7 +11,7 @@ from attnviz.app import generate_view, model_loading, state
 
 def render() -> None:
     """The page (its file in pages/ calls this; `attnviz app` registers it)."""
-    state.init()   # first: on a fresh server's first request it runs app.py around this page
+    state.init()
     st.title(t("generate.title"))
     m = model_loading.decoder()
     st.caption(t("generate.caption", model=MODEL_NAME, layers=m.num_layers,

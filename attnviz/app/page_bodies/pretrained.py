@@ -18,7 +18,7 @@ TABS = ["pretrained.tab.one_head", "pretrained.tab.model_view", "pretrained.tab.
 
 def render() -> None:
     """The page (its file in pages/ calls this; `attnviz app` registers it)."""
-    state.init()   # first: on a fresh server's first request it runs app.py around this page
+    state.init()
     st.title(t("pretrained.title"))
     if Settings.from_mapping(st.session_state).model == DECODER:
         decoder_page.render(TABS)

@@ -12,7 +12,7 @@ from attnviz.app import decoder_view
 
 def render() -> None:
     """The page (its file in pages/ calls this; `attnviz app` registers it)."""
-    state.init()   # first: on a fresh server's first request it runs app.py around this page
+    state.init()
     st.title(t("steps.title"))
     view = widgets.view_or_stop()
     trace = view.trace

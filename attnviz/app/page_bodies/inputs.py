@@ -9,7 +9,7 @@ from attnviz.i18n import t
 
 def render() -> None:
     """The page (its file in pages/ calls this; `attnviz app` registers it)."""
-    state.init()   # first: on a fresh server's first request it runs app.py around this page
+    state.init()
     st.title(t("inputs.title"))
     st.caption(t("inputs.caption"))
     # one container for what comes and goes above the editor (notices, an error, the baseline):
