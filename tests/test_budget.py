@@ -123,7 +123,7 @@ def test_a_map_too_large_for_its_share_is_pooled_to_true_cells_within_it(scale):
         f"pooled: each cell the largest of {br}×{bc}"
     assert "largest weight" in trace["hovertemplate"]
     assert trace["x"][0] == (f"0–{bc - 1}" if bc > 1 else "w0")
-    assert (spec["layout"]["xaxis"]["title"]["text"] == "key positions") == (bc > 1)
+    assert spec["layout"]["xaxis"]["title"]["text"].startswith("key positions") == (bc > 1)
 
 
 def test_a_map_within_its_share_sends_every_weight():

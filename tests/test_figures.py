@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import attnviz
+from attnviz import MultiHeadWeights, embed_tokens, trace_attention
 from attnviz.plot import figures
 from attnviz.plot.budget import figure_bytes
 from tests.apptest_helpers import decode
@@ -383,3 +384,37 @@ def test_pooled_grid_subtitle_sits_above_the_head_titles():
     assert "<sub>" not in title.text and "tokens per cell" in title.subtitle.text
     assert (title.yref, title.y, title.yanchor) == ("container", 1, "top")   # pinned at the top
     assert fig.layout.margin.t >= 90                             # room for title, subtitle, heads
+
+
+# ---- every label, or one in k said (issue 27.5) -----------------------------------------------
+
+def test_every_label_is_a_tick_while_they_fit_and_one_in_k_beyond_said_in_the_title():
+    from attnviz.i18n import t
+
+    rng = np.random.default_rng(0)
+    few = [f"tok{i}" for i in range(20)]
+    fig = figures.heatmap(rng.random((20, 20)), row_labels=few, col_labels=few, kind="weights")
+    assert list(fig.layout.xaxis.tickvals) == few and list(fig.layout.yaxis.tickvals) == few
+    # one of two maps side by side: 274 px, about 114 px of plot, 11 px a small label: 10 fit
+    fig = figures.heatmap(rng.random((20, 20)), row_labels=few, col_labels=few, kind="weights",
+                          width=figures.HALF_WIDTH)
+    step = -(-20 // ((figures.HALF_WIDTH - figures.AXIS_PX) // figures.SMALL_LABEL_PX))
+    assert step > 1
+    assert list(fig.layout.xaxis.tickvals) == few[::step]
+    assert fig.layout.xaxis.title.text == t("figure.axis.thinned", axis=t("figure.axis.key"),
+                                            step=step)
+    assert list(fig.layout.yaxis.tickvals) == few                  # the rows still fit
+
+
+def test_a_grid_of_heads_keeps_every_label_by_using_fewer_columns():
+    tokens = list("我爱自然语言处理，因为它很有趣")
+    x = embed_tokens(tokens, 16)
+    fig = figures.heads_grid(trace_attention(x, MultiHeadWeights.random(16, 4)), tokens)
+    shown = [ax for name, ax in fig.layout.to_plotly_json().items()
+             if name.startswith("xaxis") and ax.get("showticklabels")]
+    assert shown and all(list(ax["tickvals"]) == tokens for ax in shown)
+    few = tokens[:6]
+    fig = figures.heads_grid(trace_attention(embed_tokens(few, 16),
+                                             MultiHeadWeights.random(16, 4)), few)
+    assert sum(1 for name in fig.layout.to_plotly_json() if name.startswith("xaxis")) == 4
+    assert fig.layout.xaxis4.domain[0] > 0.5 and fig.layout.xaxis.domain[1] < 0.5  # one row

@@ -42,13 +42,13 @@ def side_by_side(weights_a: np.ndarray, tokens_a: list[str], weights_b: np.ndarr
     with left:
         widgets.chart(figures.heatmap(weights_a, row_labels=tokens_a, col_labels=tokens_a,
                                       kind="weights", title=t("figure.first_sentence"),
-                                      weight_scale=weight_scale, max_bytes=each),
-                      key=keys.FIRST(key))
+                                      weight_scale=weight_scale, max_bytes=each,
+                                      width=figures.HALF_WIDTH), key=keys.FIRST(key))
     with right:
         widgets.chart(figures.heatmap(weights_b, row_labels=tokens_b, col_labels=tokens_b,
                                       kind="weights", title=t("figure.second_sentence"),
-                                      weight_scale=weight_scale, max_bytes=each),
-                      key=keys.SECOND(key))
+                                      weight_scale=weight_scale, max_bytes=each,
+                                      width=figures.HALF_WIDTH), key=keys.SECOND(key))
     same = matching_positions(tokens_a, tokens_b)
     if not same:
         st.info(t("compare.no_match"))

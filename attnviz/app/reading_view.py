@@ -181,14 +181,14 @@ def rollout_tab(run) -> None:
         fig = pretrained_view.shared_figure("rollout", lambda: figures.heatmap(
             rollout[layer], row_labels=tokens, col_labels=tokens, kind="weights",
             title=t("reading.rollout.title", layer=layer),
-            col_title=t("reading.rollout.input_token"), weight_scale=scale, max_bytes=each),
-            model, layer, residual, scale)
+            col_title=t("reading.rollout.input_token"), weight_scale=scale, max_bytes=each,
+            width=figures.HALF_WIDTH), model, layer, residual, scale)
         widgets.chart(fig, key=keys.RO_ROLLOUT)
     with right:
         fig = pretrained_view.shared_figure("rollout_raw", lambda: figures.heatmap(
             raw, row_labels=tokens, col_labels=tokens, kind="weights",
             title=t("reading.rollout.raw_title", layer=layer), weight_scale=scale,
-            max_bytes=each), model, layer, scale)
+            max_bytes=each, width=figures.HALF_WIDTH), model, layer, scale)
         widgets.chart(fig, key=keys.RO_RAW)
     token = _pick_token(run, keys.RO_TOKEN, t("reading.rollout.token"))
     left, right = st.columns(2)
@@ -196,12 +196,13 @@ def rollout_tab(run) -> None:
         widgets.chart(reading_figures.token_bars(
             rollout[layer, token], tokens,
             title=t("reading.rollout.row_title", token=token, layer=layer),
-            value_name=t("reading.share")), key=keys.RO_BARS)
+            value_name=t("reading.share"), width=figures.HALF_WIDTH), key=keys.RO_BARS)
     with right:
         widgets.chart(reading_figures.token_bars(
             raw[token], tokens, title=t("reading.rollout.raw_row_title", token=token,
                                         layer=layer),
-            value_name=t("figure.hover.weight")), key=keys.RO_RAW_BARS)
+            value_name=t("figure.hover.weight"), width=figures.HALF_WIDTH),
+                      key=keys.RO_RAW_BARS)
 
 
 # ---- value-weighted ----------------------------------------------------------------------------
@@ -221,12 +222,12 @@ def value_weighted_tab(run) -> None:
         fig = pretrained_view.shared_figure("vw_weights", lambda: figures.heatmap(
             weights, row_labels=run.tokens, col_labels=run.tokens, kind="weights",
             title=t("reading.value.weights_title", layer=layer, head=head), weight_scale=scale,
-            max_bytes=each), model, layer, head, scale)
+            max_bytes=each, width=figures.HALF_WIDTH), model, layer, head, scale)
         widgets.chart(fig, key=keys.VW_WEIGHTS)
     with right:
         fig = pretrained_view.shared_figure("vw_norms", lambda: reading_figures.norms_heatmap(
             norms, run.tokens, title=t("reading.value.norms_title", layer=layer, head=head),
-            max_bytes=each), model, layer, head)
+            max_bytes=each, width=figures.HALF_WIDTH), model, layer, head)
         widgets.chart(fig, key=keys.VW_NORMS)
     st.markdown(t("reading.value.table"))
     table = survival_table(run.tokens, weights, norms, first_token=is_decoder(run))

@@ -64,6 +64,19 @@ VALUES_MAX_SIDE = 20              # numbers in the cells up to 20 × 20 (show_va
 GRID_VALUES_MAX_SIDE = 6          # the same, for one facet of heads_grid
 GRID_OVERLAY_MAX_CELLS = 64 * 64  # heads_grid facets above this skip the "masked" hover trace
 GRID_MAX_SIDE = 128               # heads_grid facets with more tokens are pooled to this size
+# Every tick label is shown while the labels fit the chart at the narrowest page the app is
+# made for, a 1024-px window with the sidebar open: there a chart across the page is 564 px
+# wide, one of two side by side 274 px (measured in Chromium); the y labels and the colour bar
+# take about 160 px of it. A label stood upright needs LABEL_PX (a CJK character at plotly's
+# 12 px), SMALL_LABEL_PX at SMALL_FONT; more labels than fit even small are thinned to every
+# k-th, which the axis title says (the hover still names each cell).
+NARROW_WIDTH = 564
+HALF_WIDTH = 274
+AXIS_PX = 160
+LABEL_PX = 14
+SMALL_LABEL_PX = 11
+SMALL_FONT = 10
+CHAR_PX = 7                       # a character of a label written across, on average
 FLOAT64_MAX_CELLS = 400           # larger matrices are sent as float32
 # a relative scale's colour c (0–1) is sent as the byte 1 + round(c · COLOUR_LEVELS): 1–250,
 # never 255, whose base64 is "////", which plotly's JSON escapes to 24 bytes (\\u002f each)
@@ -86,7 +99,8 @@ _CELL_FORMAT = {"signed": ".3~g", "weights": ".2f"}       # d3-format of the num
 def heatmap(array2d, *, row_labels, col_labels, title: str = "", kind: str = "signed",
             masked=None, row_title: str | None = None, col_title: str | None = None,
             show_values: bool | None = None, weight_scale: str = "fixed",
-            value_name: str | None = None, max_bytes: int = FIGURE_MAX_BYTES) -> go.Figure:
+            value_name: str | None = None, max_bytes: int = FIGURE_MAX_BYTES,
+            width: int = NARROW_WIDTH) -> go.Figure:
     """A heatmap of one matrix that reads like a table.
 
     Parameters
@@ -124,6 +138,10 @@ def heatmap(array2d, *, row_labels, col_labels, title: str = "", kind: str = "si
         its largest weight, or its value farthest from 0; a subtitle says so and the hover
         names the block's positions. Default FIGURE_MAX_BYTES: two maps side by side fit a
         page (PAGE_MAX_BYTES, 3 MB).
+    width : int
+        The chart's width in pixels on the narrowest page (NARROW_WIDTH across the page,
+        HALF_WIDTH for one of two side by side): every column label is shown while they fit
+        it, else every k-th, and the axis title says so.
 
     Returns
     -------
@@ -144,12 +162,13 @@ def heatmap(array2d, *, row_labels, col_labels, title: str = "", kind: str = "si
     return _heatmap(array2d, row_labels=row_labels, col_labels=col_labels, title=title,
                     kind=kind, masked=masked, row_title=row_title, col_title=col_title,
                     show_values=show_values, weight_scale=weight_scale, value_name=value_name,
-                    max_bytes=max_bytes)[0]
+                    max_bytes=max_bytes, width=width)[0]
 
 
 def _heatmap(array2d, *, row_labels, col_labels, title: str, kind: str, masked, row_title: str,
              col_title: str, show_values: bool | None, weight_scale: str,
-             value_name: str | None, max_bytes: int, row_breaks=(), col_breaks=()):
+             value_name: str | None, max_bytes: int, row_breaks=(), col_breaks=(),
+             width: int = NARROW_WIDTH):
     """:func:`heatmap`, and the (start, stop) positions each drawn row and column covers (one
     each, unless pooled), for builders that draw on the axes. Pooled blocks never straddle a
     break (a position where a new group starts)."""
@@ -199,8 +218,9 @@ def _heatmap(array2d, *, row_labels, col_labels, title: str, kind: str, masked, 
             fig.update_layout(title=dict(text=title))
         if m is not None:
             fig.update_layout(plot_bgcolor=MASKED_COLOR)
-        _category_axis(fig.layout.xaxis, k, c_title)
-        _category_axis(fig.layout.yaxis, r, r_title, top_down=True)
+        _category_axis(fig.layout.xaxis, k, c_title, plot_px=width - AXIS_PX)
+        _category_axis(fig.layout.yaxis, r, r_title, top_down=True,
+                       plot_px=_height(a.shape[0]) - (90 if blocks.pooled else 60) - 80)
         return fig
 
     # masked cells: the grey overlay (hover "masked (−∞)") if it fits, else gaps over the grey
@@ -367,8 +387,12 @@ def _grid_figure(h: int, max_cols: int, values, levels, true, masks, rows, cols,
     masked_level = levels is not None and masks is not None and masks.any() and not overlay
     if show_values is None:
         show_values = max(n_rows, n_cols) <= GRID_VALUES_MAX_SIDE
-    grid_rows = -(-h // max_cols)
+    # no more facets side by side than leave every column label room (LABEL_PX each) on the
+    # narrowest page: 15 tokens make 2 columns, not 4 facets with every other label
+    fit_cols = max(1, int((NARROW_WIDTH - AXIS_PX + 10) // (SMALL_LABEL_PX * n_cols + 10)))
+    grid_rows = -(-h // min(max_cols, fit_cols))
     grid_cols = -(-h // grid_rows)
+    facet_px = (NARROW_WIDTH - AXIS_PX) / grid_cols - 10
     fig = make_subplots(rows=grid_rows, cols=grid_cols,
                         subplot_titles=[t("figure.head", head=i) for i in range(h)],
                         horizontal_spacing=min(0.04, 1 / max(grid_cols - 1, 1) - 1e-6),
@@ -391,9 +415,11 @@ def _grid_figure(h: int, max_cols: int, values, levels, true, masks, rows, cols,
             fig.add_trace(tr, row=r + 1, col=c + 1)
         last_in_column = i + grid_cols >= h
         _category_axis(fig.get_subplot(r + 1, c + 1).xaxis, cols,
-                       axes[1] if last_in_column else None, ticklabels=last_in_column)
+                       axes[1] if last_in_column else None, ticklabels=last_in_column,
+                       plot_px=facet_px)
         _category_axis(fig.get_subplot(r + 1, c + 1).yaxis, rows,
-                       axes[0] if c == 0 else None, top_down=True, ticklabels=c == 0)
+                       axes[0] if c == 0 else None, top_down=True, ticklabels=c == 0,
+                       plot_px=_facet_height(n_rows) - 40)
     # the title (and subtitle) at the top of the figure, the facets' "head h" titles below it
     top = 70 if subtitle is None else 95
     fig.update_layout(coloraxis=_coloraxis(kind, scale, masked_level),
@@ -483,7 +509,8 @@ def query_vector_figure(trace: AttentionTrace, query: int, *, head: int = 0, tok
         if kind == "signed":                  # room above and below for the bars' numbers
             fig.update_yaxes(range=_bars_range(values[~marked], show), row=r, col=1)
         _category_axis(fig.get_subplot(r, 1).xaxis, keys,
-                       t("figure.axis.key") if r == 3 else None, ticklabels=r == 3)
+                       t("figure.axis.key") if r == 3 else None, ticklabels=r == 3,
+                       plot_px=NARROW_WIDTH - 70)
     fig.update_yaxes(range=[0, 1], row=3, col=1)
     fig.update_yaxes(automargin=True, zeroline=True)         # "10" and "−2" are never cut
     fig.update_layout(showlegend=False, height=540, margin=dict(l=10, r=10, t=80, b=10),
@@ -813,17 +840,37 @@ def _colorbar(scale: str) -> dict:
 
 
 def _category_axis(axis, labels: list[str], title: str | None, *, top_down: bool = False,
-                   ticklabels: bool = True) -> None:
+                   ticklabels: bool = True, plot_px: float | None = None) -> None:
     """Labels as categories in the given order (never parsed as numbers or dates); for rows,
-    the first at the top."""
+    the first at the top. Every label is a tick (plotly would leave some out to avoid overlaps)
+    while they fit `plot_px` pixels at LABEL_PX each, or at SMALL_LABEL_PX in a smaller font;
+    beyond, every k-th, said in the title. Column labels that would not fit written across
+    are stood upright (left to plotly, they turned only after the title was placed)."""
+    ticks = [_esc(s) for s in unique([html.unescape(s) for s in labels], TICK_CHARS)]
+    step, small = labels_step(len(labels), plot_px) if ticklabels else (1, False)
+    if title and step > 1:
+        title = t("figure.axis.thinned", axis=title, step=step)
     axis.update(type="category", categoryorder="array", categoryarray=labels,
                 showticklabels=ticklabels, showgrid=False, zeroline=False, automargin=True,
                 title=dict(text=_esc(title) if title else None))
-    ticks = [_esc(s) for s in unique([html.unescape(s) for s in labels], TICK_CHARS)]
-    if ticklabels and ticks != labels:        # long labels: cut on the axis, longer in hover
-        axis.update(tickmode="array", tickvals=labels, ticktext=ticks)
+    if ticklabels:                  # long labels: cut on the axis, longer in hover
+        axis.update(tickmode="array", tickvals=labels[::step], ticktext=ticks[::step])
+        if small:
+            axis.update(tickfont=dict(size=SMALL_FONT))
+        across = sum(CHAR_PX * len(html.unescape(s)) + 6 for s in ticks[::step])
+        if not top_down and plot_px is not None and across > plot_px:
+            axis.update(tickangle=90)
     if top_down:
         axis.update(autorange="reversed")
+
+
+def labels_step(n: int, plot_px: float | None) -> tuple[int, bool]:
+    """(every how many labels one is shown on an axis `plot_px` long, whether in the small
+    font): (1, False) while all n fit at LABEL_PX, (1, True) at SMALL_LABEL_PX, else (k, True)."""
+    if plot_px is None or n <= plot_px // LABEL_PX:
+        return 1, False
+    fit = max(1, int(plot_px // SMALL_LABEL_PX))
+    return -(-n // fit), True
 
 
 def _height(n_rows: int) -> int:

@@ -13,22 +13,26 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import t
-from attnviz.plot.figures import FIGURE_MAX_BYTES, _esc, _labels, heatmap
+from attnviz.plot.figures import (FIGURE_MAX_BYTES, NARROW_WIDTH, _category_axis, _esc, _labels,
+                                  heatmap)
 
 BAR_HEIGHT = 300
+BAR_AXIS_PX = 70            # a bar chart's y labels and title: the rest of its width is bars
 NORM_NAME = "‖αf(x)‖"
 
 
 def scaled_heatmap(array2d, *, row_labels, col_labels, title: str, value_name: str,
                    row_title: str | None = None, col_title: str | None = None,
-                   top: float | None = None, max_bytes: int = FIGURE_MAX_BYTES) -> go.Figure:
+                   top: float | None = None, max_bytes: int = FIGURE_MAX_BYTES,
+                   width: int = NARROW_WIDTH) -> go.Figure:
     """A heatmap of non-negative numbers on a sequential scale from 0 to `top` (default: the
     largest number), which the colour bar names ("‖αf(x)‖, 0–0.83"); hover shows the value.
 
     array2d (rows, cols); value_name: what a cell is, in the hover and on the colour bar;
     max_bytes: the figure's byte budget (as in attnviz.plot.figures.heatmap: a larger map is pooled
     into blocks, each showing its largest number). row_title, col_title: default "query" and
-    "key" in the active language."""
+    "key" in the active language. width: as in heatmap (HALF_WIDTH for one of two side by
+    side)."""
     a = np.asarray(array2d)
     a = a if np.issubdtype(a.dtype, np.floating) else a.astype(np.float64)
     top = float(np.nanmax(a)) if top is None else float(top)
@@ -36,21 +40,23 @@ def scaled_heatmap(array2d, *, row_labels, col_labels, title: str, value_name: s
     name = _esc(value_name)
     fig = heatmap(a, row_labels=row_labels, col_labels=col_labels, title=title,
                   kind="weights", row_title=row_title, col_title=col_title, show_values=False,
-                  value_name=name, max_bytes=max_bytes)
+                  value_name=name, max_bytes=max_bytes, width=width)
     fig.update_traces(selector=dict(type="heatmap"), zmin=0.0, zmax=top,
                       colorbar=dict(title=dict(text=f"{name}<br>0–{top:.3g}", side="top")))
     return fig
 
 
-def norms_heatmap(norms2d, tokens, *, title: str = "",
-                  max_bytes: int = FIGURE_MAX_BYTES) -> go.Figure:
+def norms_heatmap(norms2d, tokens, *, title: str = "", max_bytes: int = FIGURE_MAX_BYTES,
+                  width: int = NARROW_WIDTH) -> go.Figure:
     """‖α_ij f(x_j)‖ of one head (n, n), on its own 0…max scale (Kobayashi et al. 2020)."""
     return scaled_heatmap(norms2d, row_labels=tokens, col_labels=tokens, title=title,
-                          value_name=NORM_NAME, max_bytes=max_bytes)
+                          value_name=NORM_NAME, max_bytes=max_bytes, width=width)
 
 
-def token_bars(values, tokens, *, title: str, value_name: str) -> go.Figure:
-    """One row over the keys as bars (n,): e.g. where one token's information came from."""
+def token_bars(values, tokens, *, title: str, value_name: str,
+               width: int = NARROW_WIDTH) -> go.Figure:
+    """One row over the keys as bars (n,): e.g. where one token's information came from.
+    width: as in heatmap (HALF_WIDTH for one of two side by side)."""
     v = np.asarray(values, dtype=np.float64)
     keys = _labels(tokens, len(v), "tokens")
     key = _esc(t("figure.axis.key"))
@@ -60,9 +66,10 @@ def token_bars(values, tokens, *, title: str, value_name: str) -> go.Figure:
     fig.update_layout(title=dict(text=title), height=BAR_HEIGHT, showlegend=False,
                       margin=dict(l=10, r=10, t=60, b=10),
                       yaxis=dict(title=dict(text=_esc(value_name)), rangemode="tozero",
-                                 automargin=True),
-                      xaxis=dict(type="category", categoryorder="array", categoryarray=keys,
-                                 automargin=True, title=dict(text=key)))
+                                 automargin=True))
+    # no axis title under the bars: in a narrow column, with upright labels, the browser drew
+    # it over them (issue 27.5); the bars stand on their tokens and the hover says "key"
+    _category_axis(fig.layout.xaxis, keys, None, plot_px=width - BAR_AXIS_PX)
     return fig
 
 
