@@ -18,10 +18,9 @@ from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats
                                   detection_pattern, detection_scores, head_stats,
                                   is_punctuation, shares_on_keys)
 from attnviz.i18n import languages, render, t, use_language
-from attnviz.models.decoder import MODEL_NAME as DECODER_NAME
+from attnviz.models import registry
 from attnviz.models.decoder import DecoderModel, DecoderRun
-from attnviz.models.pretrained import MIN_TOKENS, MODEL_NAME as ENCODER_NAME
-from attnviz.models.pretrained import PretrainedModel, PretrainedTrace, cached_run
+from attnviz.models.pretrained import MIN_TOKENS, PretrainedModel, PretrainedTrace, cached_run
 from attnviz.plot import budget, figures, reading_figures
 
 RANKING_MAX_TOKENS = 64       # the ablation view reads at most this many tokens of each text
@@ -57,31 +56,32 @@ _REPEATED = SizedCache(max_bytes=16 * 2**20, max_entries=4,
                        size_of=lambda found: _run_bytes(found[1]))
 
 
+def chosen_model() -> registry.ModelEntry:
+    """The sidebar's pretrained model (Settings.model): its entry, which the views ask what
+    the model is and has."""
+    return Settings.from_mapping(st.session_state).model_entry
+
+
 def model_name() -> str:
-    """The sidebar's pretrained model: "minilm" or "smollm2"."""
-    return Settings.from_mapping(st.session_state).model
-
-
-def is_decoder(run) -> bool:
-    return isinstance(run, DecoderRun)
+    """The sidebar's pretrained model's name (registry.NAMES): a key of the shared figures."""
+    return chosen_model().name
 
 
 # ---- the page's run ----------------------------------------------------------------------------
 
 def shown_name() -> str:
     """The sidebar's pretrained model's full name, as the page's errors say it."""
-    return DECODER_NAME if model_name() == "smollm2" else ENCODER_NAME
+    return chosen_model().shown
 
 
 def load() -> PretrainedTrace | DecoderRun:
     """The sidebar's model run on the sidebar's sentence (its token limit; SmolLM2 at most
     DECODER_MAX_TOKENS), with a spinner (and SmolLM2's progress indicator while it loads); on
     bad input shows the error and stops the page."""
-    model = model_name()
     name = shown_name()
     text, limit = pretrained_view.sentence_and_limit()
     try:
-        if model != "smollm2":
+        if not chosen_model().causal:
             with st.spinner(t("reading.loading", model=name)):
                 PretrainedModel.load()
                 return cached_run(text, limit)
@@ -117,7 +117,7 @@ def draw_tab(draw, run) -> None:
 def token_list(run) -> None:
     """The tokens in one row, what they are, and what was cut."""
     st.markdown(token_line(run.tokens))
-    if is_decoder(run):
+    if chosen_model().causal:
         st.caption(t("reading.tokens.decoder", count=len(run.tokens)))
         if run.truncated:
             st.info(t("reading.notice.decoder", total=run.total, limit=len(run.ids)))
@@ -163,7 +163,7 @@ def _number_columns(labels: dict[str, str], fmt: str = "%.3f") -> dict:
 
 def rollout_tab(run) -> None:
     st.caption(t("reading.rollout.caption"))
-    if is_decoder(run):
+    if chosen_model().causal:
         st.caption(t("reading.rollout.causal"))
     layers = run.attentions.shape[0]
     layer = _pick("reading.after_layer", layers, keys.RO_LAYER, "reading.layer")
@@ -175,20 +175,20 @@ def rollout_tab(run) -> None:
     rollout = attention_rollout(run.attentions, residual=residual)      # (L, n, n)
     raw = run.attentions[layer].mean(axis=0)                             # (n, n)
     each = budget.share(2)                      # two maps, and two bar charts below them
-    model = model_name()
+    name = model_name()
     left, right = st.columns(2)
     with left:
         fig = pretrained_view.shared_figure("rollout", lambda: figures.heatmap(
             rollout[layer], row_labels=tokens, col_labels=tokens, kind="weights",
             title=t("reading.rollout.title", layer=layer),
             col_title=t("reading.rollout.input_token"), weight_scale=scale, max_bytes=each),
-            model, layer, residual, scale)
+            name, layer, residual, scale)
         widgets.chart(fig, key=keys.RO_ROLLOUT)
     with right:
         fig = pretrained_view.shared_figure("rollout_raw", lambda: figures.heatmap(
             raw, row_labels=tokens, col_labels=tokens, kind="weights",
             title=t("reading.rollout.raw_title", layer=layer), weight_scale=scale,
-            max_bytes=each), model, layer, scale)
+            max_bytes=each), name, layer, scale)
         widgets.chart(fig, key=keys.RO_RAW)
     token = _pick_token(run, keys.RO_TOKEN, t("reading.rollout.token"))
     left, right = st.columns(2)
@@ -207,7 +207,7 @@ def rollout_tab(run) -> None:
 # ---- value-weighted ----------------------------------------------------------------------------
 
 def value_weighted_tab(run) -> None:
-    st.caption(t("reading.value.caption_decoder" if is_decoder(run)
+    st.caption(t("reading.value.caption_decoder" if chosen_model().causal
                  else "reading.value.caption"))
     layers, heads = run.attentions.shape[:2]
     layer = _pick("reading.layer_label", layers, keys.VW_LAYER, "reading.layer")
@@ -215,21 +215,22 @@ def value_weighted_tab(run) -> None:
     weights, norms = run.attentions[layer, head], run.value_norms[layer, head]   # (n, n)
     scale = scales.weight_scale_picker(len(run.tokens))
     each = budget.share(2)
-    model = model_name()
+    name = model_name()
     left, right = st.columns(2)
     with left:
         fig = pretrained_view.shared_figure("vw_weights", lambda: figures.heatmap(
             weights, row_labels=run.tokens, col_labels=run.tokens, kind="weights",
             title=t("reading.value.weights_title", layer=layer, head=head), weight_scale=scale,
-            max_bytes=each), model, layer, head, scale)
+            max_bytes=each), name, layer, head, scale)
         widgets.chart(fig, key=keys.VW_WEIGHTS)
     with right:
         fig = pretrained_view.shared_figure("vw_norms", lambda: reading_figures.norms_heatmap(
             norms, run.tokens, title=t("reading.value.norms_title", layer=layer, head=head),
-            max_bytes=each), model, layer, head)
+            max_bytes=each), name, layer, head)
         widgets.chart(fig, key=keys.VW_NORMS)
     st.markdown(t("reading.value.table"))
-    table = survival_table(run.tokens, weights, norms, first_token=is_decoder(run))
+    table = survival_table(run.tokens, weights, norms,
+                           first_token=chosen_model().supports(registry.SINK))
     st.dataframe(table, hide_index=True, key=keys.VW_TABLE,
                  column_config={"keys": st.column_config.TextColumn(t("reading.value.keys")),
                                 "count": st.column_config.NumberColumn(
@@ -302,14 +303,14 @@ def decoder_stats_table(run: DecoderRun) -> pd.DataFrame:
 
 
 def head_stats_tab(run) -> None:
-    decoder = is_decoder(run)
+    causal = chosen_model().supports(registry.SINK)   # the first token, the sink; no [CLS]/[SEP]
     n = len(run.tokens)
-    st.caption(t("reading.stats.caption_decoder" if decoder else "reading.stats.caption",
+    st.caption(t("reading.stats.caption_decoder" if causal else "reading.stats.caption",
                  n=n, uniform=f"{np.log2(n):.2f}"))
     layers, heads = run.attentions.shape[:2]
     st.session_state[keys.HS_HEADS] = heads
-    columns = DECODER_STATS if decoder else STATS_COLUMNS
-    if decoder:
+    columns = DECODER_STATS if causal else STATS_COLUMNS
+    if causal:
         table = decoder_stats_table(run)
         text, _ = repeated_sequence(DecoderModel.load())
         with st.expander(t("reading.stats.detector.expander")):
@@ -400,9 +401,17 @@ def _other_default() -> None:
 
 
 def ablation_tab(run) -> None:
-    if is_decoder(run):
+    """Heads switched off: what the next token loses (a language model), or the sentence
+    embedding (an encoder)."""
+    if chosen_model().supports(registry.NEXT_TOKEN):
         decoder_ablation(run)
-        return
+    elif chosen_model().supports(registry.EMBEDDING):
+        embedding_ablation(run)
+
+
+def embedding_ablation(run: PretrainedTrace) -> None:
+    """Ablation on the encoder: heads switched off, the sentence embedding's similarity to
+    another sentence's (the model's own sentence-transformers use)."""
     st.caption(t("reading.ablation.caption"))
     text_a, _ = pretrained_view.sentence_and_limit()
     limit = ablation_limit()
