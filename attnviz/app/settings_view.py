@@ -316,12 +316,16 @@ def _pretrained_in_use(s: Settings) -> InUse:
     if not entry.causal:
         return InUse(None, None, None, s.scaled, d_model_fixed=own, heads_fixed=own,
                      kv_fixed=own, rope=False, rope_fixed=own)
-    c = entry.sizes()                                     # the model not loaded
-    return InUse(c.d_model, c.num_heads, c.d_k, True, d_model_fixed=own, heads_fixed=own,
-                 scale_fixed=own, causal=True,
+    fixed = dict(d_model_fixed=own, heads_fixed=own, scale_fixed=own, causal=True,
                  causal_fixed=Message("in_use.decoder.causal", model=entry.shown),
-                 kv_heads=c.num_kv_heads, kv_fixed=own, rope=c.rope_base is not None,
-                 rope_base=None if c.rope_base is None else int(c.rope_base), rope_fixed=own)
+                 kv_fixed=own, rope_fixed=own)
+    try:
+        c = entry.sizes()                                 # the model not loaded
+    except AttnvizInputError:                 # not installed: the page says so
+        return InUse(None, None, None, True, **fixed)
+    return InUse(c.d_model, c.num_heads, c.d_k, True, kv_heads=c.num_kv_heads,
+                 rope=c.rope_base is not None,
+                 rope_base=None if c.rope_base is None else int(c.rope_base), **fixed)
 
 
 def _preset_in_use(p: Preset) -> InUse:
@@ -472,7 +476,7 @@ def _build_encoder(view: View, edits: dict) -> None:
     from attnviz.models.pretrained import cached_run
 
     s = view.settings
-    run = cached_run(s.sentence, s.max_tokens)
+    run = cached_run(s.sentence, s.max_tokens, s.model_entry.load())
     if run.notice:
         view.notices.append(run.notice)
     layer = run.traces[s.layer]
@@ -498,7 +502,7 @@ def _build_decoder(view: View, edits: dict) -> None:
     from attnviz.app.decoder_runs import cached_decoder_run
 
     s = view.settings
-    run = cached_decoder_run(s.sentence, s.max_tokens)
+    run = cached_decoder_run(s.sentence, s.max_tokens, s.model_entry.load())
     if run.truncated:
         view.notices.append(Message("decoder.truncated", total=run.total, shown=len(run.ids)))
     layer = run.trace(s.layer)

@@ -50,7 +50,7 @@ def view_or_stop(*, editor: bool = False) -> View:
     if s.mode == Mode.PRETRAINED and s.model_entry.causal:
         from attnviz.app import model_loading
 
-        model_loading.decoder()
+        model_loading.decoder(s.model_entry)
     view = state.current_view()
     if not show_status(view):
         if view.error.msg_id == NO_TOY_RUN:

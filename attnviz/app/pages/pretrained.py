@@ -23,7 +23,7 @@ def render() -> None:
     st.title(t("pretrained.title"))
     entry = Settings.from_mapping(st.session_state).model_entry
     if entry.causal:                     # a causal model's tokens, mask and K/V heads
-        decoder_page.render(TABS)
+        decoder_page.render(entry, TABS)
         return
     st.caption(t(f"pretrained.caption.{entry.name}"))
 
