@@ -88,7 +88,8 @@ def test_a_cached_run_is_measured_with_its_stacked_attentions():
 
     run = pretrained.cached_run("measured whole, attentions and all", 32)
     assert "attentions" in vars(run)                     # made before it was stored
-    key = ("measured whole, attentions and all", 32)
+    key = (str(pretrained.PretrainedModel.load().path), "measured whole, attentions and all",
+           32)
     assert pretrained._RUNS._sizes[key] == pretrained._run_size(run) + key_bytes(key)
     assert pretrained._run_size(run) >= run.attentions.nbytes
 

@@ -1,6 +1,7 @@
-"""The Pretrained model page with the decoder SmolLM2-135M-Instruct chosen: its tokens as readable
-pieces, a note on its causal mask and its shared key/value heads, and the page's three views —
-one head, every layer and head (30 × 9), one layer's heads as lines between tokens."""
+"""The Pretrained model page with a causal model chosen (the decoder SmolLM2-135M-Instruct): its
+tokens as readable pieces, a note on its causal mask and its shared key/value heads, and the
+page's three views — one head, every layer and head (30 × 9), one layer's heads as lines between
+tokens."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import streamlit as st
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.models.decoder import MODEL_NAME, DecoderRun
+from attnviz.models.decoder import DecoderRun
+from attnviz.models.registry import ModelEntry
 from attnviz.plot import budget, figures, model_figures
 from attnviz.app.decoder_runs import cached_decoder_run
 from attnviz.app.pretrained_view import (ModelRun, keep_in_range, keep_tab, pick_heads,
@@ -24,11 +26,12 @@ MODEL_VIEW_SIDES = (128, 64, 32, 16)
 MODEL_VIEW_MAX_BYTES = budget.PAGE_MAX_BYTES - budget.SMALL_CHARTS_BYTES
 
 
-def render(tabs: list[str]) -> None:
-    """The page's body below its title; `tabs` the views' message ids, in order."""
-    st.caption(t("decoder.caption", model=MODEL_NAME))
-    run = load()
-    model = model_loading.decoder()
+def render(entry: ModelEntry, tabs: list[str]) -> None:
+    """The page's body below its title for the model of `entry`; `tabs` the views' message
+    ids, in order."""
+    st.caption(t(f"pretrained.caption.{entry.name}"))
+    run = load(entry)
+    model = model_loading.decoder(entry)
     if run.truncated:
         st.info(t("decoder.truncated", total=run.total, shown=len(run.ids)))
     st.subheader(t("pretrained.tokens", count=len(run.ids)))
@@ -97,15 +100,15 @@ def _layer_name(layer: int) -> str:
     return t("pretrained.pick.layer.option", number=layer)
 
 
-def load() -> DecoderRun:
-    """The decoder run on the sidebar's sentence and token limit, with the model's progress
+def load(entry: ModelEntry) -> DecoderRun:
+    """The model's run on the sidebar's sentence and token limit, with the model's progress
     indicator while it loads (model_loading) and a spinner while it runs; a problem is shown in
     the page, which stops there."""
     state.init()
-    model_loading.decoder()
+    model = model_loading.decoder(entry)
     try:
-        with st.spinner(t("pretrained.running", model=MODEL_NAME)):
-            return cached_decoder_run(*sentence_and_limit())
+        with st.spinner(t("pretrained.running", model=entry.shown)):
+            return cached_decoder_run(*sentence_and_limit(), model)
     except AttnvizInputError as exc:
         st.error(t("pretrained.cannot_run", error=literal(exc)))
     st.stop()

@@ -1,6 +1,6 @@
-"""SmolLM2's runs as the app's pages share them: one run per text and token limit, kept for
-recent texts, every session and page reading the same one. No streamlit (settings_view builds
-the Pretrained model input's view from it)."""
+"""A causal model's runs (SmolLM2's) as the app's pages share them: one run per model, text and
+token limit, kept for recent texts, every session and page reading the same one. No streamlit
+(settings_view builds the Pretrained model input's view from it)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ def _run_size(run: DecoderRun) -> int:
 _RUNS = SizedCache(RUNS_MAX_BYTES, RUNS_MAX_ENTRIES, size_of=_run_size)
 
 
-def cached_decoder_run(text: str, max_tokens: int) -> DecoderRun:
-    """``DecoderModel.load().run(text, max_tokens)`` (the limit within 1 … 512), computed once
-    for every page and session asking for it."""
+def cached_decoder_run(text: str, max_tokens: int, model: DecoderModel | None = None
+                       ) -> DecoderRun:
+    """``model.run(text, max_tokens)`` (default: ``DecoderModel.load()``; the limit within
+    1 … 512), computed once for every page and session asking for it."""
+    m = model if model is not None else DecoderModel.load()
     limit = max(1, min(int(max_tokens), MAX_TOKENS))
-    return _RUNS.get((text, limit), lambda: DecoderModel.load().run(text, limit))
+    return _RUNS.get((str(m.path), text, limit), lambda: m.run(text, limit))

@@ -10,7 +10,8 @@ import streamlit as st
 from attnviz.i18n import t
 from attnviz.core.modes import Mode
 from attnviz.plot import decoder_figures
-from attnviz.app.settings_view import DECODER, MODEL_NAMES, View
+from attnviz.app.settings_view import View
+from attnviz.models.registry import ModelEntry
 from attnviz.app import edits, keys, widgets
 
 ROTATION_STEPS = ("q", "k", "q_rotated", "k_rotated")
@@ -18,8 +19,10 @@ SHARED_STEPS = ("k", "v", "k_rotated")
 SHARED_MATRICES = ("w_k", "w_v", "b_k", "b_v")     # one slice per K/V head
 
 
-def is_decoder(view: View) -> bool:
-    return view.settings.mode == Mode.PRETRAINED and view.settings.model == DECODER
+def causal_model(view: View) -> ModelEntry | None:
+    """The causal pretrained model whose layer `view` shows (None: any other input)."""
+    s = view.settings
+    return s.model_entry if s.mode == Mode.PRETRAINED and s.model_entry.causal else None
 
 
 def step_notes(view: View, step: str, head: int) -> None:
@@ -36,8 +39,9 @@ def step_notes(view: View, step: str, head: int) -> None:
             key=keys.ROPE_ANGLES(step))
     if tr.kv_group > 1 and step in SHARED_STEPS:
         st.caption(sharing_caption(view, head))
-    if is_decoder(view) and step in ("masked_scores", "weights"):
-        st.caption(t("decoder_view.causal", model=MODEL_NAMES[DECODER]))
+    model = causal_model(view)
+    if model and step in ("masked_scores", "weights"):
+        st.caption(t("decoder_view.causal", model=model.shown))
 
 
 def sharing_caption(view: View, head: int) -> str:
@@ -61,8 +65,9 @@ def multihead_notes(view: View) -> None:
                       key=keys.MH_KV_SHARING)
     if tr.rope_base is not None:
         st.caption(t("decoder_view.rotated", base=f"{tr.rope_base:g}"))
-    if is_decoder(view):
-        st.caption(t("decoder_view.causal", model=MODEL_NAMES[DECODER]))
+    model = causal_model(view)
+    if model:
+        st.caption(t("decoder_view.causal", model=model.shown))
 
 
 def matrix_head(view: View, name: str, head: int | None) -> int | None:

@@ -20,7 +20,8 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import Message, languages, t
 from attnviz.core.inputs import MAX_TOKENS, parse_matrix
 from attnviz.describe.labels import cut
-from attnviz.app.settings_view import BOUNDS, MAX_D_MODEL, TOY_MODE, Settings, weights_signature
+from attnviz.app.settings_view import (MAX_D_MODEL, TOY_MODE, Settings, bounds,
+                                       weights_signature)
 from attnviz.app import language
 from attnviz.app.text import MAX_TEXT_CHARS, drop_invisible, literal
 
@@ -105,11 +106,14 @@ def read_once() -> None:
 def _layer_of_model(s: Settings, params: dict, notices: list) -> None:
     """A link's layer beyond its model's layers (layer=20 with MiniLM's 6) is the model's
     last, with a notice."""
-    from attnviz.app.settings_view import MODEL_NAMES, layer_bounds
+    from attnviz.app.settings_view import layer_bounds
 
-    low, high = layer_bounds(s.model)
+    found = layer_bounds(s.model)
+    if found is None:                    # not installed: the page that runs it says so
+        return
+    low, high = found
     if keys.LAYER in params and not low <= s.layer <= high:
-        notices.append(Message("link.layer_of_model", layer=s.layer, model=MODEL_NAMES[s.model],
+        notices.append(Message("link.layer_of_model", layer=s.layer, model=s.model_entry.shown,
                                high=high))
         st.session_state[keys.LAYER] = high if s.layer > high else low
 
@@ -132,7 +136,7 @@ def _clamped(name: str, raw: str, value, notices: list[str], default=0):
     """`value` within its setting's bounds (a page's pick: at least 0, or its default when that
     is below, as "every token" is; or its page's bounds), with a notice when it had to move."""
     floor = min(0, default) if isinstance(default, int) else 0
-    low, high = BOUNDS.get(name) or _page_bounds().get(name, (floor, None))
+    low, high = bounds(name) or _page_bounds().get(name, (floor, None))
     clamped = max(low, value) if high is None else min(max(low, value), high)
     if clamped != value:
         notices.append(Message("link.clamped", name=name, value=repr(raw[:40]), low=low,

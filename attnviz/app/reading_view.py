@@ -18,10 +18,9 @@ from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats
                                   detection_pattern, detection_scores, head_stats,
                                   is_punctuation, shares_on_keys)
 from attnviz.i18n import languages, render, t, use_language
-from attnviz.models.decoder import MODEL_NAME as DECODER_NAME
+from attnviz.models import registry
 from attnviz.models.decoder import DecoderModel, DecoderRun
-from attnviz.models.pretrained import MIN_TOKENS, MODEL_NAME as ENCODER_NAME
-from attnviz.models.pretrained import PretrainedModel, PretrainedTrace, cached_run
+from attnviz.models.pretrained import MIN_TOKENS, PretrainedTrace, cached_run
 from attnviz.plot import budget, figures, reading_figures
 
 RANKING_MAX_TOKENS = 64       # the ablation view reads at most this many tokens of each text
@@ -38,7 +37,8 @@ DECODER_STATS = ("entropy", "max_weight", "sink", "on_self", "on_prev", "previou
 SURVIVAL = ("share of weight", "share of ‖αf(x)‖", "survives")   # its columns' data names
 NO_RATIO = "—"              # "survives" of a group that takes no weight: no ratio to show
 
-# Rankings, embeddings and decoder runs are the same for every learner on the same texts.
+# Rankings, embeddings and decoder runs are the same for every learner on the same model and
+# texts (each key starts with the model's name).
 _RANKINGS = SizedCache(max_bytes=8 * 2**20, max_entries=64,
                        size_of=lambda table: int(table.memory_usage(index=True).sum()))
 _EMBEDDINGS = SizedCache(max_bytes=16 * 2**20, max_entries=256)
@@ -57,41 +57,43 @@ _REPEATED = SizedCache(max_bytes=16 * 2**20, max_entries=4,
                        size_of=lambda found: _run_bytes(found[1]))
 
 
+def chosen_model() -> registry.ModelEntry:
+    """The sidebar's pretrained model (Settings.model): its entry, which the views ask what
+    the model is and has, and which loads it."""
+    return pretrained_view.chosen_model()
+
+
 def model_name() -> str:
-    """The sidebar's pretrained model: "minilm" or "smollm2"."""
-    return Settings.from_mapping(st.session_state).model
-
-
-def is_decoder(run) -> bool:
-    return isinstance(run, DecoderRun)
+    """The sidebar's pretrained model's name (registry.NAMES)."""
+    return chosen_model().name
 
 
 # ---- the page's run ----------------------------------------------------------------------------
 
 def shown_name() -> str:
     """The sidebar's pretrained model's full name, as the page's errors say it."""
-    return DECODER_NAME if model_name() == "smollm2" else ENCODER_NAME
+    return chosen_model().shown
 
 
 def load() -> PretrainedTrace | DecoderRun:
     """The sidebar's model run on the sidebar's sentence (its token limit; SmolLM2 at most
     DECODER_MAX_TOKENS), with a spinner (and SmolLM2's progress indicator while it loads); on
     bad input shows the error and stops the page."""
-    model = model_name()
-    name = shown_name()
+    entry = chosen_model()
+    name = entry.shown
     text, limit = pretrained_view.sentence_and_limit()
     try:
-        if model != "smollm2":
+        if not entry.causal:
             with st.spinner(t("reading.loading", model=name)):
-                PretrainedModel.load()
-                return cached_run(text, limit)
+                return cached_run(text, limit, entry.load())
         if not text:                     # the decoder has no [CLS]/[SEP]: nothing to read
             st.info(t("reading.empty_decoder", model=name))
             st.stop()
-        m = model_loading.decoder()
+        m = model_loading.decoder(entry)
         limit = min(limit, DECODER_MAX_TOKENS)
         with st.spinner(t("reading.loading", model=name)):
-            return _DECODER_RUNS.get((text, limit), lambda: _decoder_run(m, text, limit))
+            return _DECODER_RUNS.get((entry.name, text, limit),
+                                     lambda: _decoder_run(m, text, limit))
     except AttnvizInputError as exc:
         st.error(t("reading.error.run", model=name, error=literal(exc)))
         st.stop()
@@ -117,7 +119,7 @@ def draw_tab(draw, run) -> None:
 def token_list(run) -> None:
     """The tokens in one row, what they are, and what was cut."""
     st.markdown(token_line(run.tokens))
-    if is_decoder(run):
+    if chosen_model().causal:
         st.caption(t("reading.tokens.decoder", count=len(run.tokens)))
         if run.truncated:
             st.info(t("reading.notice.decoder", total=run.total, limit=len(run.ids)))
@@ -163,7 +165,7 @@ def _number_columns(labels: dict[str, str], fmt: str = "%.3f") -> dict:
 
 def rollout_tab(run) -> None:
     st.caption(t("reading.rollout.caption"))
-    if is_decoder(run):
+    if chosen_model().causal:
         st.caption(t("reading.rollout.causal"))
     layers = run.attentions.shape[0]
     layer = _pick("reading.after_layer", layers, keys.RO_LAYER, "reading.layer")
@@ -175,20 +177,19 @@ def rollout_tab(run) -> None:
     rollout = attention_rollout(run.attentions, residual=residual)      # (L, n, n)
     raw = run.attentions[layer].mean(axis=0)                             # (n, n)
     each = budget.share(2)                      # two maps, and two bar charts below them
-    model = model_name()
     left, right = st.columns(2)
     with left:
         fig = pretrained_view.shared_figure("rollout", lambda: figures.heatmap(
             rollout[layer], row_labels=tokens, col_labels=tokens, kind="weights",
             title=t("reading.rollout.title", layer=layer),
             col_title=t("reading.rollout.input_token"), weight_scale=scale, max_bytes=each,
-            width=figures.HALF_WIDTH), model, layer, residual, scale)
+            width=figures.HALF_WIDTH), layer, residual, scale)
         widgets.chart(fig, key=keys.RO_ROLLOUT)
     with right:
         fig = pretrained_view.shared_figure("rollout_raw", lambda: figures.heatmap(
             raw, row_labels=tokens, col_labels=tokens, kind="weights",
             title=t("reading.rollout.raw_title", layer=layer), weight_scale=scale,
-            max_bytes=each, width=figures.HALF_WIDTH), model, layer, scale)
+            max_bytes=each, width=figures.HALF_WIDTH), layer, scale)
         widgets.chart(fig, key=keys.RO_RAW)
     token = _pick_token(run, keys.RO_TOKEN, t("reading.rollout.token"))
     left, right = st.columns(2)
@@ -208,7 +209,7 @@ def rollout_tab(run) -> None:
 # ---- value-weighted ----------------------------------------------------------------------------
 
 def value_weighted_tab(run) -> None:
-    st.caption(t("reading.value.caption_decoder" if is_decoder(run)
+    st.caption(t("reading.value.caption_decoder" if chosen_model().causal
                  else "reading.value.caption"))
     layers, heads = run.attentions.shape[:2]
     layer = _pick("reading.layer_label", layers, keys.VW_LAYER, "reading.layer")
@@ -216,21 +217,21 @@ def value_weighted_tab(run) -> None:
     weights, norms = run.attentions[layer, head], run.value_norms[layer, head]   # (n, n)
     scale = scales.weight_scale_picker(len(run.tokens))
     each = budget.share(2)
-    model = model_name()
     left, right = st.columns(2)
     with left:
         fig = pretrained_view.shared_figure("vw_weights", lambda: figures.heatmap(
             weights, row_labels=run.tokens, col_labels=run.tokens, kind="weights",
             title=t("reading.value.weights_title", layer=layer, head=head), weight_scale=scale,
-            max_bytes=each, width=figures.HALF_WIDTH), model, layer, head, scale)
+            max_bytes=each, width=figures.HALF_WIDTH), layer, head, scale)
         widgets.chart(fig, key=keys.VW_WEIGHTS)
     with right:
         fig = pretrained_view.shared_figure("vw_norms", lambda: reading_figures.norms_heatmap(
             norms, run.tokens, title=t("reading.value.norms_title", layer=layer, head=head),
-            max_bytes=each, width=figures.HALF_WIDTH), model, layer, head)
+            max_bytes=each, width=figures.HALF_WIDTH), layer, head)
         widgets.chart(fig, key=keys.VW_NORMS)
     st.markdown(t("reading.value.table"))
-    table = survival_table(run.tokens, weights, norms, first_token=is_decoder(run))
+    table = survival_table(run.tokens, weights, norms,
+                           first_token=chosen_model().supports(registry.SINK))
     st.dataframe(table, hide_index=True, key=keys.VW_TABLE,
                  column_config={"keys": st.column_config.TextColumn(t("reading.value.keys")),
                                 "count": st.column_config.NumberColumn(
@@ -288,14 +289,14 @@ def repeated_sequence(m: DecoderModel) -> tuple[str, DecoderRun]:
         text, _ = repeated_random_text(m)
         return text, m.run(text)
 
-    return _REPEATED.get("seed 0", compute)
+    return _REPEATED.get((str(m.path), "seed 0"), compute)
 
 
 def decoder_stats_table(run: DecoderRun) -> pd.DataFrame:
     """causal_head_stats of the run, and the head detector's three scores on the repeated
     random sequence, one row per head (layer-major)."""
     table = causal_head_stats(run.attentions)
-    _, repeated = repeated_sequence(DecoderModel.load())
+    _, repeated = repeated_sequence(chosen_model().load())
     for name in ("previous_token", "duplicate_token", "induction"):
         scores = detection_scores(repeated.attentions, detection_pattern(repeated.ids, name))
         table[name] = scores.ravel()
@@ -303,19 +304,20 @@ def decoder_stats_table(run: DecoderRun) -> pd.DataFrame:
 
 
 def head_stats_tab(run) -> None:
-    decoder = is_decoder(run)
+    causal = chosen_model().supports(registry.SINK)   # the first token, the sink; no [CLS]/[SEP]
     n = len(run.tokens)
-    st.caption(t("reading.stats.caption_decoder" if decoder else "reading.stats.caption",
+    st.caption(t("reading.stats.caption_decoder" if causal else "reading.stats.caption",
                  n=n, uniform=f"{np.log2(n):.2f}"))
     layers, heads = run.attentions.shape[:2]
     st.session_state[keys.HS_HEADS] = heads
-    columns = DECODER_STATS if decoder else STATS_COLUMNS
-    if decoder:
+    columns = DECODER_STATS if causal else STATS_COLUMNS
+    if causal:
         table = decoder_stats_table(run)
-        text, _ = repeated_sequence(DecoderModel.load())
+        m = chosen_model().load()
+        text, _ = repeated_sequence(m)
         with st.expander(t("reading.stats.detector.expander")):
             st.caption(t("reading.stats.detector.caption"))
-            st.markdown(token_line(DecoderModel.load().tokenize(text)))
+            st.markdown(token_line(m.tokenize(text)))
     else:
         table = head_stats(run.attentions, run.tokens)
     st.dataframe(table, hide_index=True, key=keys.HS_TABLE, on_select=_select_row,
@@ -334,7 +336,7 @@ def head_stats_tab(run) -> None:
         kind, top = "scaled", np.log2(n)
     fig = pretrained_view.shared_figure("hs_map", lambda: reading_figures.layers_heads_map(
         values, title=t(f"reading.stats.{column}"), value_name=t(f"reading.stats.{column}"),
-        kind=kind, top=top), model_name(), column)
+        kind=kind, top=top), column)
     widgets.chart(fig, key=keys.HS_MAP)
     layer = _pick("reading.layer_label", layers, keys.HS_LAYER, "reading.layer")
     head = _pick("reading.head_label", heads, keys.HS_HEAD, "reading.head")
@@ -345,9 +347,10 @@ def head_stats_tab(run) -> None:
 
 def _embed(text: str, mask: np.ndarray | None, limit: int) -> np.ndarray:
     """The embedding of the first `limit` tokens of `text`, with the heads of `mask` off."""
-    key = (text, None if mask is None else mask.tobytes(), limit)
-    return _EMBEDDINGS.get(key, lambda: PretrainedModel.load().embed(text, head_mask=mask,
-                                                                      max_tokens=limit))
+    entry = chosen_model()
+    key = (entry.name, text, None if mask is None else mask.tobytes(), limit)
+    return _EMBEDDINGS.get(key, lambda: entry.load().embed(text, head_mask=mask,
+                                                           max_tokens=limit))
 
 
 def head_mask(layers: int, heads: int) -> np.ndarray | None:
@@ -401,9 +404,17 @@ def _other_default() -> None:
 
 
 def ablation_tab(run) -> None:
-    if is_decoder(run):
+    """Heads switched off: what the next token loses (a language model), or the sentence
+    embedding (an encoder)."""
+    if chosen_model().supports(registry.NEXT_TOKEN):
         decoder_ablation(run)
-        return
+    elif chosen_model().supports(registry.EMBEDDING):
+        embedding_ablation(run)
+
+
+def embedding_ablation(run: PretrainedTrace) -> None:
+    """Ablation on the encoder: heads switched off, the sentence embedding's similarity to
+    another sentence's (the model's own sentence-transformers use)."""
     st.caption(t("reading.ablation.caption"))
     text_a, _ = pretrained_view.sentence_and_limit()
     limit = ablation_limit()
@@ -415,7 +426,7 @@ def ablation_tab(run) -> None:
     if not text_b.strip():
         st.info(t("reading.ablation.other.empty"))
         return
-    model = PretrainedModel.load()
+    model = chosen_model().load()
     st.markdown(token_line(model.tokenize(text_b, limit)))
     cut = sum(model.encode(text, limit).truncated for text in (text_a, text_b))
     st.caption(t("reading.ablation.limit", limit=limit, most=RANKING_MAX_TOKENS)
@@ -469,9 +480,9 @@ def ranking_section(text_a: str, text_b: str, limit: int) -> None:
     similarity most first, each text read up to `limit` tokens; computed once per pair of
     texts and limit for every learner."""
     st.subheader(t("reading.ranking.subheader"))
-    model = PretrainedModel.load()
+    model = chosen_model().load()
     st.caption(t("reading.ranking.caption", heads=model.num_layers * model.num_heads))
-    key = (text_a, text_b, limit)
+    key = (chosen_model().name, text_a, text_b, limit)
     clicked = st.button(t("reading.ranking.button"), key=keys.AB_RANK, icon=":material/sort:")
     if not (clicked or key in _RANKINGS):
         return
@@ -515,7 +526,7 @@ def decoder_ablation(run: DecoderRun) -> None:
     from attnviz.models.decoder_reading import logprobs_without_heads
 
     st.caption(t("reading.decoder_ablation.caption", count=len(run.ids)))
-    m = DecoderModel.load()
+    m = chosen_model().load()
     ids, logprobs = _targets(run)
     labels = {int(i): f"{m.piece_text(int(i))!r} ({np.exp(lp):.1%})"
               for i, lp in zip(ids, logprobs)}
@@ -529,7 +540,7 @@ def decoder_ablation(run: DecoderRun) -> None:
     mask = head_mask(m.num_layers, m.num_heads)
 
     def switched_off() -> list[tuple]:
-        off = _DECODER_ABLATED.get((run.ids.tobytes(), mask.tobytes()),
+        off = _DECODER_ABLATED.get((chosen_model().name, run.ids.tobytes(), mask.tobytes()),
                                    lambda: logprobs_without_heads(m, run, mask[None])[0])
         return [(t("reading.decoder_ablation.off.label"), f"{off[target]:.4f}",
                  f"{off[target] - full:+.4f}", t("reading.decoder_ablation.off.help")),
@@ -547,10 +558,10 @@ def decoder_ranking(run: DecoderRun, target: int, full: float) -> None:
     log p(target); computed once per text for every learner (every top-10 target kept)."""
     from attnviz.models.decoder_reading import single_head_logprobs
 
-    m = DecoderModel.load()
+    m = chosen_model().load()
     st.subheader(t("reading.decoder_ranking.subheader"))
     st.caption(t("reading.decoder_ranking.caption", heads=m.num_layers * m.num_heads))
-    key = run.ids.tobytes()
+    key = (chosen_model().name, run.ids.tobytes())
     clicked = st.button(t("reading.ranking.button"), key=keys.AB_RANK, icon=":material/sort:")
     if not (clicked or key in _DECODER_RANKINGS):
         return

