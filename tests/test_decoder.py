@@ -434,3 +434,25 @@ def test_import_attnviz_does_not_load_the_decoders_readers():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
     assert "DecoderModel" in dir(attnviz)
+
+
+def test_a_byte_token_after_the_start_of_its_character_is_read_as_that_character(
+        decoder, hf_decoder):
+    """piece_after (issue 27.4): a token that finishes a character begun in the tokens before
+    reads as that character and its part; one that starts a character keeps its bytes. The
+    characters come from transformers' tokenizer decoding the same ids."""
+    _, tokenizer = hf_decoder
+    gen = decoder.generate("中国的首都是", max_new_tokens=8)
+    finished = 0
+    for i, step in enumerate(gen.steps):
+        text_after = tokenizer.decode(gen.ids[:gen.prompt_length + i + 1].tolist())
+        if step.token.startswith("<0x") and not text_after.endswith("\ufffd"):
+            char = text_after[-1]                        # this token finished it
+            assert step.label.startswith(f"{char}[") and step.label.endswith("]"), step.label
+            part, parts = step.label[len(char) + 1:-1].split("/")
+            assert part == parts                         # its last part
+            assert step.top[0][0] == step.label or step.label in dict(step.top)
+            finished += 1
+        elif step.token.startswith("<0x"):
+            assert step.label == step.token              # not yet a character
+    assert finished >= 2                                 # 位, 美, 丽 end in byte tokens

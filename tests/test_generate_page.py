@@ -260,3 +260,25 @@ def test_the_prompt_and_the_generation_stay_across_a_visit_to_another_page(model
     no_exceptions(at)
     assert at.text_area(key="gen_prompt").value == "Once upon a time"
     assert at.code[-1].value == model.generate("Once upon a time", max_new_tokens=2).text
+
+
+def test_a_byte_that_ends_a_character_is_shown_as_that_character(decoder, hf_decoder):
+    """Issue 27.4: prompt 中国的首都是, greedy, 8 tokens: the line read 丽[1/2] 丽[2/2] but the step
+    view said <0xBD>, the row map's title <0xBD>, and the bars were raw bytes. The characters
+    come from transformers' own tokenizer decoding the same ids."""
+    _, tokenizer = hf_decoder
+    prompt = "中国的首都是"
+    at = click(page(gen_prompt=prompt, gen_count=8), "gen_many")
+    gen = at.session_state["generate_run"]["generation"]
+    last = gen.steps[-1]
+    assert last.token.startswith("<0x")                       # a byte alone (checked below)
+    text = tokenizer.decode(gen.ids.tolist())
+    char = text[-1]                                           # the character it finishes
+    assert "<0x" not in char and "\ufffd" not in char
+    caption = next(c.value for c in at.caption
+                   if f"{char}[2/2]" in c.value or f"{char}[3/3]" in c.value)
+    assert last.token in caption                              # the bytes, as a detail
+    title = chart(at, "New token 8")["layout"]["title"]["text"]
+    assert char in title and "&lt;0x" not in title and "<0x" not in title
+    bars = chart(at, "What new token 8 was chosen from")["data"][0]
+    assert bars["y"][0].startswith(char)                      # the chosen one, most likely

@@ -231,10 +231,15 @@ def step_view(m: DecoderModel, gen: Generation, number: int) -> None:
     query = gen.tokens[step.query_position]
     st.subheader(t("generate.step.subheader", number=number))
     label = generate_figures.token_label
-    st.caption(t("generate.step.caption", number=number, token=code(label(step.token)),
+    # as the generated line reads it: a piece of a character as that character and its part
+    shown = gen.tokens[step.query_position + 1]
+    token = code(label(shown)) if shown == step.token else \
+        t("generate.step.token_bytes", token=code(label(shown)), bytes=code(step.token))
+    st.caption(t("generate.step.caption", number=number, token=token,
                  probability=step.probability, position=step.query_position,
                  query=code(label(query)), keys=step.cache_tokens))
-    chosen = next((i for i, (tok, _) in enumerate(step.top) if tok == step.token), None)
+    chosen = next((i for i, (tok, _) in enumerate(step.top) if tok == (step.label or step.token)),
+                  None)
 
     # one under the other: side by side, a narrow window cuts the bars' title
     widgets.chart(generate_figures.next_token_bars(
@@ -245,7 +250,7 @@ def step_view(m: DecoderModel, gen: Generation, number: int) -> None:
                  keys=step.cache_tokens))
     fig = generate_figures.attention_row_map(
         step.attentions[layer], key_labels,
-        title=generate_figures.row_title(number, step.token, layer))
+        title=generate_figures.row_title(number, shown, layer))
     widgets.chart(fig, key=keys.GEN_ROW_MAP)
 
     sink(step, key_labels[0])

@@ -126,7 +126,7 @@ class DecoderRun:
 
     def next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
         """The k most likely tokens after the whole text, (readable piece, probability)."""
-        return self._model._top(self.logits[-1], k)
+        return self._model._top(self.logits[-1], k, self.ids)
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,11 +144,14 @@ class GenerationStep:
     token: str               # readable, alone (a lone piece of a character as <0xE4> bytes)
     piece: str               # the vocabulary's spelling
     probability: float       # of this token under the model (temperature 1)
-    top: list[tuple[str, float]] = field(repr=False)   # the 10 most likely, (token, probability)
+    top: list[tuple[str, float]] = field(repr=False)   # the 10 most likely, (token, probability),
+                                                       # each read after the text before it
     attentions: np.ndarray = field(repr=False)
     query_position: int = 0
     cache_tokens: int = 0
     cache_bytes: int = 0
+    label: str = ""          # read after the text before it: a byte ending a character as
+                             # that character and its part, 丽[2/2] (DecoderModel.piece_after)
 
 
 @dataclass(frozen=True, eq=False)
@@ -307,6 +310,20 @@ class DecoderModel(ConfigSizes):
         except UnicodeDecodeError:
             return "".join(f"<0x{b:02X}>" for b in raw)
 
+    def piece_after(self, context_ids, token_id: int) -> str:
+        """Token `token_id` read after the ids `context_ids`, readable: its text; when it holds
+        part of a character whose bytes began in the tokens before, that character and which
+        part ("丽[2/2]", as ``DecoderRun.tokens`` shows it); its bytes (<0xE8>) only when the
+        character is not finished within it (which character it starts is not known yet)."""
+        raw = self._piece_bytes[int(token_id)]
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        tail = [int(i) for i in list(context_ids)[-3:]]     # a character's other ≤ 3 bytes
+        label = _readable(self._piece_bytes, [*tail, int(token_id)])[0][-1]
+        return label if label and "\ufffd" not in label else self.piece_text(token_id)
+
     def chat_prompt(self, user_text: str) -> str:
         """`user_text` as one user turn of the model's chat template, ready for the assistant's
         answer (the template's own default system prompt included), as a string to read.
@@ -423,7 +440,9 @@ class DecoderModel(ConfigSizes):
         """The k most likely next tokens after `text`, [(readable piece, probability)], most
         likely first (the text cut to its last 512 tokens; `chat` and `special_tokens` as in
         ``run``)."""
-        return self._top(self._last_logits(text, head_mask, None, special_tokens, chat), k)
+        context = self._prompt_ids(text, special_tokens, chat)[-MAX_TOKENS:]
+        return self._top(self._last_logits(text, head_mask, None, special_tokens, chat), k,
+                         context)
 
     def next_token_logprobs(self, text: str,
                             head_mask: np.typing.ArrayLike | None = None,
@@ -520,7 +539,8 @@ class DecoderModel(ConfigSizes):
             probs = softmax(logits.astype(np.float64))
             steps.append(GenerationStep(
                 id=chosen, token=self.piece_text(chosen), piece=self._pieces[chosen],
-                probability=float(probs[chosen]), top=self._top_of(probs, 10),
+                probability=float(probs[chosen]), top=self._top_of(probs, 10, context=ids),
+                label=self.piece_after(ids, chosen),
                 attentions=readonly(rows), query_position=cache.length - 1,
                 cache_tokens=cache.length, cache_bytes=cache.nbytes_used))
             ids.append(chosen)
@@ -649,14 +669,18 @@ class DecoderModel(ConfigSizes):
             raise not_finite(MODEL_NAME, "embeddings")
         return h
 
-    def _top(self, logits: np.ndarray, k: int) -> list[tuple[str, float]]:
+    def _top(self, logits: np.ndarray, k: int, context=None) -> list[tuple[str, float]]:
         k = whole_number(k, "k", low=1, high=self.vocab_size)
-        return self._top_of(softmax(np.asarray(logits, dtype=np.float64)), k)
+        return self._top_of(softmax(np.asarray(logits, dtype=np.float64)), k, context)
 
-    def _top_of(self, probs: np.ndarray, k: int) -> list[tuple[str, float]]:
+    def _top_of(self, probs: np.ndarray, k: int, context=None) -> list[tuple[str, float]]:
+        """The k most likely, (label, probability): each read after the ids `context` (a byte
+        that ends a character as that character, ``piece_after``), or alone."""
         best = np.argpartition(-probs, k - 1)[:k]
         best = best[np.lexsort((best, -probs[best]))]                  # most likely first
-        return [(self.piece_text(i), float(probs[i])) for i in best]
+        name = self.piece_text if context is None else \
+            (lambda i: self.piece_after(context, i))
+        return [(name(i), float(probs[i])) for i in best]
 
     def _labels(self, ids: np.ndarray):
         tokens, spans = _readable(self._piece_bytes, ids)
