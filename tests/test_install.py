@@ -25,6 +25,8 @@ import attnviz
 from attnviz import cli
 from tests.browser_helpers import free_port, stop_process, wait_healthy
 
+pytestmark = pytest.mark.install
+
 ROOT = Path(__file__).resolve().parents[1]
 # every page by URL path, and the title it shows (English: a new browser session)
 TITLES = {"steps": "Step by step", "home": "Self-attention, one step at a time",

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 import attnviz
-import attnviz.models.toy as toy
 from attnviz.models.toy_tasks import NO_TARGET, TASKS
 from attnviz.i18n import Message
+from tests.lazy import LazyModule
 from tests.message_helpers import raises_message
 
-torch.set_num_threads(1)     # tiny matrices: a second thread only waits for the first
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+
+pytestmark = pytest.mark.usefixtures("torch")    # one torch thread: the matrices are tiny
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +57,8 @@ def best_head_hit_rate(run, sequences, expected_key) -> float:
 def torch_attention(run, sequence, layer, step=None):
     """The torch layer's own per-head weights and output on its real input (a forward
     pre-hook catches that input while the whole model runs)."""
+    import torch
+
     model = run.model(step)
     seen = {}
 
@@ -97,7 +100,7 @@ def test_trace_equals_the_torch_layer_at_every_layer_and_checkpoint(task, option
     assert run.params(0).num_heads == run.config.heads
 
 
-def test_predict_is_the_models_own_answer(reverse):
+def test_predict_is_the_models_own_answer(torch, reverse):
     seq = [3, 1, 4, 1, 5, 9, 2, 6]
     with torch.no_grad():
         logits = reverse.model()(torch.tensor([seq]))
@@ -173,7 +176,7 @@ def test_induction_has_a_pattern_per_layer_and_scores_every_earlier_copy():
 
 # ---- runs: deterministic, checkpointed, stoppable ---------------------------------------------
 
-def test_the_same_seed_gives_the_same_run_and_leaves_torchs_rng_alone():
+def test_the_same_seed_gives_the_same_run_and_leaves_torchs_rng_alone(torch):
     before = torch.get_rng_state()
     a = toy.train("shift", steps=30, seed=3)
     b = toy.train("shift", steps=30, seed=3)
@@ -225,7 +228,7 @@ def test_one_seed_is_one_run_while_eight_runs_train_at_once():
         sys.setswitchinterval(interval)
 
 
-def test_train_uses_one_torch_thread_and_gives_the_callers_setting_back():
+def test_train_uses_one_torch_thread_and_gives_the_callers_setting_back(torch):
     """From a notebook with torch's default threads: the run trains on one (the matrices are
     tiny) and the caller's setting is back afterwards (issue 19.4)."""
     before = torch.get_num_threads()

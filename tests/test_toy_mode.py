@@ -4,10 +4,8 @@ and without a run, or from a link, the pages explain instead of failing."""
 
 import numpy as np
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
-import attnviz.models.toy as toy
 from attnviz.app.settings_view import NO_TOY_RUN, TOY_MODE
 from attnviz.i18n import t
 from attnviz.app import keys
@@ -15,8 +13,11 @@ from attnviz.app.toy_view import EDITED_ROW as EDITED_ID
 from attnviz.i18n import render
 from tests.apptest_helpers import (PAGES, ROOT, TIMEOUT, button, charts, decode, heatmap_z,
                                    no_exceptions, open_page, plain, shows)
+from tests.lazy import LazyModule
 
-torch.set_num_threads(1)
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+
+pytestmark = pytest.mark.usefixtures("torch")    # one torch thread
 EDITED_ROW = render(EDITED_ID, "en")          # the row's name as the English page shows it
 
 

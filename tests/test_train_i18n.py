@@ -8,19 +8,20 @@ from __future__ import annotations
 import re
 
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 import attnviz
-import attnviz.models.toy as toy
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import use_language
 from attnviz.models import toy_plan, training
 from attnviz.app.settings_view import Settings
 from tests.apptest_helpers import ROOT, TIMEOUT, charts, no_exceptions, page_in, record_downloads
 from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
+from tests.lazy import LazyModule
 
-torch.set_num_threads(1)
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+
+pytestmark = pytest.mark.usefixtures("torch")    # one torch thread
 PAGE = "pages/train.py"
 
 

@@ -8,16 +8,17 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
-import attnviz.models.toy as toy
 from attnviz.app import keys
 from tests.apptest_helpers import (button, charts, heatmap_z, no_exceptions, open_page,
                                    page_alone)
+from tests.lazy import LazyModule
+
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
 
 PAGE = "pages/train.py"
 
-torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("torch")    # one torch thread
 
 
 @pytest.fixture(scope="module")

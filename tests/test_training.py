@@ -4,9 +4,11 @@ run's place, runs that stop when their learner has gone, and a bound on each run
 import threading
 import time
 
-import attnviz.models.toy as toy
 from attnviz.models import toy_plan, training
+from tests.lazy import LazyModule
 from tests.message_helpers import raises_message
+
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
 
 
 def gate():
@@ -115,8 +117,10 @@ def test_a_run_over_the_work_bound_is_refused_whatever_the_page_sent():
 def test_the_work_count_is_the_models_multiply_adds():
     """Against the model's own matrices: torch's parameter shapes give the projections'
     multiply-adds per token; the scores and weighted values add 2 · n · d per token."""
+    from attnviz.models.toy import _fresh_model
+
     cfg = toy.make_config("reverse", length=8, vocab=10, layers=2, heads=2, d_model=32)
-    model = toy._fresh_model(cfg)
+    model = _fresh_model(cfg)
     n = cfg.length
     per_token = sum(a.in_proj_weight.numel() + a.out_proj.weight.numel()
                     for a in model.attention) + model.unembed.weight.numel()
