@@ -28,6 +28,7 @@ the fixture or the test that needs them (``torch`` is a fixture here).
 """
 
 import os
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -97,6 +98,21 @@ def pytest_collection_modifyitems(items):
             item.add_marker("fast")
 
 
+# what collection imported (every test module, before any test ran): tests/test_marks.py holds
+# it free of torch, transformers, sentence_transformers and playwright
+_AT_COLLECTION: list[frozenset[str]] = []
+
+
+def pytest_collection_finish(session):
+    _AT_COLLECTION.append(frozenset(sys.modules))
+
+
+@pytest.fixture
+def modules_after_collection() -> frozenset[str]:
+    """The names in sys.modules once pytest had imported the test modules."""
+    return _AT_COLLECTION[-1]
+
+
 # ---- libraries and models, once per session ----------------------------------------------------
 
 @pytest.fixture(scope="session")
@@ -108,6 +124,15 @@ def torch():
 
     torch.set_num_threads(1)
     return torch
+
+
+@pytest.fixture(scope="session")
+def toy_reverse(torch):
+    """The toy model trained on reverse with the library's defaults (length 8, one layer, two
+    heads, 600 steps, seed 0): one run for every file that reads a trained reverse model."""
+    from attnviz.models import toy
+
+    return toy.train("reverse")
 
 
 @pytest.fixture(scope="session")

@@ -21,11 +21,6 @@ pytestmark = pytest.mark.usefixtures("torch")    # one torch thread: the matrice
 
 
 @pytest.fixture(scope="module")
-def reverse():
-    return toy.train("reverse")                 # the defaults: length 8, 1 layer, 2 heads
-
-
-@pytest.fixture(scope="module")
 def copy():
     return toy.train("copy")
 
@@ -100,32 +95,33 @@ def test_trace_equals_the_torch_layer_at_every_layer_and_checkpoint(task, option
     assert run.params(0).num_heads == run.config.heads
 
 
-def test_predict_is_the_models_own_answer(torch, reverse):
+def test_predict_is_the_models_own_answer(torch, toy_reverse):
     seq = [3, 1, 4, 1, 5, 9, 2, 6]
     with torch.no_grad():
-        logits = reverse.model()(torch.tensor([seq]))
-    np.testing.assert_array_equal(reverse.predict(seq), logits.argmax(-1)[0].numpy())
-    np.testing.assert_array_equal(reverse.predict(seq), seq[::-1])
+        logits = toy_reverse.model()(torch.tensor([seq]))
+    np.testing.assert_array_equal(toy_reverse.predict(seq), logits.argmax(-1)[0].numpy())
+    np.testing.assert_array_equal(toy_reverse.predict(seq), seq[::-1])
 
 
-def test_predict_with_hand_edited_weights(reverse):
+def test_predict_with_hand_edited_weights(toy_reverse):
     seq = [3, 1, 4, 1, 5, 9, 2, 6]
-    own = reverse.params(0)
-    assert list(reverse.predict(seq, params={0: own})) == seq[::-1]
+    own = toy_reverse.params(0)
+    assert list(toy_reverse.predict(seq, params={0: own})) == seq[::-1]
     silent = own.replace(w_v=np.zeros_like(own.w_v), b_v=np.zeros_like(own.b_v))
-    right = np.mean([reverse.predict(s, params={0: silent}) == s[::-1] for s in held_out(50)])
+    right = np.mean([toy_reverse.predict(s, params={0: silent}) == s[::-1]
+                     for s in held_out(50)])
     assert right < 0.3                                      # no head passes on any token
-    assert list(reverse.predict(seq)) == seq[::-1]          # the run itself is unchanged
+    assert list(toy_reverse.predict(seq)) == seq[::-1]      # the run itself is unchanged
     with raises_message("error.toy.layer_weights", layer=0, heads=2, d_model=32, d_k=16):
-        reverse.predict(seq, params={0: attnviz.MultiHeadWeights.random(32, 4, bias=True)})
+        toy_reverse.predict(seq, params={0: attnviz.MultiHeadWeights.random(32, 4, bias=True)})
 
 
 # ---- what the heads learn ---------------------------------------------------------------------
 
-def test_reverse_reaches_95_percent_and_a_head_reads_the_mirror_position(reverse):
-    assert reverse.accuracy.shape == (8,)
-    assert reverse.mean_accuracy >= 0.95 and reverse.accuracy.min() >= 0.9
-    assert best_head_hit_rate(reverse, held_out(60), lambda i: 7 - i) >= 0.9
+def test_reverse_reaches_95_percent_and_a_head_reads_the_mirror_position(toy_reverse):
+    assert toy_reverse.accuracy.shape == (8,)
+    assert toy_reverse.mean_accuracy >= 0.95 and toy_reverse.accuracy.min() >= 0.9
+    assert best_head_hit_rate(toy_reverse, held_out(60), lambda i: 7 - i) >= 0.9
 
 
 def test_copy_reaches_95_percent_and_a_head_reads_its_own_position(copy):
@@ -156,11 +152,11 @@ def test_the_train_pages_largest_sizes_learn_reverse():
     assert min(p.loss for p in run.history[-10:]) < 0.1
 
 
-def test_head_scores_name_the_head_that_learnt_the_pattern(reverse):
-    best = reverse.head_scores()[0]
+def test_head_scores_name_the_head_that_learnt_the_pattern(toy_reverse):
+    best = toy_reverse.head_scores()[0]
     assert (best.layer, best.head) in [(0, 0), (0, 1)]
     assert best.hit_rate >= 0.9 and 0.5 < best.mean_weight <= 1
-    first = reverse.head_scores(step=0)[0]                # untrained: about uniform
+    first = toy_reverse.head_scores(step=0)[0]                # untrained: about uniform
     assert first.mean_weight < 0.5
 
 
@@ -245,17 +241,17 @@ def test_train_uses_one_torch_thread_and_gives_the_callers_setting_back(torch):
         torch.set_num_threads(before)
 
 
-def test_history_and_checkpoints(reverse):
-    steps = [p.step for p in reverse.history]
+def test_history_and_checkpoints(toy_reverse):
+    steps = [p.step for p in toy_reverse.history]
     assert 40 <= len(steps) <= 60 and steps == sorted(steps) and steps[-1] == 600
-    assert all(np.isfinite(p.loss) and 0 <= p.accuracy <= 1 for p in reverse.history)
-    assert 18 <= len(reverse.checkpoints) <= 22
-    assert reverse.checkpoint_steps[0] == 0 and reverse.checkpoint_steps[-1] == 600
-    start, end = reverse.params(0, step=0), reverse.params(0)
+    assert all(np.isfinite(p.loss) and 0 <= p.accuracy <= 1 for p in toy_reverse.history)
+    assert 18 <= len(toy_reverse.checkpoints) <= 22
+    assert toy_reverse.checkpoint_steps[0] == 0 and toy_reverse.checkpoint_steps[-1] == 600
+    start, end = toy_reverse.params(0, step=0), toy_reverse.params(0)
     assert isinstance(end, attnviz.MultiHeadWeights) and not np.allclose(start.w_q, end.w_q)
     with raises_message("error.toy.no_checkpoint", step="31",
-                        steps=", ".join(str(s) for s in reverse.checkpoint_steps)):
-        reverse.params(0, step=31)
+                        steps=", ".join(str(s) for s in toy_reverse.checkpoint_steps)):
+        toy_reverse.params(0, step=31)
 
 
 @pytest.mark.parametrize("how", ["return False", "raise StopTraining"])

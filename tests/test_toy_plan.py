@@ -29,8 +29,8 @@ def test_the_most_steps_allowed_fit_the_bound_and_one_more_does_not(task, sizes)
         toy_plan.check_work(toy.make_config(task, steps=most + 1, **sizes))
 
 
-def test_a_run_that_learnt_is_said_to_have_learnt():
-    run = toy.train("reverse")
+def test_a_run_that_learnt_is_said_to_have_learnt(toy_reverse):
+    run = toy_reverse
     v = verdict_of(run)
     assert run.mean_accuracy >= toy_plan.LEARNT and v.learnt
     assert v.text == f"Learnt: {run.mean_accuracy:.0%} right on held-out sequences (the bar " \
