@@ -16,9 +16,12 @@ need it has, however fast it happens to be:
 - ``deploy``: runs the deploy recipe's tools — HAProxy, hadolint, a container image or its
   engine (tests/test_deploy.py, tests/test_image.py); reading deploy/ or the Dockerfile as text
   is not deploy.
-- ``slow``: takes more than ~5 s of its own on a quiet machine (a fixture it shares with other
-  tests of its file is not counted): a model converted in a fresh process, a server started for
-  the test, a toy run trained to its default length at the train page's largest sizes…
+- ``slow``: takes more than ~0.6 s here, its fixtures included (``python -m pytest
+  --durations=0`` on this 2-core machine shared with other jobs): in practice a page run in
+  AppTest, a real model's run on a long text, toy training, a hypothesis test of many
+  examples, a subprocess or a server. A whole file whose every test is slow says so once
+  (``pytestmark``). A few tests over the line stay fast because the fast loop needs them to
+  run every module of ``attnviz/``; each says so in a ``# not slow:`` comment.
 
 Every test with none of these five is marked ``fast`` here: ``python -m pytest -m fast`` is the
 fast loop (README, "Run the tests"); it covers every module of ``attnviz/``. CI runs every

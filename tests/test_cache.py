@@ -127,6 +127,7 @@ def test_simultaneous_requests_compute_once_and_errors_are_not_kept():
     assert cache.get("bad", lambda: "fine now") == "fine now"
 
 
+@pytest.mark.slow
 def test_pretrained_runs_kept_stay_within_the_byte_budget(monkeypatch):
     """Six different texts: the old cache kept eight runs; what stays allocated now is the
     budget plus at most the newest run. The server's numbers: a 512-token run holds about
@@ -158,6 +159,7 @@ def test_pretrained_runs_kept_stay_within_the_byte_budget(monkeypatch):
     assert kept < budget + 1.1 * one_run, f"{kept / MB:.1f} MB kept, a run is {one_run / MB:.1f}"
 
 
+@pytest.mark.slow
 def test_a_dropped_trace_is_freed_at_once_not_by_the_garbage_collector():
     """No reference cycle in a trace or a pretrained run: its arrays go when the last
     reference does (a cycle kept 100 sessions' traces alive until a collection, issue 14.4)."""
@@ -181,6 +183,7 @@ def test_a_dropped_trace_is_freed_at_once_not_by_the_garbage_collector():
         gc.enable()
 
 
+@pytest.mark.slow
 def test_python_bytes_measures_what_a_plotly_figure_holds():
     """A figure's Python objects, measured against what tracemalloc sees five more of take
     (not its JSON, several times smaller)."""
@@ -208,6 +211,7 @@ def test_python_bytes_measures_what_a_plotly_figure_holds():
     assert python_bytes(figs[0]) > len(figs[0].to_json())
 
 
+@pytest.mark.slow
 def test_token_vectors_keep_no_token_text_once_the_tokens_are_gone():
     """embed_tokens keeps a vector per token for reuse: its cache must not keep the tokens'
     text (a 1 MB "word" would stay 1 MB, 4096 of them 4 GB). 40 tokens of 100 KB, dropped

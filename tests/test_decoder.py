@@ -239,6 +239,7 @@ def test_generation_keeps_a_kv_cache(decoder, monkeypatch):
     assert seen == [(0, n0)] + [(n0 + i, 1) for i in range(4)]
 
 
+@pytest.mark.slow
 def test_sampling_is_seeded(decoder):
     a = decoder.generate("Tell me a story", max_new_tokens=8, temperature=1.0, seed=3)
     b = decoder.generate("Tell me a story", max_new_tokens=8, temperature=1.0, seed=3)
@@ -293,6 +294,7 @@ def test_long_texts_are_cut_with_a_notice(decoder):
     assert len(r.ids) == 16 and r.truncated and "40" in r.notice and r.attentions.shape[-1] == 16
 
 
+@pytest.mark.slow
 def test_the_app_path_needs_neither_torch_nor_transformers(tmp_path):
     out = run_without(("torch", "transformers", "accelerate"),
                       "import attnviz\n"
@@ -312,6 +314,7 @@ def _load_uncached(path, cache_dir):
     return module._load(str(path), str(cache_dir))
 
 
+@pytest.mark.slow
 def test_the_converted_copy_is_cached_and_read_without_writing(decoder, tmp_path):
     folder = decoder.cached_in
     assert folder is not None and folder.is_dir()
@@ -325,6 +328,7 @@ def test_the_converted_copy_is_cached_and_read_without_writing(decoder, tmp_path
     assert not mapped.flags.writeable
 
 
+@pytest.mark.slow
 def test_an_unwritable_cache_place_converts_in_memory(tmp_path, decoder):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")

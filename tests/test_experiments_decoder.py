@@ -235,6 +235,7 @@ def metric_values(at) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+@pytest.mark.slow
 def test_the_rope_tab_shows_the_same_score_for_every_shift_random_q_k():
     at = app("pages/experiments.py", experiment=ROPE_TAB, exp_rope_source="random",
              exp_rope_offset=300)
@@ -258,6 +259,7 @@ def test_the_rope_tab_shows_the_same_score_for_every_shift_random_q_k():
     assert curve[100] == pytest.approx(closed_form_score(q, k, 103, 3, 10000.0), abs=1e-9)
 
 
+@pytest.mark.slow
 def test_the_rope_tab_on_a_smollm2_head(decoder):
     at = app("pages/experiments.py", experiment=ROPE_TAB, exp_rope_layer=5, exp_rope_head=7)
     assert not at.error
@@ -293,6 +295,7 @@ def test_the_sink_tab_shows_transformers_numbers(hf_sink):
                                attentions[:, :, 1:, 0].mean(axis=(1, 2)), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_the_decoder_tabs_say_what_is_wrong_in_the_page_in_both_languages():
     for lang, empty, short in (("en", "the text is empty", "only one token"),
                                ("zh", "文本是空的", "文本只有一个词元")):

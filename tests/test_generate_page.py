@@ -46,6 +46,7 @@ def softmax64(x: np.ndarray) -> np.ndarray:
     return z / z.sum()
 
 
+@pytest.mark.slow
 def test_the_next_token_bars_are_the_softmax_of_the_last_positions_logits(decoder):
     at = page()
     bars = chart(at, "Next-token probabilities")["data"][0]
@@ -59,6 +60,7 @@ def test_the_next_token_bars_are_the_softmax_of_the_last_positions_logits(decode
     assert at.subheader[0].value == "Prompt: 5 tokens"
 
 
+@pytest.mark.slow
 def test_the_chat_template_is_what_the_model_reads(decoder):
     at = page(gen_chat=True, gen_prompt="What is attention?")
     shown = decode(chart(at, "Next-token probabilities")["data"][0]["x"])
@@ -69,6 +71,7 @@ def test_the_chat_template_is_what_the_model_reads(decoder):
     assert at.code[0].value == text.rstrip("\n")       # (a code block drops the last line break)
 
 
+@pytest.mark.slow
 def test_generate_five_then_one_more_shows_each_new_tokens_row(decoder):
     at = click(page(gen_count=5), "gen_many")
     gen = decoder.generate(PROMPT, max_new_tokens=5)
@@ -99,6 +102,7 @@ def test_generate_five_then_one_more_shows_each_new_tokens_row(decoder):
     np.testing.assert_allclose(z6, longer.steps[5].attentions[layer], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_layer_choice_and_the_attention_sink(decoder):
     at = click(page(gen_count=3, gen_layer=4), "gen_many")
     gen = decoder.generate(PROMPT, max_new_tokens=3)
@@ -117,6 +121,7 @@ def test_the_layer_choice_and_the_attention_sink(decoder):
     assert f"above 0.5 in {int((first > 0.5).sum())} of the 270 heads" in caption
 
 
+# not slow: the fast loop's one run of the Generate page (it generates) (tests/conftest.py)
 def test_the_kv_cache_size_follows_from_the_models_shapes(decoder):
     at = click(page(gen_count=4), "gen_many")
     prompt_length = len(decoder.encode(PROMPT))
@@ -134,6 +139,7 @@ def test_the_kv_cache_size_follows_from_the_models_shapes(decoder):
     assert f"would compute {sum(prompt_length + s for s in range(4))}" in caption
 
 
+@pytest.mark.slow
 def test_sampling_with_a_temperature_and_seed_gives_generates_tokens(decoder):
     state = dict(gen_sampling="sample", gen_temperature=1.5, gen_seed=7, gen_count=6)
     at = click(page(**state), "gen_many")
@@ -148,6 +154,7 @@ def test_sampling_with_a_temperature_and_seed_gives_generates_tokens(decoder):
     assert not [c for c in charts(at) if "New token" in c["layout"]["title"]["text"]]
 
 
+@pytest.mark.slow
 def test_a_changed_prompt_starts_over_and_an_empty_one_is_said():
     at = click(page(gen_count=2), "gen_many")
     assert at.subheader[3].value == "Generated: 2 new tokens"
@@ -159,6 +166,7 @@ def test_a_changed_prompt_starts_over_and_an_empty_one_is_said():
     assert plain(at.info[0]) == t("generate.prompt.empty")
 
 
+@pytest.mark.slow
 def test_new_tokens_are_bounded(decoder):
     most = generate_view.MAX_NEW_TOKENS
     counting = "1, 2, 3, 4, 5,"                          # counts on past the page's bound
@@ -169,6 +177,7 @@ def test_new_tokens_are_bounded(decoder):
     assert any(f"at most {most} new tokens" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_the_end_of_the_answer_stops_generation(decoder):
     gen = decoder.generate(PROMPT, max_new_tokens=40)
     assert gen.stopped == "eos" and len(gen.steps) < 40
@@ -179,6 +188,7 @@ def test_the_end_of_the_answer_stops_generation(decoder):
     assert all(b.disabled for b in at.button if b.key in ("gen_next", "gen_many"))
 
 
+@pytest.mark.slow
 def test_a_long_prompt_stays_within_the_page_figure_budget():
     long = " ".join(f"word{i}" for i in range(300))          # several hundred tokens
     at = click(page(gen_prompt=long, gen_count=3), "gen_many")
@@ -186,6 +196,7 @@ def test_a_long_prompt_stays_within_the_page_figure_budget():
     assert chart_bytes(at) <= PAGE_MAX_BYTES
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_page_after_generating_speaks_one_language(decoder, lang):
     at = click(page(lang, gen_count=3), "gen_many", lang)
@@ -199,6 +210,7 @@ def test_the_page_after_generating_speaks_one_language(decoder, lang):
         assert chinese_outside(texts, ignore=tokens) == []
 
 
+@pytest.mark.slow
 def test_the_numbers_do_not_depend_on_the_language():
     en = click(page("en", gen_count=2), "gen_many")
     zh = click(page("zh", gen_count=2), "gen_many", "zh")
@@ -206,6 +218,7 @@ def test_the_numbers_do_not_depend_on_the_language():
         [c["data"][0].get("z", c["data"][0].get("x")) for c in charts(zh)]
 
 
+@pytest.mark.slow
 def test_the_prompt_and_the_generation_stay_across_a_visit_to_another_page(decoder):
     at = click(page(gen_count=2), "gen_many")
     at.text_area(key="gen_prompt").set_value("Once upon a time").run()

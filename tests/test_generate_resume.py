@@ -47,6 +47,7 @@ def assert_same_generation(whole, pieces) -> None:
                                    rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.slow
 def test_greedy_in_pieces_is_the_same_as_at_once(decoder):
     whole = decoder.generate(PROMPT, max_new_tokens=12)
     first = decoder.generate(PROMPT, max_new_tokens=5)
@@ -62,6 +63,7 @@ def test_greedy_in_pieces_is_the_same_as_at_once(decoder):
     assert [s.cache_tokens for s in third.steps] == list(range(5, 17))
 
 
+@pytest.mark.slow
 def test_sampling_in_pieces_continues_the_same_random_stream(decoder):
     story = "Once upon a time"                   # (from PROMPT, seed 3 ends after 5 tokens)
     whole = decoder.generate(story, max_new_tokens=12, temperature=0.9, seed=3)
@@ -74,6 +76,7 @@ def test_sampling_in_pieces_continues_the_same_random_stream(decoder):
     assert decoder.generate_more(restarted, 8).ids.tolist() != whole.ids.tolist()
 
 
+@pytest.mark.slow
 def test_continuing_keeps_stop_at_eos_false(decoder):
     whole = decoder.generate(PROMPT, max_new_tokens=40, stop_at_eos=False)
     eos = decoder.config.eos_id
@@ -84,6 +87,7 @@ def test_continuing_keeps_stop_at_eos_false(decoder):
     assert decoder.generate_more(first, 40 - before - 1).ids.tolist() == whole.ids.tolist()
 
 
+@pytest.mark.slow
 def test_a_generation_that_ended_cannot_be_continued(decoder):
     ended = decoder.generate(PROMPT, max_new_tokens=40)
     assert ended.stopped == "eos" and len(ended.steps) < 40
@@ -124,6 +128,7 @@ def forward_calls(monkeypatch) -> list[tuple[int, list[int]]]:
     return calls
 
 
+@pytest.mark.slow
 def test_next_token_three_times_is_generate_three(decoder):
     at = page()
     for _ in range(3):
@@ -135,6 +140,7 @@ def test_next_token_three_times_is_generate_three(decoder):
     assert at.code[-1].value == gen.text.rstrip("\n")        # (a code block drops it)
 
 
+@pytest.mark.slow
 def test_next_token_continues_instead_of_running_the_prompt_again(decoder, forward_calls):
     at = page()
     click(click(at, "gen_next"), "gen_next")
@@ -160,6 +166,7 @@ def test_next_token_continues_instead_of_running_the_prompt_again(decoder, forwa
     assert ids == decoder.generate(PROMPT, max_new_tokens=7).ids.tolist()
 
 
+@pytest.mark.slow
 def test_a_changed_seed_starts_from_the_prompt(decoder, forward_calls):
     state = dict(gen_sampling="sample", gen_temperature=0.9, gen_seed=3)
     at = click(page(**state), "gen_next")

@@ -63,6 +63,7 @@ def test_embeddings_are_per_token_string_and_seed():
     assert not np.array_equal(e, attnviz.embed_tokens(["the", "cat", "the"], 16, seed=1))
 
 
+@pytest.mark.slow
 def test_embeddings_are_the_same_in_another_process():
     code = ("import sys; sys.path.insert(0, '.'); import attnviz, json; "
             "print(json.dumps(attnviz.embed_tokens(['早', 'word'], 8).tolist()))")
@@ -416,6 +417,7 @@ def test_an_oversized_paste_is_refused_by_its_size_before_its_numbers_are_read(c
         attnviz.parse_matrix(make(), **bounds)
 
 
+@pytest.mark.slow
 def test_a_matrix_of_the_largest_size_still_parses():
     big = "\n".join([" ".join(["0.5"] * 1024)] * 1024)          # 1024 × 1024: the limit
     assert attnviz.parse_matrix(big).shape == (1024, 1024)

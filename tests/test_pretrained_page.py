@@ -44,6 +44,7 @@ def labels(fig: dict) -> list[str]:
     return [t for tr in fig["data"] if tr.get("mode") == "text" for t in tr["text"]]
 
 
+@pytest.mark.slow
 def test_page_runs_alone_and_shows_the_models_weights(minilm):
     at = page_alone(PAGE)
     no_exceptions(at)
@@ -77,6 +78,7 @@ def test_the_sidebar_layer_is_the_first_head_opened(minilm):
     np.testing.assert_array_equal(heatmap_z(head_heatmap(at)), minilm.trace(DEFAULT)[4].weights[2])
 
 
+@pytest.mark.slow
 def test_chinese_text_shows_its_unknown_characters(minilm):
     at = page_alone(PAGE, sentence="早上好，今天天气很好")
     no_exceptions(at)
@@ -138,6 +140,7 @@ def test_long_text_is_cut_with_a_notice(minilm):
     assert len(heatmap_z(head_heatmap(at))) == 16
 
 
+@pytest.mark.slow
 def test_empty_or_unreadable_text_is_an_error_not_a_crash():
     for text in ("   ", "\u200b\u200b"):
         at = page_alone(PAGE, sentence=text)
@@ -157,6 +160,7 @@ def test_stale_or_foreign_widget_values_do_not_break_the_page(view):
         assert at.session_state["pt_hv_token"] is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", [MODEL_VIEW, ONE_HEAD, HEAD_VIEW])
 def test_payload_for_128_tokens_is_under_the_budget(view):
     at = page_alone(PAGE, sentence=LONG, max_tokens=128, pt_view=view)
@@ -180,6 +184,7 @@ def test_step_through_sets_the_step_pages_source_even_alone():
     assert shows(at.info, "pretrained.step_through.done", layer=2, head=9)
 
 
+@pytest.mark.slow
 def test_in_the_app_step_through_opens_step_by_step_on_that_head(minilm):
     at = open_page(PAGE, mode="Q, K, V", step="weights", pt_view=ONE_HEAD)
     no_exceptions(at)
@@ -196,6 +201,7 @@ def test_in_the_app_step_through_opens_step_by_step_on_that_head(minilm):
     np.testing.assert_allclose(decode(charts(at)[0]["data"][0]["z"]), expected, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_learners_on_the_same_text_share_the_figures(monkeypatch):
     """The second to tenth learner on a text pay almost nothing (issue 13): the model view and
     head view are built once per text and choice, and again for another text."""

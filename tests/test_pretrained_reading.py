@@ -257,6 +257,7 @@ def test_bad_head_masks_are_explained(minilm, mask, message):
 
 # ---- single-head ablation ranking ------------------------------------------------------------
 
+@pytest.mark.slow
 def test_head_ablation_effects_equal_embed_with_one_hot_masks(minilm):
     calls = []
     df = minilm.head_ablation_effects(*PAIR, on_progress=lambda done, total: calls.append(

@@ -14,6 +14,8 @@ from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, pag
                                    shown_tokens)
 from tests.i18n_walker import english_sentences, visible_texts
 
+pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
+
 PAGE = "pages/reading.py"
 TEXT = "The animal didn't cross the street because it was too tired"
 

@@ -32,6 +32,7 @@ def frame_with(at, column: str) -> pd.DataFrame:
     return next(d.value for d in at.dataframe if column in d.value.columns)
 
 
+# not slow: the fast loop's one run of each tab of Read the model (tests/conftest.py)
 @pytest.mark.parametrize("tab", TABS)
 def test_each_tab_runs_alone(tab, minilm):
     """Each tab, alone from seeded state, shows the model's tokens and its first numbers: the
@@ -63,6 +64,7 @@ def test_each_tab_runs_alone(tab, minilm):
         assert float(metric(at, "Similarity")) == pytest.approx(a @ b, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_rollout_is_attention_rollout_of_the_run(minilm):
     at = page_alone(PAGE, rd_view="Rollout", ro_layer=3, ro_residual=False, ro_token=4)
     no_exceptions(at)
@@ -80,6 +82,7 @@ def test_rollout_is_attention_rollout_of_the_run(minilm):
                                rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_value_weighted_heatmap_is_the_runs_value_norms(minilm):
     at = page_alone(PAGE, rd_view="Value-weighted", vw_layer=2, vw_head=5)
     no_exceptions(at)
@@ -98,6 +101,7 @@ def test_value_weighted_heatmap_is_the_runs_value_norms(minilm):
     assert table["share of weight"].sum() == pytest.approx(1)     # the four groups: every key
 
 
+@pytest.mark.slow
 def test_head_statistics_table_is_head_stats(minilm):
     at = page_alone(PAGE, rd_view="Head statistics", hs_column="on_sep")
     no_exceptions(at)
@@ -112,6 +116,7 @@ def test_head_statistics_table_is_head_stats(minilm):
     assert at.button(key="pt_step_through").label == "Step through this head"
 
 
+@pytest.mark.slow
 def test_switching_heads_off_shows_the_ablated_similarity(minilm):
     at = page_alone(PAGE, rd_view="Ablation", ab_other=OTHER)
     no_exceptions(at)
@@ -132,6 +137,7 @@ def test_switching_heads_off_shows_the_ablated_similarity(minilm):
     assert itself == pytest.approx(a_off @ a, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_rank_every_head_matches_head_ablation_effects(minilm):
     at = page_alone(PAGE, rd_view="Ablation", ab_other="A cat sat on the mat.")
     at.button(key="ab_rank").click().run()
@@ -152,6 +158,7 @@ def test_rank_every_head_matches_head_ablation_effects(minilm):
 USER_TEXT = "<b>x</b> [a](http://e.x)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tab", TABS)
 def test_markdown_and_html_in_user_text_show_literally(tab):
     at = page_alone(PAGE, sentence=USER_TEXT, rd_view=tab, ab_other=USER_TEXT)
@@ -185,6 +192,7 @@ def sentence_transformers_similarity(hf, a: str, b: str, max_tokens: int) -> flo
     return float(pooled[0] @ pooled[1])
 
 
+@pytest.mark.slow
 def test_with_every_head_the_similarity_is_one_number_on_the_tokens_the_model_reads(hf):
     """Issue 18 item 8: for long texts the metric read 256 tokens (0.0245) while the ranking
     read 64 (0.0187). Both must be one number, on the same first 64 tokens (the sidebar's

@@ -22,6 +22,8 @@ import pytest
 from tests.browser_helpers import (exceptions, free_port, open_page, stop_process, wait_for_app,
                                    wait_healthy)
 
+pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = re.compile(r'inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6?, "([^"]+)"')
 # how the README (no address: every interface) and the image (Dockerfile CMD) start it

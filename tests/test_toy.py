@@ -75,6 +75,7 @@ def torch_attention(run, sequence, layer, step=None):
     return x[0].numpy(), out[0].numpy(), weights[0].numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task, options", [
     ("reverse", {}),
     ("induction", {"layers": 2}),
@@ -95,6 +96,7 @@ def test_trace_equals_the_torch_layer_at_every_layer_and_checkpoint(task, option
     assert run.params(0).num_heads == run.config.heads
 
 
+@pytest.mark.slow
 def test_predict_is_the_models_own_answer(torch, toy_reverse):
     seq = [3, 1, 4, 1, 5, 9, 2, 6]
     with torch.no_grad():
@@ -124,6 +126,7 @@ def test_reverse_reaches_95_percent_and_a_head_reads_the_mirror_position(toy_rev
     assert best_head_hit_rate(toy_reverse, held_out(60), lambda i: 7 - i) >= 0.9
 
 
+@pytest.mark.slow
 def test_copy_reaches_95_percent_and_a_head_reads_its_own_position(copy):
     assert copy.mean_accuracy >= 0.95
     # a repeated token is as good a place to read as the query's own position, so the
@@ -132,6 +135,7 @@ def test_copy_reaches_95_percent_and_a_head_reads_its_own_position(copy):
     assert best_head_hit_rate(copy, distinct, lambda i: i) >= 0.9
 
 
+@pytest.mark.slow
 def test_shift_reads_the_previous_position_and_never_the_future(shift):
     assert shift.config.causal
     assert np.isnan(shift.accuracy[0])                 # the first token has no previous one
@@ -144,6 +148,7 @@ def test_shift_reads_the_previous_position_and_never_the_future(shift):
         np.testing.assert_allclose(weights.sum(-1), 1, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_train_pages_largest_sizes_learn_reverse():
     """Length 16, vocabulary 50, 4 layers, 8 heads, d_model 128 (issue 18.7: reverse at these
     sizes fell back to 3 % right: the learning rate tuned for d_model 32 threw it off)."""
@@ -172,6 +177,7 @@ def test_induction_has_a_pattern_per_layer_and_scores_every_earlier_copy():
 
 # ---- runs: deterministic, checkpointed, stoppable ---------------------------------------------
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_run_and_leaves_torchs_rng_alone(torch):
     before = torch.get_rng_state()
     a = toy.train("shift", steps=30, seed=3)
@@ -196,6 +202,7 @@ def assert_same_run(a, b) -> None:
             np.testing.assert_array_equal(ca.state[name], cb.state[name])
 
 
+@pytest.mark.slow
 def test_one_seed_is_one_run_while_eight_runs_train_at_once():
     """Each run draws its initial weights from a torch.Generator of its own: torch's global
     generator is shared by every thread (6 of 40 concurrent runs differed, issue 19.3). Three
@@ -224,6 +231,7 @@ def test_one_seed_is_one_run_while_eight_runs_train_at_once():
         sys.setswitchinterval(interval)
 
 
+@pytest.mark.slow
 def test_train_uses_one_torch_thread_and_gives_the_callers_setting_back(torch):
     """From a notebook with torch's default threads: the run trains on one (the matrices are
     tiny) and the caller's setting is back afterwards (issue 19.4)."""
@@ -346,6 +354,7 @@ def test_bad_sequences_and_layers_say_what_is_wrong():
         run.trace([1, 2], layer=1)
 
 
+@pytest.mark.slow
 def test_attnviz_toy_is_loaded_on_first_use_and_import_attnviz_loads_no_torch():
     code = ("import sys, attnviz\n"
             "assert 'torch' not in sys.modules\n"

@@ -29,6 +29,7 @@ def test_the_most_steps_allowed_fit_the_bound_and_one_more_does_not(task, sizes)
         toy_plan.check_work(toy.make_config(task, steps=most + 1, **sizes))
 
 
+@pytest.mark.slow
 def test_a_run_that_learnt_is_said_to_have_learnt(toy_reverse):
     run = toy_reverse
     v = verdict_of(run)
@@ -37,6 +38,7 @@ def test_a_run_that_learnt_is_said_to_have_learnt(toy_reverse):
                      "is 90%)."
 
 
+@pytest.mark.slow
 def test_too_few_steps_say_it_was_still_improving_and_to_train_longer():
     run = toy.train("sort", steps=60)
     first, last = [p for p in run.history if p.step >= 30][0], run.history[-1]
@@ -48,6 +50,7 @@ def test_too_few_steps_say_it_was_still_improving_and_to_train_longer():
     assert v.advice.startswith("Train with more steps (up to 5,000 here)")
 
 
+@pytest.mark.slow
 def test_a_stopped_run_says_where_it_stopped():
     run = toy.train("sort", steps=400, on_step=lambda step, *_: step < 40)
     v = verdict_of(run)
@@ -56,6 +59,7 @@ def test_a_stopped_run_says_where_it_stopped():
     assert "let it finish" in v.advice
 
 
+@pytest.mark.slow
 def test_a_model_too_small_for_its_task_settles_and_is_told_what_to_change():
     """copy has no residual connection: with 4 layers each must pass every token on, and 8
     heads of d_model 16 leave 2 features each. It settles far below the bar (measured: 7 %)."""
