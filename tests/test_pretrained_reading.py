@@ -131,7 +131,8 @@ def test_the_value_norm_formula_on_transformers_own_arrays(hf):
 
 # ---- rollout and head statistics on the model's attentions ------------------------------------
 
-def torch_rollout(attentions: "torch.Tensor", residual: bool) -> np.ndarray:
+def torch_rollout(attentions, residual: bool) -> np.ndarray:
+    """Rollout of a torch tensor of attentions (L, H, n, n), in float64 torch."""
     import torch
 
     a = attentions.double().mean(dim=1)                                 # (L, n, n)
