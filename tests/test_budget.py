@@ -149,6 +149,7 @@ def test_a_uniform_map_on_a_relative_scale_is_sent_whole():
     assert "/" not in trace["z"]["bdata"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", ["fixed", "row"])
 def test_a_large_masked_map_drops_its_overlay_before_any_cell(scale):
     """512 tokens with a causal mask: the grey overlay (a third array) does not fit beside the
@@ -220,6 +221,7 @@ def test_concatenation_pools_within_each_head_and_marks_their_boundaries():
     assert [a.text for a in fig.layout.annotations] == ["head 0", "head 1", "head 2"]
 
 
+@pytest.mark.slow
 def test_the_weighted_sum_keeps_its_sum_row_apart_when_pooled():
     tokens = [f"w{i}" for i in range(512)]
     t = attnviz.trace_attention(attnviz.embed_tokens(tokens, 256),
@@ -235,6 +237,7 @@ def test_the_weighted_sum_keeps_its_sum_row_apart_when_pooled():
     assert fig.layout.shapes[0].y0 == len(rows) - 1.5            # the line above the sum
 
 
+@pytest.mark.slow
 def test_a_large_masked_grid_on_a_relative_scale_keeps_a_byte_a_cell():
     """128 tokens, 12 heads, causal, each row's max: level 0 (grey) marks a masked cell, so the
     colours stay uint8 and every token fits the grid's share."""

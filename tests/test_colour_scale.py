@@ -8,6 +8,8 @@ import pytest
 import attnviz
 from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page, page_alone
 
+pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
+
 SENTENCE = "the cat sat on the mat"
 TOKENS = SENTENCE.split()
 LONG = " ".join(f"w{i}" for i in range(100))

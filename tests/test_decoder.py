@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +38,8 @@ PROMPTS = [
 
 
 def _hf_forward(hf_decoder, ids):
+    import torch
+
     model, _ = hf_decoder
     with torch.no_grad():
         return model(torch.tensor([list(ids)]), output_attentions=True,
@@ -97,7 +98,7 @@ def test_readable_tokens_show_spaces_and_characters_split_over_byte_tokens(decod
 # ---- the forward pass ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("text", PROMPTS)
-def test_attentions_and_logits_agree_with_transformers(decoder, hf_decoder, text):
+def test_attentions_and_logits_agree_with_transformers(torch, decoder, hf_decoder, text):
     r = decoder.run(text)
     out = _hf_forward(hf_decoder, r.ids)
     hf_att = torch.stack(out.attentions)[:, 0].numpy()               # (layers, heads, n, n)
@@ -134,7 +135,7 @@ def test_a_layer_trace_is_the_engine_with_gqa_rope_and_the_causal_mask(decoder, 
         assert np.triu(t.weights[0], 1).max() == 0                   # causal: no future key
 
 
-def test_value_norms_agree_with_a_computation_from_transformers(decoder, hf_decoder):
+def test_value_norms_agree_with_a_computation_from_transformers(torch, decoder, hf_decoder):
     model, _ = hf_decoder
     r = decoder.run(PROMPTS[0])
     out = _hf_forward(hf_decoder, r.ids)
@@ -150,7 +151,7 @@ def test_value_norms_agree_with_a_computation_from_transformers(decoder, hf_deco
         np.testing.assert_allclose(r.value_norms[layer], expected, rtol=1e-3, atol=1e-4)
 
 
-def test_head_ablation_zeroes_that_heads_z_before_w_o(decoder, hf_decoder):
+def test_head_ablation_zeroes_that_heads_z_before_w_o(torch, decoder, hf_decoder):
     model, _ = hf_decoder
     mask = np.ones((30, 9))
     mask[3, 4] = mask[10, 0] = mask[10, 8] = 0
@@ -179,7 +180,7 @@ def test_head_ablation_zeroes_that_heads_z_before_w_o(decoder, hf_decoder):
     np.testing.assert_allclose(logprobs, expected, atol=1e-3)
 
 
-def test_next_tokens_are_transformers_most_likely(decoder, hf_decoder):
+def test_next_tokens_are_transformers_most_likely(torch, decoder, hf_decoder):
     _, tokenizer = hf_decoder
     text = "The capital of France is"
     out = _hf_forward(hf_decoder, tokenizer(text).input_ids)
@@ -195,7 +196,7 @@ def test_next_tokens_are_transformers_most_likely(decoder, hf_decoder):
 
 @pytest.mark.parametrize("prompt", ["The capital of France is", "chat: Write a haiku about tea.",
                                     "早上好，"])
-def test_greedy_generation_equals_transformers_generate(decoder, hf_decoder, prompt):
+def test_greedy_generation_equals_transformers_generate(torch, decoder, hf_decoder, prompt):
     model, tokenizer = hf_decoder
     chat = prompt.startswith("chat: ")
     prompt = prompt.removeprefix("chat: ")
@@ -210,7 +211,7 @@ def test_greedy_generation_equals_transformers_generate(decoder, hf_decoder, pro
     assert len(g.tokens) == len(g.ids)
 
 
-def test_each_step_has_the_attention_row_that_chose_its_token(decoder, hf_decoder):
+def test_each_step_has_the_attention_row_that_chose_its_token(torch, decoder, hf_decoder):
     g = decoder.generate("Once upon a time", max_new_tokens=6)
     n0 = g.prompt_length
     for i, step in enumerate(g.steps):
@@ -243,6 +244,7 @@ def test_generation_keeps_a_kv_cache(decoder, monkeypatch):
     assert seen == [(0, n0)] + [(n0 + i, 1) for i in range(4)]
 
 
+@pytest.mark.slow
 def test_sampling_is_seeded(decoder):
     a = decoder.generate("Tell me a story", max_new_tokens=8, temperature=1.0, seed=3)
     b = decoder.generate("Tell me a story", max_new_tokens=8, temperature=1.0, seed=3)
@@ -252,7 +254,7 @@ def test_sampling_is_seeded(decoder):
     assert len(others | {tuple(a.ids)}) > 1           # different seeds, different stories
 
 
-def test_generation_stops_at_the_end_of_the_answer(decoder, hf_decoder):
+def test_generation_stops_at_the_end_of_the_answer(torch, decoder, hf_decoder):
     model, tokenizer = hf_decoder
     g = decoder.generate("Say only the word yes.", max_new_tokens=40, chat=True)
     ids = _chat_template_ids(tokenizer, "Say only the word yes.")
@@ -384,6 +386,7 @@ def test_long_texts_are_cut_with_a_notice(decoder):
     assert len(r.ids) == 16 and r.truncated and "40" in r.notice and r.attentions.shape[-1] == 16
 
 
+@pytest.mark.slow
 def test_the_app_path_needs_neither_torch_nor_transformers(tmp_path):
     out = run_without(("torch", "transformers", "accelerate"),
                       "import attnviz\n"
@@ -403,6 +406,7 @@ def _load_uncached(path, cache_dir):
     return module._load(str(path), str(cache_dir))
 
 
+@pytest.mark.slow
 def test_the_converted_copy_is_cached_and_read_without_writing(decoder, tmp_path):
     folder = decoder.cached_in
     assert folder is not None and folder.is_dir()
@@ -416,6 +420,7 @@ def test_the_converted_copy_is_cached_and_read_without_writing(decoder, tmp_path
     assert not mapped.flags.writeable
 
 
+@pytest.mark.slow
 def test_an_unwritable_cache_place_converts_in_memory(tmp_path, decoder):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")

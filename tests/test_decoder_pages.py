@@ -58,6 +58,7 @@ def rotate(x: np.ndarray, positions: np.ndarray, base: float) -> np.ndarray:
 
 # ---- the model choice and the layer bound -----------------------------------------------------
 
+@pytest.mark.slow
 def test_the_sidebar_offers_both_models_and_the_layer_follows_the_model():
     # AppTest runs app.py (the sidebar) only in a session's first run: one app per state
     at = open_page("pages/home.py", mode="Pretrained model")
@@ -78,6 +79,7 @@ def test_the_sidebar_offers_both_models_and_the_layer_follows_the_model():
             "MiniLM-L6（编码器）", "SmolLM2（解码器）"]
 
 
+@pytest.mark.slow
 def test_a_link_and_a_file_carry_the_model_and_hold_its_layer_bound():
     from tests.test_i18n_app import app
 
@@ -97,6 +99,7 @@ def test_a_link_and_a_file_carry_the_model_and_hold_its_layer_bound():
 
 # ---- the Pretrained model page with SmolLM2 ---------------------------------------------------
 
+@pytest.mark.slow
 def test_one_head_shows_smollm2s_weights_with_the_causal_mask(run):
     at = page_alone(PAGE, model="smollm2", sentence=TEXT)
     no_exceptions(at)
@@ -129,6 +132,7 @@ def png_indices(uri: str) -> np.ndarray:
     return np.array(Image.open(io.BytesIO(data)))
 
 
+@pytest.mark.slow
 def test_the_model_view_has_every_layer_and_head_of_smollm2_within_the_budget(run):
     at = page_alone(PAGE, model="smollm2", sentence=TEXT, pt_view=MODEL_VIEW)
     no_exceptions(at)
@@ -144,6 +148,7 @@ def test_the_model_view_has_every_layer_and_head_of_smollm2_within_the_budget(ru
     assert chart_bytes(at) <= 3_000_000
 
 
+@pytest.mark.slow
 def test_the_model_view_of_a_long_text_is_pooled_into_the_budget(decoder):
     long = " ".join(f"Sentence {i}: the animal didn't cross the street." for i in range(40))
     assert len(decoder.encode(long)) > 300
@@ -169,6 +174,7 @@ def test_the_head_view_draws_smollm2s_lines_and_none_to_a_later_token(run):
     assert len({h for h, _, _ in drawn}) == 9
 
 
+@pytest.mark.slow
 def test_highlight_token_says_every_token_after_a_switch_to_smollm2_and_every_rerun():
     # issue 27, item 8: a selectbox whose value is None shows Streamlit's placeholder
     # ("Choose an option"): "every token" must be an option that is selected, run after run
@@ -199,6 +205,7 @@ def test_highlight_token_says_every_token_after_a_switch_to_smollm2_and_every_re
     assert [i for i, s in enumerate(queries["text"]) if "<b>" in s] == [3]
 
 
+@pytest.mark.slow
 def test_the_page_says_a_problem_in_the_page_not_a_traceback():
     at = page_alone(PAGE, model="smollm2", sentence="   ")       # spaces are tokens too
     no_exceptions(at)
@@ -208,6 +215,7 @@ def test_the_page_says_a_problem_in_the_page_not_a_traceback():
                                            "least one character"]
 
 
+@pytest.mark.slow
 def test_the_smollm2_page_in_chinese_has_no_english_sentence_and_in_english_no_chinese():
     for view in (None, "模型视图：每一层、每个头", "头视图：一层的每个头"):
         state = dict(model="smollm2", sentence="早上好，今天天气很好")
@@ -257,6 +265,7 @@ def test_step_by_step_weights_of_a_smollm2_layer_equal_transformers(hf_decoder, 
     assert any("causal mask hides every key after the query" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_step_by_step_shows_q_before_and_after_rotation_and_the_angles(run):
     layer, head = 9, 4
     trace = run.trace(layer)
@@ -278,6 +287,7 @@ def test_step_by_step_shows_q_before_and_after_rotation_and_the_angles(run):
                for c in at.caption)
 
 
+@pytest.mark.slow
 def test_multihead_shows_which_kv_head_each_query_head_shares():
     at = page_alone("pages/multihead.py", **DECODER, layer=4)
     no_exceptions(at)
@@ -300,6 +310,7 @@ def test_inputs_and_weights_shows_the_kv_head_a_query_head_reads(hf_decoder):
 
 # ---- K-V heads and rotary positions for the synthetic inputs --------------------------------
 
+@pytest.mark.slow
 def test_kv_heads_and_rotary_positions_in_the_sidebar_build_the_view():
     at = open_page("pages/home.py", num_heads=4)
     no_exceptions(at)
@@ -331,6 +342,7 @@ def test_kv_heads_and_rotary_positions_in_the_sidebar_build_the_view():
                                [[1, 0], [1, 0], [0, 1], [0, 1]])
 
 
+@pytest.mark.slow
 def test_kv_heads_and_rotation_are_disabled_with_the_reason_where_they_do_nothing():
     at = open_page("pages/home.py", mode="Preset", preset="two_queries")
     shown = at.sidebar.number_input(key="shown_kv_heads")

@@ -9,7 +9,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from attnviz.core import reading
 from attnviz.core.errors import AttnvizInputError
@@ -34,7 +33,8 @@ def repeated(decoder):
 
 # ---- rollout and the sink ---------------------------------------------------------------------
 
-def test_causal_rollout_rows_sum_to_one_over_earlier_tokens_only(run):
+@pytest.mark.reference
+def test_causal_rollout_rows_sum_to_one_over_earlier_tokens_only(torch, run):
     rollout = attention_rollout(run.attentions)                     # (30, n, n)
     n = len(run.ids)
     assert rollout.shape == (30, n, n)
@@ -124,6 +124,8 @@ def test_induction_scores_are_computed_by_hand_from_the_attentions(repeated):
 def _hf_logprobs(hf_decoder, ids, removed: dict[int, list[int]]) -> np.ndarray:
     """log p(next token) from transformers with the heads `removed` (layer → heads) zeroed in
     the input of o_proj, (vocab,) float64."""
+    import torch
+
     model, _ = hf_decoder
 
     def zero(heads):

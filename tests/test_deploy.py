@@ -92,6 +92,7 @@ def test_csp_admits_what_streamlit_needs():
             f"update the CSP's script hash in {CFG}: Streamlit's inline script changed"
 
 
+@pytest.mark.deploy
 def test_haproxy_accepts_the_shipped_and_the_local_config(tmp_path):
     binary = haproxy()
     for text in (CFG.read_text(), local_haproxy_cfg([Port(1), Port(2)])):
@@ -131,6 +132,7 @@ def _get(url: str, cookie: str | None = None):
         return e.code, e.headers, ""
 
 
+@pytest.mark.deploy
 def test_live_sticky_sessions_and_headers(tmp_path):
     """haproxy with the shipped config in front of two stub replicas: a browser's cookie keeps
     it on one replica, new browsers are spread over both, every response has the headers."""
@@ -218,6 +220,7 @@ def _lint(path: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.deploy
 def test_the_dockerfile_passes_hadolint(tmp_path):
     """hadolint's rules and ShellCheck on the RUN lines of the Dockerfile and of the base
     tests/test_image.py builds it on here, every finding down to style, none left; the rules
@@ -273,11 +276,13 @@ def proxied_app(tmp_path_factory):
         stop_process(app)
 
 
+@pytest.mark.deploy
 def test_metrics_stay_behind_the_proxy_however_the_path_is_spelt(proxied_app):
     app_port, url, _ = proxied_app
     assert_metrics_blocked(int(url.rsplit(":", 1)[1]), [app_port])
 
 
+@pytest.mark.deploy
 def test_the_websocket_opens_only_from_the_same_site(proxied_app):
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect
@@ -301,6 +306,7 @@ PAGES = [("Home", "Self-attention, one step at a time"), ("Inputs & weights", "I
          ("Read the model", "Read the model"), ("Train", "Train attention yourself")]
 
 
+@pytest.mark.deploy
 @pytest.mark.browser
 def test_every_page_works_through_the_proxy_with_no_csp_violation(proxied_app, browser):
     """Chromium enforces the proxy's CSP: connect-src 'self' admits the page's own websocket

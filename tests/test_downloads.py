@@ -23,6 +23,7 @@ def _as_bytes(data) -> bytes:
     return data.encode() if isinstance(data, str) else data
 
 
+@pytest.mark.slow
 def test_step_page_downloads_carry_the_sentence_tokens_and_settings(downloads):
     at = open_page("pages/steps.py", sentence=SENTENCE, num_heads=2, d_model=8, causal=True,
                    bias=True)
@@ -53,6 +54,7 @@ def test_step_page_downloads_carry_the_sentence_tokens_and_settings(downloads):
     assert "<math" in report
 
 
+@pytest.mark.slow
 def test_preset_report_names_the_preset(downloads):
     at = open_page("pages/home.py", mode="Preset", preset="three_inputs")
     assert not at.exception
@@ -63,6 +65,7 @@ def test_preset_report_names_the_preset(downloads):
         assert data["tokens_q"].tolist() == list(attnviz.load_preset("three_inputs").tokens)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["pages/home.py", "pages/steps.py", "pages/multihead.py"])
 def test_download_buttons_keep_no_trace_for_the_session(downloads, page):
     """What a button keeps lives as long as the session (minutes after the browser left): the
@@ -76,6 +79,7 @@ def test_download_buttons_keep_no_trace_for_the_session(downloads, page):
         assert _as_bytes(maker())                        # and still makes its file
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page, state", [
     ("pages/steps.py", {}), ("pages/inputs.py", {}), ("pages/multihead.py", {}),
     ("pages/home.py", {}), ("pages/pretrained.py", {"pt_view": "Model view: every layer and head"}),
@@ -130,6 +134,7 @@ def _assert_same_view(rebuilt, saved: dict, settings: Settings) -> None:
             assert getattr(rebuilt.trace, name) is None, name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", REBUILT_CASES)
 def test_the_downloaded_files_alone_rebuild_the_view(downloads, case):
     state = REBUILT_CASES[case]

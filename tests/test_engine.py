@@ -65,6 +65,7 @@ def test_weighted_values_sum_to_z_for_every_head():
         np.testing.assert_allclose(t.weighted_values(h).sum(axis=1), t.z[h], atol=1e-12)
 
 
+@pytest.mark.slow
 @given(arrays(np.float64, (3, 4), elements=st.floats(-1e6, 1e6)))
 def test_softmax_of_huge_scores_is_finite_and_sums_to_one(scores):
     q = scores  # Q Kᵀ with K = I gives these scores exactly

@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,8 +12,6 @@ import attnviz
 from attnviz import MultiHeadWeights
 from attnviz.core import engine
 from tests.message_helpers import raises_message
-
-torch.set_num_threads(1)
 
 
 @st.composite
@@ -43,6 +40,8 @@ def _weights(s, dtype=np.float32):
 
 def _torch_projection(x, w, b):
     """x (n, d) and per-head w (heads, d, d_out) → (1, heads, n, d_out), computed by torch."""
+    import torch
+
     out = torch.einsum("nd,hde->hne", torch.tensor(x), torch.tensor(w))
     if b is not None:
         out = out + torch.tensor(b)[:, None, :]
@@ -51,13 +50,16 @@ def _torch_projection(x, w, b):
 
 def _bottom_right_causal(n_q, n_k):
     """True = allowed: query i (the last n_q of n_k positions) sees keys ≤ its position."""
+    import torch
+
     return torch.tensor(np.tril(np.ones((n_q, n_k), dtype=bool), k=n_k - n_q))
 
 
 # ---- grouped-query attention ------------------------------------------------------------------
 
+@pytest.mark.reference
 @given(gqa_shapes())
-def test_gqa_agrees_with_torch_sdpa_enable_gqa(s):
+def test_gqa_agrees_with_torch_sdpa_enable_gqa(torch, s):
     arrays, rng = _weights(s)
     w = MultiHeadWeights(**arrays)
     x = rng.standard_normal((s["n_q"], s["d_model"])).astype(np.float32)
@@ -222,8 +224,9 @@ def test_rope_turns_each_feature_pair_by_position_times_frequency(s, base, offse
     np.testing.assert_allclose(t.rope_angles, expected, rtol=1e-12)
 
 
+@pytest.mark.reference
 @given(gqa_shapes(), st.integers(0, 60))
-def test_rope_agrees_with_transformers_apply_rotary_pos_emb(s, offset):
+def test_rope_agrees_with_transformers_apply_rotary_pos_emb(torch, s, offset):
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import (LlamaRotaryEmbedding,
                                                           apply_rotary_pos_emb)
@@ -252,8 +255,9 @@ def test_rope_agrees_with_transformers_apply_rotary_pos_emb(s, offset):
     np.testing.assert_allclose(t.z, z[0].numpy(), atol=1e-5)
 
 
+@pytest.mark.reference
 @given(gqa_shapes())
-def test_a_layer_agrees_with_transformers_llama_attention(s):
+def test_a_layer_agrees_with_transformers_llama_attention(torch, s):
     """GQA, RoPE and the causal mask together, against transformers' own LlamaAttention
     (eager) with the same weights: its attention weights and its output."""
     from transformers import LlamaConfig

@@ -1,19 +1,21 @@
-"""The engine against torch.nn.MultiheadAttention: the reference for every shape, bias and mask."""
+"""The engine against torch.nn.MultiheadAttention: the reference for every shape, bias and mask;
+and the round trip to and from it (core/torch_interop)."""
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 import attnviz
 from tests.message_helpers import raises_message
 
-torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("torch")        # imported here, on one thread
 
 
 def torch_reference(w, x, context=None, value=None, key_padding_mask=None, attn_mask=None):
     """torch's output (n_q, d_out) and per-head weights (H, n_q, n_k) for the same weights."""
+    import torch
+
     mha = w.to_torch().eval()
     context = x if context is None else context
     value = context if value is None else value
@@ -59,6 +61,8 @@ def configurations(draw):
 
 
 def _torch_mha(d_model, heads, kdim, vdim, bias, seed):
+    import torch
+
     torch.manual_seed(seed)
     mha = torch.nn.MultiheadAttention(d_model, heads, bias=bias, kdim=kdim, vdim=vdim)
     if bias:  # torch starts biases at 0; make them matter
@@ -68,6 +72,7 @@ def _torch_mha(d_model, heads, kdim, vdim, bias, seed):
     return mha
 
 
+@pytest.mark.reference
 @given(configurations())
 def test_agrees_with_torch_for_any_shapes_biases_and_masks(cfg):
     w, x = cfg["w"], cfg["x"]
@@ -88,6 +93,7 @@ def test_agrees_with_torch_for_any_shapes_biases_and_masks(cfg):
         np.testing.assert_allclose(t.output, out, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("n", [1, 5, 40])
 def test_float64_agrees_with_torch_to_machine_precision(n):
     w = attnviz.MultiHeadWeights.random(24, 3, seed=n, bias=True)
@@ -99,7 +105,7 @@ def test_float64_agrees_with_torch_to_machine_precision(n):
     np.testing.assert_allclose(t.output, out, atol=1e-12)
 
 
-def test_torch_round_trip_keeps_every_parameter():
+def test_torch_round_trip_keeps_every_parameter(torch):
     mha = _torch_mha(12, 3, kdim=5, vdim=7, bias=True, seed=1)
     back = attnviz.MultiHeadWeights.from_torch(mha).to_torch()
     for (name, a), (_, b) in zip(sorted(mha.state_dict().items()),
@@ -114,7 +120,7 @@ def test_from_torch_reads_separate_kdim_vdim_projections():
     assert not w.has_bias
 
 
-def test_from_torch_refuses_extra_key_bias():
+def test_from_torch_refuses_extra_key_bias(torch):
     mha = torch.nn.MultiheadAttention(8, 2, add_bias_kv=True)
     with raises_message("error.torch.extra_keys"):
         attnviz.MultiHeadWeights.from_torch(mha)
@@ -126,6 +132,7 @@ def test_to_torch_refuses_layouts_torch_cannot_hold():
         w.to_torch()
 
 
+@pytest.mark.reference
 def test_large_case_uses_threaded_blocks_and_still_agrees_with_torch():
     # 12 heads × 256 × 256 cells is above the threshold where blocks run on every core
     w = attnviz.MultiHeadWeights.random(96, 12, seed=3, bias=True, dtype=np.float32)

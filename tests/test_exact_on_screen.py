@@ -73,6 +73,7 @@ def test_q_k_v_mode_shows_one_head_and_the_width_of_q():
     assert numbers["Heads"] == (1, True) and numbers["d_k"] == (4, True)
 
 
+@pytest.mark.slow
 def test_d_k_shows_the_derived_value_not_zero_or_the_users_choice():
     # (AppTest loses the sidebar after a click on it, so the choices are seeded.)
     at = open_page("pages/home.py", d_model=12, num_heads=3)
@@ -86,6 +87,7 @@ def test_d_k_shows_the_derived_value_not_zero_or_the_users_choice():
     assert heatmap_z(charts(at)[0]).shape == (11, 6)       # 11 tokens × d_k 6
 
 
+@pytest.mark.slow
 def test_positional_encoding_is_shown_off_where_it_cannot_apply():
     at = open_page("pages/home.py", mode="Preset", preset="it", positional=True)
     assert sidebar_checkboxes(at)["Sinusoidal positional encoding"] == (False, True)
@@ -95,6 +97,7 @@ def formula_of(at) -> str:
     return at.get("latex")[0].value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("state, present, absent", [
     (dict(scaled=True), [r"\sqrt{d_k}"], ["M_h"]),
     (dict(scaled=False), [], [r"\sqrt", "M_h"]),
@@ -110,6 +113,7 @@ def test_the_weights_formula_on_the_page_follows_scaling_and_mask(state, present
         assert part not in formula
 
 
+@pytest.mark.slow
 def test_tutorial_003_notes_the_rounding_and_the_switch_gives_the_printed_output():
     at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="output")
     assert shows(at.info, "notice.rounded.tick")
@@ -139,6 +143,7 @@ def test_two_queries_labels_its_keys_as_keys():
     assert "query" not in " ".join(s.value for s in at.subheader)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("param, raw, used", [
     ("d_model", "999999", 1024), ("num_heads", "-3", 1), ("num_heads", "999999", 16),
     ("max_tokens", "100000", 512), ("seed", "-1", 0), ("layer", "9", 5), ("d_k", "-2", 0),
@@ -153,6 +158,7 @@ def test_out_of_range_numbers_in_a_link_are_clamped_with_a_notice(param, raw, us
     assert any(param in n and raw in n and str(used) in n for n in notices), notices
 
 
+@pytest.mark.slow
 def test_a_long_sentence_is_kept_out_of_the_link_with_a_note_and_still_cut_to_the_limit():
     sentence = "word " * 3000                                   # 15,000 characters
     at = open_page("pages/home.py", sentence=sentence)
@@ -172,6 +178,7 @@ def test_the_paste_box_holds_every_number_exactly_so_applying_it_changes_nothing
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), x)
 
 
+@pytest.mark.slow
 def test_a_bad_paste_names_the_matrix_and_head_as_the_page_does():
     at = open_page("pages/inputs.py", sentence="a b", d_model=2, num_heads=2, d_k=1,
                    matrix="w_k", edit_head=1)
@@ -226,6 +233,7 @@ def test_the_server_accepts_no_upload_larger_than_the_app_can_use():
     assert 512 * 1024 * 25 <= matrix_files.MAX_UPLOAD_MB * 2**20     # 25 characters a number fit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("state, present, absent", [
     (dict(scaled=False), [], [r"\sqrt"]),
     (dict(causal=True), ["M_h", r"\sqrt{d_k}"], []),

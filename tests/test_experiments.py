@@ -14,6 +14,7 @@ W = attnviz.MultiHeadWeights.random(16, 2, seed=1)
 TOKENS = attnviz.tokenize("the quick brown fox jumps over the lazy dog")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d_k", [1, 16, 64, 512])
 def test_dot_product_variance_grows_as_d_k(d_k):
     r = experiments.scaling(d_k)
@@ -21,6 +22,7 @@ def test_dot_product_variance_grows_as_d_k(d_k):
     assert r.scaled_variance == pytest.approx(1.0, rel=0.1)
 
 
+@pytest.mark.slow
 def test_scaling_keeps_softmax_from_saturating():
     r = experiments.scaling(512, seed=3)
     assert r.row_unscaled.max() > 0.99            # one key takes nearly everything
@@ -93,6 +95,7 @@ TABS = ("√d_k scaling", "Tied vs separate Q/K", "Raw softmax(XXᵀ)X", "Word o
         "Masks & padding", "Cross-attention", "Bug: scale after softmax")
 
 
+@pytest.mark.slow
 def test_page_shows_each_experiments_proof():
     m = {}
     for tab in TABS:
@@ -110,10 +113,12 @@ def test_page_shows_each_experiments_proof():
     assert float(m["row sums, scale after softmax"]) == pytest.approx(0.5, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_only_the_open_tab_is_drawn():
     assert set(metrics(open_tab("Masks & padding"))) == {"largest weight on a masked cell"}
 
 
+@pytest.mark.slow
 def test_page_variance_follows_the_d_k_slider():
     at = open_tab("√d_k scaling")
     at.slider(key="exp_dk").set_value(400).run()
@@ -133,6 +138,7 @@ def test_page_masks_give_exact_zero_weights_on_pads():
     assert fig["data"][1]["name"] == "masked"
 
 
+@pytest.mark.slow
 def test_page_cross_attention_is_not_square_and_labelled():
     at = open_tab("Cross-attention", sentence="the cat sat")
     at.text_input(key="exp_cross_text").input("le chat").run()
@@ -157,6 +163,7 @@ NEEDS_WEIGHTS = {"Word order & positions": "needs a sentence (or X) of at least 
                  "Masks & padding": "needs weights", "Cross-attention": "needs a sentence or"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["Preset", "Q, K, V", "Matrix X", "Pretrained model"])
 @pytest.mark.parametrize("tab", TABS)
 def test_every_tab_runs_on_other_inputs(mode, tab):
@@ -202,6 +209,7 @@ def test_every_tab_runs_on_other_inputs(mode, tab):
         assert m["row sums, scale after softmax"] == f"{1 / math.sqrt(d_k):.4f}"
 
 
+@pytest.mark.slow
 def test_the_histogram_sends_its_counts_not_every_sample():
     """80 bars per histogram, each counting what np.histogram counts on the raw samples; the
     page's √d_k tab used to send all 20,000 samples twice (253 KB, the same for every learner)."""

@@ -10,7 +10,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import use_language
@@ -41,6 +40,7 @@ def closed_form_score(q, k, m: int, n: int, base: float) -> float:
 
 def transformers_score(q, k, m: int, n: int, base: float) -> float:
     """q at m and k at n rotated by transformers' Llama apply_rotary_pos_emb (float64)."""
+    import torch
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     d = len(q)
@@ -70,6 +70,7 @@ def test_rope_moving_both_keeps_the_score_and_moving_one_changes_it(d, m, n, bas
     assert r.offsets.tolist() == r.distances.tolist() == list(range(301))
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("m, n, s", [(7, 3, 0), (7, 3, 250), (0, 40, 9), (513, 512, 1)])
 def test_rope_rotation_is_transformers_apply_rotary_pos_emb(m, n, s):
     q, k = experiments.random_qk(64, seed=m)
@@ -85,7 +86,7 @@ def test_random_qk_is_numpys_standard_normal():
     np.testing.assert_array_equal(k, rng.standard_normal(6))
 
 
-def test_rope_on_a_real_head_gives_the_models_own_score(decoder, hf_decoder):
+def test_rope_on_a_real_head_gives_the_models_own_score(torch, decoder, hf_decoder):
     """q and k of SmolLM2's layer 3 (before rotation) at their real positions: the
     experiment's score at s = 0 is transformers' pre-softmax score × √d_k for that pair."""
     model, tokenizer = hf_decoder
@@ -150,7 +151,7 @@ def test_every_experiment_error_is_an_id_said_in_both_languages(call, msg_id, pa
 # ---- the attention sink -------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def hf_sink(hf_decoder):
+def hf_sink(torch, hf_decoder):
     """transformers on TEXT: its attentions and the next token's log-probabilities with every
     token visible and with the first token's key masked (attention_mask 0 at position 0)."""
     model, tokenizer = hf_decoder
@@ -189,7 +190,7 @@ def test_the_sink_numbers_are_transformers_own(decoder, hf_sink):
 
 
 def test_a_key_mask_of_ones_changes_nothing_and_hiding_a_key_is_transformers_attention_mask(
-        decoder, hf_decoder):
+        torch, decoder, hf_decoder):
     model, tokenizer = hf_decoder
     text = "早上好！今天的天气很好，我们去公园散步吧。"
     ids = tokenizer(text).input_ids
@@ -234,6 +235,7 @@ def metric_values(at) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+@pytest.mark.slow
 def test_the_rope_tab_shows_the_same_score_for_every_shift_random_q_k():
     at = app("pages/experiments.py", experiment=ROPE_TAB, exp_rope_source="random",
              exp_rope_offset=300)
@@ -257,6 +259,7 @@ def test_the_rope_tab_shows_the_same_score_for_every_shift_random_q_k():
     assert curve[100] == pytest.approx(closed_form_score(q, k, 103, 3, 10000.0), abs=1e-9)
 
 
+@pytest.mark.slow
 def test_the_rope_tab_on_a_smollm2_head(decoder):
     at = app("pages/experiments.py", experiment=ROPE_TAB, exp_rope_layer=5, exp_rope_head=7)
     assert not at.error
@@ -292,6 +295,7 @@ def test_the_sink_tab_shows_transformers_numbers(hf_sink):
                                attentions[:, :, 1:, 0].mean(axis=(1, 2)), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_the_decoder_tabs_say_what_is_wrong_in_the_page_in_both_languages():
     for lang, empty, short in (("en", "the text is empty", "only one token"),
                                ("zh", "文本是空的", "文本只有一个词元")):

@@ -66,6 +66,7 @@ def test_csv_zip_has_token_headers_and_the_numbers(trace, tmp_path):
     assert masked[1][2] == "-inf"
 
 
+@pytest.mark.slow
 def test_report_html_is_offline_and_holds_every_step(trace):
     page = attnviz.report_html(trace, TOKENS)
     assert page.startswith("<!DOCTYPE html>")

@@ -11,6 +11,8 @@ from attnviz.app.baseline import Pin
 from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page,
                                    page_alone)
 
+pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
+
 BUDGET = 3_000_000              # SPEC: "the figures a page sends ≤ 3 MB", as UTF-8 bytes
 SCALES = ("fixed", "head", "row")
 WORDS = " ".join(f"w{i}" for i in range(600))                      # cut to 512 tokens

@@ -262,6 +262,7 @@ def test_query_vector_view_names_the_query_and_masked_keys(trace):
     assert list(fig.data[2].text[1:]) == ["0 (masked)"] * 3
 
 
+@pytest.mark.slow
 def test_figures_module_does_not_import_streamlit():
     code = "import sys, attnviz.plot.figures; assert 'streamlit' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -347,6 +348,7 @@ def trace_512():
         attnviz.embed_tokens(tokens, 64).astype(np.float32), w)
 
 
+@pytest.mark.slow
 def test_at_512_tokens_the_default_scale_shows_structure(trace_512):
     tokens, t = trace_512
     assert figures.default_weight_scale(512) == "row"
@@ -366,6 +368,7 @@ def test_at_512_tokens_the_default_scale_shows_structure(trace_512):
     assert np.median(pooled) > 0.05
 
 
+@pytest.mark.slow
 def test_relative_grids_stay_within_the_figure_budget(trace_512, long_trace):
     for tokens, t in (trace_512, long_trace):
         for scale in ("row", "head"):

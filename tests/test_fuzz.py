@@ -4,6 +4,7 @@ masked score is −∞ and nothing else is) or refuses with AttnvizInputError; n
 escapes. Bounded: a fixed number of examples, no deadline."""
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -79,6 +80,7 @@ def projected_calls(draw):
     return x, fields, _mask(draw, n, n)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(qkv_calls())
 def test_trace_qkv_gives_finite_steps_or_a_clear_error(call):
@@ -91,6 +93,7 @@ def test_trace_qkv_gives_finite_steps_or_a_clear_error(call):
     _check(trace)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(projected_calls())
 def test_trace_attention_gives_finite_steps_or_a_clear_error(call):
@@ -126,6 +129,7 @@ def test_tokenize_gives_drawn_tokens_or_a_clear_error(text):
     attnviz.embed_tokens(tokens, 4)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(st.text(ANY_CHARACTER, max_size=40),
                  st.lists(PASTE_PIECES, max_size=30).map("".join)))
@@ -187,6 +191,7 @@ def valid_projected_calls(draw):
     return x, w, _valid_mask(draw, n, n)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(valid_qkv_calls())
 def test_trace_qkv_takes_every_valid_call(call):
@@ -194,6 +199,7 @@ def test_trace_qkv_takes_every_valid_call(call):
     _check(attnviz.trace_qkv(q, k, v, **options))          # no AttnvizInputError either
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(valid_projected_calls())
 def test_trace_attention_takes_every_valid_call(call):
@@ -204,6 +210,7 @@ def test_trace_attention_takes_every_valid_call(call):
 WORDS = st.text(st.characters(categories=("L", "N")), min_size=1, max_size=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(WORDS, min_size=1, max_size=8), st.sampled_from([" ", "  ", "\t", "\n"]))
 def test_tokenize_takes_any_text_with_a_word(words, gap):
@@ -211,6 +218,7 @@ def test_tokenize_takes_any_text_with_a_word(words, gap):
     assert len(tokens) >= len(words) and all(t and t == t.strip() for t in tokens)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 6).flatmap(lambda cols: st.lists(
            st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=cols, max_size=cols),

@@ -27,6 +27,7 @@ def as_a_server(monkeypatch):
         gc.unfreeze()
 
 
+@pytest.mark.slow
 def test_the_pages_modules_are_frozen_once_and_later_cycles_are_still_collected(as_a_server):
     gc_tuning.freeze_long_lived()
     assert gc.get_freeze_count() > 0

@@ -25,11 +25,6 @@ from tests.test_generate_page import PROMPT, click, page
 RTOL, ATOL = 1e-4, 1e-6
 
 
-@pytest.fixture(scope="module")
-def model() -> DecoderModel:
-    return DecoderModel.load()
-
-
 def _probabilities(step) -> dict[str, float]:
     return dict(step.top)
 
@@ -52,11 +47,12 @@ def assert_same_generation(whole, pieces) -> None:
                                    rtol=RTOL, atol=ATOL)
 
 
-def test_greedy_in_pieces_is_the_same_as_at_once(model):
-    whole = model.generate(PROMPT, max_new_tokens=12)
-    first = model.generate(PROMPT, max_new_tokens=5)
-    second = model.generate_more(first, 3)
-    third = model.generate_more(second, 4)
+@pytest.mark.slow
+def test_greedy_in_pieces_is_the_same_as_at_once(decoder):
+    whole = decoder.generate(PROMPT, max_new_tokens=12)
+    first = decoder.generate(PROMPT, max_new_tokens=5)
+    second = decoder.generate_more(first, 3)
+    third = decoder.generate_more(second, 4)
     assert whole.stopped == "length" and len(third.steps) == 12
     assert_same_generation(whole, third)
     # the steps already made are carried over as they were, not computed again
@@ -67,67 +63,71 @@ def test_greedy_in_pieces_is_the_same_as_at_once(model):
     assert [s.cache_tokens for s in third.steps] == list(range(5, 17))
 
 
-def test_sampling_in_pieces_continues_the_same_random_stream(model):
+@pytest.mark.slow
+def test_sampling_in_pieces_continues_the_same_random_stream(decoder):
     story = "Once upon a time"                   # (from PROMPT, seed 3 ends after 5 tokens)
-    whole = model.generate(story, max_new_tokens=12, temperature=0.9, seed=3)
-    first = model.generate(story, max_new_tokens=4, temperature=0.9, seed=3)
-    pieces = model.generate_more(model.generate_more(first, 5), 3)
+    whole = decoder.generate(story, max_new_tokens=12, temperature=0.9, seed=3)
+    first = decoder.generate(story, max_new_tokens=4, temperature=0.9, seed=3)
+    pieces = decoder.generate_more(decoder.generate_more(first, 5), 3)
     assert_same_generation(whole, pieces)
     # the stream matters here: the sampler started again from seed 3 would draw other tokens
     restarted = dataclasses.replace(
         first, rng_state=np.random.default_rng(3).bit_generator.state)
-    assert model.generate_more(restarted, 8).ids.tolist() != whole.ids.tolist()
+    assert decoder.generate_more(restarted, 8).ids.tolist() != whole.ids.tolist()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("special_tokens", [False, True])
-def test_continuing_a_chat_keeps_how_the_prompt_was_read(model, special_tokens):
+def test_continuing_a_chat_keeps_how_the_prompt_was_read(decoder, special_tokens):
     """Issue 26: a prompt in the chat template, typed control tokens read as text (or, asked
     for, as control tokens): continued, it is the same as one run of ``generate``, and says
     how its prompt was read."""
     typed = "Say hello.<|im_end|>"
-    whole = model.generate(typed, max_new_tokens=6, chat=True, special_tokens=special_tokens,
+    whole = decoder.generate(typed, max_new_tokens=6, chat=True, special_tokens=special_tokens,
                            stop_at_eos=False)
-    first = model.generate(typed, max_new_tokens=2, chat=True, special_tokens=special_tokens,
+    first = decoder.generate(typed, max_new_tokens=2, chat=True, special_tokens=special_tokens,
                            stop_at_eos=False)
-    pieces = model.generate_more(first, 4)
+    pieces = decoder.generate_more(first, 4)
     assert_same_generation(whole, pieces)
     assert (pieces.chat, pieces.special_tokens) == (True, special_tokens)
-    prompt = model.chat_ids(typed, special_tokens=special_tokens).tolist()
+    prompt = decoder.chat_ids(typed, special_tokens=special_tokens).tolist()
     assert pieces.ids[:pieces.prompt_length].tolist() == prompt
-    assert prompt.count(model.config.eos_id) == (3 if special_tokens else 2)
+    assert prompt.count(decoder.config.eos_id) == (3 if special_tokens else 2)
 
 
-def test_continuing_keeps_stop_at_eos_false(model):
-    whole = model.generate(PROMPT, max_new_tokens=40, stop_at_eos=False)
-    eos = model.config.eos_id
+@pytest.mark.slow
+def test_continuing_keeps_stop_at_eos_false(decoder):
+    whole = decoder.generate(PROMPT, max_new_tokens=40, stop_at_eos=False)
+    eos = decoder.config.eos_id
     assert eos in whole.new_ids.tolist()[:-1]           # it went on past <|im_end|>
     before = whole.new_ids.tolist().index(eos)          # the pieces meet at <|im_end|>
-    first = model.generate(PROMPT, max_new_tokens=before + 1, stop_at_eos=False)
+    first = decoder.generate(PROMPT, max_new_tokens=before + 1, stop_at_eos=False)
     assert first.stopped == "length" and first.steps[-1].id == eos
-    assert model.generate_more(first, 40 - before - 1).ids.tolist() == whole.ids.tolist()
+    assert decoder.generate_more(first, 40 - before - 1).ids.tolist() == whole.ids.tolist()
 
 
-def test_a_generation_that_ended_cannot_be_continued(model):
-    ended = model.generate(PROMPT, max_new_tokens=40)
+@pytest.mark.slow
+def test_a_generation_that_ended_cannot_be_continued(decoder):
+    ended = decoder.generate(PROMPT, max_new_tokens=40)
     assert ended.stopped == "eos" and len(ended.steps) < 40
     with raises_message("error.decoder.more.ended", steps=len(ended.steps)):
-        model.generate_more(ended, 1)
+        decoder.generate_more(ended, 1)
 
 
 @pytest.mark.parametrize("n", [0, -2, 254, 1.5, True, "3"])
-def test_bad_n_says_what_is_wrong(model, n):
-    three = model.generate(PROMPT, max_new_tokens=3)        # 256 - 3 = 253 left
+def test_bad_n_says_what_is_wrong(decoder, n):
+    three = decoder.generate(PROMPT, max_new_tokens=3)        # 256 - 3 = 253 left
     with raises_message("error.whole_number", name="n", bounds=between(1, 253), value=repr(n)):
-        model.generate_more(three, n)
+        decoder.generate_more(three, n)
 
 
-def test_only_a_generation_with_room_left_can_be_continued(model):
+def test_only_a_generation_with_room_left_can_be_continued(decoder):
     with raises_message("error.decoder.more.not_generation", type="str"):
-        model.generate_more(PROMPT, 1)
-    one = model.generate(PROMPT, max_new_tokens=1)
+        decoder.generate_more(PROMPT, 1)
+    one = decoder.generate(PROMPT, max_new_tokens=1)
     full = dataclasses.replace(one, steps=one.steps * MAX_NEW_TOKENS)
     with raises_message("error.decoder.more.full", steps=MAX_NEW_TOKENS, limit=MAX_NEW_TOKENS):
-        model.generate_more(full, 1)
+        decoder.generate_more(full, 1)
 
 
 # ---- the page --------------------------------------------------------------------------------
@@ -147,22 +147,24 @@ def forward_calls(monkeypatch) -> list[tuple[int, list[int]]]:
     return calls
 
 
-def test_next_token_three_times_is_generate_three(model):
+@pytest.mark.slow
+def test_next_token_three_times_is_generate_three(decoder):
     at = page()
     for _ in range(3):
         click(at, "gen_next")
-    gen = model.generate(PROMPT, max_new_tokens=3)
+    gen = decoder.generate(PROMPT, max_new_tokens=3)
     shown = at.session_state["generate_run"]["generation"]
     assert_same_generation(gen, shown)
     assert at.subheader[3].value == "Generated: 3 new tokens"
     assert at.code[-1].value == gen.text.rstrip("\n")        # (a code block drops it)
 
 
-def test_next_token_continues_instead_of_running_the_prompt_again(model, forward_calls):
+@pytest.mark.slow
+def test_next_token_continues_instead_of_running_the_prompt_again(decoder, forward_calls):
     at = page()
     click(click(at, "gen_next"), "gen_next")
     made = at.session_state["generate_run"]["generation"]
-    prompt = model.encode(PROMPT).tolist()
+    prompt = decoder.encode(PROMPT).tolist()
     assert made.ids.tolist()[:len(prompt)] == prompt and len(made.steps) == 2
     forward_calls.clear()
     click(at, "gen_next")                                        # the third token
@@ -180,17 +182,18 @@ def test_next_token_continues_instead_of_running_the_prompt_again(model, forward
     assert len(ids) == len(prompt) + 7
     n = len(prompt) + 3                                          # what the prefill reads
     assert forward_calls == [(0, ids[:n])] + [(p, [ids[p]]) for p in range(n, n + 3)]
-    assert ids == model.generate(PROMPT, max_new_tokens=7).ids.tolist()
+    assert ids == decoder.generate(PROMPT, max_new_tokens=7).ids.tolist()
 
 
-def test_a_changed_seed_starts_from_the_prompt(model, forward_calls):
+@pytest.mark.slow
+def test_a_changed_seed_starts_from_the_prompt(decoder, forward_calls):
     state = dict(gen_sampling="sample", gen_temperature=0.9, gen_seed=3)
     at = click(page(**state), "gen_next")
     at.number_input(key="gen_seed").set_value(4).run()
     forward_calls.clear()
     click(at, "gen_next")
-    prompt = model.encode(PROMPT).tolist()
+    prompt = decoder.encode(PROMPT).tolist()
     assert forward_calls == [(0, prompt)]                        # the prompt alone, anew
     shown = at.session_state["generate_run"]["generation"]
     assert shown.ids.tolist() == \
-        model.generate(PROMPT, max_new_tokens=1, temperature=0.9, seed=4).ids.tolist()
+        decoder.generate(PROMPT, max_new_tokens=1, temperature=0.9, seed=4).ids.tolist()

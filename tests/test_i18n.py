@@ -265,6 +265,7 @@ print(json.dumps([shown, raised]))
 """
 
 
+@pytest.mark.slow
 def test_strictness_is_a_switch_not_whether_pytest_is_imported():
     env = {k: v for k, v in os.environ.items() if k != "ATTNVIZ_I18N_STRICT"}
     done = subprocess.run([sys.executable, "-c", STRICTNESS], capture_output=True, text=True,
@@ -486,6 +487,7 @@ def used_ids() -> tuple[set[str], set[str]]:
     return ids, prefixes
 
 
+@pytest.mark.slow
 def test_every_id_the_code_names_is_in_the_catalogues():
     ids, prefixes = used_ids()
     assert len(ids) > 100 and "home.title" in ids and "nav." in prefixes

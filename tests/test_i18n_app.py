@@ -71,6 +71,7 @@ def test_lang_zh_in_the_link_gives_chinese_titles_and_sidebar():
     assert dict(at.query_params)["lang"] == "zh"
 
 
+@pytest.mark.slow
 def test_the_switch_changes_the_language_and_the_link():
     at = app()
     assert nav_titles(at) == NAV_EN and at.title[0].value == "Self-attention, one step at a time"
@@ -87,6 +88,7 @@ def test_the_switch_changes_the_language_and_the_link():
     assert nav_titles(back) == NAV_EN and "lang" not in dict(back.query_params)
 
 
+@pytest.mark.slow
 def test_a_first_visit_follows_the_browsers_language_and_a_link_overrides_it():
     at = app(locale="zh-CN")
     assert nav_titles(at) == NAV_ZH and at.session_state["lang"] == "zh"
@@ -99,6 +101,7 @@ def test_a_first_visit_follows_the_browsers_language_and_a_link_overrides_it():
     assert app(locale="de-DE").session_state["lang"] == "en"
 
 
+@pytest.mark.slow
 def test_the_language_holds_on_every_page_with_its_sidebar():
     for page in ("pages/steps.py", "pages/multihead.py", "pages/inputs.py"):
         at = app(page, link={"lang": "zh"})
@@ -107,6 +110,7 @@ def test_the_language_holds_on_every_page_with_its_sidebar():
         assert language_switch(at).value == "zh"
 
 
+@pytest.mark.slow
 def test_the_train_page_has_the_switch_and_keeps_the_link():
     at = app("pages/train.py")
     assert "own settings" in at.sidebar.caption[0].value
@@ -116,6 +120,7 @@ def test_the_train_page_has_the_switch_and_keeps_the_link():
     assert dict(at.query_params) == {"lang": "zh"}
 
 
+@pytest.mark.slow
 def test_mode_values_stay_language_independent_in_state_and_link():
     at = app(link={"lang": "zh"})
     radio = at.sidebar.radio[0]
@@ -130,6 +135,7 @@ def test_mode_values_stay_language_independent_in_state_and_link():
     assert at.sidebar.selectbox[0].value == "three_inputs"
 
 
+@pytest.mark.slow
 def test_a_lang_no_catalogue_has_falls_back_with_a_notice():
     at = app(link={"lang": "fr"})
     assert nav_titles(at) == NAV_EN
@@ -139,6 +145,7 @@ def test_a_lang_no_catalogue_has_falls_back_with_a_notice():
     assert any("lang=“xx”" in w.value and "浏览器" in w.value for w in zh.sidebar.warning)
 
 
+@pytest.mark.slow
 def test_the_pages_numbers_do_not_depend_on_the_language():
     en, zh = app(), app(link={"lang": "zh"})
     assert shown_tokens(en) == shown_tokens(zh)
@@ -150,6 +157,7 @@ EVERY_PAGE = ["pages/home.py", "pages/inputs.py", "pages/steps.py", "pages/multi
               "pages/generate.py"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", EVERY_PAGE)
 def test_every_page_runs_in_chinese_with_every_message_it_asks_for(page):
     # strict in the tests (conftest): a message id a page (or a figure it draws) asks for and no
@@ -200,6 +208,7 @@ def page_state(page: str) -> dict:
 _TRAINED: dict = {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", CONVERTED_PAGES)
 @pytest.mark.parametrize("sentence", ["The animal didn't cross the street because it was too "
                                       "tired", "早上好，今天天气很好"])
@@ -217,6 +226,7 @@ def page_tokens(at: AppTest, sentence: str) -> list[str]:
     return attnviz.tokenize(sentence)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", CONVERTED_PAGES)
 @pytest.mark.parametrize("sentence", ["The animal didn't cross the street because it was too "
                                       "tired", "早上好，今天天气很好"])
@@ -226,6 +236,7 @@ def test_a_converted_page_in_english_has_no_chinese_outside_tokens(page, sentenc
     assert chinese_outside(texts, ignore=[*page_tokens(at, sentence), *allowed_chinese()]) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("state", SIDEBAR_STATES.values(), ids=SIDEBAR_STATES.keys())
 def test_the_sidebar_in_chinese_has_no_english_sentence(state):
     at = app(link={"lang": "zh"}, **state)
@@ -234,12 +245,14 @@ def test_the_sidebar_in_chinese_has_no_english_sentence(state):
     assert english_sentences(texts, ignore=allowed_chinese()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("state", SIDEBAR_STATES.values(), ids=SIDEBAR_STATES.keys())
 def test_the_sidebar_in_english_has_no_chinese(state):
     at = app(**state)
     assert chinese_outside(visible_texts(at, at.sidebar), ignore=allowed_chinese()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["pages/pretrained.py", "pages/train.py"])
 def test_the_sidebar_of_a_page_with_its_own_settings_in_chinese(page):
     at = app(page, link={"lang": "zh"})
@@ -249,6 +262,7 @@ def test_the_sidebar_of_a_page_with_its_own_settings_in_chinese(page):
     assert chinese_outside(visible_texts(english, english.sidebar)) == []
 
 
+@pytest.mark.slow
 def test_the_walker_finds_what_it_looks_for(monkeypatch):
     # the walk over a page in Chinese finds English left in it (here a Chinese message made
     # English again), and over Chinese tokens in English finds them unless told they are tokens
@@ -295,6 +309,7 @@ def experiments_tokens(sentence: str) -> list[str]:
             *tokenize("Le chat est assis"), *allowed_chinese()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", EXPERIMENT_TABS)
 @pytest.mark.parametrize("sentence", ["The animal didn't cross the street because it was too "
                                       "tired", "早上好，今天天气很好"])
@@ -307,6 +322,7 @@ def test_every_experiments_tab_in_chinese_has_no_english_sentence(label, sentenc
     assert english_sentences(texts, ignore=experiments_tokens(sentence)) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", EXPERIMENT_TABS)
 @pytest.mark.parametrize("sentence", ["The animal didn't cross the street because it was too "
                                       "tired", "早上好，今天天气很好"])
@@ -316,6 +332,7 @@ def test_every_experiments_tab_in_english_has_no_chinese_outside_tokens(label, s
     assert chinese_outside(visible_texts(at), ignore=experiments_tokens(sentence)) == []
 
 
+@pytest.mark.slow
 def test_the_experiments_walk_finds_what_it_looks_for():
     # the same walk over the tabs drawn in English finds their English sentences
     for tab in ("√d_k scaling", "RoPE: score and distance", "Attention sink"):
@@ -326,6 +343,7 @@ READING_TABS = {"rollout": ("Rollout", "注意力展开"), "value": ("Value-weig
                 "stats": ("Head statistics", "头的统计"), "ablation": ("Ablation", "消融")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["minilm", "smollm2"])
 @pytest.mark.parametrize("tab", READING_TABS, ids=READING_TABS.keys())
 def test_every_tab_of_read_the_model_in_both_languages(tab, model):
@@ -386,6 +404,7 @@ def walk_states(lang: str):
         yield "pages/inputs.py", {"matrix": matrix}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_every_step_tab_and_toggle_speaks_one_language(lang):
     seen_charts = set()
@@ -406,6 +425,7 @@ def test_every_step_tab_and_toggle_speaks_one_language(lang):
         assert any(word in text for text in seen_charts), (word, sorted(seen_charts)[:20])
 
 
+@pytest.mark.slow
 def test_step_by_step_cites_tutorial_000s_step_in_both_languages():
     for lang, cite in (("zh", "图解Transformer 第 {} 步"), ("en", "The Illustrated Transformer, "
                                                               "step {}")):

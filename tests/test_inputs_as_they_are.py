@@ -23,6 +23,7 @@ def sent_bytes(at) -> int:
 
 # ---- 13: one 1 MB word --------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["pages/home.py", "pages/inputs.py", "pages/steps.py",
                                   "pages/multihead.py", "pages/experiments.py"])
 def test_a_one_megabyte_word_keeps_every_page_within_the_figure_budget(page):
@@ -42,6 +43,7 @@ def test_a_one_megabyte_word_keeps_every_page_within_the_figure_budget(page):
     assert sum(len(m.value) for m in at.markdown) < 20_000      # the token line, cut too
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["pages/home.py", "pages/multihead.py"])
 def test_100_long_words_of_four_byte_letters_and_16_heads_stay_within_the_budget(page):
     """The worst the labels can weigh: every token long, in a script whose letters take four
@@ -56,6 +58,7 @@ def test_100_long_words_of_four_byte_letters_and_16_heads_stay_within_the_budget
     assert sent_bytes(at) <= BUDGET, f"{sent_bytes(at) / 1e6:.1f} MB of figures"
 
 
+@pytest.mark.slow
 def test_a_long_word_is_cut_on_the_axis_longer_in_the_hover_and_whole_in_the_table():
     word = "Donaudampfschifffahrt" + "x" * 279                       # 300 characters
     at = open_page("pages/steps.py", sentence=f"a {word} b", step="weights",
@@ -72,6 +75,7 @@ def test_a_long_word_is_cut_on_the_axis_longer_in_the_hover_and_whole_in_the_tab
     assert list(table.index) == ["a", word, "b"]                    # the table: every letter
 
 
+@pytest.mark.slow
 def test_the_token_line_shows_a_long_token_cut():
     at = open_page("pages/home.py", sentence="a " + "y" * 5000 + " b")
     tokens = shown_tokens(at)
@@ -81,6 +85,7 @@ def test_the_token_line_shows_a_long_token_cut():
 
 # ---- 15: a spreadsheet's decimal commas, said --------------------------------------------------
 
+@pytest.mark.slow
 def test_a_semicolon_paste_with_decimal_commas_is_read_and_said_on_the_page():
     at = open_page("pages/steps.py", mode="Matrix X", x_text="1,5;2,5\n3,5;4,5", step="x",
                    num_heads=1)
@@ -90,6 +95,7 @@ def test_a_semicolon_paste_with_decimal_commas_is_read_and_said_on_the_page():
         [plain(i) for i in at.info]
 
 
+@pytest.mark.slow
 def test_matrix_x_reads_a_semicolon_on_one_line_as_the_end_of_a_row_and_says_so():
     # issue 27, item 9: "'1,2,3' is not a number" before
     for text in ("1,2,3;4,5,6", "1 2 3; 4 5 6", "１，２，３；４，５，６"):
@@ -102,6 +108,7 @@ def test_matrix_x_reads_a_semicolon_on_one_line_as_the_end_of_a_row_and_says_so(
     assert not at.error and "1,2,3;4,5,6" in at.sidebar.text_area(key="x_text").help
 
 
+@pytest.mark.slow
 def test_a_full_width_paste_in_q_k_v_is_read():
     at = open_page("pages/steps.py", mode="Q, K, V", q_text="１，０，１\n０，１，１",
                    k_text="0、0、1\n0、1、1", v_text="1；2\n3；4", step="scaled_scores")
@@ -127,6 +134,7 @@ def _large_edit_session():
     return at, s, x
 
 
+@pytest.mark.slow
 def test_edits_too_large_for_the_link_say_so_and_how_to_keep_them():
     at, _, _ = _large_edit_session()
     no_exceptions(at)
@@ -136,6 +144,7 @@ def test_edits_too_large_for_the_link_say_so_and_how_to_keep_them():
     assert shows(at.toast, "link.edits_session_only", names="X")
 
 
+@pytest.mark.slow
 def test_after_a_restart_the_link_says_which_edits_were_lost():
     """A new session (a reload, or the first run after a server restart) opened on the link
     of a session with too-large edits: the matrices are the generated ones, and the page says
@@ -154,6 +163,7 @@ def test_after_a_restart_the_link_says_which_edits_were_lost():
                                                                            num_heads=4)))
 
 
+@pytest.mark.slow
 def test_the_exported_npz_brings_the_lost_edits_back():
     """restore_edits, run inside a session as the sidebar's uploader runs it: the X of the
     .npz the page exported comes back as the edit, exactly; unchanged matrices stay unedited."""
@@ -195,6 +205,7 @@ except AttnvizInputError as exc:
 
 # ---- 12: the HTML report ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_report_shows_an_override_as_its_code_and_isolates_every_token():
     s = Settings(sentence="one \u202etwo שָׁלוֹם עוֹלָם", d_model=8, num_heads=2)
     view = build_view(s)
@@ -205,6 +216,7 @@ def test_the_report_shows_an_override_as_its_code_and_isolates_every_token():
         assert f"<bdi class='tok'>{token}</bdi>" in html
 
 
+@pytest.mark.slow
 def test_a_weight_pasted_with_decimal_commas_is_applied_and_said():
     at = open_page("pages/inputs.py", d_model=4, num_heads=2, matrix="w_q", edit_head=1)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q_1"))

@@ -24,6 +24,8 @@ from attnviz import cli
 from tests.browser_helpers import free_port, stop_process, wait_healthy
 from tests.stream_client import CHARTS, TITLES, open_page
 
+pytestmark = pytest.mark.install
+
 ROOT = Path(__file__).resolve().parents[1]
 NAV_ORDER = ("", "inputs", "steps", "multihead", "experiments", "pretrained", "reading",
              "train", "generate")      # the navigation's URL paths (Home, the default, is the root)

@@ -7,6 +7,7 @@ import math
 import zipfile
 
 import numpy as np
+import pytest
 from PIL import Image
 
 import attnviz
@@ -26,6 +27,7 @@ def test_the_model_views_png_is_a_valid_palette_png_pillow_reads_back():
         np.array(image.getpalette()[:768], dtype=np.uint8).reshape(-1, 3), palette)
 
 
+@pytest.mark.reference
 def test_gelus_erf_is_torchs_bit_for_bit_and_within_an_ulp_of_math_erf():
     """erf is torch.special.erf's, bit for bit: the function transformers' GELU
     (torch.nn.functional.gelu) evaluates."""

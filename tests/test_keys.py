@@ -242,6 +242,7 @@ def _run(at: AppTest, page: str) -> set[str]:
     return set(at.session_state._state.filtered_state)
 
 
+@pytest.mark.slow
 def test_every_key_the_pages_leave_in_session_state_is_declared():
     """Home, Inputs & weights, Step by step, Multi-head and Experiments in one session, and
     Step by step in each synthetic input mode: every key session state holds is declared (the

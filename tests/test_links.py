@@ -46,6 +46,7 @@ def test_the_app_writes_what_differs_from_the_defaults_into_the_url():
                                      "causal": "1"}
 
 
+@pytest.mark.slow
 def test_edited_matrices_travel_in_the_link():
     first = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     state = {"sentence": "a b", "d_model": 2, "num_heads": 1}
@@ -82,6 +83,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("params", HOSTILE)
 def test_a_hostile_link_gives_a_notice_and_the_page_still_draws(params):
     at = open_link(params, "pages/steps.py")
@@ -99,6 +101,7 @@ def test_a_link_over_streamlits_limit_opens_the_default_view():
     assert charts(home)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("params", [
     {"d_model": "lots", "num_heads": "-3", "seed": "1e99"},
     {"mode": "<script>", "preset": "nope", "init": "0", "bias": "maybe"},
@@ -131,6 +134,7 @@ def _everything_shown(at) -> str:
     return " ".join(str(p) for p in parts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EVERY_PARAMETER)
 @pytest.mark.parametrize("value", [DEEP, TOO_LONG], ids=["nested", "too long"])
 def test_every_link_parameter_is_bounded(name, value):
@@ -163,6 +167,7 @@ def test_a_sentence_link_with_a_right_to_left_override_shows_it_removed():
     assert any("⟨U+202E⟩" in plain(c) for c in at.sidebar.caption)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang, words", [
     ("en", ["the link's d_model='x' is not a whole number", "“colour” is not a setting",
             "mode='Toy model'", "Step through this layer", "using Sentence"]),

@@ -231,6 +231,7 @@ def test_a_killed_conversions_leftover_is_removed_by_the_next_start(good, clean,
     assert_one_good_folder(root, good)
 
 
+@pytest.mark.slow
 def test_leftovers_beside_a_whole_cache_are_removed_and_nothing_else(good, clean, root,
                                                                      tmp_path):
     copy_of(good, root)
@@ -367,6 +368,7 @@ def test_the_smollm2_pages_say_the_cache_was_damaged_and_rebuilt(page, good, roo
     assert_one_good_folder(root, good)
 
 
+@pytest.mark.slow
 def test_a_page_whose_model_cannot_load_says_why_and_stops_without_a_traceback():
     from tests.subprocess_helpers import run_without
 

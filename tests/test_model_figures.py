@@ -113,6 +113,7 @@ def test_keep_tokens_drops_rows_and_columns_without_renormalising():
 
 # ---- the model view ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_model_view_has_one_picture_per_layer_and_head_showing_its_weights(weights):
     fig = mf.model_view(weights)
     images = image_traces(fig)
@@ -171,6 +172,7 @@ def test_model_view_starts_at_the_first_shown_position():
     assert fig.data[1].x0 == fig.data[1].y0 == 1 and fig.data[1].dx == 1
 
 
+@pytest.mark.slow
 def test_model_view_for_128_tokens_is_small(run):
     text = " ".join([SENTENCE] * 12)
     traces = PretrainedModel.load().trace(text, max_tokens=128)

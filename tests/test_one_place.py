@@ -76,6 +76,7 @@ def test_the_vector_views_table_names_the_scale_with_its_value():
 
 # ---- the input modes: one enum ------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_input_modes_are_one_enum_and_no_module_spells_one_out():
     """Issue 20 item 3: the modes were string literals in 7 files. Now attnviz.core.modes.Mode;
     no module but that one writes a mode's value as a string (docstrings and the package's

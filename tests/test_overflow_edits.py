@@ -3,6 +3,7 @@ step, and the editor, Reset edits and the cell stay reachable. Which step overfl
 here with plain numpy, not read from the app."""
 
 import numpy as np
+import pytest
 
 import attnviz
 from attnviz.app.edits import Edit, encode
@@ -108,6 +109,7 @@ def test_from_the_link_inputs_and_weights_shows_the_error_the_editor_and_reset_w
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), generated()[1].w_q[0])
 
 
+@pytest.mark.slow
 def test_other_pages_show_the_error_with_a_way_to_the_cell_and_to_reset():
     for page in ("pages/steps.py", "pages/multihead.py", "pages/experiments.py"):
         at = open_link(link_with_the_huge_cell(), page)

@@ -67,6 +67,7 @@ def test_every_page_runs_on_the_default_sentence(page):
         np.testing.assert_allclose(heatmap_z(figs[1]), z[0], rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_a_page_works_alone_from_the_seeded_sentence_or_none(page):
     at = page_alone(page, sentence="早上好")
@@ -81,6 +82,7 @@ def test_a_page_works_alone_from_the_seeded_sentence_or_none(page):
     assert_first_chart_shows(bare, page, x, weights)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_every_page_runs_on_every_preset(page, preset):
@@ -101,6 +103,7 @@ def test_every_page_runs_on_every_preset(page, preset):
     assert_first_chart_shows(at, page, t.x, weights, q0=t.q[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_chinese_sentence_and_other_head_counts(page):
     at = open_page(page, sentence="早上好，今天天气很好", num_heads=2, d_model=8)
@@ -110,12 +113,14 @@ def test_chinese_sentence_and_other_head_counts(page):
     assert_first_chart_shows(at, page, x, weights)
 
 
+@pytest.mark.slow
 def test_home_grid_has_one_facet_per_head_and_changes_with_heads():
     for heads in (2, 8):
         grid = charts(open_page("pages/home.py", num_heads=heads, d_model=16))[0]
         assert sum(1 for tr in grid["data"] if tr["type"] == "heatmap") == heads
 
 
+@pytest.mark.slow
 def test_home_shows_the_tokens_and_output_of_the_sentence():
     at = open_page("pages/home.py", sentence="Thinking Machines")
     assert shown_tokens(at) == ["Thinking", "Machines"]
@@ -125,12 +130,14 @@ def test_home_shows_the_tokens_and_output_of_the_sentence():
     np.testing.assert_allclose(heatmap_z(output), t.output, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_changing_the_sentence_changes_the_numbers():
     a = charts(open_page("pages/multihead.py", sentence="the cat sat"))
     b = charts(open_page("pages/multihead.py", sentence="the dog sat"))
     assert not np.allclose(heatmap_z(a[0]), heatmap_z(b[0]))
 
 
+@pytest.mark.slow
 def test_step_page_walks_the_tutorial_003_numbers():
     at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="scores")
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), [[2, 4, 4], [4, 16, 12], [4, 12, 10]])
@@ -158,6 +165,7 @@ def test_step_page_vector_view_follows_one_query():
     np.testing.assert_allclose(sums[0].loc["z row of Z"], sums[0].loc["Σ (sum)"])
 
 
+@pytest.mark.slow
 def test_the_vector_views_chart_ends_with_the_sum_it_promises_equal_to_z():
     """Issue 18 item 10: "their sum" was only the table's last row. The chart of weight × value
     ends with a sum row, set off by a line, equal to the query's row of Z computed here from
@@ -190,6 +198,7 @@ def test_a_step_table_shows_the_heatmap_numbers_when_toggled():
     np.testing.assert_array_equal(at.dataframe[0].value, [[2, 4, 4], [4, 16, 12], [4, 12, 10]])
 
 
+@pytest.mark.slow
 def test_multihead_tables_show_z_concat_and_output_when_toggled():
     t = attnviz.trace_attention(attnviz.embed_tokens(["Thinking", "Machines"], 4),
                                 attnviz.MultiHeadWeights.random(4, 2))
@@ -211,6 +220,7 @@ def test_two_queries_entered_directly():
                                atol=5e-4)
 
 
+@pytest.mark.slow
 def test_pasting_a_weight_changes_every_later_step():
     at = open_page("pages/inputs.py", sentence="Thinking Machines", d_model=4, num_heads=1)
     at.session_state["matrix"] = "w_q"
@@ -228,6 +238,7 @@ def test_pasting_a_weight_changes_every_later_step():
     np.testing.assert_allclose(heatmap_z(charts(at)[0]), x @ new_wq, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_bad_paste_shows_an_error_and_keeps_the_matrix():
     at = open_page("pages/inputs.py", sentence="Thinking Machines", d_model=4, num_heads=1)
     before = heatmap_z(charts(at)[0])
@@ -260,6 +271,7 @@ def test_long_sentence_is_truncated_with_a_notice():
     assert shown_tokens(at) == [f"w{i}" for i in range(64)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("state, msg_id, params", [
     (dict(d_model=10, num_heads=3), "error.settings.head_dim", dict(d_model=10, heads=3)),
     (dict(mode="Matrix X", x_text="1 2\n3"), "error.matrix.named",
@@ -292,6 +304,7 @@ def test_tokens_with_backticks_and_markdown_are_shown_as_typed():
     assert shown_tokens(at) == attnviz.tokenize(sentence)
 
 
+@pytest.mark.slow
 def test_figure_payload_for_128_tokens_and_12_heads_is_bounded():
     sentence = " ".join(f"w{i}" for i in range(128))
     for page in PAGES:
@@ -300,6 +313,7 @@ def test_figure_payload_for_128_tokens_and_12_heads_is_bounded():
         assert chart_bytes(at) <= 3 * 1024 * 1024, page
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_pages_run_on_the_pretrained_model_layer(page):
     at = open_page(page, mode="Pretrained model", layer=3, sentence="The cat sat.")
@@ -310,6 +324,7 @@ def test_pages_run_on_the_pretrained_model_layer(page):
     assert_first_chart_shows(at, page, t.x, t.weights)
 
 
+@pytest.mark.slow
 def test_step_page_on_the_pretrained_model_shows_its_real_weights():
     model = attnviz.PretrainedModel.load()
     expected = model.trace("The cat sat.")[3].weights[5]          # layer 3, head 5
@@ -318,6 +333,7 @@ def test_step_page_on_the_pretrained_model_shows_its_real_weights():
     np.testing.assert_allclose(heatmap_z(charts(at)[0]), expected, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["pages/home.py", "pages/steps.py", "pages/multihead.py"])
 def test_pages_offer_every_export(page):
     at = open_page(page)
@@ -326,6 +342,7 @@ def test_pages_offer_every_export(page):
     assert all(b.proto.ignore_rerun for b in at.get("download_button"))   # a click: no rerun
 
 
+@pytest.mark.slow
 def test_chart_camera_saves_png_or_svg_with_a_descriptive_name():
     import json as _json
 
@@ -338,6 +355,7 @@ def test_chart_camera_saves_png_or_svg_with_a_descriptive_name():
     assert config["toImageButtonOptions"]["format"] == "svg"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["pages/home.py", "pages/multihead.py"])
 def test_512_tokens_and_16_heads_stay_within_the_figure_budget(page):
     sentence = " ".join(f"w{i}" for i in range(600))

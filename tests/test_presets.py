@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 import attnviz
 from attnviz.tutorials.presets import PRESET_NAMES
@@ -54,7 +53,8 @@ def test_two_queries_tutorial_002():
     np.testing.assert_allclose(t.weights[0, 0], [0.5, 0.5])
 
 
-def test_thinking_machines_8_heads_of_64_and_w_o_as_torch_computes():
+@pytest.mark.reference
+def test_thinking_machines_8_heads_of_64_and_w_o_as_torch_computes(torch):
     p = attnviz.load_preset("thinking_machines")
     t = p.trace()
     assert p.tokens == ["Thinking", "Machines"]

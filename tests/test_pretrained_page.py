@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from attnviz.app.pretrained_view import EVERY_TOKEN
-from attnviz.models.pretrained import PretrainedModel
 from tests.apptest_helpers import (chart_bytes, charts, decode, heatmap_z, no_exceptions,
                                    open_page, page_alone, shown_tokens, shows)
 
@@ -18,11 +17,6 @@ LONG = " ".join(f"Sentence {i}: the animal didn't cross the street because it wa
 # the page's three views are tabs, only the open one drawn
 MODEL_VIEW, ONE_HEAD = "Model view: every layer and head", "One head"
 HEAD_VIEW = "Head view: one layer, every head"
-
-
-@pytest.fixture(scope="module")
-def model():
-    return PretrainedModel.load()
 
 
 def model_view(at) -> dict:
@@ -51,11 +45,12 @@ def labels(fig: dict) -> list[str]:
     return [t for tr in fig["data"] if tr.get("mode") == "text" for t in tr["text"]]
 
 
-def test_page_runs_alone_and_shows_the_models_weights(model):
+@pytest.mark.slow
+def test_page_runs_alone_and_shows_the_models_weights(minilm):
     at = page_alone(PAGE)
     no_exceptions(at)
     assert not at.error
-    run = model.run(DEFAULT)
+    run = minilm.run(DEFAULT)
     assert shown_tokens(at) == run.tokens
     assert len(charts(at)) == 1                  # the first tab only: one head
     np.testing.assert_array_equal(heatmap_z(head_heatmap(at)), run.traces[0].weights[0])
@@ -65,29 +60,30 @@ def test_page_runs_alone_and_shows_the_models_weights(model):
     assert {"[CLS]", "animal", "[SEP]"} <= set(labels(head_view(at)))
 
 
-def test_picking_a_layer_and_head_opens_that_head(model):
+def test_picking_a_layer_and_head_opens_that_head(minilm):
     at = page_alone(PAGE, sentence="Thinking machines think about attention", pt_view=ONE_HEAD)
     at.button_group(key="pt_layer").set_value(3)
     at.button_group(key="pt_head").set_value(7)
     at.run()
     no_exceptions(at)
     fig = head_heatmap(at)
-    expected = model.trace("Thinking machines think about attention")[3].weights[7]
+    expected = minilm.trace("Thinking machines think about attention")[3].weights[7]
     np.testing.assert_array_equal(heatmap_z(fig), expected)
     assert "Layer 3, head 7" in fig["layout"]["title"]["text"]
     at.button_group(key="pt_head").set_value(0).run()
     assert not np.array_equal(heatmap_z(head_heatmap(at)), expected)
 
 
-def test_the_sidebar_layer_is_the_first_head_opened(model):
+def test_the_sidebar_layer_is_the_first_head_opened(minilm):
     at = page_alone(PAGE, mode="Pretrained model", layer=4, head=2, pt_view=ONE_HEAD)
-    np.testing.assert_array_equal(heatmap_z(head_heatmap(at)), model.trace(DEFAULT)[4].weights[2])
+    np.testing.assert_array_equal(heatmap_z(head_heatmap(at)), minilm.trace(DEFAULT)[4].weights[2])
 
 
-def test_chinese_text_shows_its_unknown_characters(model):
+@pytest.mark.slow
+def test_chinese_text_shows_its_unknown_characters(minilm):
     at = page_alone(PAGE, sentence="早上好，今天天气很好")
     no_exceptions(at)
-    tokens = model.tokenize("早上好，今天天气很好")
+    tokens = minilm.tokenize("早上好，今天天气很好")
     assert shown_tokens(at) == tokens
     captions = " ".join(c.value for c in at.caption)
     assert f"{tokens.count('[UNK]')} of these {len(tokens)} tokens are [UNK]" in captions
@@ -98,11 +94,11 @@ def test_chinese_text_shows_its_unknown_characters(model):
     assert "天" in labels(head_view(at))
 
 
-def test_hiding_cls_and_sep_removes_them_from_every_view(model):
+def test_hiding_cls_and_sep_removes_them_from_every_view(minilm):
     at = page_alone(PAGE, pt_view=ONE_HEAD)
     at.checkbox(key="pt_hide_special").check().run()
     no_exceptions(at)
-    weights = model.trace(DEFAULT)[0].weights[0]                   # (n, n)
+    weights = minilm.trace(DEFAULT)[0].weights[0]                   # (n, n)
     heat = head_heatmap(at)
     np.testing.assert_array_equal(heatmap_z(heat), weights[1:-1, 1:-1])   # not renormalised
     assert "[CLS]" not in heat["data"][0]["y"] and "[SEP]" not in heat["data"][0]["x"]
@@ -118,9 +114,9 @@ def test_hiding_cls_and_sep_removes_them_from_every_view(model):
     assert shows(at.caption, "pretrained.hidden_special")
 
 
-def test_head_view_follows_its_layer_heads_and_token(model):
+def test_head_view_follows_its_layer_heads_and_token(minilm):
     at = page_alone(PAGE, pt_view=HEAD_VIEW)
-    weights = model.trace(DEFAULT)[4].weights                       # (12, n, n)
+    weights = minilm.trace(DEFAULT)[4].weights                       # (12, n, n)
     at.selectbox(key="pt_hv_layer").set_value(4).run()
     expected = {tuple(int(i) for i in idx) for idx in np.argwhere(weights >= 0.05)}
     assert lines(head_view(at)) == expected
@@ -129,7 +125,7 @@ def test_head_view_follows_its_layer_heads_and_token(model):
     assert {tr["legendgroup"] for tr in fig["data"] if tr.get("legendgroup")} == \
         {"head 2", "head 5"}
     assert lines(fig) == {t for t in expected if t[0] in (2, 5)}
-    it = model.tokenize(DEFAULT).index("it")
+    it = minilm.tokenize(DEFAULT).index("it")
     at.selectbox(key="pt_hv_token").set_value(it).run()
     assert lines(head_view(at)) == {t for t in expected if t[0] in (2, 5) and t[1] == it}
     at.button_group(key="pt_hv_heads").set_value([]).run()
@@ -137,7 +133,7 @@ def test_head_view_follows_its_layer_heads_and_token(model):
     assert shows(at.info, "pretrained.head_view.no_heads")
 
 
-def test_long_text_is_cut_with_a_notice(model):
+def test_long_text_is_cut_with_a_notice(minilm):
     at = page_alone(PAGE, sentence=LONG, max_tokens=16, pt_view=ONE_HEAD)
     no_exceptions(at)
     assert shows(at.info, "notice.pretrained.truncated", limit=16, pieces=14)
@@ -145,6 +141,7 @@ def test_long_text_is_cut_with_a_notice(model):
     assert len(heatmap_z(head_heatmap(at))) == 16
 
 
+@pytest.mark.slow
 def test_empty_or_unreadable_text_is_an_error_not_a_crash():
     for text in ("   ", "\u200b\u200b"):
         at = page_alone(PAGE, sentence=text)
@@ -164,6 +161,7 @@ def test_stale_or_foreign_widget_values_do_not_break_the_page(view):
         assert at.session_state["pt_hv_token"] == EVERY_TOKEN
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", [MODEL_VIEW, ONE_HEAD, HEAD_VIEW])
 def test_payload_for_128_tokens_is_under_the_budget(view):
     at = page_alone(PAGE, sentence=LONG, max_tokens=128, pt_view=view)
@@ -175,7 +173,8 @@ def test_payload_for_128_tokens_is_under_the_budget(view):
     assert 0 < total <= 3_000_000      # SPEC: a page's figures for 128 tokens (issue 5: 5 MB)
 
 
-def test_in_the_app_step_through_opens_step_by_step_on_that_head(model):
+@pytest.mark.slow
+def test_in_the_app_step_through_opens_step_by_step_on_that_head(minilm):
     at = open_page(PAGE, mode="Q, K, V", step="weights", pt_view=ONE_HEAD)
     no_exceptions(at)
     assert at.title[0].value == "Pretrained model"
@@ -186,11 +185,12 @@ def test_in_the_app_step_through_opens_step_by_step_on_that_head(model):
     no_exceptions(at)
     assert at.title[0].value == "Step by step"
     assert at.session_state["mode"] == "Pretrained model"
-    expected = model.trace(DEFAULT, max_tokens=64)[1].weights[5]
+    expected = minilm.trace(DEFAULT, max_tokens=64)[1].weights[5]
     assert at.session_state["step"] == "weights"
     np.testing.assert_allclose(decode(charts(at)[0]["data"][0]["z"]), expected, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_learners_on_the_same_text_share_the_figures(monkeypatch):
     """The second to tenth learner on a text pay almost nothing (issue 13): the model view and
     head view are built once per text and choice, and again for another text."""
@@ -211,13 +211,13 @@ def test_learners_on_the_same_text_share_the_figures(monkeypatch):
     assert len(model_view(at)["data"]) == 72
 
 
-def test_a_second_sentence_shows_the_same_head_and_the_difference(model):
+def test_a_second_sentence_shows_the_same_head_and_the_difference(minilm):
     other = "The animal didn't cross the road because it was too wide"
     at = page_alone(PAGE, pt_view=ONE_HEAD, pt_layer=2, pt_head=4)
     assert len(charts(at)) == 1                              # empty by default: off
     at.text_input(key="pt_compare").input(other).run()
     no_exceptions(at)
-    first, second = model.run(DEFAULT), model.run(other)
+    first, second = minilm.run(DEFAULT), minilm.run(other)
     figs = {f["layout"]["title"]["text"]: f for f in charts(at)}
     np.testing.assert_array_equal(heatmap_z(figs["First sentence"]), first.attentions[2, 4])
     np.testing.assert_array_equal(heatmap_z(figs["Second sentence"]), second.attentions[2, 4])

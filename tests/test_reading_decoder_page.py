@@ -8,13 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from attnviz.i18n import t
 from attnviz.models import decoder_reading
 from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, page_alone,
                                    shown_tokens)
 from tests.i18n_walker import english_sentences, visible_texts
+
+pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
 
 PAGE = "pages/reading.py"
 TEXT = "The animal didn't cross the street because it was too tired"
@@ -58,7 +59,8 @@ def test_the_page_reads_smollm2_when_the_sidebar_chose_it(run):
     assert "all-MiniLM-L6-v2" in minilm.caption[0].value
 
 
-def test_rollout_is_causal_and_is_the_product_of_the_layers(run):
+@pytest.mark.reference
+def test_rollout_is_causal_and_is_the_product_of_the_layers(torch, run):
     at = decoder_page(rd_view="Rollout", ro_layer=29, ro_token=8)
     shown = heatmap_z(titled(at, "Rollout after layer 29"))
     n = len(run.ids)
@@ -130,7 +132,8 @@ def test_head_statistics_have_the_sink_and_the_head_detectors_scores(decoder, ru
     assert at.button(key="pt_step_through").label == "Step through this head"
 
 
-def test_heads_off_change_the_next_tokens_log_probability(decoder, run):
+@pytest.mark.reference
+def test_heads_off_change_the_next_tokens_log_probability(torch, decoder, run):
     at = decoder_page(rd_view="Ablation")
     probs = torch.softmax(torch.tensor(run.logits[-1], dtype=torch.float64), -1)
     top = int(probs.argmax())

@@ -8,18 +8,12 @@ import pandas as pd
 import pytest
 
 from attnviz import attention_rollout, head_stats
-from attnviz.models.pretrained import PretrainedModel
 from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, page_alone, shown_tokens
 
 PAGE = "pages/reading.py"
 DEFAULT = "The animal didn't cross the street because it was too tired"
 TABS = ("Rollout", "Value-weighted", "Head statistics", "Ablation")
 OTHER = "The animal did not cross the road because it was tired."
-
-
-@pytest.fixture(scope="module")
-def model():
-    return PretrainedModel.load()
 
 
 def titled(at, start: str) -> dict:
@@ -38,15 +32,16 @@ def frame_with(at, column: str) -> pd.DataFrame:
     return next(d.value for d in at.dataframe if column in d.value.columns)
 
 
+# not slow: the fast loop's one run of each tab of Read the model (tests/conftest.py)
 @pytest.mark.parametrize("tab", TABS)
-def test_each_tab_runs_alone(tab, model):
+def test_each_tab_runs_alone(tab, minilm):
     """Each tab, alone from seeded state, shows the model's tokens and its first numbers: the
     API's own (separately tested) functions on the real model, computed here."""
     at = page_alone(PAGE, rd_view=tab, ab_other=OTHER)
     no_exceptions(at)
     assert not at.error
     assert at.tabs                                     # the page's tabs are there
-    run = model.run(DEFAULT)
+    run = minilm.run(DEFAULT)
     assert shown_tokens(at) == run.tokens
     if tab == "Rollout":                               # layer 0, with the residual, on arrival
         np.testing.assert_allclose(heatmap_z(titled(at, "Rollout after layer 0")),
@@ -65,14 +60,15 @@ def test_each_tab_runs_alone(tab, model):
             np.testing.assert_allclose(table[column], expected[column], rtol=1e-6,
                                        err_msg=column)
     else:
-        a, b = model.embed(DEFAULT), model.embed(OTHER)
+        a, b = minilm.embed(DEFAULT), minilm.embed(OTHER)
         assert float(metric(at, "Similarity")) == pytest.approx(a @ b, abs=1e-4)
 
 
-def test_rollout_is_attention_rollout_of_the_run(model):
+@pytest.mark.slow
+def test_rollout_is_attention_rollout_of_the_run(minilm):
     at = page_alone(PAGE, rd_view="Rollout", ro_layer=3, ro_residual=False, ro_token=4)
     no_exceptions(at)
-    run = model.run(DEFAULT)
+    run = minilm.run(DEFAULT)
     rollout = attention_rollout(run.attentions, residual=False)
     np.testing.assert_allclose(heatmap_z(titled(at, "Rollout after layer 3")), rollout[3],
                                rtol=1e-6)
@@ -86,10 +82,11 @@ def test_rollout_is_attention_rollout_of_the_run(model):
                                rtol=1e-6)
 
 
-def test_value_weighted_heatmap_is_the_runs_value_norms(model):
+@pytest.mark.slow
+def test_value_weighted_heatmap_is_the_runs_value_norms(minilm):
     at = page_alone(PAGE, rd_view="Value-weighted", vw_layer=2, vw_head=5)
     no_exceptions(at)
-    run = model.run(DEFAULT)
+    run = minilm.run(DEFAULT)
     norms = heatmap_z(titled(at, "Layer 2, head 5: ‖α f(x)‖"))
     np.testing.assert_allclose(norms, run.value_norms[2, 5], rtol=1e-6)
     np.testing.assert_array_equal(heatmap_z(titled(at, "Layer 2, head 5: weights")),
@@ -104,10 +101,11 @@ def test_value_weighted_heatmap_is_the_runs_value_norms(model):
     assert table["share of weight"].sum() == pytest.approx(1)     # the four groups: every key
 
 
-def test_head_statistics_table_is_head_stats(model):
+@pytest.mark.slow
+def test_head_statistics_table_is_head_stats(minilm):
     at = page_alone(PAGE, rd_view="Head statistics", hs_column="on_sep")
     no_exceptions(at)
-    run = model.run(DEFAULT)
+    run = minilm.run(DEFAULT)
     shown = frame_with(at, "entropy")
     assert len(shown) == 72
     pd.testing.assert_frame_equal(shown.reset_index(drop=True),
@@ -118,17 +116,18 @@ def test_head_statistics_table_is_head_stats(model):
     assert at.button(key="pt_step_through").label == "Step through this head"
 
 
-def test_switching_heads_off_shows_the_ablated_similarity(model):
+@pytest.mark.slow
+def test_switching_heads_off_shows_the_ablated_similarity(minilm):
     at = page_alone(PAGE, rd_view="Ablation", ab_other=OTHER)
     no_exceptions(at)
-    a, b = model.embed(DEFAULT), model.embed(OTHER)
+    a, b = minilm.embed(DEFAULT), minilm.embed(OTHER)
     assert float(metric(at, "Similarity")) == pytest.approx(a @ b, abs=1e-4)
     at.text_input(key="ab_heads").input("L0H3, L5H11, L2").run()
     no_exceptions(at)
     mask = np.ones((6, 12))
     mask[0, 3] = mask[5, 11] = 0
     mask[2] = 0
-    a_off, b_off = model.embed(DEFAULT, head_mask=mask), model.embed(OTHER, head_mask=mask)
+    a_off, b_off = minilm.embed(DEFAULT, head_mask=mask), minilm.embed(OTHER, head_mask=mask)
     shown = float(metric(at, "Similarity, heads off"))
     assert shown == pytest.approx(a_off @ b_off, abs=1e-4)
     assert shown != pytest.approx(a @ b, abs=1e-3)
@@ -136,11 +135,12 @@ def test_switching_heads_off_shows_the_ablated_similarity(model):
     assert itself == pytest.approx(a_off @ a, abs=1e-4)
 
 
-def test_rank_every_head_matches_head_ablation_effects(model):
+@pytest.mark.slow
+def test_rank_every_head_matches_head_ablation_effects(minilm):
     at = page_alone(PAGE, rd_view="Ablation", ab_other="A cat sat on the mat.")
     at.button(key="ab_rank").click().run()
     no_exceptions(at)
-    expected = model.head_ablation_effects(DEFAULT, "A cat sat on the mat.", max_tokens=64)
+    expected = minilm.head_ablation_effects(DEFAULT, "A cat sat on the mat.", max_tokens=64)
     top = frame_with(at, "change")
     assert len(top) == 10
     pd.testing.assert_frame_equal(top.reset_index(drop=True), expected.head(10),
@@ -156,6 +156,7 @@ def test_rank_every_head_matches_head_ablation_effects(model):
 USER_TEXT = "<b>x</b> [a](http://e.x)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tab", TABS)
 def test_markdown_and_html_in_user_text_show_literally(tab):
     at = page_alone(PAGE, sentence=USER_TEXT, rd_view=tab, ab_other=USER_TEXT)
@@ -189,6 +190,7 @@ def sentence_transformers_similarity(hf, a: str, b: str, max_tokens: int) -> flo
     return float(pooled[0] @ pooled[1])
 
 
+@pytest.mark.slow
 def test_with_every_head_the_similarity_is_one_number_on_the_tokens_the_model_reads(hf):
     """Issue 18 item 8: for long texts the metric read 256 tokens (0.0245) while the ranking
     read 64 (0.0187). Both must be one number, on the same first 64 tokens (the sidebar's

@@ -78,6 +78,7 @@ def test_a_formula_the_converter_cannot_read_is_shown_as_escaped_text():
     assert EVIL not in out and "&lt;script&gt;" in out
 
 
+@pytest.mark.slow
 def test_report_shows_formulas_as_mathml_and_no_raw_latex():
     t, tokens = _trace()
     page = attnviz.report_html(t, tokens)
@@ -88,6 +89,7 @@ def test_report_shows_formulas_as_mathml_and_no_raw_latex():
     assert "<pre>" not in page
 
 
+@pytest.mark.slow
 def test_report_with_no_extra_arguments_still_describes_the_trace():
     t, _ = _trace()
     page = attnviz.report_html(t)
@@ -100,6 +102,7 @@ def test_report_with_no_extra_arguments_still_describes_the_trace():
     assert re.search(r"mask\s+causal", visible)
 
 
+@pytest.mark.slow
 def test_report_names_the_sentence_and_the_settings():
     t, tokens = _trace()
     s = Settings(mode="Sentence", sentence=SENTENCE, d_model=8, num_heads=2, bias=True,
@@ -122,6 +125,7 @@ def test_report_names_a_preset_by_its_title():
     assert re.search(r"scale\s+no scaling \(× 1\)", visible)
 
 
+@pytest.mark.slow
 def test_report_source_and_mapping_settings_are_shown():
     t, tokens = _trace()
     visible = _visible_text(attnviz.report_html(t, tokens, source="My notebook run",
@@ -129,6 +133,7 @@ def test_report_source_and_mapping_settings_are_shown():
     assert "My notebook run" in visible and re.search(r"temperature\s+0\.5", visible)
 
 
+@pytest.mark.slow
 def test_user_text_in_the_report_is_escaped():
     t, _ = _trace()
     tokens = [EVIL, "<b>", "&", "x"]

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

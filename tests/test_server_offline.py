@@ -12,6 +12,7 @@ import ipaddress
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,8 @@ import pytest
 
 from tests.browser_helpers import (exceptions, free_port, open_page, stop_process, wait_for_app,
                                    wait_healthy)
+
+pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
 
 ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = re.compile(r'inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6?, "([^"]+)"')
@@ -53,7 +56,8 @@ class TracedServer:
                  str(self.trace), sys.executable, "-m", "streamlit", "run", "app.py",
                  "--server.port", str(self.port), *extra],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                env={**env, "PYTHONUNBUFFERED": "1"})
+                env={**env, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True)           # strace and the server: one group to stop
         try:
             wait_healthy(self.url, self.proc, 120)
             deadline = time.monotonic() + 30          # the URLs are printed after the start
@@ -79,7 +83,17 @@ class TracedServer:
         return found
 
     def stop(self) -> None:
+        """strace and the server it runs: terminating strace alone detaches it and leaves the
+        server running (two were left by every run of this file)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
         stop_process(self.proc)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)      # whatever outlived the terminate
+        except ProcessLookupError:
+            pass
 
 
 @pytest.fixture(scope="module", params=list(START))

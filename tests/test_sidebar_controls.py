@@ -9,6 +9,8 @@ from streamlit.testing.v1 import AppTest
 
 from tests.apptest_helpers import PAGES, ROOT, TIMEOUT, charts, no_exceptions, open_page
 
+pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
+
 DRAWING_PAGES = (*PAGES, "pages/experiments.py")      # every page that uses d_model and heads
 REAL_MODEL_PAGES = ("pages/pretrained.py", "pages/reading.py")
 

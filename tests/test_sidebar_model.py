@@ -35,6 +35,7 @@ def test_the_read_the_model_page_has_the_real_model_sidebar():
     assert {"reading", "pretrained"} <= main.REAL_MODEL
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_with_smollm2_chosen_the_sidebar_describes_smollm2(lang):
     texts = sidebar_texts("smollm2", lang)
@@ -50,6 +51,7 @@ def test_with_smollm2_chosen_the_sidebar_describes_smollm2(lang):
     assert "SmolLM2-135M-Instruct" in helps["text_input.help"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_with_minilm_chosen_the_sidebar_describes_minilm(lang):
     texts = sidebar_texts("minilm", lang)

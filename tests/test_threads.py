@@ -11,7 +11,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.apptest_helpers import ROOT
+
+pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
 
 CODE = """
 import gc, json, threading, numpy, threadpoolctl

@@ -8,20 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 import attnviz
-import attnviz.models.toy as toy
 from attnviz.models.toy_tasks import NO_TARGET, TASKS
 from attnviz.i18n import Message
+from tests.lazy import LazyModule
 from tests.message_helpers import raises_message
 
-torch.set_num_threads(1)     # tiny matrices: a second thread only waits for the first
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
 
-
-@pytest.fixture(scope="module")
-def reverse():
-    return toy.train("reverse")                 # the defaults: length 8, 1 layer, 2 heads
+pytestmark = pytest.mark.usefixtures("torch")    # one torch thread: the matrices are tiny
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +52,8 @@ def best_head_hit_rate(run, sequences, expected_key) -> float:
 def torch_attention(run, sequence, layer, step=None):
     """The torch layer's own per-head weights and output on its real input (a forward
     pre-hook catches that input while the whole model runs)."""
+    import torch
+
     model = run.model(step)
     seen = {}
 
@@ -77,6 +75,7 @@ def torch_attention(run, sequence, layer, step=None):
     return x[0].numpy(), out[0].numpy(), weights[0].numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task, options", [
     ("reverse", {}),
     ("induction", {"layers": 2}),
@@ -97,34 +96,37 @@ def test_trace_equals_the_torch_layer_at_every_layer_and_checkpoint(task, option
     assert run.params(0).num_heads == run.config.heads
 
 
-def test_predict_is_the_models_own_answer(reverse):
+@pytest.mark.slow
+def test_predict_is_the_models_own_answer(torch, toy_reverse):
     seq = [3, 1, 4, 1, 5, 9, 2, 6]
     with torch.no_grad():
-        logits = reverse.model()(torch.tensor([seq]))
-    np.testing.assert_array_equal(reverse.predict(seq), logits.argmax(-1)[0].numpy())
-    np.testing.assert_array_equal(reverse.predict(seq), seq[::-1])
+        logits = toy_reverse.model()(torch.tensor([seq]))
+    np.testing.assert_array_equal(toy_reverse.predict(seq), logits.argmax(-1)[0].numpy())
+    np.testing.assert_array_equal(toy_reverse.predict(seq), seq[::-1])
 
 
-def test_predict_with_hand_edited_weights(reverse):
+def test_predict_with_hand_edited_weights(toy_reverse):
     seq = [3, 1, 4, 1, 5, 9, 2, 6]
-    own = reverse.params(0)
-    assert list(reverse.predict(seq, params={0: own})) == seq[::-1]
+    own = toy_reverse.params(0)
+    assert list(toy_reverse.predict(seq, params={0: own})) == seq[::-1]
     silent = own.replace(w_v=np.zeros_like(own.w_v), b_v=np.zeros_like(own.b_v))
-    right = np.mean([reverse.predict(s, params={0: silent}) == s[::-1] for s in held_out(50)])
+    right = np.mean([toy_reverse.predict(s, params={0: silent}) == s[::-1]
+                     for s in held_out(50)])
     assert right < 0.3                                      # no head passes on any token
-    assert list(reverse.predict(seq)) == seq[::-1]          # the run itself is unchanged
+    assert list(toy_reverse.predict(seq)) == seq[::-1]      # the run itself is unchanged
     with raises_message("error.toy.layer_weights", layer=0, heads=2, d_model=32, d_k=16):
-        reverse.predict(seq, params={0: attnviz.MultiHeadWeights.random(32, 4, bias=True)})
+        toy_reverse.predict(seq, params={0: attnviz.MultiHeadWeights.random(32, 4, bias=True)})
 
 
 # ---- what the heads learn ---------------------------------------------------------------------
 
-def test_reverse_reaches_95_percent_and_a_head_reads_the_mirror_position(reverse):
-    assert reverse.accuracy.shape == (8,)
-    assert reverse.mean_accuracy >= 0.95 and reverse.accuracy.min() >= 0.9
-    assert best_head_hit_rate(reverse, held_out(60), lambda i: 7 - i) >= 0.9
+def test_reverse_reaches_95_percent_and_a_head_reads_the_mirror_position(toy_reverse):
+    assert toy_reverse.accuracy.shape == (8,)
+    assert toy_reverse.mean_accuracy >= 0.95 and toy_reverse.accuracy.min() >= 0.9
+    assert best_head_hit_rate(toy_reverse, held_out(60), lambda i: 7 - i) >= 0.9
 
 
+@pytest.mark.slow
 def test_copy_reaches_95_percent_and_a_head_reads_its_own_position(copy):
     assert copy.mean_accuracy >= 0.95
     # a repeated token is as good a place to read as the query's own position, so the
@@ -133,6 +135,7 @@ def test_copy_reaches_95_percent_and_a_head_reads_its_own_position(copy):
     assert best_head_hit_rate(copy, distinct, lambda i: i) >= 0.9
 
 
+@pytest.mark.slow
 def test_shift_reads_the_previous_position_and_never_the_future(shift):
     assert shift.config.causal
     assert np.isnan(shift.accuracy[0])                 # the first token has no previous one
@@ -145,6 +148,7 @@ def test_shift_reads_the_previous_position_and_never_the_future(shift):
         np.testing.assert_allclose(weights.sum(-1), 1, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_train_pages_largest_sizes_learn_reverse():
     """Length 16, vocabulary 50, 4 layers, 8 heads, d_model 128 (issue 18.7: reverse at these
     sizes fell back to 3 % right: the learning rate tuned for d_model 32 threw it off)."""
@@ -153,11 +157,11 @@ def test_the_train_pages_largest_sizes_learn_reverse():
     assert min(p.loss for p in run.history[-10:]) < 0.1
 
 
-def test_head_scores_name_the_head_that_learnt_the_pattern(reverse):
-    best = reverse.head_scores()[0]
+def test_head_scores_name_the_head_that_learnt_the_pattern(toy_reverse):
+    best = toy_reverse.head_scores()[0]
     assert (best.layer, best.head) in [(0, 0), (0, 1)]
     assert best.hit_rate >= 0.9 and 0.5 < best.mean_weight <= 1
-    first = reverse.head_scores(step=0)[0]                # untrained: about uniform
+    first = toy_reverse.head_scores(step=0)[0]                # untrained: about uniform
     assert first.mean_weight < 0.5
 
 
@@ -173,7 +177,8 @@ def test_induction_has_a_pattern_per_layer_and_scores_every_earlier_copy():
 
 # ---- runs: deterministic, checkpointed, stoppable ---------------------------------------------
 
-def test_the_same_seed_gives_the_same_run_and_leaves_torchs_rng_alone():
+@pytest.mark.slow
+def test_the_same_seed_gives_the_same_run_and_leaves_torchs_rng_alone(torch):
     before = torch.get_rng_state()
     a = toy.train("shift", steps=30, seed=3)
     b = toy.train("shift", steps=30, seed=3)
@@ -197,6 +202,7 @@ def assert_same_run(a, b) -> None:
             np.testing.assert_array_equal(ca.state[name], cb.state[name])
 
 
+@pytest.mark.slow
 def test_one_seed_is_one_run_while_eight_runs_train_at_once():
     """Each run draws its initial weights from a torch.Generator of its own: torch's global
     generator is shared by every thread (6 of 40 concurrent runs differed, issue 19.3). Three
@@ -225,7 +231,8 @@ def test_one_seed_is_one_run_while_eight_runs_train_at_once():
         sys.setswitchinterval(interval)
 
 
-def test_train_uses_one_torch_thread_and_gives_the_callers_setting_back():
+@pytest.mark.slow
+def test_train_uses_one_torch_thread_and_gives_the_callers_setting_back(torch):
     """From a notebook with torch's default threads: the run trains on one (the matrices are
     tiny) and the caller's setting is back afterwards (issue 19.4)."""
     before = torch.get_num_threads()
@@ -242,17 +249,17 @@ def test_train_uses_one_torch_thread_and_gives_the_callers_setting_back():
         torch.set_num_threads(before)
 
 
-def test_history_and_checkpoints(reverse):
-    steps = [p.step for p in reverse.history]
+def test_history_and_checkpoints(toy_reverse):
+    steps = [p.step for p in toy_reverse.history]
     assert 40 <= len(steps) <= 60 and steps == sorted(steps) and steps[-1] == 600
-    assert all(np.isfinite(p.loss) and 0 <= p.accuracy <= 1 for p in reverse.history)
-    assert 18 <= len(reverse.checkpoints) <= 22
-    assert reverse.checkpoint_steps[0] == 0 and reverse.checkpoint_steps[-1] == 600
-    start, end = reverse.params(0, step=0), reverse.params(0)
+    assert all(np.isfinite(p.loss) and 0 <= p.accuracy <= 1 for p in toy_reverse.history)
+    assert 18 <= len(toy_reverse.checkpoints) <= 22
+    assert toy_reverse.checkpoint_steps[0] == 0 and toy_reverse.checkpoint_steps[-1] == 600
+    start, end = toy_reverse.params(0, step=0), toy_reverse.params(0)
     assert isinstance(end, attnviz.MultiHeadWeights) and not np.allclose(start.w_q, end.w_q)
     with raises_message("error.toy.no_checkpoint", step="31",
-                        steps=", ".join(str(s) for s in reverse.checkpoint_steps)):
-        reverse.params(0, step=31)
+                        steps=", ".join(str(s) for s in toy_reverse.checkpoint_steps)):
+        toy_reverse.params(0, step=31)
 
 
 @pytest.mark.parametrize("how", ["return False", "raise StopTraining"])
@@ -347,6 +354,7 @@ def test_bad_sequences_and_layers_say_what_is_wrong():
         run.trace([1, 2], layer=1)
 
 
+@pytest.mark.slow
 def test_attnviz_toy_is_loaded_on_first_use_and_import_attnviz_loads_no_torch():
     code = ("import sys, attnviz\n"
             "assert 'torch' not in sys.modules\n"

@@ -4,10 +4,8 @@ and without a run, or from a link, the pages explain instead of failing."""
 
 import numpy as np
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
-import attnviz.models.toy as toy
 from attnviz.app.settings_view import NO_TOY_RUN, TOY_MODE
 from attnviz.i18n import t
 from attnviz.app import keys
@@ -15,8 +13,11 @@ from attnviz.app.toy_view import EDITED_ROW as EDITED_ID
 from attnviz.i18n import render
 from tests.apptest_helpers import (PAGES, ROOT, TIMEOUT, button, charts, decode, heatmap_z,
                                    no_exceptions, open_page, plain, shows)
+from tests.lazy import LazyModule
 
-torch.set_num_threads(1)
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+
+pytestmark = pytest.mark.usefixtures("torch")    # one torch thread
 EDITED_ROW = render(EDITED_ID, "en")          # the row's name as the English page shows it
 
 
@@ -39,6 +40,7 @@ def as_text(values) -> list[str]:
     return [str(int(v)) for v in values]
 
 
+@pytest.mark.slow
 def test_step_by_step_shows_the_layer_at_the_chosen_step_and_sequence(run):
     step = run.checkpoint_steps[-3]
     at = open_page("pages/steps.py", **toy_state(run, **{keys.TOY_VIEW_STEP: step,
@@ -56,6 +58,7 @@ def test_step_by_step_shows_the_layer_at_the_chosen_step_and_sequence(run):
     assert shown[EDITED_ROW] == shown["trained weights"]          # nothing edited yet
 
 
+@pytest.mark.slow
 def test_an_edited_w_o_changes_the_answer_as_the_model_computes_it(run):
     seq = run.test_inputs[2]
     at = open_page("pages/inputs.py", **toy_state(run, **{keys.TOY_VIEW_EXAMPLE: 2}), matrix="w_o")
@@ -105,6 +108,7 @@ def test_the_sidebar_shows_the_runs_sizes_fixed_and_keeps_the_layer_in_range(run
     assert not at.error
 
 
+@pytest.mark.slow
 def test_the_sidebar_without_a_run_says_so_and_keeps_working():
     at = open_page("pages/home.py", mode=TOY_MODE)
     no_exceptions(at)
@@ -114,6 +118,7 @@ def test_the_sidebar_without_a_run_says_so_and_keeps_working():
     assert not at.error and charts(at)
 
 
+@pytest.mark.slow
 def test_a_link_to_the_toy_model_falls_back_with_a_notice():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params["mode"] = TOY_MODE
@@ -125,6 +130,7 @@ def test_a_link_to_the_toy_model_falls_back_with_a_notice():
     assert not at.error and charts(at)
 
 
+@pytest.mark.slow
 def test_the_link_of_a_toy_view_has_no_edits(run):
     at = open_page("pages/inputs.py", **toy_state(run), matrix="b_o")
     area = next(a for a in at.text_area if a.key.startswith("paste_text_b_o"))
@@ -136,6 +142,7 @@ def test_the_link_of_a_toy_view_has_no_edits(run):
     assert at.query_params["mode"] == TOY_MODE and "edits" not in at.query_params
 
 
+@pytest.mark.slow
 def test_step_through_this_layer_opens_it_on_step_by_step(run):
     at = open_page("pages/train.py", **{keys.TOY_RUN: run, "toy_example": 7}, step="weights")
     no_exceptions(at)
@@ -153,6 +160,7 @@ def test_step_through_this_layer_opens_it_on_step_by_step(run):
                                   expected.weights[best])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_draws_the_trained_layer(run, page):
     step = run.checkpoint_steps[-1]
@@ -174,6 +182,7 @@ def test_every_page_draws_the_trained_layer(run, page):
         np.testing.assert_allclose(heatmap_z(first), expected.x, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_the_report_of_a_toy_view_names_it(run):
     from attnviz.io.report import report_html
     from attnviz.app.settings_view import Settings, ToyChoice, build_view
@@ -183,6 +192,7 @@ def test_the_report_of_a_toy_view_names_it(run):
     assert t("report.source.toy", layer=0) in html
 
 
+@pytest.mark.slow
 def test_a_baseline_pinned_on_the_toy_model_compares_with_the_same_run(run):
     """Pin as baseline on the Toy model input rebuilds the pinned view with the run (not as
     'train a model first'), so an unedited view differs from it by exactly 0."""

@@ -4,9 +4,11 @@ learnt, or why not and what to change — on real runs of each kind."""
 import numpy as np
 import pytest
 
-import attnviz.models.toy as toy
 from attnviz.models import toy_plan
+from tests.lazy import LazyModule
 from tests.message_helpers import raises_message
+
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
 
 
 def verdict_of(run):
@@ -27,14 +29,16 @@ def test_the_most_steps_allowed_fit_the_bound_and_one_more_does_not(task, sizes)
         toy_plan.check_work(toy.make_config(task, steps=most + 1, **sizes))
 
 
-def test_a_run_that_learnt_is_said_to_have_learnt():
-    run = toy.train("reverse")
+@pytest.mark.slow
+def test_a_run_that_learnt_is_said_to_have_learnt(toy_reverse):
+    run = toy_reverse
     v = verdict_of(run)
     assert run.mean_accuracy >= toy_plan.LEARNT and v.learnt
     assert v.text == f"Learnt: {run.mean_accuracy:.0%} right on held-out sequences (the bar " \
                      "is 90%)."
 
 
+@pytest.mark.slow
 def test_too_few_steps_say_it_was_still_improving_and_to_train_longer():
     run = toy.train("sort", steps=60)
     first, last = [p for p in run.history if p.step >= 30][0], run.history[-1]
@@ -46,6 +50,7 @@ def test_too_few_steps_say_it_was_still_improving_and_to_train_longer():
     assert v.advice.startswith("Train with more steps (up to 5,000 here)")
 
 
+@pytest.mark.slow
 def test_a_stopped_run_says_where_it_stopped():
     run = toy.train("sort", steps=400, on_step=lambda step, *_: step < 40)
     v = verdict_of(run)
@@ -54,6 +59,7 @@ def test_a_stopped_run_says_where_it_stopped():
     assert "let it finish" in v.advice
 
 
+@pytest.mark.slow
 def test_a_model_too_small_for_its_task_settles_and_is_told_what_to_change():
     """copy has no residual connection: with 4 layers each must pass every token on, and 8
     heads of d_model 16 leave 2 features each. It settles far below the bar (measured: 7 %)."""

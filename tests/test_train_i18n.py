@@ -8,19 +8,20 @@ from __future__ import annotations
 import re
 
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 import attnviz
-import attnviz.models.toy as toy
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import use_language
 from attnviz.models import toy_plan, training
 from attnviz.app.settings_view import Settings
 from tests.apptest_helpers import ROOT, TIMEOUT, charts, no_exceptions, page_in, record_downloads
 from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
+from tests.lazy import LazyModule
 
-torch.set_num_threads(1)
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+
+pytestmark = pytest.mark.usefixtures("torch")    # one torch thread
 PAGE = "pages/train.py"
 
 
@@ -35,6 +36,7 @@ def train_page(lang: str, **state) -> AppTest:
 
 # ---- the form's errors, in both languages --------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang, said", [
     ("en", "Length must be a whole number from 3 to 16, not 99999."),
     ("zh", "长度必须是 3 到 16 之间的整数，而不是 99999。")])
@@ -47,6 +49,7 @@ def test_a_value_out_of_range_is_named_in_the_pages_language(lang, said):
     assert ("请先改正上面标红的值" in train.help) == (lang == "zh")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang, said", [
     ("en", "d_model 30 does not divide by heads 4: each head gets d_model / heads features."),
     ("zh", "d_model 30 不能被头数 4 整除：每个头分到 d_model / 头数 个特征。")])
@@ -55,6 +58,7 @@ def test_heads_that_do_not_divide_d_model_are_said_in_the_pages_language(lang, s
     assert [e.value for e in at.error] == [said]
 
 
+@pytest.mark.slow
 def test_induction_with_one_layer_is_refused_in_both_languages():
     en = train_page("en", toy_task="induction", toy_layers=1)
     assert [e.value for e in en.error] == [
@@ -65,6 +69,7 @@ def test_induction_with_one_layer_is_refused_in_both_languages():
         "“归纳”任务至少需要 2 层（一层找出每个位置前面的词元，下一层用它），而不是 1。"]
 
 
+@pytest.mark.slow
 def test_steps_over_the_bound_in_chinese_name_the_most_allowed():
     at = train_page("zh", toy_task="induction", toy_length=16, toy_vocab=50, toy_layers=4,
                     toy_heads=8, toy_d_model=128, toy_steps=5000)
@@ -123,6 +128,7 @@ def test_the_pools_errors_are_ids_said_in_both_languages(monkeypatch):
 
 # ---- the finished run in Chinese ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_finished_run_in_chinese(shift_run):
     at = train_page("zh", toy_run=shift_run)
     assert at.title[0].value == "亲手训练注意力"
@@ -137,6 +143,7 @@ def test_a_finished_run_in_chinese(shift_run):
     assert chinese_outside(visible_texts(train_page("en", toy_run=shift_run))) == []
 
 
+@pytest.mark.slow
 def test_the_toy_models_answer_on_the_step_pages_in_chinese(shift_run):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params["lang"] = "zh"
@@ -159,6 +166,7 @@ def _visible(page: str) -> str:
     return re.sub(r"<[^>]+>", " ", page)
 
 
+@pytest.mark.slow
 def test_the_report_is_in_the_language_it_was_made_in():
     s = Settings(mode="Sentence", sentence="the cat sat", d_model=8, num_heads=2, causal=True)
     from attnviz.app.settings_view import build_view
@@ -179,6 +187,7 @@ def test_the_report_is_in_the_language_it_was_made_in():
     assert not CJK.search(_visible(en).replace("the cat sat", ""))
 
 
+@pytest.mark.slow
 def test_the_downloaded_report_is_in_the_language_of_the_page_it_was_asked_from(monkeypatch):
     # the download button makes its file when clicked, outside the script run: it must still
     # be in the language of the page that drew the button

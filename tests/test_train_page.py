@@ -8,16 +8,17 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
-import attnviz.models.toy as toy
 from attnviz.app import keys
 from tests.apptest_helpers import (button, charts, heatmap_z, no_exceptions, open_page,
                                    page_alone)
+from tests.lazy import LazyModule
+
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
 
 PAGE = "pages/train.py"
 
-torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("torch")    # one torch thread
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,7 @@ def heads_chart(at, layer: int = 0) -> dict:
     return next(c for c in charts(at) if c["layout"]["title"]["text"].startswith(f"Layer {layer}"))
 
 
+@pytest.mark.slow
 def test_the_page_alone_asks_for_training():
     at = page_alone(PAGE)
     no_exceptions(at)
@@ -42,6 +44,7 @@ def test_the_page_alone_asks_for_training():
     assert not charts(at)
 
 
+@pytest.mark.slow
 def test_train_with_few_steps_then_the_slider_changes_the_heatmap():
     at = page_alone(PAGE, toy_task="reverse", toy_steps=60)
     button(at, "Train").click().run()
@@ -61,6 +64,7 @@ def test_train_with_few_steps_then_the_slider_changes_the_heatmap():
     assert "after step 0" in heads_chart(at)["layout"]["title"]["text"]
 
 
+@pytest.mark.slow
 def test_stop_ends_training_early_and_keeps_the_run():
     at = page_alone(PAGE, toy_task="copy", toy_steps=5000)
     button(at, "Train").click().run()
@@ -78,6 +82,7 @@ def test_stop_ends_training_early_and_keeps_the_run():
     assert any(f"stopped at step {run.steps} of 5000" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_a_seeded_run_is_shown_with_its_causal_mask_and_the_head_named(shift_run):
     at = page_alone(PAGE, **{keys.TOY_RUN: shift_run, "toy_example": 3})
     no_exceptions(at)
@@ -91,6 +96,7 @@ def test_a_seeded_run_is_shown_with_its_causal_mask_and_the_head_named(shift_run
     assert fig["data"][0]["x"] == [f"{i}: {t}" for i, t in enumerate(seq)]
 
 
+@pytest.mark.slow
 def test_induction_gets_two_layers_and_shows_both():
     at = page_alone(PAGE)
     at.selectbox(key="toy_task").set_value("induction").run()
@@ -104,12 +110,14 @@ def test_induction_gets_two_layers_and_shows_both():
     assert any("previous-token head" in m.value for m in at.markdown)
 
 
+@pytest.mark.slow
 def test_a_bad_size_is_explained_and_train_is_disabled():
     at = page_alone(PAGE, toy_d_model=30, toy_heads=4)
     assert any("does not divide" in e.value for e in at.error)
     assert button(at, "Train").disabled
 
 
+@pytest.mark.slow
 def test_the_page_is_in_the_apps_navigation(shift_run):
     at = open_page(PAGE, **{keys.TOY_RUN: shift_run})
     no_exceptions(at)
@@ -118,6 +126,7 @@ def test_the_page_is_in_the_apps_navigation(shift_run):
 
 # ---- issue 18.6: a typed value out of range is shown, and Train says why it is off -------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key, label, low, high", [
     ("toy_length", "Length", 3, 16), ("toy_vocab", "Vocabulary", 2, 50),
     ("toy_d_model", "d_model", 4, 128), ("toy_steps", "Steps", 1, 5000)])
@@ -157,12 +166,14 @@ def test_the_page_estimates_the_time_before_train_is_pressed():
                for c in at.caption)
 
 
+@pytest.mark.slow
 def test_a_run_that_learnt_says_so(shift_run):
     at = page_alone(PAGE, **{keys.TOY_RUN: shift_run})
     assert any(s.value.startswith("Learnt: ") for s in at.success)
     assert not at.warning
 
 
+@pytest.mark.slow
 def test_a_run_that_did_not_learn_says_why_and_what_to_change():
     run = toy.train("reverse", length=16, vocab=50, d_model=4, heads=1)   # 600 steps, ~1 s
     assert run.mean_accuracy < 0.5
@@ -177,6 +188,7 @@ def test_a_run_that_did_not_learn_says_why_and_what_to_change():
 
 # ---- issue 19.2: a queued learner sees their place, live ---------------------------------------
 
+@pytest.mark.slow
 def test_a_queued_run_shows_its_place_and_starts_when_a_trainer_frees():
     from attnviz.models import training
 

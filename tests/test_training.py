@@ -4,9 +4,13 @@ run's place, runs that stop when their learner has gone, and a bound on each run
 import threading
 import time
 
-import attnviz.models.toy as toy
+import pytest
+
 from attnviz.models import toy_plan, training
+from tests.lazy import LazyModule
 from tests.message_helpers import raises_message
+
+toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
 
 
 def gate():
@@ -28,6 +32,7 @@ def started(pool, job, timeout: float = 30) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_a_pool_of_one_runs_three_runs_in_arrival_order_and_reports_their_places():
     pool = training.TrainingPool(1)
     hold, release = gate()
@@ -48,6 +53,7 @@ def test_a_pool_of_one_runs_three_runs_in_arrival_order_and_reports_their_places
     assert all(j.run.steps == 40 for j in jobs)
 
 
+@pytest.mark.slow
 def test_a_pool_trains_at_most_its_workers_at_once():
     pool = training.TrainingPool(2)
     gates = [gate() for _ in range(2)]
@@ -62,6 +68,7 @@ def test_a_pool_trains_at_most_its_workers_at_once():
     assert all(j.wait(120) for j in jobs)
 
 
+@pytest.mark.slow
 def test_a_run_whose_session_is_gone_stops_and_a_queued_one_is_skipped():
     pool = training.TrainingPool(1, check_every=0.1)
     here = threading.Event()
@@ -81,6 +88,7 @@ def test_a_run_whose_session_is_gone_stops_and_a_queued_one_is_skipped():
     assert queued.ended == "left" and queued.run is None
 
 
+@pytest.mark.slow
 def test_stop_takes_a_run_out_of_the_queue_at_once():
     pool = training.TrainingPool(1)
     hold, release = gate()
@@ -115,8 +123,10 @@ def test_a_run_over_the_work_bound_is_refused_whatever_the_page_sent():
 def test_the_work_count_is_the_models_multiply_adds():
     """Against the model's own matrices: torch's parameter shapes give the projections'
     multiply-adds per token; the scores and weighted values add 2 · n · d per token."""
+    from attnviz.models.toy import _fresh_model
+
     cfg = toy.make_config("reverse", length=8, vocab=10, layers=2, heads=2, d_model=32)
-    model = toy._fresh_model(cfg)
+    model = _fresh_model(cfg)
     n = cfg.length
     per_token = sum(a.in_proj_weight.numel() + a.out_proj.weight.numel()
                     for a in model.attention) + model.unembed.weight.numel()

@@ -10,16 +10,25 @@ import pytest
 
 import attnviz
 
-torch = pytest.importorskip("torch")
-tl = pytest.importorskip("transformer_lens")
-components = pytest.importorskip("transformer_lens.components")
+pytestmark = pytest.mark.reference
+
+
+@pytest.fixture(scope="module")
+def tl():
+    """TransformerLens where it is installed (imported here, not at collection); else skip."""
+    pytest.importorskip("transformer_lens.components")
+    return pytest.importorskip("transformer_lens")
 
 
 def _param(a):
+    import torch
+
     return torch.nn.Parameter(torch.from_numpy(np.array(a)))
 
 
 def _hooks(attn, names, x):
+    import torch
+
     got = {}
     for name in names:
         getattr(attn, name).add_hook(
@@ -40,14 +49,14 @@ def _same(got, mine, prefix="blocks.0.attn."):
                                    err_msg=name)
 
 
-def test_multi_head_causal_attention_with_biases_hook_by_hook():
+def test_multi_head_causal_attention_with_biases_hook_by_hook(tl, torch):
     x = attnviz.embed_tokens(attnviz.tokenize("the cat sat on the warm mat"), d_model=8)
     w = attnviz.MultiHeadWeights.random(8, 2, seed=0, bias=True)
     t = attnviz.trace_attention(x, w, causal=True)
     cfg = tl.HookedTransformerConfig(n_layers=1, d_model=8, n_ctx=16, d_head=4, n_heads=2,
                                      d_vocab=10, act_fn="relu", attention_dir="causal",
                                      use_attn_result=True, dtype=torch.float64)
-    attn = components.Attention(cfg, layer_id=0)
+    attn = tl.components.Attention(cfg, layer_id=0)
     attn.W_Q, attn.W_K, attn.W_V = _param(w.w_q), _param(w.w_k), _param(w.w_v)
     attn.b_Q, attn.b_K, attn.b_V = _param(w.b_q), _param(w.b_k), _param(w.b_v)
     attn.W_O, attn.b_O = _param(w.w_o.reshape(2, 4, 8)), _param(w.b_o)
@@ -58,7 +67,7 @@ def test_multi_head_causal_attention_with_biases_hook_by_hook():
     np.testing.assert_allclose(mine["blocks.0.hook_attn_out"], out, rtol=1e-12, atol=1e-13)
 
 
-def test_grouped_query_attention_with_rotary_positions_hook_by_hook():
+def test_grouped_query_attention_with_rotary_positions_hook_by_hook(tl, torch):
     x = np.random.default_rng(1).normal(size=(5, 8))
     w = attnviz.MultiHeadWeights.random(8, 4, d_k=2, d_v=2, num_kv_heads=2, seed=0)
     t = attnviz.trace_attention(x, w, rope=10000.0, causal=True)
@@ -66,7 +75,7 @@ def test_grouped_query_attention_with_rotary_positions_hook_by_hook():
                                      d_vocab=10, act_fn="relu", attention_dir="causal",
                                      n_key_value_heads=2, positional_embedding_type="rotary",
                                      rotary_dim=2, rotary_base=10000, dtype=torch.float64)
-    attn = components.GroupedQueryAttention(cfg, layer_id=0)
+    attn = tl.components.GroupedQueryAttention(cfg, layer_id=0)
     attn.W_Q, attn._W_K, attn._W_V = _param(w.w_q), _param(w.w_k), _param(w.w_v)
     attn.W_O = _param(w.w_o.reshape(4, 2, 8))
     attn.b_Q, attn.b_O = _param(np.zeros((4, 2))), _param(np.zeros(8))
