@@ -177,18 +177,18 @@ def minilm_with_nan_word(model: PretrainedModel, text: str, position: int) -> Pr
     return dataclasses.replace(model, _word=word)
 
 
-def test_minilm_says_where_its_numbers_stop_being_finite(model):
-    damaged = minilm_with_nan_word(model, TEXT, 2)
+def test_minilm_says_where_its_numbers_stop_being_finite(minilm):
+    damaged = minilm_with_nan_word(minilm, TEXT, 2)
     for compute in (lambda: damaged.run(TEXT), lambda: damaged.embed(TEXT),
                     lambda: damaged.head_ablation_effects(TEXT, OTHER)):
         assert_where(raised(compute), "embeddings")
     assert np.isfinite(damaged.embed(OTHER)).all()        # a text without that token is fine
 
-    a = model._blocks[2].attention
+    a = minilm._blocks[2].attention
     big = MultiHeadWeights(np.full_like(a.w_q, 1e30), np.full_like(a.w_k, 1e30), a.w_v, a.w_o,
                            b_q=a.b_q, b_k=a.b_k, b_v=a.b_v, b_o=a.b_o)
-    overflow = with_blocks(model, 2, attention=big)
-    x = model.run(TEXT).hidden_states[2]                  # layer 2's input, computed clean
+    overflow = with_blocks(minilm, 2, attention=big)
+    x = minilm.run(TEXT).hidden_states[2]                  # layer 2's input, computed clean
     with np.errstate(over="ignore", invalid="ignore"):
         q, k = x @ big.w_q[0] + big.b_q[0], x @ big.w_k[0] + big.b_k[0]
         assert np.isfinite(q).all() and np.isfinite(k).all() and not np.isfinite(q @ k.T).all()
@@ -197,14 +197,14 @@ def test_minilm_says_where_its_numbers_stop_being_finite(model):
                     lambda: overflow.head_ablation_effects(TEXT, OTHER)):
         assert_where(raised(compute), "scores", layer=2)
 
-    w_2 = model._blocks[4].w_2.copy()
+    w_2 = minilm._blocks[4].w_2.copy()
     w_2[3, 5] = np.inf
-    ffn = with_blocks(model, 4, w_2=w_2)
+    ffn = with_blocks(minilm, 4, w_2=w_2)
     for compute in (lambda: ffn.run(TEXT), lambda: ffn.embed(TEXT)):
         assert_where(raised(compute), "mlp", layer=4)
 
-    a = model._blocks[3].attention
-    sizes = with_blocks(model, 3, attention=MultiHeadWeights(
+    a = minilm._blocks[3].attention
+    sizes = with_blocks(minilm, 3, attention=MultiHeadWeights(
         a.w_q, a.w_k, a.w_v, a.w_o * np.float32(1e19), b_q=a.b_q, b_k=a.b_k, b_v=a.b_v,
         b_o=a.b_o))
     run = sizes.run(TEXT)
@@ -276,9 +276,9 @@ def test_a_generation_that_overflows_is_said_with_its_layer_and_token(monkeypatc
 
 
 @pytest.fixture
-def minilm_damaged(monkeypatch, model):
-    pretrained._model_arrays()                 # the real model's arrays, as the cache counts
-    damaged = minilm_with_nan_word(model, TEXT, 2)
+def minilm_damaged(monkeypatch, minilm):
+    pretrained._model_arrays()                 # the real minilm's arrays, as the cache counts
+    damaged = minilm_with_nan_word(minilm, TEXT, 2)
     serve(monkeypatch, PretrainedModel, damaged)
     return damaged
 
@@ -296,10 +296,10 @@ def test_minilm_pages_show_the_error_not_a_chart(minilm_damaged, page, state):
 
 
 def test_read_the_model_says_when_only_the_second_sentence_cannot_be_embedded(monkeypatch,
-                                                                            model):
+                                                                            minilm):
     pretrained._model_arrays()
-    damaged = minilm_with_nan_word(model, OTHER, 2)          # "giraffe": only in OTHER
-    assert "giraffe" not in model.tokenize(TEXT)
+    damaged = minilm_with_nan_word(minilm, OTHER, 2)          # "giraffe": only in OTHER
+    assert "giraffe" not in minilm.tokenize(TEXT)
     serve(monkeypatch, PretrainedModel, damaged)
     exc = raised(lambda: damaged.embed(OTHER, max_tokens=64))
     assert_where(exc, "embeddings")
