@@ -82,6 +82,7 @@ def test_entries_are_limited_in_number_too():
     assert len(cache) == 3 and 0 not in cache and 4 in cache
 
 
+@pytest.mark.slow
 def test_a_cached_run_is_measured_with_its_stacked_attentions():
     from attnviz.models import pretrained
     from attnviz.core.cache import key_bytes

@@ -86,6 +86,7 @@ def overflow_3(decoder) -> DecoderModel:
     return decoder_overflowing_qk(decoder, 3)
 
 
+@pytest.mark.slow
 def test_the_issues_overwritten_embedding_is_said_to_be_in_the_logits(decoder, issue_damage):
     clean = decoder.run(TEXT)
     assert np.isfinite(clean.logits).all()               # the clean model: nothing to say
@@ -239,11 +240,13 @@ def smollm2_damaged(monkeypatch, issue_damage):
     ("pages/reading.py", {}),
     ("pages/steps.py", {"mode": "Pretrained model", "step": "weights"}),
 ])
+@pytest.mark.slow
 def test_smollm2_pages_show_the_error_not_a_chart(smollm2_damaged, page, state):
     at = page_alone(page, model="smollm2", sentence=TEXT, **state)
     shows_the_error_and_no_chart(at, smollm2_damaged)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_generate_shows_the_error_not_the_next_token_bars(smollm2_damaged, lang):
     at = page_in("pages/generate.py", lang, gen_prompt=TEXT)
@@ -254,12 +257,14 @@ def test_generate_shows_the_error_not_the_next_token_bars(smollm2_damaged, lang)
     {"experiment": "Attention sink", "exp_sink_text": TEXT},
     {"experiment": "RoPE: score and distance", "exp_rope_text": TEXT},
 ])
+@pytest.mark.slow
 def test_the_experiments_smollm2_tabs_show_the_error_not_a_chart(smollm2_damaged, state):
     from tests.test_i18n_app import app
 
     shows_the_error_and_no_chart(app("pages/experiments.py", **state), smollm2_damaged)
 
 
+@pytest.mark.slow
 def test_a_generation_that_overflows_is_said_with_its_layer_and_token(monkeypatch, decoder,
                                                                      overflow_3):
     text = TEXT + " (generated)"
@@ -288,6 +293,7 @@ def minilm_damaged(monkeypatch, minilm):
     ("pages/reading.py", {}),
     ("pages/steps.py", {"mode": "Pretrained model", "step": "weights"}),
 ])
+@pytest.mark.slow
 def test_minilm_pages_show_the_error_not_a_chart(minilm_damaged, page, state):
     exc = raised(lambda: minilm_damaged.run(TEXT))
     assert_where(exc, "embeddings")

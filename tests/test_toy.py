@@ -315,7 +315,8 @@ def test_sort_answers_are_the_sorted_input():
 @pytest.mark.parametrize("call, msg_id, params", [
     (lambda: toy.train("rot13"), "error.toy.unknown_task",
      dict(name="'rot13'", names="copy, reverse, sort, shift, induction")),
-    (lambda: toy.train("induction"), "error.toy.min_layers", dict(task="induction", low=2)),
+    (lambda: toy.train("induction"), "error.toy.min_layers",
+     dict(task=Message("toy.task.induction.name"), low=2)),
     (lambda: toy.train("induction", layers=2, causal=False), "error.toy.induction_causal", {}),
     (lambda: toy.train("induction", layers=2, length=2), "error.toy.induction_length", {}),
     (lambda: toy.train("copy", d_model=30, heads=4), "error.toy.head_dim",

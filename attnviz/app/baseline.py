@@ -24,7 +24,7 @@ from attnviz.app.settings_view import TOY_MODE, Settings, ToyChoice, View, build
 from attnviz.core.diff import TraceDiff, diff
 from attnviz.app import state, widgets
 from attnviz.app.text import literal
-from attnviz.models.toy_tasks import shown_name
+from attnviz.models.toy_tasks import task_name
 
 SHORT_TEXT = 28               # characters of a pinned sentence shown in the status
 
@@ -102,7 +102,7 @@ def _mismatch(a: AttentionTrace, b: AttentionTrace, fallback: str) -> str:
 def _toy_phrase(toy: ToyChoice | None, layer: int) -> str:
     if toy is None:
         return t("baseline.what.toy_model")
-    return t("baseline.what.toy", layer=layer, task=shown_name(toy.run.config.task), step=toy.step,
+    return t("baseline.what.toy", layer=layer, task=task_name(toy.run.config.task), step=toy.step,
              example=toy.example)
 
 

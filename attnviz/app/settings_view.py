@@ -27,7 +27,7 @@ from attnviz.describe.labels import matrix_labels, unique
 from attnviz.tutorials.presets import PRESET_NAMES, Preset, load_preset
 from attnviz.core.weights import INIT_SCHEMES, PARAMETERS, MultiHeadWeights
 from attnviz.models import registry
-from attnviz.models.toy_tasks import shown_name
+from attnviz.models.toy_tasks import task_name
 
 if TYPE_CHECKING:                     # a ToyRun exists only once torch is loaded
     from attnviz.models.toy import ToyRun
@@ -348,11 +348,11 @@ def _toy_in_use(toy: ToyChoice | None) -> InUse:
         return InUse(None, None, None, True, d_model_fixed=no_run, heads_fixed=no_run,
                      scale_fixed=scaling, causal=False, causal_fixed=no_run)
     cfg = toy.run.config
-    why = Message("in_use.toy.sizes", task=shown_name(cfg.task))
+    why = Message("in_use.toy.sizes", task=task_name(cfg.task))
     return InUse(cfg.d_model, cfg.heads, cfg.d_model // cfg.heads, True, d_model_fixed=why,
                  heads_fixed=why, scale_fixed=scaling, causal=cfg.causal,
                  causal_fixed=Message("in_use.toy.causal" if cfg.causal else
-                                      "in_use.toy.not_causal", task=shown_name(cfg.task)))
+                                      "in_use.toy.not_causal", task=task_name(cfg.task)))
 
 
 def _columns(text: str) -> int | None:
@@ -533,7 +533,7 @@ def _build_toy(view: View, edits: dict, toy: ToyChoice | None) -> None:
     view.toy = toy
     layer = view.settings.layer
     view.notices.append(t("notice.toy.layer_later" if layer else "notice.toy.layer_first",
-                          layer=layer, task=shown_name(run.config.task), step=toy.step))
+                          layer=layer, task=task_name(run.config.task), step=toy.step))
     sequence = toy.sequence
     tokens = token_labels(sequence)
     layer_x = run.residual_stream(sequence, toy.step)[view.settings.layer]    # (n, d_model)

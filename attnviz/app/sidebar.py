@@ -17,7 +17,7 @@ from attnviz.models import registry
 from attnviz.tutorials.presets import PRESET_NAMES, load_preset
 from attnviz.core.weights import INIT_SCHEMES
 from attnviz.app import keys, language, links, state, text, uploads, widgets
-from attnviz.models.toy_tasks import shown_name
+from attnviz.models.toy_tasks import task_name
 
 # the shown name of each input mode (the stored value, in state and links, stays the English one)
 MODE_IDS = {m.value: m.id for m in Mode}
@@ -264,7 +264,7 @@ def _toy_controls() -> ToyChoice | None:
                           ":material/model_training:")
         return None
     run, cfg = toy.run, toy.run.config
-    st.caption(t("sidebar.toy.caption", task=shown_name(cfg.task), steps=run.steps,
+    st.caption(t("sidebar.toy.caption", task=task_name(cfg.task), steps=run.steps,
                  accuracy=run.mean_accuracy))
     if not 0 <= st.session_state.get(keys.LAYER, 0) < cfg.layers:
         st.session_state[keys.LAYER] = 0

@@ -25,7 +25,7 @@ from attnviz.models import toy, toy_plan, training
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.app.settings_view import TOY_MODE
-from attnviz.models.toy_tasks import NO_TARGET, TASKS, shown_name, token_labels
+from attnviz.models.toy_tasks import NO_TARGET, TASKS, task_name, token_labels
 from attnviz.app import keys, streamlit_compat, widgets
 from attnviz.app.text import literal
 
@@ -139,7 +139,7 @@ def _size_problem(task: str, values: dict) -> str | None:
     if values["d_model"] % values["heads"]:
         return t("train.error.heads_divide", d_model=values["d_model"], heads=values["heads"])
     if values["layers"] < TASKS[task].min_layers:
-        return t("train.error.min_layers", task=shown_name(task), count=TASKS[task].min_layers,
+        return t("train.error.min_layers", task=task_name(task), count=TASKS[task].min_layers,
                  layers=values["layers"])
     return None
 
@@ -156,7 +156,7 @@ def form() -> toy.ToyConfig | None:
         st.session_state[keys.TOY_STEPS] = None
     task = st.selectbox(t("train.task.label"), list(TASKS), key=keys.TOY_TASK,
                         on_change=_task_changed,
-                        format_func=lambda name: t("train.task.option", task=shown_name(name),
+                        format_func=lambda name: t("train.task.option", task=task_name(name),
                                                    summary=task_summary(name)))
     st.caption(t("train.task.pattern", pattern=t(f"toy.task.{task}.pattern")))
     columns = [*st.columns(4), *st.columns([1, 1, 1.4, 0.6])]   # two rows: labels and the
@@ -287,7 +287,7 @@ def _live(job: training.TrainingJob) -> None:
     else:
         st.progress(min(1.0, job.steps_done / cfg.steps),
                     text=t("train.progress.stopping" if job.stop.is_set()
-                           else "train.progress", task=shown_name(cfg.task), step=job.steps_done,
+                           else "train.progress", task=task_name(cfg.task), step=job.steps_done,
                            steps=cfg.steps))
         if job.history:
             history_chart(job.history)
@@ -319,7 +319,7 @@ def summary(run: toy.ToyRun, job: training.TrainingJob | None = None) -> None:
            else t("train.summary.steps", steps=run.steps))
     if job is not None and job.run is run and job.seconds is not None:
         how = t("train.summary.took", how=how, seconds=job.seconds)
-    st.subheader(t("train.summary.subheader", task=shown_name(cfg.task), accuracy=run.mean_accuracy))
+    st.subheader(t("train.summary.subheader", task=task_name(cfg.task), accuracy=run.mean_accuracy))
     verdict = toy_plan.verdict(cfg, run.history, run.mean_accuracy,
                                run.steps if run.stopped else None, most_steps=MAX_PAGE_STEPS)
     (st.success if verdict.learnt else st.warning)(verdict.text)

@@ -310,7 +310,7 @@ class DecoderModel(ConfigSizes):
         except UnicodeDecodeError:
             return "".join(f"<0x{b:02X}>" for b in raw)
 
-    def piece_after(self, context_ids, token_id: int) -> str:
+    def piece_after(self, context_ids: np.typing.ArrayLike, token_id: int) -> str:
         """Token `token_id` read after the ids `context_ids`, readable: its text; when it holds
         part of a character whose bytes began in the tokens before, that character and which
         part ("丽[2/2]", as ``DecoderRun.tokens`` shows it); its bytes (<0xE8>) only when the

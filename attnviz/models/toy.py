@@ -40,7 +40,7 @@ from attnviz.core.arrays import readonly
 from attnviz.core.engine import AttentionTrace, trace_attention
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.inputs import sinusoidal_positions
-from attnviz.models.toy_tasks import NO_TARGET, TASKS, Task, get_task, shown_name
+from attnviz.models.toy_tasks import NO_TARGET, TASKS, Task, get_task, task_name
 from attnviz.core.weights import MultiHeadWeights
 
 __all__ = ["Checkpoint", "HeadScore", "Point", "StopTraining", "TASKS", "ToyConfig", "ToyRun",
@@ -569,8 +569,8 @@ def make_config(task: str, *, length: int = 8, vocab: int = 10, layers: int = 1,
     steps = DEFAULT_STEPS[spec.name] if steps is None else _whole(steps, "steps", 1, MAX_STEPS)
     seed = _whole(seed, "seed", 0, 2**63 - 1)
     if layers < spec.min_layers:
-        raise AttnvizInputError("error.toy.min_layers", task=shown_name(spec.name), low=spec.min_layers,
-                                value=layers)
+        raise AttnvizInputError("error.toy.min_layers", task=task_name(spec.name),
+                                low=spec.min_layers, value=layers)
     causal = _flag(causal, "causal", spec.causal)
     residual = _flag(residual, "residual", spec.residual)
     if spec.name == "induction" and length < 3:

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.models.toy_tasks import shown_name
+from attnviz.models.toy_tasks import task_name
 
 # The same numbers as attnviz.models.toy's (not imported: toy loads torch); a test holds them equal.
 BATCH, EVALUATIONS, TEST_SEQUENCES, LIBRARY_MAX_STEPS = 64, 50, 512, 100_000
@@ -229,7 +229,7 @@ def _tips(cfg) -> list[str]:
     tips = []
     d_k = cfg.d_model // cfg.heads
     if not getattr(cfg, "residual", True) and cfg.layers > 1:
-        tips.append(t("toy.tip.no_residual", task=shown_name(cfg.task), layers=cfg.layers))
+        tips.append(t("toy.tip.no_residual", task=task_name(cfg.task), layers=cfg.layers))
     if cfg.d_model < 16 and cfg.vocab > 2 * cfg.d_model:
         tips.append(t("toy.tip.small_d_model", d_model=cfg.d_model, vocab=cfg.vocab))
     if d_k < 4 and cfg.heads > 1:

@@ -168,7 +168,7 @@ TASKS: dict[str, Task] = {t.name: t for t in (
 )}
 
 
-def shown_name(task: str) -> Message:
+def task_name(task: str) -> Message:
     """Task `task`'s name as a learner reads it ("reverse", 反转); links and files keep the id."""
     return Message(f"toy.task.{task}.name")
 
