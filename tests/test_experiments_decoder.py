@@ -282,12 +282,12 @@ def test_the_sink_tab_shows_transformers_numbers(hf_sink):
     shown = metric_values(at)
     assert float(shown["mean weight on the first token"]) == pytest.approx(
         attentions[:, :, 1:, 0].mean(), abs=1e-3)
-    assert shown["most likely next token"] == "' Paris'"
+    assert shown["most likely next token"] == "␣Paris"          # one notation (issue 27.13)
     paris = int(np.argmax(before))
     change = next(v for label, v in shown.items() if label.startswith("change in log p("))
     assert float(change) == pytest.approx(after[paris] - before[paris], abs=2e-3)
     tables = [d.value for d in at.dataframe]
-    assert tables[0].iloc[0, 0] == "' Paris'"
+    assert tables[0].iloc[0, 0] == "␣Paris"
     assert float(tables[0].iloc[0, 1]) == pytest.approx(before[paris], abs=2e-3)
     assert float(tables[1].iloc[0, 2]) == pytest.approx(after.max(), abs=2e-3)
     bars = next(f for f in charts(at) if "each layer" in f["layout"]["title"]["text"])

@@ -141,10 +141,10 @@ def test_each_figure_shows_the_token_as_written(name):
     assert set(shown) == {RAW}, f"{name} shows {sorted(set(shown))} for {RAW!r}"
 
 
-def test_the_sink_experiments_bars_show_the_token_as_its_repr():
-    # the bars quote a piece with repr (so a leading space shows): repr's own backslash stays
+def test_the_sink_experiments_bars_show_the_token_as_written():
+    # the bars write a piece in the pages' one notation (␣ for an edge space), not as repr
     shown = shown_tokens(experiment_figures.next_token_bars(_sink(), k=2))
-    assert shown and set(shown) == {repr(TOKEN)[2:-2]}
+    assert shown and set(shown) == {RAW}
 
 
 # builders that draw no user text: numbers, positions and the page's own words only

@@ -55,7 +55,8 @@ def test_the_next_token_bars_are_the_softmax_of_the_last_positions_logits(decode
     best = np.argsort(-probs)[:10]
     np.testing.assert_allclose(shown, probs[best], rtol=1e-5, atol=1e-7)
     assert len(shown) == 10 and shown.sum() <= 1.0 and np.all(np.diff(shown) <= 0)
-    assert bars["y"][0] == decoder.piece_text(int(best[0])) == " Paris"
+    assert decoder.piece_text(int(best[0])) == " Paris"
+    assert bars["y"][0] == "␣Paris"                    # the space shown (issue 27.13)
     assert f"{probs[best].sum():.1%}" in at.caption[1].value
     assert at.subheader[0].value == "Prompt: 5 tokens"
 

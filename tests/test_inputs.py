@@ -542,3 +542,12 @@ def test_a_binary_file_is_refused_as_no_text():
 
     with raises_message("error.file.not_text", name="w.csv"):
         matrix_files.read_matrix_file("w.csv", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x01")
+
+
+@pytest.mark.parametrize("piece, shown", [
+    (" Paris", "␣Paris"), ("Paris ", "Paris␣"), ("  ", "␣␣"), (" a b ", "␣a b␣"),
+    ("\n", "↵"), ("\tx", "⇥x"), ("丽", "丽"), ("", "")])
+def test_a_token_is_written_in_one_notation_on_every_page(piece, shown):
+    # issue 27.13: Generate, the experiments and Read the model write a piece the same way
+    from attnviz.describe.labels import token_shown
+    assert token_shown(piece) == shown

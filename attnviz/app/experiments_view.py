@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.plot import experiment_figures, figures
 from attnviz.tutorials import experiments
@@ -393,8 +394,8 @@ def sink_tab() -> None:
 
 
 def _shown_piece(piece: str) -> str:
-    """A token as text a reader sees: quoted, so a leading space or a newline shows."""
-    return repr(piece)
+    """A token as every page writes it: a space at either end as ␣, a line break as ↵."""
+    return token_shown(piece)
 
 
 def tab_labels() -> dict[str, str]:

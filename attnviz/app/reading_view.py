@@ -17,6 +17,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats,
                                   detection_pattern, detection_scores, head_stats,
                                   is_punctuation, shares_on_keys)
+from attnviz.describe.labels import token_shown
 from attnviz.i18n import languages, render, t, use_language
 from attnviz.models import registry
 from attnviz.models.decoder import DecoderModel, DecoderRun
@@ -528,7 +529,7 @@ def decoder_ablation(run: DecoderRun) -> None:
     st.caption(t("reading.decoder_ablation.caption", count=len(run.ids)))
     m = chosen_model().load()
     ids, logprobs = _targets(run)
-    labels = {int(i): f"{m.piece_text(int(i))!r} ({np.exp(lp):.1%})"
+    labels = {int(i): f"{token_shown(m.piece_text(int(i)))} ({np.exp(lp):.1%})"
               for i, lp in zip(ids, logprobs)}
     if st.session_state.get(keys.AB_TARGET) not in labels:
         st.session_state[keys.AB_TARGET] = int(ids[0])
@@ -544,7 +545,7 @@ def decoder_ablation(run: DecoderRun) -> None:
                                    lambda: logprobs_without_heads(m, run, mask[None])[0])
         return [(t("reading.decoder_ablation.off.label"), f"{off[target]:.4f}",
                  f"{off[target] - full:+.4f}", t("reading.decoder_ablation.off.help")),
-                (t("reading.decoder_ablation.top.label"), repr(m.piece_text(int(np.argmax(off)))),
+                (t("reading.decoder_ablation.top.label"), token_shown(m.piece_text(int(np.argmax(off)))),
                  None, t("reading.decoder_ablation.top.help"))]
 
     _ablation_metrics(mask, (t("reading.decoder_ablation.full.label"), f"{full:.4f}",
@@ -582,7 +583,7 @@ def decoder_ranking(run: DecoderRun, target: int, full: float) -> None:
     table = pd.DataFrame({"layer": layer, "head": head,
                           "logprob": change.ravel()[order] + full,
                           "change": change.ravel()[order]})
-    st.caption(t("reading.decoder_ranking.baseline", token=repr(m.piece_text(target)),
+    st.caption(t("reading.decoder_ranking.baseline", token=token_shown(m.piece_text(target)),
                  logprob=f"{full:.4f}"))
     left, right = st.columns([2, 3])
     with left:

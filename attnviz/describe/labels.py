@@ -66,6 +66,21 @@ def unique(labels, max_chars: int = LABEL_CHARS) -> list[str]:
     return out
 
 
+def token_shown(token: str, max_chars: int = 16) -> str:
+    """A model's token as every page writes it (one notation: Generate, the experiments, Read
+    the model): a space at its start or end as ␣ (" Paris" → "␣Paris", a token of spaces
+    "␣␣"), a line break as ↵, a tab as ⇥, invisible characters as their code points, at most
+    `max_chars` characters (whole grapheme clusters)."""
+    text = str(token).replace("\n", "↵").replace("\t", "⇥")
+    core = text.strip(" ")
+    if core:
+        start = text.index(core[0])
+        text = "␣" * start + core + "␣" * (len(text) - start - len(core))
+    else:
+        text = "␣" * len(text)
+    return cut(visible(text), max_chars)
+
+
 def visible(text) -> str:
     """`text` with every character that draws nothing shown as its code point: a bidi control
     (which would reverse the text after it), a soft hyphen, a zero-width space, NUL … become

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.plot.figures import escape
 from attnviz.tutorials.experiments import AttentionSink, RopeShift, Scaling
@@ -129,7 +130,7 @@ def next_token_bars(result: AttentionSink, k: int = 5) -> go.Figure:
     first token is hidden), with the first token visible and hidden."""
     ids = list(dict.fromkeys([i for i, _, _ in result.top(False, k)]
                              + [i for i, _, _ in result.top(True, k)]))
-    labels = [escape(repr(result.piece_text(i))) for i in ids]   # ' Paris', ' '
+    labels = [escape(token_shown(result.piece_text(i))) for i in ids]   # ␣Paris, ␣
     rows = {t("figure.experiment.sink.before"): np.exp(result.logprobs_before[ids]),
             t("figure.experiment.sink.after"): np.exp(result.logprobs_after[ids])}
     colours = dict(zip(rows, (SCALED_COLOUR, UNSCALED_COLOUR)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz.describe.labels import cut, visible
+from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.plot import budget, figures
 
@@ -25,12 +25,9 @@ LABEL_CHARS = 16
 
 
 def token_label(token: str) -> str:
-    """A token as an axis label: a line break as ↵, a tab as ⇥, invisible characters as their
-    code points, at most 16 characters."""
-    text = str(token).replace("\n", "↵").replace("\t", "⇥")
-    if text and not text.strip():
-        text = text.replace(" ", "␣")                 # a token of spaces only: seen
-    return cut(visible(text), LABEL_CHARS)
+    """A token as an axis label: the one notation of every page (``labels.token_shown``: a
+    space at either end as ␣, a line break as ↵, a tab as ⇥), at most 16 characters."""
+    return token_shown(token, LABEL_CHARS)
 
 
 def next_token_bars(top: list[tuple[str, float]], *, chosen: int | None = None,
