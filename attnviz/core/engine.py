@@ -36,8 +36,8 @@ from attnviz.i18n import Message
 # a position argument: None (0 … n−1), a first position p (p … p+n−1), or n positions
 Positions = int | ArrayLike | None
 
-__all__ = ["AttentionTrace", "Step", "apply_rope", "attention", "rope_angles", "rotate_half",
-           "softmax", "trace_attention", "trace_qkv", "with_weights"]
+__all__ = ["AttentionTrace", "Step", "apply_rope", "attention", "log_softmax", "rope_angles",
+           "rotate_half", "softmax", "trace_attention", "trace_qkv", "with_weights"]
 
 
 # ---- the computation ------------------------------------------------------------------------
@@ -280,6 +280,14 @@ def softmax(s: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.
     total[total == 0] = 1.0
     e /= total
     return e
+
+
+def log_softmax(s: np.ndarray, axis: int = -1) -> np.ndarray:
+    """log softmax(s) = s − max − log Σ exp(s − max) along `axis`, in s's dtype (the
+    log-probabilities of logits: the decoder gives them float64)."""
+    s = np.asarray(s)
+    top = np.max(s, axis=axis, keepdims=True)
+    return s - top - np.log(np.exp(s - top).sum(axis=axis, keepdims=True))
 
 
 # ---- helpers ----------------------------------------------------------------------------------
