@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from attnviz.i18n import use_language
 from attnviz.models import decoder_reading
@@ -28,6 +27,7 @@ CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
 
 
 def _log_softmax(logits) -> np.ndarray:
+    import torch
     return torch.log_softmax(torch.tensor(np.asarray(logits), dtype=torch.float64), -1).numpy()
 
 
@@ -60,6 +60,8 @@ def test_run_next_token_logprobs_and_the_ablation_path_agree(decoder):
 
 
 def test_run_layers_and_unembed_are_transformers_hidden_states_and_logits(decoder, hf_decoder):
+    import torch
+
     model, _ = hf_decoder
     ids = decoder.encode(TEXT)
     with torch.no_grad():
@@ -78,6 +80,8 @@ def test_run_layers_and_unembed_are_transformers_hidden_states_and_logits(decode
 def _hf_activations(hf_decoder, ids, layers) -> dict:
     """transformers' activations at the hook points of `layers`, captured with its own forward
     hooks, in llama_layer's axis order with the batch axis (1, …)."""
+    import torch
+
     model, _ = hf_decoder
     got, handles = {}, []
 
@@ -147,6 +151,8 @@ def _hf_patched_logits(hf_decoder, clean_ids, corrupted_ids) -> list[np.ndarray]
     """transformers' last-position logits of the corrupted prompt with, one patch per run, the
     clean run's (a) residual stream before layer 7 at POSITION, (b) z of heads 2 and 5 of
     layer 12 at every position, (c) MLP output of layer 20 at POSITION."""
+    import torch
+
     model, _ = hf_decoder
     layers = model.model.layers
     clean = {}
@@ -229,6 +235,8 @@ def test_patches_in_a_batch_are_transformers_forward_hooks(decoder, hf_decoder):
 
 
 def test_a_head_mask_per_sequence_is_transformers_with_those_heads_zeroed(decoder, hf_decoder):
+    import torch
+
     model, _ = hf_decoder
     ids = decoder.encode(TEXT)
     masks = np.ones((2, 30, 9))
