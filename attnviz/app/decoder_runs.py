@@ -12,8 +12,7 @@ RUNS_MAX_ENTRIES = 16
 
 
 def _run_size(run: DecoderRun) -> int:
-    return sum(a.nbytes for a in (run.ids, run.attentions, run.logits, run.hidden_states,
-                                  run._values))
+    return run.nbytes
 
 
 _RUNS = SizedCache(RUNS_MAX_BYTES, RUNS_MAX_ENTRIES, size_of=_run_size)

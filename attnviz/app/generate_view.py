@@ -76,7 +76,7 @@ def prompt(m: DecoderModel) -> tuple[str, bool] | None:
 
 def prompt_tokens(m: DecoderModel, text: str, chat: bool) -> None:
     ids = prompt_ids(m, text, chat)[-MAX_TOKENS:]   # what generate reads: the last 512
-    tokens, _, spans = m._labels(ids)               # readable pieces and split characters
+    tokens, _, spans = m.labels(ids)                # readable pieces and split characters
     st.subheader(t("generate.tokens", count=len(tokens)))
     st.markdown(token_line(map(generate_figures.token_label, tokens)))
     _spans_note(spans)

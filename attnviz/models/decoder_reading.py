@@ -9,18 +9,17 @@ the next token's log-probability — every single head at once, in batches.
 
 A head removed at layer l changes nothing before l, so each variant starts from the run's own
 residual stream before layer l (``run.hidden_states[l]``) and the variants of one layer run the
-remaining layers side by side, as a batch: the 270 single heads cost about as much as
-30 · 31 / 2 = 465 layer passes, not 270 whole runs.
+remaining layers side by side, as a batch (``DecoderModel.run_layers``: the model's one layer,
+``models.llama_layer``, with a head mask per sequence): the 270 single heads cost about as much
+as 30 · 31 / 2 = 465 layer passes, not 270 whole runs.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from attnviz.core.engine import attention
-from attnviz.core.rotary import cos_sin, rotate_half
-from attnviz.models.decoder import MODEL_NAME, DecoderModel, DecoderRun, _rms_norm, _split_qkv
-from attnviz.models.finite import all_finite, first_not_finite, not_finite, quiet
+from attnviz.core.engine import log_softmax
+from attnviz.models.decoder import DecoderModel, DecoderRun
 
 REPEAT_LENGTH = 20          # random tokens, then the same tokens again
 COMMON = 10_000             # drawn among the first ids: byte-level BPE gives common words low ids
@@ -36,8 +35,8 @@ def repeated_random_text(model: DecoderModel, length: int = REPEAT_LENGTH,
     tokens again — the sequence on which TransformerLens finds induction heads. The text
     encodes back to exactly these 2 · length ids (a word whose text encodes to another token
     is never drawn)."""
-    pieces = model._pieces
-    words = [i for i, p in enumerate(pieces[:COMMON])
+    pieces = (model.piece(i) for i in range(COMMON))
+    words = [i for i, p in enumerate(pieces)
              if len(p) > 3 and p[0] == "Ġ" and p[1:].isascii() and p[1:].isalpha()
              and p[1:].islower()]
     rng = np.random.default_rng(seed)
@@ -84,47 +83,12 @@ def single_head_logprobs(model: DecoderModel, run: DecoderRun, targets,
     return out
 
 
-@quiet
 def _from_layer(model: DecoderModel, run: DecoderRun, start: int, masks) -> np.ndarray:
     """(B, vocab) log-probabilities after run.ids, the layers from `start` on run for each
     mask side by side, starting from the run's residual stream before layer `start`."""
-    c = model.config
-    b, n = len(masks), len(run.ids)
-    h = np.repeat(run.hidden_states[start][None], b, axis=0)            # (B, n, d_model)
-    cos, sin = cos_sin(np.arange(n), c.d_k, c.rope_base, _DTYPE)        # (n, d_k)
-    g = c.num_heads // c.num_kv_heads
-    causal = np.triu(np.ones((n, n), dtype=bool), k=1)
-    for layer in range(start, c.num_layers):
-        block = model._blocks[layer]
-        x = _rms_norm(h, block.attn_norm, c.rms_eps)
-        qkv = (x @ block.w_qkv).reshape(b * n, -1)
-        q0, k0, v = (part.reshape(part.shape[0], b, n, c.d_k).swapaxes(0, 1)
-                     for part in _split_qkv(qkv, c.num_heads, c.num_kv_heads, c.d_k))
-        q = q0 * cos + rotate_half(q0) * sin                           # (B, H, n, d_k)
-        k = k0 * cos + rotate_half(k0) * sin                           # (B, H_kv, n, d_k)
-        grouped = q.reshape(b, c.num_kv_heads, g, n, c.d_k)
-        z, weights = attention(grouped, k[:, :, None], v[:, :, None],
-                               mask=causal)                            # (B, H_kv, g, n, d_v)
-        z = z.reshape(b, c.num_heads, n, c.d_k) * masks[:, layer, :, None, None]
-        out = z.transpose(0, 2, 1, 3).reshape(b, n, -1) @ block.attention.w_o
-        h = h + out
-        m = _rms_norm(h, block.mlp_norm, c.rms_eps)
-        gate_up = m @ block.gate_up                                    # (B, n, 2 d_ff)
-        d_ff = gate_up.shape[-1] // 2
-        gate = gate_up[..., :d_ff]
-        h = h + (gate / (1.0 + np.exp(-gate)) * gate_up[..., d_ff:]) @ block.down
-        if not all_finite(h):                           # only then: which step made it
-            raise not_finite(MODEL_NAME, first_not_finite([
-                ("input", x), ("q", q0), ("k", k0), ("v", v), ("q_rotated", q),
-                ("k_rotated", k),
-                ("scores", lambda: grouped @ k[:, :, None].swapaxes(-1, -2)),
-                ("weights", weights), ("z", z), ("output", out)]) or "mlp", layer=layer)
-    logits = (_rms_norm(h[:, -1], model._final_norm, c.rms_eps) @ model._embed.T
-              ).astype(np.float64)                                     # (B, vocab)
-    if not all_finite(logits):
-        raise not_finite(MODEL_NAME, "logits")
-    top = logits.max(axis=-1, keepdims=True)
-    return logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
+    h = np.repeat(run.hidden_states[start][None], len(masks), axis=0)   # (B, n, d_model)
+    h = model.run_layers(h, start, head_mask=masks)                    # (B, n, d_model)
+    return log_softmax(model.unembed(h[:, -1]).astype(np.float64))    # (B, vocab)
 
 
 __all__ = ["REPEAT_LENGTH", "logprobs_without_heads", "repeated_random_text",

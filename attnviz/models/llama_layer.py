@@ -1,0 +1,287 @@
+"""One Llama decoder layer in numpy float32, as transformers' ``LlamaDecoderLayer`` computes it,
+written once for every caller: ``DecoderModel.run`` (the attention traced by the engine, for the
+pages' step views), generation and ``next_token_logprobs`` (a KV cache), the head-ablation
+ranking (a batch of head masks, ``decoder_reading``) and the readers that read or patch what a
+layer computes (``DecoderModel.run_layers`` with a hook).
+
+    resid_pre  = h                                         (B, n, d_model)
+    x          = RMSNorm(h) · g_attn
+    q, k, v    = x W_Q, x W_K, x W_V                       (B, H, n, d_k), (B, H_kv, n, d_k)
+    q, k       = apply_rope(q), apply_rope(k)              positions start … start + n − 1
+    k, v       = the cache's keys and values, then these    (B, H_kv, n_k, d_k), n_k = start + n
+    pattern    = softmax(q kᵀ / √d_k + causal mask)         (B, H, n, n_k): query head h reads
+                                                             key/value head h // (H / H_kv)
+    z          = pattern v, · head_mask                     (B, H, n, d_v)
+    attn_out   = Concat(z) W_O                             (B, n, d_model)
+    resid_mid  = h + attn_out
+    mlp_out    = W_down(SiLU(y W_gate) ⊙ y W_up),  y = RMSNorm(resid_mid) · g_mlp
+    resid_post = resid_mid + mlp_out
+
+Axis order: (batch, head, position, feature), transformers' after its ``transpose(1, 2)``; the
+engine's trace drops the batch. The names are modeling_llama.py's: ``rotate_half`` and
+``apply_rope`` (its ``apply_rotary_pos_emb``, ``core.rotary``) with cos and sin computed once per
+forward pass (its ``position_embeddings``), and the query heads grouped by the key/value head
+they share (``group_heads``: its ``repeat_kv``, as a view instead of a copy).
+
+A hook, ``hook(layer, name, value)``, is called at each name of HOOK_POINTS with that
+activation (a read-only view, shaped as above; "v" is every key's value, the cache's included):
+it returns None to read it, or an array of the same shape that the layer uses instead — a patch
+(activation patching). "v" and "pattern" can only be read. The finite check (one per layer, on
+resid_post) runs before the resid_post hook, so an error names the layer's own step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnviz.core.engine import AttentionTrace, attention, trace_attention
+from attnviz.core.errors import AttnvizInputError
+from attnviz.core.rotary import apply_rope, cos_sin
+from attnviz.core.weights import MultiHeadWeights
+from attnviz.models.finite import all_finite, first_not_finite, from_engine, not_finite
+
+__all__ = ["HOOK_POINTS", "READ_ONLY", "Hook", "KVCache", "LayerOutput", "LayerWeights",
+           "causal_mask", "group_heads", "llama_attention", "llama_layer", "llama_mlp",
+           "rms_norm", "rotary_embedding", "split_qkv", "trace_layer_attention"]
+
+# where a hook is called, in the order the layer computes them
+HOOK_POINTS = ("resid_pre", "v", "pattern", "z", "attn_out", "resid_mid", "mlp_out",
+               "resid_post")
+READ_ONLY = ("v", "pattern")
+Hook = Callable[[int, str, np.ndarray], "np.ndarray | None"]
+_DTYPE = np.float32
+
+
+@dataclass(frozen=True, eq=False)
+class LayerWeights:
+    """One decoder layer's weights: attention and everything around it."""
+
+    attention: MultiHeadWeights        # w_q (H, d, d_k), w_k/w_v (H_kv, d, d_k), w_o: the engine's
+    w_qkv: np.ndarray                  # (d_model, (H + 2 H_kv) d_k): the same, side by side
+    attn_norm: np.ndarray              # (d_model,) RMSNorm gain before attention
+    mlp_norm: np.ndarray               # (d_model,) RMSNorm gain before the MLP
+    gate_up: np.ndarray                # (d_model, 2 d_ff): W_gate | W_up
+    down: np.ndarray                   # (d_ff, d_model)
+
+
+class KVCache:
+    """Every layer's rotated keys and values so far, (layers, B, H_kv, capacity, d_k): a layer
+    writes its new rows after the last (``update``), never recomputes them; the caller moves
+    ``length`` on once every layer has written (``advance``)."""
+
+    def __init__(self, layers: int, kv_heads: int, capacity: int, d_k: int, batch: int = 1):
+        self.k = np.zeros((layers, batch, kv_heads, capacity, d_k), _DTYPE)
+        self.v = np.zeros((layers, batch, kv_heads, capacity, d_k), _DTYPE)
+        self.length = 0
+
+    def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """k, v (B, H_kv, n, d_k) written at positions length … length + n − 1 of `layer`;
+        returns that layer's keys and values so far, (B, H_kv, length + n, d_k) views."""
+        start, end = self.length, self.length + k.shape[2]
+        self.k[layer, :, :, start:end] = k
+        self.v[layer, :, :, start:end] = v
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+    def advance(self, n: int) -> None:
+        self.length += n
+
+    @property
+    def nbytes_used(self) -> int:
+        layers, batch, heads, _, d_k = self.k.shape
+        return 2 * layers * batch * heads * self.length * d_k * self.k.itemsize
+
+
+@dataclass(frozen=True, eq=False)
+class LayerOutput:
+    """What one layer gives its caller: the residual stream after it, and what its attention
+    looked at (the pages draw ``pattern``; ``v`` gives the value norms)."""
+
+    h: np.ndarray                      # (B, n, d_model): resid_post
+    pattern: np.ndarray                # (B, H, n, n_k): the softmax weights
+    v: np.ndarray                      # (B, H_kv, n_k, d_v): the values attended over
+    trace: AttentionTrace | None       # trace=True: the engine's trace of the attention
+
+
+# ---- the pieces, as modeling_llama.py names them ----------------------------------------------
+
+def rms_norm(h: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
+    """h / √(mean(h²) + eps) · gain over each row (…, d_model), as LlamaRMSNorm."""
+    variance = np.mean(h * h, axis=-1, keepdims=True)
+    return (h / np.sqrt(variance + _DTYPE(eps))) * gain
+
+
+def rotary_embedding(start: int, n: int, d_k: int, base: float):
+    """(cos, sin), each (n, d_k) float32, for positions start … start + n − 1: computed once
+    per forward pass and shared by every layer (transformers' LlamaRotaryEmbedding)."""
+    return cos_sin(np.arange(start, start + n), d_k, base, _DTYPE)
+
+
+def causal_mask(n: int, start: int = 0, hidden_keys: np.ndarray | None = None
+                ) -> np.ndarray | None:
+    """(n, start + n) bool, True = not allowed: new token i (position start + i) sees the keys
+    up to its own position (bottom-right causal); None for one new token (it sees them all).
+    hidden_keys (n,) bool, start 0 only: True hides that key from every query but its own."""
+    mask = None if n == 1 else np.triu(np.ones((n, start + n), dtype=bool), k=start + 1)
+    if hidden_keys is not None:
+        hide = hidden_keys[None, :] & ~np.eye(n, dtype=bool)             # (n, n)
+        mask = hide if mask is None else mask | hide
+    return mask
+
+
+def split_qkv(qkv: np.ndarray, h: int, h_kv: int, d_k: int):
+    """(B, n, (H + 2 H_kv) d_k) → Q (B, H, n, d_k), K and V (B, H_kv, n, d_k) (views)."""
+    b, n, _ = qkv.shape
+    q = qkv[..., :h * d_k].reshape(b, n, h, d_k).transpose(0, 2, 1, 3)
+    k = qkv[..., h * d_k:(h + h_kv) * d_k].reshape(b, n, h_kv, d_k).transpose(0, 2, 1, 3)
+    v = qkv[..., (h + h_kv) * d_k:].reshape(b, n, h_kv, d_k).transpose(0, 2, 1, 3)
+    return q, k, v
+
+
+def group_heads(q: np.ndarray, h_kv: int) -> np.ndarray:
+    """(B, H, n, d) → (B, H_kv, H / H_kv, n, d): the query heads grouped by the key/value head
+    they read, so (B, H_kv, 1, n_k, d) keys broadcast over each group — transformers'
+    ``repeat_kv`` without copying the keys and values H / H_kv times."""
+    b, h, n, d = q.shape
+    return q.reshape(b, h_kv, h // h_kv, n, d)
+
+
+def llama_mlp(m: np.ndarray, w: LayerWeights, eps: float) -> np.ndarray:
+    """W_down(SiLU(y W_gate) ⊙ y W_up) with y = RMSNorm(m) · g_mlp: (B, n, d_model)."""
+    y = rms_norm(m, w.mlp_norm, eps)
+    gate_up = y @ w.gate_up                                          # (B, n, 2 d_ff)
+    d_ff = gate_up.shape[-1] // 2
+    gate = gate_up[..., :d_ff]
+    hidden = gate / (1.0 + np.exp(-gate))                            # SiLU(x) = x σ(x)
+    hidden *= gate_up[..., d_ff:]
+    return hidden @ w.down
+
+
+# ---- attention ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class _Attention:
+    """One layer's attention: every step a finite check may name, and what the caller reads."""
+
+    parts: list                        # [(step name, array or a function computing it)]
+    pattern: np.ndarray                # (B, H, n, n_k)
+    v: np.ndarray                      # (B, H_kv, n_k, d_v)
+    z: np.ndarray                      # (B, H, n, d_v)
+    output: np.ndarray | None          # (B, n, d_model) Concat(z) W_O when already computed
+    trace: AttentionTrace | None
+
+
+def llama_attention(x: np.ndarray, w: LayerWeights, config, position_embeddings, *,
+                    layer: int = 0, cache: KVCache | None = None,
+                    mask: np.ndarray | None = None) -> _Attention:
+    """LlamaAttention without W_O: x (B, n, d_model), already normed → z (B, H, n, d_v) and
+    its pattern, written plainly (``engine.attention``, nothing traced). With a cache, the new
+    keys and values are appended to `layer`'s and the queries attend over all of them."""
+    b, n, _ = x.shape
+    h, h_kv, d_k = config.num_heads, config.num_kv_heads, config.d_k
+    qkv = x @ w.w_qkv                                                # (B, n, (H + 2 H_kv) d_k)
+    q0, k0, v = split_qkv(qkv, h, h_kv, d_k)                         # (B, H | H_kv, n, d_k)
+    cos, sin = position_embeddings                                   # (n, d_k)
+    q = apply_rope(q0, cos=cos, sin=sin)                             # (B, H, n, d_k)
+    k = apply_rope(k0, cos=cos, sin=sin)                             # (B, H_kv, n, d_k)
+    keys, values = (k, v) if cache is None else cache.update(layer, k, v)   # (B, H_kv, n_k, d)
+    grouped = group_heads(q, h_kv)                                   # (B, H_kv, g, n, d_k)
+    z, weights = attention(grouped, keys[:, :, None], values[:, :, None],
+                           mask=mask)                                # (B, H_kv, g, n, ·)
+    n_k = keys.shape[2]
+    pattern = weights.reshape(b, h, n, n_k)                          # (B, H, n, n_k)
+    z = z.reshape(b, h, n, d_k)                                      # (B, H, n, d_v)
+    parts = [("input", x), ("q", q0), ("k", k0), ("v", v), ("q_rotated", q),
+             ("k_rotated", k),
+             ("scores", lambda: grouped @ keys[:, :, None].swapaxes(-1, -2)),
+             ("weights", weights)]
+    return _Attention(parts=parts, pattern=pattern, v=values, z=z, output=None, trace=None)
+
+
+def trace_layer_attention(x: np.ndarray, w: LayerWeights, config, *, layer: int = 0,
+                          model: str = "") -> AttentionTrace:
+    """The engine's trace of the layer's attention on one sequence x (n, d_model), already
+    normed: W_Q, W_K, W_V (H_kv heads), W_O, rotary positions 0 … n − 1 and the causal mask.
+    The engine's overflow error becomes error.model.not_finite naming `layer` of `model`."""
+    try:
+        return trace_attention(x, w.attention, causal=True, rope=config.rope_base)
+    except AttnvizInputError as exc:              # an overflow: said with its layer
+        raise from_engine(exc, model, layer) from None
+
+
+def _traced_attention(x: np.ndarray, w: LayerWeights, config, *, layer: int,
+                      model: str) -> _Attention:
+    assert x.shape[0] == 1                                           # one sequence
+    t = trace_layer_attention(x[0], w, config, layer=layer, model=model)
+    # the engine checked every step up to its output
+    return _Attention(parts=[], pattern=t.weights[None], v=t.v_shared[None], z=t.z[None],
+                      output=t.output[None], trace=t)
+
+
+# ---- the layer ---------------------------------------------------------------------------------
+
+def llama_layer(h: np.ndarray, w: LayerWeights, config, position_embeddings=None, *,
+                layer: int = 0, model: str = "", cache: KVCache | None = None,
+                mask: np.ndarray | None = None, head_mask: np.ndarray | None = None,
+                hook: Hook | None = None, trace: bool = False) -> LayerOutput:
+    """One decoder layer on the residual stream h (B, n, d_model) float32 → LayerOutput.
+
+    config: the model's sizes (num_heads, num_kv_heads, d_k, rms_eps, rope_base);
+    position_embeddings: (cos, sin) of the n positions (``rotary_embedding``); cache: a
+    KVCache whose ``length`` is the first position (the caller advances it); mask: bool
+    (n, n_k), True = not allowed (``causal_mask``); head_mask (B, H) float32 of 0/1: 0 zeroes
+    that head's z before W_O; hook: see the module's docstring.
+    trace=True (one sequence, no cache): the attention is the engine's ``trace_attention``
+    (``LayerOutput.trace``; its weights are ``pattern``), for the pages' step views; a hook or
+    head mask then changes what follows the trace, never the trace. A number that is not
+    finite raises error.model.not_finite naming `layer` of `model` and its first step that
+    holds one.
+    """
+    eps = config.rms_eps
+    h = _hooked(hook, layer, "resid_pre", h)                         # (B, n, d_model)
+    x = rms_norm(h, w.attn_norm, eps)                                # (B, n, d_model)
+    if trace:
+        a = _traced_attention(x, w, config, layer=layer, model=model)
+    else:
+        a = llama_attention(x, w, config, position_embeddings, layer=layer, cache=cache,
+                            mask=mask)
+    _hooked(hook, layer, "v", a.v)
+    _hooked(hook, layer, "pattern", a.pattern)
+    z = a.z if head_mask is None else a.z * head_mask[:, :, None, None]   # (B, H, n, d_v)
+    z = _hooked(hook, layer, "z", z)
+    if z is a.z and a.output is not None:
+        attn_out = a.output                                          # the trace's own
+    else:
+        b, heads, n, d_v = z.shape
+        concat = z.transpose(0, 2, 1, 3).reshape(b, n, heads * d_v)  # (B, n, H d_v)
+        attn_out = concat @ w.attention.w_o                          # (B, n, d_model)
+    attn_out = _hooked(hook, layer, "attn_out", attn_out)
+    resid_mid = _hooked(hook, layer, "resid_mid", h + attn_out)
+    mlp_out = _hooked(hook, layer, "mlp_out", llama_mlp(resid_mid, w, eps))
+    out = resid_mid + mlp_out                                        # (B, n, d_model)
+    if not all_finite(out):                             # only then: which step made it
+        raise not_finite(model, first_not_finite(a.parts + [("z", z), ("output", attn_out)])
+                         or "mlp", layer=layer)
+    out = _hooked(hook, layer, "resid_post", out)
+    return LayerOutput(h=out, pattern=a.pattern, v=a.v, trace=a.trace)
+
+
+def _hooked(hook: Hook | None, layer: int, name: str, value: np.ndarray) -> np.ndarray:
+    """`value`, or what `hook` gives instead (same shape; only read at READ_ONLY names)."""
+    if hook is None:
+        return value
+    shown = value.view()
+    shown.flags.writeable = False                # a hook patches by returning, not in place
+    new = hook(layer, name, shown)
+    if new is None:
+        return value
+    if name in READ_ONLY:
+        raise AttnvizInputError("error.layer.hook_read_only", name=name,
+                                names=", ".join(p for p in HOOK_POINTS if p not in READ_ONLY))
+    new = np.asarray(new, dtype=value.dtype)
+    if new.shape != value.shape:
+        raise AttnvizInputError("error.layer.hook_shape", name=name, want=str(value.shape),
+                                shape=str(new.shape))
+    return new
