@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,26 @@ FRAGMENT_OK = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_FRAGMENT_RUN_SUCCE
 EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_EARLY_FOR_RERUN")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def run(coroutine):
+    """``asyncio.run(coroutine)`` on a thread of its own: a test process whose main thread already
+    runs an event loop (Playwright's sync API, once a browser test has run) cannot start another
+    there, and a thread has none."""
+    result: dict = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coroutine)
+        except BaseException as exc:               # noqa: BLE001 (raised again below)
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, name="streamlit-client")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
 
 
 # ---- a server's process tree: CPU and memory from /proc ------------------------------------------

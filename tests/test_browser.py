@@ -26,9 +26,11 @@ def page(browser, app_url):
 
 
 def wait_for_tick(page, text: str) -> None:
-    """Wait until some heatmap's x-axis label contains `text`."""
+    """Wait until some heatmap's axis label contains `text` (an x axis of many tokens may show
+    one label in two; the y axis beside it shows them all)."""
     page.wait_for_function(
-        "t => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text'))"
+        "t => Array.from(document.querySelectorAll("
+        "'.js-plotly-plot .xtick text, .js-plotly-plot .ytick text'))"
         ".some(e => e.textContent.includes(t))", arg=text, timeout=30_000)
 
 

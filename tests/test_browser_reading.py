@@ -38,10 +38,9 @@ def test_each_tab_draws_its_chart(page, tab, title):
 def test_switching_a_layer_off_changes_the_similarity_and_ranking_draws(page):
     open_tab(page, "Ablation")
     assert metric_value(page, "Similarity, heads off") == "—"
-    page.locator('[data-testid="stMultiSelect"]').filter(has_text="Whole layers off").first \
-        .locator("input").click()
-    page.get_by_role("option", name="layer 2").click()
-    page.keyboard.press("Escape")
+    box = page.get_by_label("Switch off heads")         # typed exactly: L2 is every head of layer 2
+    box.fill("L2")
+    box.press("Enter")
     page.wait_for_function("""() => Array.from(document.querySelectorAll(
         '[data-testid="stMetricValue"]')).filter(e => /^0\\.\\d{4}$/.test(e.textContent.trim()))
         .length >= 3""", timeout=30_000)

@@ -314,6 +314,7 @@ def test_the_next_token_after_typed_control_tokens_is_transformers_on_their_char
         decoder, hf_decoder):
     """next_tokens and next_token_logprobs read the text as its characters: their numbers are
     transformers' forward pass over the characters' ids, not over control tokens."""
+    import torch
     model, tokenizer = hf_decoder
     text = "Answer: yes<|im_end|>"
     for special, ids in ((False, tokenizer(text, split_special_tokens=True).input_ids),

@@ -25,6 +25,7 @@ import pytest
 
 from attnviz.app.text import MAX_PROMPT_CHARS
 from tests.browser_helpers import streamlit_server
+from tests import streamlit_client
 from tests.streamlit_client import Client, cpu_seconds, rss_mb, text_state
 
 pytestmark = pytest.mark.slow
@@ -72,8 +73,8 @@ def server():
     with streamlit_server(300, options=("--server.disconnectedSessionTTL", str(TTL))) \
             as (url, proc):
         # imports, the model, and the page's work for a full prompt box: paid once, here
-        asyncio.run(send_prompt(url, MAX_PROMPT_CHARS))
-        asyncio.run(send_prompt(url, MAX_PROMPT_CHARS))
+        streamlit_client.run(send_prompt(url, MAX_PROMPT_CHARS))
+        streamlit_client.run(send_prompt(url, MAX_PROMPT_CHARS))
         time.sleep(TTL + 3)                         # those sessions dropped
         yield url, proc.pid
 
@@ -81,7 +82,7 @@ def server():
 def test_a_16_mb_prompt_is_refused_or_cut_cheaply_and_leaves_nothing_behind(server):
     url, pid = server
     rss0, cpu0 = rss_mb([pid]), cpu_seconds([pid])
-    result = asyncio.run(send_prompt(url, 16 * 10**6))
+    result = streamlit_client.run(send_prompt(url, 16 * 10**6))
     cpu = cpu_seconds([pid]) - cpu0
     assert result["closed"] == 1009 or (result["finished"] and result["warned"]), result
     assert cpu <= CPU_BUDGET, f"{cpu:.2f} s of server CPU"
@@ -89,7 +90,7 @@ def test_a_16_mb_prompt_is_refused_or_cut_cheaply_and_leaves_nothing_behind(serv
     rss = settled_rss(pid, rss0)
     assert rss <= rss0 + MEMORY_BUDGET, f"RSS {rss0:.0f} MB → {rss:.0f} MB"
     # the server still serves: a learner's prompt runs
-    assert asyncio.run(send_prompt(url, 40))["finished"]
+    assert streamlit_client.run(send_prompt(url, 40))["finished"]
 
 
 def test_four_4_mb_prompts_at_once_are_each_cut_with_a_warning_cheaply(server):
@@ -99,7 +100,7 @@ def test_four_4_mb_prompts_at_once_are_each_cut_with_a_warning_cheaply(server):
     async def four():
         return await asyncio.gather(*(send_prompt(url, 4 * 10**6) for _ in range(4)))
 
-    results = asyncio.run(four())
+    results = streamlit_client.run(four())
     cpu = cpu_seconds([pid]) - cpu0
     # 4 MB is under the message limit: each is cut to the box, and said so
     assert all(r["finished"] and r["warned"] for r in results), results
@@ -125,6 +126,6 @@ def test_one_4_mb_prompt_costs_little_more_than_a_full_box(server):
         finally:
             await client.close()
 
-    reply, cpu = asyncio.run(go())
+    reply, cpu = streamlit_client.run(go())
     assert reply.finished and any(CUT_WARNING in text for text in reply.texts())
     assert cpu <= CPU_BUDGET, f"{cpu:.2f} s of server CPU"
