@@ -38,7 +38,7 @@ def test_each_tab_draws_its_chart(page, tab, title):
 def test_switching_a_layer_off_changes_the_similarity_and_ranking_draws(page):
     open_tab(page, "Ablation")
     assert metric_value(page, "Similarity, heads off") == "—"
-    box = page.get_by_label("Switch off heads")         # typed exactly: L2 is every head of layer 2
+    box = page.get_by_label("Switch off heads", exact=True)       # typed exactly: L2 is every head of layer 2
     box.fill("L2")
     box.press("Enter")
     page.wait_for_function("""() => Array.from(document.querySelectorAll(

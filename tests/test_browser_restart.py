@@ -74,7 +74,7 @@ def test_edits_too_large_for_the_link_are_never_lost_silently(browser, tmp_path)
             page.goto(f"{url}/inputs?d_model=64")
             wait_for_app(page)
             page.get_by_text("Paste or upload X").click()
-            page.get_by_label("Matrix text (rows on lines; commas, spaces or tabs; or JSON)") \
+            page.get_by_label("Matrix text (rows on lines; commas, spaces or tabs; or JSON)", exact=True) \
                 .fill(_matrix_text(x))
             page.get_by_role("button", name="Apply pasted matrix").click()
             warning = page.get_by_text("Your edits of X are too large for the page's link")

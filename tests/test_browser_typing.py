@@ -1,6 +1,8 @@
 """Typing and pasting as a person does: only a browser shows what a typed value becomes.
 Under CI=true these never skip."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -72,8 +74,10 @@ def test_a_pasted_article_is_accepted_and_cut_to_the_token_limit(context, app_ur
         timeout=30_000)
     wait_for_app(page)
     assert box.input_value() == article
-    labels = tick_labels(page)
-    assert "w63" in labels and "w64" not in labels
+    # 64 labels may be thinned to one in `step`: the last shown is within a step of w63
+    shown = sorted({int(lab[1:]) for lab in tick_labels(page) if re.fullmatch(r"w\d+", lab)})
+    step = shown[1] - shown[0]
+    assert shown[0] == 0 and 63 - step < shown[-1] <= 63, shown
     assert not exceptions(page)
 
 
@@ -135,7 +139,7 @@ SHOWN = {"w_q": "W_Q", "w_k": "W_K"}
 
 def paste_box(page) -> np.ndarray:
     """The matrix in the page's paste box: the stored matrix, every number written exactly."""
-    box = page.get_by_label("Matrix text (rows on lines; commas, spaces or tabs; or JSON)")
+    box = page.get_by_label("Matrix text (rows on lines; commas, spaces or tabs; or JSON)", exact=True)
     return np.array([[float(v) for v in line.split(",")]
                      for line in box.input_value().splitlines()])
 
