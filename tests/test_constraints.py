@@ -72,7 +72,7 @@ def test_the_pins_are_closed_under_dependencies():
 
 def test_every_install_command_uses_the_constraints():
     commands = re.findall(r"```bash\n(.*?)\n```", README, re.S)
-    assert "pip install -c constraints.txt -r requirements.txt" in commands[0]
+    assert 'pip install -c constraints.txt -e ".[all]"' in commands[0]
     assert "pip install -c constraints.txt -r requirements-dev.txt" in commands[1]
     assert "pip install -q -c constraints.txt -r requirements-dev.txt" in \
         (ROOT / ".ci" / "run").read_text()
