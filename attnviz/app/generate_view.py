@@ -195,6 +195,9 @@ def buttons(m: DecoderModel, text: str, chat: bool, temperature: float, seed: in
     return gen
 
 
+END_ICON = ":material/stop_circle:"     # before the marked end of an answer (a font's ⏹ may lack)
+
+
 def generated_text(gen: Generation) -> None:
     """The new tokens, then their text: an answer the model ended shows its end token
     (<|im_end|>) as a marked end below the text, not as characters of it."""
@@ -204,7 +207,7 @@ def generated_text(gen: Generation) -> None:
     _spans_note([s for s in gen.spans if s.last >= gen.prompt_length])
     st.code(answer_text(gen), language=None, wrap_lines=True)
     if gen.stopped == "eos":
-        st.caption(t("generate.answer.end", end=code(gen.steps[-1].token)))
+        st.caption(END_ICON + " " + t("generate.answer.end", end=code(gen.steps[-1].token)))
 
 
 def answer_text(gen: Generation) -> str:
