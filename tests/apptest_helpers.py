@@ -85,6 +85,22 @@ def charts(at: AppTest) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
+def click_points(at: AppTest, key: str, points: list[dict]) -> AppTest:
+    """Run the page as after a click on the points of the plotly chart `key` (drawn with
+    on_select): the selection the browser sends (Streamlit's PlotlyChart sends each plotly
+    point with its fields in snake case: x, y, curve_number, point_index …) beside every
+    widget's value. AppTest has no way to click a chart, so this adds that widget state."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    chart = next(c for c in at.get("plotly_chart") if c.key == key)
+    states = at._tree.get_widget_states()
+    selection = {"points": points, "point_indices": [p["point_index"] for p in points],
+                 "box": [], "lasso": []}
+    states.widgets.append(WidgetState(id=chart.proto.id,
+                                      string_value=json.dumps({"selection": selection})))
+    return at._run(states)
+
+
 def chart_bytes(at: AppTest) -> int:
     return sum(len(c.proto.spec) for c in at.get("plotly_chart"))
 

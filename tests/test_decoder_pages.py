@@ -17,8 +17,9 @@ from PIL import Image
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import Message, t, use_language
 from attnviz.app.settings_view import Settings, build_view, in_use
-from tests.apptest_helpers import (chart_bytes, charts, decode, heatmap_z, no_exceptions,
-                                   open_page, page_alone, plain, shown_tokens, shows)
+from tests.apptest_helpers import (chart_bytes, charts, click_points, decode, heatmap_z,
+                                   no_exceptions, open_page, page_alone, page_in, plain,
+                                   shown_tokens, shows)
 from tests.message_helpers import raises_message
 from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
 
@@ -172,6 +173,43 @@ def test_the_head_view_draws_smollm2s_lines_and_none_to_a_later_token(run):
     expected = {(h, q, k) for h, q, k in zip(*np.nonzero(w >= 0.05))}
     assert drawn == expected and all(k <= q for _, q, k in drawn)
     assert len({h for h, _, _ in drawn}) == 9
+
+
+def test_clicking_a_token_in_smollm2s_head_view_highlights_it(run):
+    # issue 27.10, in Chinese too: a click on a label picks "Highlight token", again clears it
+    with use_language("zh"):           # the widgets' labels, as the page draws them
+        at = page_in(PAGE, "zh", model="smollm2", sentence=TEXT,
+                     pt_view=t("pretrained.tab.head_view"), pt_dec_hv_layer=12)
+        every = t("pretrained.highlight.every")
+
+        def head_view():
+            return next(f for f in charts(at)
+                        if any(tr.get("name") == "queries" for tr in f["data"]))
+
+        def drawn() -> set:
+            out = set()
+            for tr in head_view()["data"]:
+                if tr.get("meta"):
+                    y = tr["y"]
+                    out |= {(tr["meta"]["head"], y[i], y[i + 1]) for i in range(0, len(y), 3)}
+            return out
+
+        def click(row: int) -> None:
+            curve = next(i for i, tr in enumerate(head_view()["data"])
+                         if tr.get("name") == "queries")
+            click_points(at, "pt_dec_head_view", [{"x": 0, "y": row, "curve_number": curve,
+                                                   "point_number": row, "point_index": row}])
+            no_exceptions(at)
+
+        w = run.attentions[12]                                          # (9, n, n)
+        assert len(drawn()) == int((w >= 0.05).sum())
+        click(5)
+        assert at.selectbox(key="pt_dec_hv_token").value == 5
+        assert drawn() == {(h, q, k) for h, q, k in zip(*np.nonzero(w >= 0.05)) if q == 5}
+        click(5)
+        box = at.selectbox(key="pt_dec_hv_token").proto
+        assert box.options[box.default] == every
+        assert len(drawn()) == int((w >= 0.05).sum())
 
 
 @pytest.mark.slow

@@ -222,10 +222,33 @@ def test_the_end_of_the_answer_stops_generation(decoder):
     gen = decoder.generate(PROMPT, max_new_tokens=40)
     assert gen.stopped == "eos" and len(gen.steps) < 40
     at = click(page(gen_count=40), "gen_many")
-    assert at.code[-1].value == gen.text.rstrip("\n")
+    end = decoder.piece_text(decoder.config.eos_id)
+    assert gen.text.endswith(end)                        # the model's text ends in <|im_end|>
+    assert at.code[-1].value == gen.text.removesuffix(end).rstrip("\n")   # the page's, not
+    assert shows(at.caption, "generate.answer.end", end=f"`{end}`")
     assert at.subheader[3].value == f"Generated: {len(gen.steps)} new tokens"
     assert shows(at.info, "generate.stopped.eos")
     assert all(b.disabled for b in at.button if b.key in ("gen_next", "gen_many"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_chat_answer_that_ends_shows_a_marked_end_not_im_end_as_text(decoder, lang):
+    # issue 27.13: greedy, the chat answer to "Hi" ends within 20 tokens (10 here)
+    gen = decoder.generate("Hi", max_new_tokens=20, chat=True)
+    end = decoder.piece_text(decoder.config.eos_id)
+    assert gen.stopped == "eos" and end == "<|im_end|>" and gen.text.endswith(end)
+    at = click(page(lang, gen_prompt="Hi", gen_chat=True, gen_count=20), "gen_many", lang)
+    answer = at.code[-1].value
+    assert "<|im_end|>" not in answer
+    assert answer == gen.text.removesuffix(end).rstrip("\n")
+    with use_language(lang):
+        assert shows(at.caption, "generate.answer.end", end=f"`{end}`")
+    # an answer cut by the count has no end marked
+    at = click(page(lang, gen_prompt="Hi", gen_chat=True, gen_count=3), "gen_many", lang)
+    with use_language(lang):
+        assert not shows(at.caption, "generate.answer.end")
+    assert at.code[-1].value == decoder.generate("Hi", 3, chat=True).text.rstrip("\n")
 
 
 @pytest.mark.slow

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from attnviz.app.pretrained_view import EVERY_TOKEN
-from tests.apptest_helpers import (chart_bytes, charts, decode, heatmap_z, no_exceptions,
-                                   open_page, page_alone, shown_tokens, shows)
+from tests.apptest_helpers import (chart_bytes, charts, click_points, decode, heatmap_z,
+                                   no_exceptions, open_page, page_alone, shown_tokens, shows)
 
 PAGE = "pages/pretrained.py"
 DEFAULT = "The animal didn't cross the street because it was too tired"
@@ -131,6 +131,48 @@ def test_head_view_follows_its_layer_heads_and_token(minilm):
     at.button_group(key="pt_hv_heads").set_value([]).run()
     no_exceptions(at)
     assert shows(at.info, "pretrained.head_view.no_heads")
+
+
+def label_point(fig: dict, side: str, row: int) -> dict:
+    """The point a click on the head view's label `row` sends (`side` "queries" or "keys")."""
+    curve = next(i for i, tr in enumerate(fig["data"]) if tr.get("name") == side)
+    tr = fig["data"][curve]
+    return {"x": tr["x"][row], "y": tr["y"][row], "curve_number": curve, "point_number": row,
+            "point_index": row, "text": tr["text"][row]}
+
+
+def test_clicking_a_token_in_the_head_view_highlights_it_and_again_shows_every_token(minilm):
+    # issue 27.10: BertViz lights up a token's lines when it is pointed at
+    at = page_alone(PAGE, pt_view=HEAD_VIEW)
+    tokens = minilm.tokenize(DEFAULT)
+    weights = minilm.trace(DEFAULT)[0].weights                       # (12, n, n)
+    every = {tuple(int(i) for i in idx) for idx in np.argwhere(weights >= 0.05)}
+    assert lines(head_view(at)) == every
+    it = tokens.index("it")
+    click_points(at, "pt_head_view", [label_point(head_view(at), "queries", it)])
+    no_exceptions(at)
+    assert at.selectbox(key="pt_hv_token").value == it
+    assert lines(head_view(at)) == {t for t in every if t[1] == it}
+    animal = tokens.index("animal")                     # a key's label on the right: that token
+    click_points(at, "pt_head_view", [label_point(head_view(at), "keys", animal)])
+    assert at.selectbox(key="pt_hv_token").value == animal
+    assert lines(head_view(at)) == {t for t in every if t[1] == animal}
+    click_points(at, "pt_head_view", [label_point(head_view(at), "queries", animal)])
+    assert at.selectbox(key="pt_hv_token").value == EVERY_TOKEN      # the same again: all
+    assert lines(head_view(at)) == every
+    click_points(at, "pt_head_view", [])                              # a click beside: nothing
+    assert at.selectbox(key="pt_hv_token").value == EVERY_TOKEN
+
+
+def test_a_click_on_a_token_with_cls_and_sep_hidden_highlights_that_token(minilm):
+    at = page_alone(PAGE, pt_view=HEAD_VIEW, pt_hide_special=True)
+    tokens = minilm.tokenize(DEFAULT)
+    it = tokens.index("it")                                          # its position in the text
+    click_points(at, "pt_head_view", [label_point(head_view(at), "queries", it - 1)])
+    no_exceptions(at)
+    assert at.selectbox(key="pt_hv_token").value == it
+    queries = next(tr for tr in head_view(at)["data"] if tr.get("name") == "queries")
+    assert [s for s in queries["text"] if "<b>" in s] == ["<b>it</b>"]
 
 
 def test_long_text_is_cut_with_a_notice(minilm):

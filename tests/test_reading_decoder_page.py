@@ -212,3 +212,18 @@ def test_a_typed_item_that_is_no_head_is_named_and_nothing_is_switched_off():
     no_exceptions(at)
     assert [e.value for e in at.error] and "L40H1" in at.error[0].value
     np.testing.assert_array_equal(heatmap_z(titled(at, "Heads in use")), np.ones((30, 9)))
+
+
+def test_the_ablation_maps_axis_titles_stand_off_their_labels():
+    # issue 27.13: "层" (zh), a rotated title, touched the layers' tick labels; plotly moves a
+    # title off its labels by title.standoff only where the axis grows its margin (automargin)
+    at = page_alone(PAGE, model="smollm2", sentence=TEXT, lang="zh", rd_view="消融")
+    no_exceptions(at)
+    from attnviz.i18n import use_language
+    with use_language("zh"):
+        fig = titled(at, t("reading.ablation.map.title"))
+        assert fig["layout"]["yaxis"]["title"]["text"] == t("figure.axis.layer")
+    for axis in ("xaxis", "yaxis"):
+        layout = fig["layout"][axis]
+        assert layout["automargin"] is True
+        assert layout["title"]["standoff"] > 0

@@ -14,9 +14,10 @@ from attnviz.models.decoder import DecoderRun
 from attnviz.models.registry import ModelEntry
 from attnviz.plot import budget, figures, model_figures
 from attnviz.app.decoder_runs import cached_decoder_run
-from attnviz.app.pretrained_view import (ModelRun, keep_in_range, keep_tab, pick_heads,
-                                         pick_number, pick_token, sentence_and_limit,
-                                         shared_figure, step_through_button)
+from attnviz.app.pretrained_view import (ModelRun, head_view_chart, keep_in_range, keep_tab,
+                                         pick_heads, pick_number, pick_token,
+                                         sentence_and_limit, shared_figure,
+                                         step_through_button)
 from attnviz.app.text import code, literal, token_line
 from attnviz.app import keys, model_loading, scales, state, widgets
 
@@ -85,7 +86,7 @@ def render(entry: ModelEntry, tabs: list[str]) -> None:
         fig = shared_figure("decoder_head_view", lambda: model_figures.head_view(
             run.attentions[hv_layer], view.tokens, heads=shown_heads, highlight=token),
             hv_layer, tuple(shown_heads), token)
-        widgets.chart(fig, key=keys.PT_DEC_HEAD_VIEW)
+        head_view_chart(fig, view, keys.PT_DEC_HV_TOKEN, key=keys.PT_DEC_HEAD_VIEW)
 
     keep_tab(keys.PT_VIEW, tabs)
     draws = [one_head_tab, model_view_tab, head_view_tab]

@@ -195,12 +195,25 @@ def buttons(m: DecoderModel, text: str, chat: bool, temperature: float, seed: in
     return gen
 
 
+END_ICON = ":material/stop_circle:"     # before the marked end of an answer (a font's ⏹ may lack)
+
+
 def generated_text(gen: Generation) -> None:
+    """The new tokens, then their text: an answer the model ended shows its end token
+    (<|im_end|>) as a marked end below the text, not as characters of it."""
     new = gen.tokens[gen.prompt_length:]
     st.subheader(t("generate.new.subheader", count=len(new)))
     st.markdown(token_line(map(generate_figures.token_label, new)))
     _spans_note([s for s in gen.spans if s.last >= gen.prompt_length])
-    st.code(gen.text, language=None, wrap_lines=True)
+    st.code(answer_text(gen), language=None, wrap_lines=True)
+    if gen.stopped == "eos":
+        st.caption(END_ICON + " " + t("generate.answer.end", end=code(gen.steps[-1].token)))
+
+
+def answer_text(gen: Generation) -> str:
+    """The new tokens' text, without the end-of-answer token when the model chose it (its
+    bytes are whole characters, so the text before it is the rest)."""
+    return gen.text.removesuffix(gen.steps[-1].token) if gen.stopped == "eos" else gen.text
 
 
 def step_picker(gen: Generation) -> int:

@@ -197,6 +197,27 @@ def pick_token(view: ModelRun, key: str) -> int | None:
     return None if chosen == EVERY_TOKEN else positions.index(chosen)
 
 
+def click_token(points: list[dict], key: str, positions: list[int]) -> None:
+    """on_click of the head view: a click on a token's label (a query on the left or a key on
+    the right: the labels are the figure's only points that answer a click) makes it
+    "Highlight token"'s choice, under `key`; a click on the highlighted token shows every
+    token again. `positions`: the drawn tokens' positions in the text, top to bottom."""
+    rows = [p.get("y") for p in points]
+    rows = [int(y) for y in rows if isinstance(y, (int, float)) and float(y).is_integer()
+            and 0 <= y < len(positions)]
+    if not rows:
+        return
+    position = positions[rows[-1]]
+    st.session_state[key] = EVERY_TOKEN if st.session_state.get(key) == position else position
+
+
+def head_view_chart(fig, view: ModelRun, token_key: str, *, key: str) -> None:
+    """The head view's chart: clicking a token highlights it (BertViz's hover, as a click),
+    "Highlight token" (`token_key`) follows."""
+    widgets.chart(fig, key=key, on_click=click_token,
+                  args=(token_key, [int(p) for p in view.positions]))
+
+
 def _open_in_steps(layer: int, head: int) -> None:
     """on_click: make the step pages show this head of the real model (widget keys can only be
     set before their widgets are drawn, so this runs as a callback)."""

@@ -110,15 +110,27 @@ def toggled_table(array: np.ndarray, rows, cols, *, key: str,
         table(array, rows, cols, key=key)
 
 
-def chart(fig, *, key: str) -> None:
+def chart(fig, *, key: str, on_click=None, args: tuple = ()) -> None:
     """A plotly chart whose camera button saves it as PNG or SVG (the Download expander's
-    choice) under a file name that says what it shows."""
+    choice) under a file name that says what it shows. With `on_click`, a click on one of its
+    points calls ``on_click(points, *args)`` before the page draws again (`points` the
+    selection Streamlit reports: dicts with "x", "y", "curve_number" …; empty when a click
+    cleared it)."""
     fmt = st.session_state.get(keys.IMAGE_FORMAT, "png")
     fmt = fmt if fmt in IMAGE_FORMATS else "png"
     config = {"displaylogo": False,
               "toImageButtonOptions": {"format": fmt, "filename": f"attnviz_{key}",
                                        "scale": 2 if fmt == "png" else 1}}
-    st.plotly_chart(fig, key=key, config=config, theme=None)
+    if on_click is None:
+        st.plotly_chart(fig, key=key, config=config, theme=None)
+        return
+
+    def callback() -> None:
+        event = st.session_state.get(key)
+        on_click(list(event.selection.points) if event else [], *args)
+
+    st.plotly_chart(fig, key=key, config=config, theme=None, on_select=callback,
+                    selection_mode="points")
 
 
 def head_picker(view: View, *, key: str = keys.HEAD) -> int:

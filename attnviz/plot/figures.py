@@ -17,7 +17,8 @@ Heatmap conventions (SPEC.md), followed by every builder here:
   be coloured relative to each head's or each row's largest weight (`weight_scale`), which
   shows structure at any length (with 512 keys a fixed-scale map is all ≈ 0.002, white): the
   colour bar's title names the scale and the hover still shows the true weight;
-- labels are never clipped: every axis grows its margin to fit its labels (`automargin`); a
+- labels are never clipped: every axis grows its margin to fit its labels and its title, which
+  stands TITLE_STANDOFF px off them (`automargin`, `title.standoff`); a
   long label is cut on the axis (TICK_CHARS) and in the hover (HOVER_CHARS), so one 1 MB word
   is not sent a dozen times (attnviz.describe.labels);
 - masked cells (−∞ scores, the 0 weights they become) drawn grey: NaN in the values' trace
@@ -77,6 +78,9 @@ LABEL_PX = 14
 SMALL_LABEL_PX = 11
 SMALL_FONT = 10
 CHAR_PX = 7                       # a character of a label written across, on average
+# px between an axis title and its tick labels: plotly's default gap let a rotated title ("层",
+# a CJK character turned on its side) touch the labels beside it (issue 27.13)
+TITLE_STANDOFF = 10
 FLOAT64_MAX_CELLS = 400           # larger matrices are sent as float32
 # a relative scale's colour c (0–1) is sent as the byte 1 + round(c · COLOUR_LEVELS): 1–250,
 # never 255, whose base64 is "////", which plotly's JSON escapes to 24 bytes (\\u002f each)
@@ -852,7 +856,7 @@ def _category_axis(axis, labels: list[str], title: str | None, *, top_down: bool
         title = t("figure.axis.thinned", axis=title, step=step)
     axis.update(type="category", categoryorder="array", categoryarray=labels,
                 showticklabels=ticklabels, showgrid=False, zeroline=False, automargin=True,
-                title=dict(text=_esc(title) if title else None))
+                title=dict(text=_esc(title) if title else None, standoff=TITLE_STANDOFF))
     if ticklabels:                  # long labels: cut on the axis, longer in hover
         axis.update(tickmode="array", tickvals=labels[::step], ticktext=ticks[::step])
         if small:

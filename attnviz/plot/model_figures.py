@@ -37,6 +37,9 @@ MODEL_VIEW_ROW_HEIGHT = 80        # pixels per layer: about square maps in the w
 HEAD_VIEW_MIN_WEIGHT = 0.05        # weaker lines are not drawn
 HEAD_VIEW_LEVELS = (0.2, 0.4, 0.6, 0.8)   # upper edges of the opacity levels below 1
 HEAD_VIEW_ROW_HEIGHT = 18          # pixels per token row
+# how far (pixels) from a label's anchor (its end beside the lines) a hover or click still
+# finds that token: the labels are text, and plotly finds a point by its anchor alone
+HEAD_VIEW_CLICK_DISTANCE = 80
 HEAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#ad494a")
 FRAME_COLOR = "#d0d0d0"
@@ -222,7 +225,9 @@ def head_view(weights, tokens, *, heads=None, highlight: int | None = None,
         Which heads to draw (default all). Each drawn head is one legend entry: clicking it
         hides or shows that head's lines.
     highlight : int, optional
-        A query position: only its lines are drawn, and its label is bold.
+        A query position: only its lines are drawn, and its label is bold. The labels are
+        the figure's only points that answer a hover or click (the app highlights the token
+        clicked).
     min_weight : float
         Weights below this are not drawn (the levels are :func:`opacity_levels`).
 
@@ -253,6 +258,7 @@ def head_view(weights, tokens, *, heads=None, highlight: int | None = None,
     fig.update_yaxes(range=[n - 0.5, -0.5], **axis)
     fig.update_layout(height=max(60 + HEAD_VIEW_ROW_HEIGHT * n, 320), plot_bgcolor="white",
                       margin=dict(l=10, r=10, t=20, b=10), hovermode="closest",
+                      hoverdistance=HEAD_VIEW_CLICK_DISTANCE,
                       legend=dict(orientation="v", x=1.0, xanchor="left", y=1.0,
                                   yanchor="top", tracegroupgap=0, groupclick="togglegroup",
                                   itemclick="toggle", itemdoubleclick="toggleothers"))

@@ -86,7 +86,8 @@ def render() -> None:
                 "head_view", lambda: model_figures.head_view(view.attentions[hv_layer], view.tokens,
                                                              heads=shown_heads, highlight=token),
                 hide, hv_layer, tuple(shown_heads), token)
-            widgets.chart(fig, key=keys.PT_HEAD_VIEW)
+            pretrained_view.head_view_chart(fig, view, keys.PT_HV_TOKEN,
+                                            key=keys.PT_HEAD_VIEW)
 
 
     pretrained_view.keep_tab(keys.PT_VIEW, TABS)
