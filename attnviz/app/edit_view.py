@@ -13,12 +13,13 @@ import streamlit as st
 from attnviz.i18n import t
 from attnviz.core.modes import Mode
 
-from attnviz.app import edits, keys
+from attnviz.app import keys
+from attnviz.session import edits
 from attnviz.plot import figures
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.inputs import parse_matrix_with_notes
 from attnviz.describe.labels import matrix_labels, unique
-from attnviz.app.settings_view import View, current_matrices
+from attnviz.session.view import View, current_matrices
 from attnviz.app import baseline, links, state, widgets
 from attnviz.io import matrix_files
 from attnviz.app.text import MAX_MATRIX_CHARS, at_limit, literal

@@ -9,7 +9,7 @@ other modules may read it. A key is one of three kinds:
 - a suffix, ``SHOWN("mh_z")`` → ``"mh_z_shown"``: the widgets a helper adds beside the key it
   was given (a table's toggle, a chart's downloads, a pin button).
 
-The sidebar's keys are the :class:`~attnviz.app.settings_view.Settings` fields
+The sidebar's keys are the :class:`~attnviz.session.settings.Settings` fields
 (``state.settings()`` reads them back). At the end: the keys whose options are shown in words
 (``FORMATTED``) and the page picks a copied link carries (``LINK_DEFAULTS``).
 ``tests/test_keys.py`` holds the app to this: no module spells a key out, every key here is
@@ -127,7 +127,7 @@ WEIGHT_SCALE_CHOSEN = "weight_scale_chosen"  # True once the user picked a scale
 _section("widgets")
 IMAGE_FORMAT = "image_format"           # the charts' download format (png / svg)
 _section("state links")
-EDITS = "edits"                         # signature → {matrix name → attnviz.app.edits.Edit}
+EDITS = "edits"                         # signature → {matrix name → attnviz.session.edits.Edit}
 _section("state")
 # bumped when a matrix changes from elsewhere (the editors restart from the store)
 MATRICES_VERSION = "matrices_version"

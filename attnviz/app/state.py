@@ -9,10 +9,11 @@ import numpy as np
 import streamlit as st
 
 from attnviz.app import keys, links, text
-from attnviz.app.edits import make_edit, typed_cells, with_matrix
+from attnviz.session.edits import make_edit, typed_cells, with_matrix
 from attnviz.describe.labels import unique
-from attnviz.app.settings_view import (TOY_MODE, Settings, ToyChoice, View, build_view,
-                                       current_matrices, weights_signature)
+from attnviz.session.build import build_view
+from attnviz.session.settings import TOY_MODE, Settings, ToyChoice, weights_signature
+from attnviz.session.view import View, current_matrices
 
 
 def init() -> None:
