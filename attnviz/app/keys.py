@@ -131,9 +131,6 @@ EDITS = "edits"                         # signature → {matrix name → attnviz
 _section("state")
 # bumped when a matrix changes from elsewhere (the editors restart from the store)
 MATRICES_VERSION = "matrices_version"
-WEIGHT_EDITOR = "weight_editor"         # the EditorMount of the data editor on the page
-# the weight editor's grid (editor_<matrix>_<head>_<number>)
-EDITOR = Family("editor_")
 _section("baseline")
 BASELINE = "baseline"                   # the pinned baseline (a baseline.Pin)
 
@@ -215,7 +212,10 @@ DELTA = Suffix("_delta")                # the map of the difference
 _section("page_bodies.inputs")
 MATRIX = "matrix"                       # the matrix Inputs & weights edits
 EDIT_HEAD = "edit_head"                 # the head whose matrix Inputs & weights edits
-_section("edit_view")
+_section("editor")
+WEIGHT_EDITOR = "weight_editor"         # the EditorMount of the data editor on the page
+# the weight editor's grid (editor_<matrix>_<head>_<number>)
+EDITOR = Family("editor_")
 EDIT_HEATMAP = "edit_heatmap"           # the edited matrix's map
 RANDOMISE = "randomise"                 # the button drawing new random weights
 RESET_EDITS = "reset_edits"             # the button dropping the edits
