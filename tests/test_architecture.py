@@ -1,6 +1,6 @@
 """The layers are folders and point one way (docs/architecture.md):
 
-    i18n ← core ← describe, models, tutorials ← plot ← io ← app ← app.py, pages/
+    i18n ← core ← describe, models, tutorials ← plot ← io ← session ← app ← app.py, pages/
 
 A test walks every import in attnviz/ with ast, imports inside functions included: a module may
 import its own folder (without a cycle) and the folders its folder's rule allows, and only the
@@ -33,7 +33,8 @@ MAY_IMPORT = {
     "tutorials": {"i18n", "core"},
     "plot": {"i18n", "core", "describe", "models", "tutorials"},
     "io": {"i18n", "core", "describe", "models", "tutorials", "plot"},    # the report draws
-    "app": {"i18n", "core", "describe", "models", "tutorials", "plot", "io"},
+    "session": {"i18n", "core", "describe", "models", "tutorials", "plot", "io"},
+    "app": {"i18n", "core", "describe", "models", "tutorials", "plot", "io", "session"},
 }
 # folder → the third-party libraries its modules may import (anywhere in them)
 LIBRARIES = {
@@ -45,6 +46,7 @@ LIBRARIES = {
     "tutorials": {"numpy"},
     "plot": {"numpy", "plotly", "PIL"},
     "io": {"numpy", "latex2mathml"},
+    "session": {"numpy"},                  # no streamlit: the app keeps it in session state
     "app": {"numpy", "pandas", "streamlit", "plotly", "threadpoolctl"},
 }
 # module → libraries it may import inside its functions only (never when it is imported)
@@ -224,6 +226,32 @@ def test_only_the_compat_module_imports_streamlits_internals():
                                           "    import streamlit.util, streamlit\n")) == \
         ["streamlit.runtime", "streamlit.util"]
     assert streamlit_submodules(MODULES[STREAMLIT_INTERNALS])
+
+
+def test_the_session_model_imports_no_streamlit_and_builds_a_view_without_it():
+    # attnviz/session/ is the app's model without the app: no module of it imports streamlit
+    # (inside a function or not), and with streamlit (and plotly) unimportable every module
+    # of it loads and a view is built, edited, saved and read back
+    session = [m for m in MODULES if folder(m) == "session"]
+    assert {"session.settings", "session.build", "session.edits"} <= set(session)
+    wrong = {m: lib for m in session for _, lib, _ in imports(m, MODULES[m])
+             if lib == "streamlit"}
+    assert wrong == {}
+    out = run_without(("streamlit", "plotly"),
+                      "import importlib, numpy as np\n"
+                      f"for m in {session!r}:\n"
+                      "    importlib.import_module('attnviz.' + m)\n"
+                      "from attnviz.session import build, edits, settings, view, view_files\n"
+                      "s = settings.Settings(sentence='a b c', d_model=4, num_heads=2)\n"
+                      "base = build.build_view(s)\n"
+                      "w_q = view.current_matrices(base)['w_q'] * 2\n"
+                      "edited = build.build_view(s, {'w_q': edits.make_edit('w_q', w_q, "
+                      "base.tokens_q)})\n"
+                      "back = view_files.view_from_file(view_files.view_to_json(edited))\n"
+                      "assert np.array_equal(back.params.w_q, w_q)\n"
+                      "assert not np.array_equal(back.trace.q, base.trace.q)\n"
+                      "print('ok', back.tokens_q)\n")
+    assert out.startswith("ok ['a', 'b', 'c']")
 
 
 def test_the_engine_imports_without_plotly_streamlit_or_torch():

@@ -16,7 +16,9 @@ from PIL import Image
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import Message, t, use_language
-from attnviz.app.settings_view import Settings, build_view, in_use
+from attnviz.session.build import build_view
+from attnviz.session.in_use import in_use
+from attnviz.session.settings import Settings
 from tests.apptest_helpers import (chart_bytes, charts, click_points, decode, heatmap_z,
                                    no_exceptions, open_page, page_alone, page_in, plain,
                                    shown_tokens, shows)

@@ -99,8 +99,8 @@ def test_a_session_keeps_no_trace_after_its_run(page, state):
 # ---- the file alone rebuilds the view (issue 18.18) --------------------------------------------
 
 from attnviz.io.files import ARRAY_FIELDS, to_json  # noqa: E402
-from attnviz.app.settings_view import (Settings, recipe_from_file, view_from_file,  # noqa: E402
-                                       weights_signature)
+from attnviz.session.settings import Settings, weights_signature  # noqa: E402
+from attnviz.session.view_files import recipe_from_file, view_from_file  # noqa: E402
 
 REBUILT_CASES = {
     "sentence": dict(sentence="Tom's =cat= sat on 早上好", d_model=12, num_heads=3,
@@ -164,7 +164,7 @@ def test_edits_travel_in_the_weights_and_come_back_as_edits(downloads, tmp_path)
     x = attnviz.embed_tokens(tokens, 4, seed=5)
     x[2, 3] = -0.5
     at = open_page("pages/steps.py", **state, edits={weights_signature(settings): {
-        "w_q": attnviz.app.edits.Edit(w_q), "x": attnviz.app.edits.Edit(x, tuple(tokens))}})
+        "w_q": attnviz.session.edits.Edit(w_q), "x": attnviz.session.edits.Edit(x, tuple(tokens))}})
     assert not at.exception
     path = tmp_path / "t.npz"
     path.write_bytes(_as_bytes(downloads["attnviz_trace.npz"]()))

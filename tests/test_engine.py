@@ -245,7 +245,7 @@ def test_the_core_never_imports_streamlit():
     import sys
 
     code = ("import sys; import attnviz, attnviz.tutorials.experiments, attnviz.io.report, "
-            "attnviz.app.settings_view, attnviz.plot.model_figures; "
+            "attnviz.session.view_files, attnviz.session.in_use, attnviz.plot.model_figures; "
             "print('streamlit' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=__file__.rsplit("/tests/", 1)[0])

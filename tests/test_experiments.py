@@ -169,7 +169,8 @@ NEEDS_WEIGHTS = {"Word order & positions": "needs a sentence (or X) of at least 
 def test_every_tab_runs_on_other_inputs(mode, tab):
     """Each tab shows its proof on every kind of input — checked here against the tutorial's
     numbers or numpy — or, with Q, K, V entered (no X, no weights), says what it needs."""
-    from attnviz.app.settings_view import Settings, build_view
+    from attnviz.session.build import build_view
+    from attnviz.session.settings import Settings
 
     at = open_tab(tab, mode=mode)
     no_exceptions(at)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attnviz
-from attnviz.app.settings_view import Settings
+from attnviz.session.settings import Settings
 from attnviz.app.baseline import Pin
 from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page,
                                    page_alone)

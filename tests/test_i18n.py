@@ -30,7 +30,8 @@ from attnviz import i18n
 from attnviz.describe import steps
 from attnviz.i18n import MissingMessage, Message, t, use_language
 from attnviz.core.errors import AttnvizInputError
-from attnviz.app.settings_view import Settings, build_view
+from attnviz.session.build import build_view
+from attnviz.session.settings import Settings
 from tests.i18n_walker import CJK, english_runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,8 +48,12 @@ CONVERTED_MODULES = [
     "core.diff",
     "core.engine",
     "core.inputs",
-    "app.edits",
-    "app.settings_view",
+    "session.edits",
+    "session.settings",
+    "session.in_use",
+    "session.build",
+    "session.overflow",
+    "session.view_files",
     "plot.diff_figures",
     "plot.figures",
     "describe.labels",
@@ -586,7 +591,7 @@ _files = partial(importlib.import_module, "attnviz.io.files")
 _model_figures = partial(importlib.import_module, "attnviz.plot.model_figures")
 _decoder_figures = partial(importlib.import_module, "attnviz.plot.decoder_figures")
 _diff_figures = partial(importlib.import_module, "attnviz.plot.diff_figures")
-_edits = partial(importlib.import_module, "attnviz.app.edits")
+_edits = partial(importlib.import_module, "attnviz.session.edits")
 
 
 def _minilm():
@@ -649,7 +654,7 @@ def test_the_steps_cited_are_tutorial_000s_steps():
 
 
 def test_an_edited_cell_names_its_matrix_and_head_in_the_readers_language():
-    from attnviz.app import edits
+    from attnviz.session import edits
     with pytest.raises(AttnvizInputError) as caught:
         edits.with_cells(np.zeros((2, 2, 2)), "w_q", 1, {1: {"q0": "x"}}, ["d0", "d1"],
                          ["q0", "q1"])

@@ -173,7 +173,7 @@ def test_parse_matrix_names_the_matrix_in_its_errors():
 # ---- the edits module: one way in for a typed cell and a pasted matrix ------------------------
 
 def test_a_cell_edit_and_a_pasted_matrix_give_new_arrays_and_leave_the_old_one():
-    from attnviz.app import edits
+    from attnviz.session import edits
 
     w_q = np.zeros((2, 3, 2))
     typed = edits.with_cells(w_q, "w_q", 1, {2: {"q1": "1e-3"}}, ["d0", "d1", "d2"],
@@ -189,7 +189,7 @@ def test_a_cell_edit_and_a_pasted_matrix_give_new_arrays_and_leave_the_old_one()
 
 
 def test_edits_round_trip_through_a_link_and_garbage_is_an_input_error():
-    from attnviz.app import edits
+    from attnviz.session import edits
 
     stored = {"x": edits.make_edit("x", np.array([[1.0, 2.5e-300]]), ["a"]),
               "w_o": edits.make_edit("w_o", np.eye(2) / 3, ["a"])}
@@ -206,7 +206,7 @@ def test_edits_round_trip_through_a_link_and_garbage_is_an_input_error():
 
 
 def test_a_few_typed_cells_of_large_matrices_fit_a_link_as_those_cells_alone():
-    from attnviz.app import edits
+    from attnviz.session import edits
     from attnviz.app.links import MAX_EDITS_CHARS
 
     rng = np.random.default_rng(0)

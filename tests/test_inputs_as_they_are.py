@@ -8,8 +8,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import attnviz
-from attnviz.app.edits import Edit
-from attnviz.app.settings_view import Settings, build_view, weights_signature
+from attnviz.session.edits import Edit
+from attnviz.session.build import build_view
+from attnviz.session.settings import Settings, weights_signature
 from attnviz.app import links
 from tests.apptest_helpers import (ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_page,
                                    plain, shown_tokens, shows)

@@ -15,7 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz.app import keys
-from attnviz.app.settings_view import Settings
+from attnviz.session.settings import Settings
 from attnviz.core.modes import Mode
 
 ROOT = Path(__file__).resolve().parents[1]

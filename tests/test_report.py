@@ -9,7 +9,7 @@ import pytest
 
 import attnviz
 from attnviz.io.report import formula_html
-from attnviz.app.settings_view import Settings
+from attnviz.session.settings import Settings
 
 SENTENCE = "The cat sat."
 EVIL = "<script>alert(1)</script>"

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attnviz.app.settings_view import NO_TOY_RUN, TOY_MODE
+from attnviz.session.settings import TOY_MODE
+from attnviz.session.view import NO_TOY_RUN
 from attnviz.i18n import t
 from attnviz.app import keys
 from attnviz.app.toy_view import EDITED_ROW as EDITED_ID
@@ -185,7 +186,8 @@ def test_every_page_draws_the_trained_layer(run, page):
 @pytest.mark.slow
 def test_the_report_of_a_toy_view_names_it(run):
     from attnviz.io.report import report_html
-    from attnviz.app.settings_view import Settings, ToyChoice, build_view
+    from attnviz.session.build import build_view
+    from attnviz.session.settings import Settings, ToyChoice
 
     view = build_view(Settings(mode=TOY_MODE), {}, ToyChoice(run, run.steps, 0))
     html = report_html(view.trace, view.tokens_q, view.tokens_k, settings=view.settings)

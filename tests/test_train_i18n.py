@@ -14,7 +14,7 @@ import attnviz
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import use_language
 from attnviz.models import toy_plan, training
-from attnviz.app.settings_view import Settings
+from attnviz.session.settings import Settings
 from tests.apptest_helpers import ROOT, TIMEOUT, charts, no_exceptions, page_in, record_downloads
 from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
 from tests.lazy import LazyModule
@@ -169,7 +169,7 @@ def _visible(page: str) -> str:
 @pytest.mark.slow
 def test_the_report_is_in_the_language_it_was_made_in():
     s = Settings(mode="Sentence", sentence="the cat sat", d_model=8, num_heads=2, causal=True)
-    from attnviz.app.settings_view import build_view
+    from attnviz.session.build import build_view
 
     view = build_view(s, {}, None)
     with use_language("zh"):

@@ -1,10 +1,10 @@
-"""What the weight editor stores from its cumulative edits (attnviz.app.edits.typed_cells): the
+"""What the weight editor stores from its cumulative edits (attnviz.session.edits.typed_cells): the
 base it was opened on with every typed cell, as written; a refused text keeps the stored value
 of its cell and is named, while the other cells land."""
 
 import numpy as np
 
-from attnviz.app.edits import typed_cells
+from attnviz.session.edits import typed_cells
 
 BASE = np.array([[0.5, -1.0, 2.0], [3.0, 4.0, -0.25]])      # the slice the editor opened on
 ROWS, COLS = ["d0", "d1"], ["q0", "q1", "q2"]

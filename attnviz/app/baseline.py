@@ -13,14 +13,17 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from attnviz.app import edits, keys
+from attnviz.app import keys
+from attnviz.session import edits
 from attnviz.core.modes import Mode
 from attnviz.plot.diff_figures import change_heatmap, change_title, format_change, kl_bars
 from attnviz.i18n import Message, t
 from attnviz.core.engine import AttentionTrace, Step
 from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import step_layout, unique
-from attnviz.app.settings_view import TOY_MODE, Settings, ToyChoice, View, build_view
+from attnviz.session.build import build_view
+from attnviz.session.settings import TOY_MODE, Settings, ToyChoice
+from attnviz.session.view import View
 from attnviz.core.diff import TraceDiff, diff
 from attnviz.app import state, widgets
 from attnviz.app.text import literal
@@ -34,7 +37,7 @@ class Pin:
     """What rebuilds the pinned view: small, no intermediate arrays."""
 
     settings: Settings
-    edits: dict               # {matrix name → attnviz.app.edits.Edit}, a copy
+    edits: dict               # {matrix name → attnviz.session.edits.Edit}, a copy
     toy: ToyChoice | None = None   # the Toy model input's run, checkpoint and sequence
 
 

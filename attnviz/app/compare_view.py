@@ -10,7 +10,8 @@ import numpy as np
 import streamlit as st
 
 from attnviz.plot import budget, figures
-from attnviz.app.settings_view import View, build_view
+from attnviz.session.build import build_view
+from attnviz.session.view import View
 from attnviz.app import keys, scales, state, widgets
 from attnviz.app.text import MAX_TEXT_CHARS, at_limit, bound, literal
 from attnviz.i18n import t

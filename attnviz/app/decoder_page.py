@@ -13,7 +13,7 @@ from attnviz.i18n import t
 from attnviz.models.decoder import DecoderRun
 from attnviz.models.registry import ModelEntry
 from attnviz.plot import budget, figures, model_figures
-from attnviz.app.decoder_runs import cached_decoder_run
+from attnviz.session.decoder_runs import cached_decoder_run
 from attnviz.app.pretrained_view import (ModelRun, head_view_chart, keep_in_range, keep_tab,
                                          pick_heads, pick_number, pick_token,
                                          sentence_and_limit, shared_figure,

@@ -10,9 +10,10 @@ import streamlit as st
 from attnviz.i18n import t
 from attnviz.core.modes import Mode
 from attnviz.plot import decoder_figures
-from attnviz.app.settings_view import View
+from attnviz.session.view import View
 from attnviz.models.registry import ModelEntry
-from attnviz.app import edits, keys, widgets
+from attnviz.app import keys, widgets
+from attnviz.session import edits
 
 ROTATION_STEPS = ("q", "k", "q_rotated", "k_rotated")
 SHARED_STEPS = ("k", "v", "k_rotated")

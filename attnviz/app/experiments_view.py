@@ -17,7 +17,7 @@ from attnviz.tutorials import experiments
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.inputs import tokenize, truncate
 from attnviz.describe.labels import feature_labels
-from attnviz.app.settings_view import View
+from attnviz.session.view import View
 from attnviz.tutorials.presets import load_preset
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.app import keys, scales, widgets

@@ -9,7 +9,7 @@ other modules may read it. A key is one of three kinds:
 - a suffix, ``SHOWN("mh_z")`` → ``"mh_z_shown"``: the widgets a helper adds beside the key it
   was given (a table's toggle, a chart's downloads, a pin button).
 
-The sidebar's keys are the :class:`~attnviz.app.settings_view.Settings` fields
+The sidebar's keys are the :class:`~attnviz.session.settings.Settings` fields
 (``state.settings()`` reads them back). At the end: the keys whose options are shown in words
 (``FORMATTED``) and the page picks a copied link carries (``LINK_DEFAULTS``).
 ``tests/test_keys.py`` holds the app to this: no module spells a key out, every key here is
@@ -127,13 +127,10 @@ WEIGHT_SCALE_CHOSEN = "weight_scale_chosen"  # True once the user picked a scale
 _section("widgets")
 IMAGE_FORMAT = "image_format"           # the charts' download format (png / svg)
 _section("state links")
-EDITS = "edits"                         # signature → {matrix name → attnviz.app.edits.Edit}
+EDITS = "edits"                         # signature → {matrix name → attnviz.session.edits.Edit}
 _section("state")
 # bumped when a matrix changes from elsewhere (the editors restart from the store)
 MATRICES_VERSION = "matrices_version"
-WEIGHT_EDITOR = "weight_editor"         # the EditorMount of the data editor on the page
-# the weight editor's grid (editor_<matrix>_<head>_<number>)
-EDITOR = Family("editor_")
 _section("baseline")
 BASELINE = "baseline"                   # the pinned baseline (a baseline.Pin)
 
@@ -215,7 +212,10 @@ DELTA = Suffix("_delta")                # the map of the difference
 _section("page_bodies.inputs")
 MATRIX = "matrix"                       # the matrix Inputs & weights edits
 EDIT_HEAD = "edit_head"                 # the head whose matrix Inputs & weights edits
-_section("edit_view")
+_section("editor")
+WEIGHT_EDITOR = "weight_editor"         # the EditorMount of the data editor on the page
+# the weight editor's grid (editor_<matrix>_<head>_<number>)
+EDITOR = Family("editor_")
 EDIT_HEATMAP = "edit_heatmap"           # the edited matrix's map
 RANDOMISE = "randomise"                 # the button drawing new random weights
 RESET_EDITS = "reset_edits"             # the button dropping the edits

@@ -15,13 +15,14 @@ import re
 
 import streamlit as st
 
-from attnviz.app import edits, keys
+from attnviz.app import keys
+from attnviz.session import edits
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import Message, languages, t
 from attnviz.core.inputs import MAX_TOKENS, parse_matrix
 from attnviz.describe.labels import cut
-from attnviz.app.settings_view import (MAX_D_MODEL, TOY_MODE, Settings, bounds,
-                                       weights_signature)
+from attnviz.core.inputs import MAX_D_MODEL
+from attnviz.session.settings import TOY_MODE, Settings, bounds, weights_signature
 from attnviz.app import language
 from attnviz.app.text import MAX_TEXT_CHARS, drop_invisible, literal
 
@@ -106,7 +107,7 @@ def read_once() -> None:
 def _layer_of_model(s: Settings, params: dict, notices: list) -> None:
     """A link's layer beyond its model's layers (layer=20 with MiniLM's 6) is the model's
     last, with a notice."""
-    from attnviz.app.settings_view import layer_bounds
+    from attnviz.session.settings import layer_bounds
 
     found = layer_bounds(s.model)
     if found is None:                    # not installed: the page that runs it says so
@@ -120,7 +121,8 @@ def _layer_of_model(s: Settings, params: dict, notices: list) -> None:
 
 def _generated(s: Settings) -> dict:
     """The matrices settings `s` make, before any edit (by catalogue name)."""
-    from attnviz.app.settings_view import build_view, current_matrices
+    from attnviz.session.build import build_view
+    from attnviz.session.view import current_matrices
 
     return current_matrices(build_view(s))
 
@@ -295,7 +297,7 @@ def _npz_maker(s: Settings, stored: dict):
     def npz() -> bytes:
         import io
 
-        from attnviz.app.settings_view import build_view
+        from attnviz.session.build import build_view
 
         view, buf = build_view(s, stored), io.BytesIO()
         view.trace.to_npz(buf, view.tokens_q, view.tokens_k)
@@ -344,7 +346,8 @@ def restore_edits(data: bytes, name: str | None = None) -> dict:
 
     import numpy as np
 
-    from attnviz.app.settings_view import build_view, current_matrices
+    from attnviz.session.build import build_view
+    from attnviz.session.view import current_matrices
 
     name = Message("link.restore.the_file") if name is None else name
     s = Settings.from_mapping(st.session_state)

@@ -11,7 +11,7 @@ import streamlit as st
 from attnviz.plot import budget, figures, model_figures
 from attnviz.core.modes import Mode
 from attnviz.core.errors import AttnvizInputError
-from attnviz.app.settings_view import Settings
+from attnviz.session.settings import Settings
 from attnviz.core.cache import SizedCache, python_bytes
 from attnviz.i18n import language, languages, t, use_language
 from attnviz.models.pretrained import PretrainedTrace, cached_run

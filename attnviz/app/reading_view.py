@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.app import keys, model_loading, pretrained_view, scales, widgets
-from attnviz.app.settings_view import Settings
+from attnviz.session.settings import Settings
 from attnviz.app.text import MAX_TEXT_CHARS, at_limit, bound, literal, token_line
 from attnviz.core.cache import SizedCache
 from attnviz.core import heads as heads_parser

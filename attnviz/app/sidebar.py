@@ -10,9 +10,9 @@ import streamlit as st
 
 from attnviz.i18n import t
 from attnviz.core.modes import Mode
-from attnviz.app.settings_view import (BOUNDS, MODES, TOY_MODE, InUse, Settings, ToyChoice,
-                                       in_use)
-from attnviz.app.settings_view import ROPE_BASES, kv_head_counts, layer_bounds
+from attnviz.session.in_use import InUse, in_use
+from attnviz.session.settings import (BOUNDS, MODES, ROPE_BASES, TOY_MODE, Settings, ToyChoice,
+                                      kv_head_counts, layer_bounds)
 from attnviz.models import registry
 from attnviz.tutorials.presets import PRESET_NAMES, load_preset
 from attnviz.core.weights import INIT_SCHEMES

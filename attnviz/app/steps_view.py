@@ -11,7 +11,7 @@ from attnviz.plot import figures
 from attnviz.core.engine import Step
 from attnviz.describe.labels import feature_labels, step_layout, unique
 from attnviz.describe.scale import scale_words
-from attnviz.app.settings_view import View
+from attnviz.session.view import View
 from attnviz.app import keys, widgets
 from attnviz.app.text import literal
 from attnviz.i18n import t

@@ -8,7 +8,7 @@ import streamlit as st
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.app.settings_view import View, toy_answers
+from attnviz.session.view import View, toy_answers
 from attnviz.models.toy_tasks import NO_TARGET
 from attnviz.app import keys, state
 from attnviz.app.text import literal

@@ -24,7 +24,7 @@ from attnviz.plot import figures
 from attnviz.models import toy, toy_plan, training
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.app.settings_view import TOY_MODE
+from attnviz.session.settings import TOY_MODE
 from attnviz.models.toy_tasks import NO_TARGET, TASKS, task_name, token_labels
 from attnviz.app import keys, streamlit_compat, widgets
 from attnviz.app.text import literal

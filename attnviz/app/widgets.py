@@ -7,9 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.i18n import language, t, use_language
-from attnviz.app.edits import shown_name
+from attnviz.session.edits import shown_name
 from attnviz.describe.labels import unique
-from attnviz.app.settings_view import NO_TOY_RUN, View
+from attnviz.session.view import NO_TOY_RUN, View
 from attnviz.core.modes import Mode
 from attnviz.app import keys, navigation, state
 from attnviz.app.text import literal
@@ -193,7 +193,8 @@ def downloads(view: View, *, key: str) -> None:
     import io
 
     from attnviz.io.report import report_html
-    from attnviz.app.settings_view import build_view, view_to_json, view_to_npz
+    from attnviz.session.build import build_view
+    from attnviz.session.view_files import view_to_json, view_to_npz
 
     recipe = (view.settings, dict(state.edits(view)), view.toy)   # no intermediate arrays
 

@@ -113,7 +113,7 @@ def concat_labels(num_heads: int, d_v: int) -> list[str]:
 
 def matrix_labels(name: str, shape: tuple[int, int], tokens, num_heads: int,
                   d_v: int) -> tuple[list[str], list[str]]:
-    """Row and column labels of one shown slice of an editable matrix (see attnviz.app.edits):
+    """Row and column labels of one shown slice of an editable matrix (see attnviz.session.edits):
     X by token (made unique, cut to TICK_CHARS) and feature; W_Q/W_K/W_V by input feature and
     q/k/v feature; W_O by concatenation column and output feature; a bias is one row."""
     n_rows, n_cols = shape

@@ -10,7 +10,7 @@ exist; none for a trace of Q, K, V entered directly) and the settings (``scale``
 d_model, heads, initialisation, seed, …). Used as methods of AttentionTrace: ``t.to_npz(file)``,
 ``t.to_csv_zip(file)``, ``t.to_json()``;
 ``MultiHeadWeights.from_npz(file)`` reads the parameters back, and
-``attnviz.app.settings_view.view_from_file(file)`` the app's whole view. In CSV, a label that starts
+``attnviz.session.view_files.view_from_file(file)`` the app's whole view. In CSV, a label that starts
 like a spreadsheet formula (``=``, ``+``, ``-``, ``@`` …) gets a leading ``'``.
 """
 

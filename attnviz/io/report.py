@@ -41,7 +41,7 @@ def report_html(trace: AttentionTrace, tokens_q: Sequence[str] | None = None,
     source : str, optional
         What the input was, in words, e.g. ``'Sentence: “The cat sat.”'``; by default it is
         derived from `settings` when that is the app's ``Settings``.
-    settings : attnviz.app.settings_view.Settings or mapping, optional
+    settings : attnviz.session.settings.Settings or mapping, optional
         The app's settings (described as text: sentence or preset, d_model, heads, …), or any
         mapping of name → value, shown as a table.
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz.app import edit_view, keys, state, toy_view, widgets
+from attnviz.app import editor, keys, state, toy_view, widgets
 from attnviz.app import decoder_view
 from attnviz.i18n import t
 
@@ -20,16 +20,16 @@ def render() -> None:
         if view.ok:
             toy_view.prediction(view)      # Toy model input: its answer, trained and with the edits
 
-    names = edit_view.editable_names(view)
+    names = editor.editable_names(view)
     if not names:
         st.info(t("inputs.no_weights"))
         st.stop()
 
     with st.container():
-        edit_view.actions(view)
+        editor.actions(view)
     name = st.segmented_control(t("inputs.matrix"), names, persist_state="session", key=keys.MATRIX,
-                                required=True, format_func=edit_view.label_of)
+                                required=True, format_func=editor.label_of)
     name = name if name in names else names[0]
-    head = widgets.head_picker(view, key=keys.EDIT_HEAD) if edit_view.per_head(name) else None
+    head = widgets.head_picker(view, key=keys.EDIT_HEAD) if editor.per_head(name) else None
     head = decoder_view.matrix_head(view, name, head)   # W_K, W_V: the K/V head it reads
-    edit_view.editing(view, name, head)            # the editor, paste box and heatmap
+    editor.editing(view, name, head)            # the editor, paste box and heatmap

@@ -7,7 +7,7 @@ import streamlit as st
 
 from attnviz.i18n import t
 from attnviz.plot import model_figures
-from attnviz.app.settings_view import Settings
+from attnviz.session.settings import Settings
 from attnviz.models import registry
 from attnviz.app.text import literal
 from attnviz.app import decoder_page, keys, pretrained_view, scales, state, widgets

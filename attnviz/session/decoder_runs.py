@@ -1,6 +1,6 @@
 """A causal model's runs (SmolLM2's) as the app's pages share them: one run per model, text and
 token limit, kept for recent texts, every session and page reading the same one. No streamlit
-(settings_view builds the Pretrained model input's view from it)."""
+(session.build builds the Pretrained model input's view from it)."""
 
 from __future__ import annotations
 

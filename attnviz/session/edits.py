@@ -7,7 +7,7 @@ entry like the others; its rows are tokens, so an edit of X is kept with the tok
 for and applies only while the input has the same tokens.
 
 An edit store is ``{name: Edit}`` for one configuration (see
-``attnviz.app.settings_view.weights_signature``).
+``attnviz.session.settings.weights_signature``).
 Both ways of editing, cells typed in an editor and a whole matrix pasted or uploaded, go
 through `typed_cells` (or `with_cells`) / `with_matrix` and give a new array; nothing is changed
 in place.
