@@ -21,13 +21,15 @@ def test_two_setup_commands_match_ci():
     # the run command installs the checkout as the package (attnviz app works after it too)
     assert commands[0] == ('pip install -c constraints.txt -e ".[all]" && '
                            f"{no_deps} && streamlit run app.py")
+    # and for the tests, TransformerLens 3.x beside transformers 5 (tests/test_transformer_lens.py)
     assert commands[1].endswith("pip install -c constraints.txt -r requirements-dev.txt && "
-                                f"{no_deps} && python -m pytest")
+                                f"{no_deps} -r requirements-dev-nodeps.txt && python -m pytest")
     # the 中文 section repeats the same two commands, word for word: there are two, no more
     assert len(commands) == 4 and commands[2:] == commands[:2]
     ci = (ROOT / ".ci" / "run").read_text()
     assert "pip install -q -c constraints.txt -r requirements-dev.txt" in ci
-    assert "pip install -q --no-deps -r requirements-nodeps.txt" in ci
+    assert "pip install -q --no-deps -r requirements-nodeps.txt -r requirements-dev-nodeps.txt" \
+        in ci
     assert "python -m pytest" in ci
     assert "torch==2.13.0" in (ROOT / "requirements.txt").read_text()
 
