@@ -188,3 +188,23 @@ def test_ids_targets_and_errors(decoder):
         lens.row(ATTENTION, 3)
     with raises_message("error.layer.ids"):
         decoder.logit_lens(np.array([decoder.vocab_size]))
+
+
+# ---- the figures ---------------------------------------------------------------------------------
+
+def test_the_grid_writes_each_cells_top_token_and_colours_it_by_its_probability():
+    from attnviz.plot.lens_figures import lens_grid, rank_line, top_bars
+
+    probs = np.array([[[0.9, 0.1], [0.5, 0.3]], [[0.6, 0.2], [0.4, 0.35]]])   # (R, n, k)
+    labels = [[["a<b", "c"], ["␣d", "e"]], [["f", "g"], ["h", "i"]]]
+    fig = lens_grid(probs, labels, row_labels=["embeddings", "after layer 0"],
+                    col_labels=["The", "␣cat"], title="lens", hover_top=2)
+    cell = fig.data[0]
+    np.testing.assert_array_equal(np.asarray(cell.z), probs[..., 0])
+    assert [list(row) for row in cell.text] == [["a&lt;b", "␣d"], ["f", "h"]]
+    assert cell.customdata[1][1] == "h  0.400<br>i  0.350"
+    assert list(cell.y) == ["embeddings", "after layer 0"] and (cell.zmin, cell.zmax) == (0, 1)
+    bars = top_bars(["x", "y"], [0.7, 0.2], title="top")
+    assert list(bars.data[0].x) == [0.7, 0.2] and list(bars.data[0].y) == ["1. x", "2. y"]
+    line = rank_line([300, 12, 1], row_labels=["a", "b", "c"], title="rank")
+    assert list(line.data[0].y) == [300, 12, 1] and line.layout.yaxis.type == "log"
