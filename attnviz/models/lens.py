@@ -27,7 +27,7 @@ import numpy as np
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
 
-__all__ = ["LAYER", "ATTENTION", "LogitLens", "logit_lens", "log_softmax_rows"]
+__all__ = ["LAYER", "ATTENTION", "LogitLens", "logit_lens", "logsumexp_rows"]
 
 LAYER = "layer"            # ("layer", ℓ): the stream after ℓ layers (0: the embeddings)
 ATTENTION = "attention"    # ("attention", ℓ): after layer ℓ's attention, before its MLP
@@ -101,7 +101,7 @@ class LogitLens:
         ranks = np.empty(self.kl.shape, np.int64)
         for r in range(len(self.rows)):
             logits = self.logits(r)                                    # (n, vocab)
-            probs[r], ranks[r] = _target_of(logits, log_softmax_rows(logits), target)
+            probs[r], ranks[r] = _target_of(logits, logsumexp_rows(logits), target)
         return readonly(probs), readonly(ranks)
 
 
@@ -121,19 +121,25 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
     k = whole_number(k, "k", low=1, high=model.vocab_size)
     rows, residuals = _streams(model, ids, sublayers)                  # (R, n, d_model)
     final_logits = model.unembed(residuals[-1])                        # (n, vocab)
-    final = log_softmax_rows(final_logits)                             # (n, vocab)
-    targets = _targets(model, target, final, len(ids))
-    p_final = np.exp(final)
+    final_lse = logsumexp_rows(final_logits)                           # (n,)
+    targets = _targets(model, target, final_logits, len(ids))
+    p_final = np.exp(final_logits - final_lse[:, None].astype(_DTYPE))  # (n, vocab)
+    # KL(final ‖ row) = Σ p log p − Σ p (logits_row − lse_row)   (Σ p = 1): no (n, vocab)
+    # log-probabilities of the row are needed, only its log-sum-exp and one dot product
+    neg_entropy = np.einsum("iv,iv->i", p_final, final_logits).astype(np.float64) - final_lse
     shape = (len(rows), len(ids))
     top_ids, top_probs = np.empty(shape + (k,), np.int64), np.empty(shape + (k,), _DTYPE)
     target_prob, target_rank = np.empty(shape, _DTYPE), np.empty(shape, np.int64)
-    kl = np.empty(shape, _DTYPE)
+    kl = np.zeros(shape, _DTYPE)                                       # the last row: 0
     for r in range(len(rows)):
-        logits = final_logits if r == len(rows) - 1 else model.unembed(residuals[r])
-        logprobs = final if r == len(rows) - 1 else log_softmax_rows(logits)   # (n, vocab)
-        top_ids[r], top_probs[r] = _top_k(logprobs, k)
-        target_prob[r], target_rank[r] = _target_of(logits, logprobs, targets)
-        kl[r] = np.maximum(np.einsum("iv,iv->i", p_final, final - logprobs), 0)
+        last = r == len(rows) - 1
+        logits = final_logits if last else model.unembed(residuals[r])  # (n, vocab)
+        lse = final_lse if last else logsumexp_rows(logits)            # (n,)
+        top_ids[r], top_probs[r] = _top_k(logits, lse, k)
+        target_prob[r], target_rank[r] = _target_of(logits, lse, targets)
+        if not last:
+            dot = np.einsum("iv,iv->i", p_final, logits).astype(np.float64)
+            kl[r] = np.maximum(neg_entropy - dot + lse, 0)
     tokens, _, _ = model.labels(ids)
     return LogitLens(ids=readonly(ids), tokens=tokens, rows=tuple(rows),
                      top_ids=readonly(top_ids), top_probs=readonly(top_probs),
@@ -142,10 +148,12 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
                      residuals=readonly(residuals), _model=model)
 
 
-def log_softmax_rows(logits: np.ndarray) -> np.ndarray:
-    """(…, vocab) float32 log-softmax over the last axis."""
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+def logsumexp_rows(logits: np.ndarray) -> np.ndarray:
+    """(n, vocab) float32 → (n,) float64: log Σ exp over each row (the softmax's normaliser)."""
+    top = logits.max(axis=-1, keepdims=True)                           # (n, 1)
+    shifted = np.subtract(logits, top)
+    np.exp(shifted, out=shifted)
+    return top[:, 0].astype(np.float64) + np.log(shifted.sum(axis=-1, dtype=np.float64))
 
 
 # ---- pieces -------------------------------------------------------------------------------------
@@ -187,10 +195,10 @@ def _token_id(model, token) -> int:
     return whole_number(token, "token", low=0, high=model.vocab_size - 1)
 
 
-def _targets(model, target, final: np.ndarray, n: int) -> np.ndarray:
+def _targets(model, target, final_logits: np.ndarray, n: int) -> np.ndarray:
     """(n,) the token followed at each position."""
     if target is None:
-        return np.argmax(final, axis=-1)
+        return np.argmax(final_logits, axis=-1)
     if isinstance(target, str) or np.ndim(target) == 0:
         return np.full(n, _token_id(model, target))
     targets = np.asarray(target)
@@ -199,18 +207,20 @@ def _targets(model, target, final: np.ndarray, n: int) -> np.ndarray:
     return np.array([_token_id(model, int(i)) for i in targets])
 
 
-def _top_k(logprobs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _top_k(logits: np.ndarray, lse: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(n, k) ids and probabilities of the k most likely, most likely first (ties: lower id)."""
-    best = np.argpartition(-logprobs, k - 1, axis=-1)[:, :k]           # (n, k)
-    values = np.take_along_axis(logprobs, best, axis=-1)
+    vocab = logits.shape[-1]
+    best = np.argpartition(logits, vocab - k, axis=-1)[:, vocab - k:]  # (n, k)
+    values = np.take_along_axis(logits, best, axis=-1)
     order = np.lexsort((best, -values), axis=-1)
     best = np.take_along_axis(best, order, axis=-1)
-    return best, np.exp(np.take_along_axis(logprobs, best, axis=-1))
+    values = np.take_along_axis(logits, best, axis=-1).astype(np.float64)
+    return best, np.exp(values - lse[:, None])
 
 
-def _target_of(logits, logprobs, targets) -> tuple[np.ndarray, np.ndarray]:
+def _target_of(logits, lse, targets) -> tuple[np.ndarray, np.ndarray]:
     """(n,) the target's probability and rank (1 + how many tokens score higher)."""
     rows = np.arange(len(targets))
     chosen = logits[rows, targets]                                     # (n,)
     rank = 1 + (logits > chosen[:, None]).sum(axis=-1)
-    return np.exp(logprobs[rows, targets]), rank
+    return np.exp(chosen.astype(np.float64) - lse), rank
