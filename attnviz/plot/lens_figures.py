@@ -81,7 +81,7 @@ def rank_line(ranks, *, row_labels, title: str, width: int = NARROW_WIDTH) -> go
                                hovertemplate=f"%{{x}}<br>{rank}: %{{y:.0f}}<extra></extra>"))
     fig.update_layout(title=dict(text=title), width=width, height=LINE_HEIGHT,
                       showlegend=False, margin=dict(l=10, r=10, t=60, b=10),
-                      yaxis=dict(type="log", autorange="reversed",
+                      yaxis=dict(type="log", autorange="reversed", automargin=True,
                                  title=dict(text=rank)))
     _category_axis(fig.layout.xaxis, rows, t("figure.lens.row"), plot_px=width - 80)
     return fig
