@@ -12,8 +12,8 @@ from tests.message_helpers import raises_message
 
 PROMPT = "The Eiffel Tower is in the city of"
 OTHER = "def add(a, b):\n    return a + b  # 早上好"
-LOGIT_ATOL = 2e-3           # the decoder's logits vs transformers': 1e-3 (test_decoder), and
-                            # a little more through the lens's early rows
+LOGIT_ATOL = 1e-3           # the issue's bound at every layer and position (seen here: ≤ 2.1e-4
+                            # on three prompts), as the decoder's logits in test_decoder.py
 
 
 def _hf_lens(torch, hf_decoder, ids, sublayers=False):
@@ -91,11 +91,11 @@ def test_every_layer_agrees_with_transformers(torch, decoder, hf_decoder, text):
     assert clear.mean() > 0.9
     np.testing.assert_array_equal(lens.top_ids[..., 0][clear], expected.argmax(-1)[clear])
     np.testing.assert_allclose(lens.top_probs,
-                               np.take_along_axis(probs, lens.top_ids, axis=-1), atol=2e-3)
+                               np.take_along_axis(probs, lens.top_ids, axis=-1), atol=1e-3)
     # the target (transformers' own top token at the end), its probability, rank and KL
     target = final.argmax(-1)                                          # (n,)
     rows, cols = np.arange(len(target)), target
-    np.testing.assert_allclose(lens.target_prob, probs[:, rows, cols], atol=2e-3)
+    np.testing.assert_allclose(lens.target_prob, probs[:, rows, cols], atol=1e-3)
     chosen = expected[:, rows, cols]                                   # (L + 1, n)
     rank = 1 + (expected > chosen[..., None]).sum(-1)
     close = (np.abs(expected - chosen[..., None]) < 4 * LOGIT_ATOL).sum(-1) - 1   # near ties
@@ -208,3 +208,18 @@ def test_the_grid_writes_each_cells_top_token_and_colours_it_by_its_probability(
     assert list(bars.data[0].x) == [0.7, 0.2] and list(bars.data[0].y) == ["1. x", "2. y"]
     line = rank_line([300, 12, 1], row_labels=["a", "b", "c"], title="rank")
     assert list(line.data[0].y) == [300, 12, 1] and line.layout.yaxis.type == "log"
+
+
+def test_the_grid_can_be_coloured_by_another_probability():
+    from attnviz.plot.lens_figures import lens_grid
+
+    probs = np.array([[[0.9, 0.1]], [[0.6, 0.2]]])                    # (R, n, k)
+    labels = [[["a", "b"]], [["c", "d"]]]
+    target = np.array([[0.05], [0.6]])
+    fig = lens_grid(probs, labels, row_labels=["r0", "r1"], col_labels=["x"], title="lens",
+                    colour=target, colour_name="answer", hover_top=1)
+    np.testing.assert_array_equal(np.asarray(fig.data[0].z), target)
+    assert fig.data[0].customdata[0][0] == "answer: 0.050<br>a  0.900"
+    with raises_message("error.figure.shape", name="colour", shape="(1, 1)", want="(2, 1)"):
+        lens_grid(probs, labels, row_labels=["r0", "r1"], col_labels=["x"], title="lens",
+                  colour=np.ones((1, 1)), colour_name="answer")

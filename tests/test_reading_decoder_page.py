@@ -258,3 +258,23 @@ def test_the_logit_lens_after_each_attention_sublayer(decoder):
     rows = titled(at, "Logit lens")["data"][0]["y"]
     assert len(rows) == 2 * decoder.num_layers + 1
     assert rows[:3] == ["embeddings", "after attention 0", "after layer 0"]
+
+
+def test_the_logit_lens_coloured_by_the_models_answer(torch, hf_decoder, decoder):
+    """Coloured by the answer: each cell is the probability of the position's final top token
+    at that layer, as transformers' norm and lm_head give it on its hidden states."""
+    model, _ = hf_decoder
+    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens",
+                    lens_colour="target")
+    no_exceptions(at)
+    assert not at.error
+    z = heatmap_z(titled(at, "Logit lens"))                    # (L + 1, n)
+    ids = decoder.encode(LENS_TEXT)
+    with torch.no_grad():
+        hidden = model(torch.tensor([ids.tolist()]), output_hidden_states=True).hidden_states
+        logits = torch.stack([model.lm_head(model.model.norm(h) if i < len(hidden) - 1 else h)[0]
+                              for i, h in enumerate(hidden)])           # (L + 1, n, vocab)
+        probs = torch.softmax(logits.double(), -1).numpy()
+    answer = probs[-1].argmax(-1)                                     # (n,)
+    np.testing.assert_allclose(z, probs[:, np.arange(len(ids)), answer], atol=1e-3)
+    assert z[-1].min() > 0 and (z[0] < 1e-3).sum() > 0                # answers rise, layer by layer

@@ -33,6 +33,7 @@ OTHER_SENTENCE = "reading.ablation.other.default"
 TABS = ("rollout", "value", "stats", "ablation", "lens")  # the tabs, reading.tab.<name>
 TAB_VIEWS = {"lens": registry.LENS}     # a tab only a model offering that view has
 LENS_TOP = 10                 # the tokens the logit lens keeps in each cell
+LENS_COLOURS = ("top", "target")   # what colours the lens's cells: reading.lens.colour.option.*
 # the statistics tables' columns: reading.stats.<column> names each
 STATS_COLUMNS = ("entropy", "max_weight", "on_cls", "on_sep", "on_self", "on_prev", "on_next")
 DECODER_STATS = ("entropy", "max_weight", "sink", "on_self", "on_prev", "previous_token",
@@ -641,13 +642,22 @@ def lens_tab(run: DecoderRun) -> None:
     sublayers = st.checkbox(t("reading.lens.sublayers.label"), value=False,
                             persist_state="session", key=keys.LENS_SUBLAYERS,
                             help=t("reading.lens.sublayers.help"))
+    if st.session_state.get(keys.LENS_COLOUR) not in LENS_COLOURS:
+        st.session_state[keys.LENS_COLOUR] = LENS_COLOURS[0]
+    colour = st.radio(t("reading.lens.colour.label"), LENS_COLOURS, horizontal=True,
+                      persist_state="session", key=keys.LENS_COLOUR,
+                      format_func=lambda c: t(f"reading.lens.colour.option.{c}"),
+                      help=t("reading.lens.colour.help"))
     with st.spinner(t("reading.lens.computing")):
         lens, labels = _lens(m, run, bool(sublayers))
     rows = [lens_row_label(kind, layer) for kind, layer in lens.rows]
     shown = [token_shown(tok) for tok in run.tokens]
+    by_target = colour == "target"
     fig = pretrained_view.shared_figure("lens_grid", lambda: lens_figures.lens_grid(
         lens.top_probs, labels, row_labels=rows, col_labels=shown,
-        title=t("reading.lens.grid_title")), run.ids.tobytes(), bool(sublayers))
+        title=t("reading.lens.grid_title"), colour=lens.target_prob if by_target else None,
+        colour_name=t("figure.lens.target_probability")), run.ids.tobytes(), bool(sublayers),
+        colour)
     widgets.chart(fig, key=keys.LENS_GRID)
     n = len(run.tokens)
     pretrained_view.keep_in_range(keys.LENS_POSITION, n, default=n - 1)

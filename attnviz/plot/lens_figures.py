@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.plot.figures import NARROW_WIDTH, _category_axis, _esc, _labels
 
@@ -25,14 +26,17 @@ LINE_HEIGHT = 320
 
 
 def lens_grid(top_probs, top_labels, *, row_labels, col_labels, title: str,
-              hover_top: int = HOVER_TOP) -> go.Figure:
+              hover_top: int = HOVER_TOP, colour=None, colour_name: str | None = None
+              ) -> go.Figure:
     """Rows (layer boundaries, the first at the bottom) × positions, each cell coloured by its
     top token's probability (a fixed 0–1 scale) with that token written in it; the hover names
     the row and position and lists the `hover_top` most likely tokens with their
     probabilities.
 
     top_probs (R, n, k) and top_labels (R, n, k) (the tokens as the page writes them; only the
-    first `hover_top` are read); row_labels (R,), col_labels (n,): the rows and the tokens."""
+    first `hover_top` are read); row_labels (R,), col_labels (n,): the rows and the tokens.
+    colour (R, n), optional: another probability to colour the cells by (a target token's),
+    named `colour_name` on the colour bar and in the hover."""
     probs = np.asarray(top_probs, dtype=np.float64)                   # (R, n, k)
     rows_n, n, k = probs.shape
     rows = _labels(row_labels, rows_n, "row_labels")
@@ -41,9 +45,16 @@ def lens_grid(top_probs, top_labels, *, row_labels, col_labels, title: str,
     text = [[_esc(top_labels[r][i][0]) for i in range(n)] for r in range(rows_n)]
     hover = [["<br>".join(f"{_esc(top_labels[r][i][j])}  {probs[r, i, j]:.3f}"
                           for j in range(top)) for i in range(n)] for r in range(rows_n)]
-    name = _esc(t("figure.lens.top_probability"))
+    z = probs[..., 0] if colour is None else np.asarray(colour, dtype=np.float64)   # (R, n)
+    if z.shape != (rows_n, n):
+        raise AttnvizInputError("error.figure.shape", name="colour", shape=str(z.shape),
+                                want=str((rows_n, n)))
+    name = _esc(t("figure.lens.top_probability") if colour is None else colour_name)
+    if colour is not None:
+        hover = [[f"{name}: {z[r, i]:.3f}<br>{hover[r][i]}" for i in range(n)]
+                 for r in range(rows_n)]
     fig = go.Figure(go.Heatmap(
-        z=probs[..., 0], x=cols, y=rows, text=text, customdata=hover, zmin=0.0, zmax=1.0,
+        z=z, x=cols, y=rows, text=text, customdata=hover, zmin=0.0, zmax=1.0,
         texttemplate="%{text}", textfont=dict(size=10), colorscale="Blues", xgap=1, ygap=1,
         colorbar=dict(title=dict(text=f"{name}<br>0–1", side="top")),
         hovertemplate=f"%{{y}}<br>{_esc(t('figure.lens.position'))} %{{x}}<br>"
