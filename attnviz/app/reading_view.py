@@ -675,13 +675,15 @@ def lens_tab(run: DecoderRun) -> None:
     with left:
         widgets.chart(lens_figures.top_bars(
             labels[r][position], lens.top_probs[r, position],
-            title=t("reading.lens.bars_title", position=position, token=shown[position],
+            title=t("reading.lens.bars_title", position=position,
+                    token=figures.escape(shown[position]),
                     row=rows[r]), width=figures.HALF_WIDTH), key=keys.LENS_BARS)
     with right:
         answer = token_shown(m.piece_after(run.ids[:position + 1], target))
         widgets.chart(lens_figures.rank_line(
             lens.target_rank[:, position], row_labels=rows,
-            title=t("reading.lens.rank_title", token=answer, position=position),
+            title=t("reading.lens.rank_title", token=figures.escape(answer),
+                    position=position),
             width=figures.HALF_WIDTH), key=keys.LENS_RANK)
     first = int(np.argmax(lens.target_rank[:, position] == 1))
     st.caption(t("reading.lens.first_top", token=answer, row=rows[first],
