@@ -21,7 +21,7 @@ import pytest
 
 import attnviz
 from attnviz.plot import (decoder_figures, diff_figures, experiment_figures, figures,
-                          generate_figures, model_figures, reading_figures)
+                          generate_figures, lens_figures, model_figures, reading_figures)
 from attnviz.tutorials.experiments import AttentionSink
 
 RAW = "\"<>&'"
@@ -131,6 +131,15 @@ BUILDERS = {
     "diff_figures.kl_bars": lambda: diff_figures.kl_bars([0.1, np.inf], TOKENS),
     "decoder_figures.rotation_angles_figure": lambda: decoder_figures.rotation_angles_figure(
         W, 1e4, [0, 1], tokens=TOKENS),
+    "lens_figures.lens_grid": lambda: lens_figures.lens_grid(          # cells, hover, columns
+        np.stack([W, W * 0.5], axis=-1), [[[TOKEN, TOKEN]] * 2] * 2,
+        row_labels=["r0", "r1"], col_labels=TOKENS, title="t"),
+    "lens_figures.lens_grid coloured": lambda: lens_figures.lens_grid(
+        np.stack([W, W * 0.5], axis=-1), [[[TOKEN, TOKEN]] * 2] * 2,
+        row_labels=["r0", "r1"], col_labels=TOKENS, title="t", colour=W, colour_name="a"),
+    "lens_figures.top_bars": lambda: lens_figures.top_bars(TOKENS, [0.6, 0.3], title="t"),
+    "lens_figures.rank_line": lambda: lens_figures.rank_line(
+        [3, 1], row_labels=TOKENS, title="t"),
 }
 
 
@@ -159,7 +168,7 @@ NO_USER_TEXT = {
 def test_every_figure_builder_is_checked():
     builders = set()
     for module in (figures, generate_figures, model_figures, experiment_figures,
-                   reading_figures, diff_figures, decoder_figures):
+                   reading_figures, diff_figures, decoder_figures, lens_figures):
         for name, fn in vars(module).items():
             if (inspect.isfunction(fn) and fn.__module__ == module.__name__
                     and not name.startswith("_")

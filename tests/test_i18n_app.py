@@ -340,17 +340,21 @@ def test_the_experiments_walk_finds_what_it_looks_for():
         assert english_sentences(visible_texts(at), ignore=experiments_tokens("x")), tab
 
 READING_TABS = {"rollout": ("Rollout", "注意力展开"), "value": ("Value-weighted", "值加权"),
-                "stats": ("Head statistics", "头的统计"), "ablation": ("Ablation", "消融")}
+                "stats": ("Head statistics", "头的统计"), "ablation": ("Ablation", "消融"),
+                "lens": ("Logit lens", "logit 透镜")}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["minilm", "smollm2"])
 @pytest.mark.parametrize("tab", READING_TABS, ids=READING_TABS.keys())
 def test_every_tab_of_read_the_model_in_both_languages(tab, model):
+    if tab == "lens" and model == "minilm":
+        pytest.skip("the logit lens needs a language-model head: MiniLM has no such tab")
     english, chinese = READING_TABS[tab]
     # a tab opened in one language stays open in the other (its label is in the session)
     zh = app("pages/reading.py", link={"lang": "zh"}, model=model, rd_view=english)
-    assert [t.label for t in zh.tabs] == [c for _, c in READING_TABS.values()]
+    assert [t.label for t in zh.tabs] == [c for name, (_, c) in READING_TABS.items()
+                                          if name != "lens" or model == "smollm2"]
     assert zh.session_state["rd_view"] == chinese
     texts = visible_texts(zh)
     assert len(texts) > 30 and any(t.where.startswith("chart") for t in texts)

@@ -169,14 +169,14 @@ def test_ranking_every_head_is_each_head_removed_alone(decoder, run):
     assert len(frame_with(again, "change")) == 10
 
 
-@pytest.mark.parametrize("tab", ["注意力展开", "值加权", "头的统计", "消融"])
+@pytest.mark.parametrize("tab", ["注意力展开", "值加权", "头的统计", "消融", "logit 透镜"])
 def test_each_decoder_view_in_chinese_has_no_english_sentence(tab):
     at = page_alone(PAGE, model="smollm2", sentence=TEXT, lang="zh", rd_view=tab)
     no_exceptions(at)
     texts = visible_texts(at)
     assert any(t.where.startswith("chart") for t in texts)
     assert english_sentences(texts, ignore=shown_tokens(at)) == []
-    assert [t.label for t in at.tabs] == ["注意力展开", "值加权", "头的统计", "消融"]
+    assert [t.label for t in at.tabs] == ["注意力展开", "值加权", "头的统计", "消融", "logit 透镜"]
 
 
 @pytest.mark.parametrize("lang, expected", [("en", "Type a sentence in the sidebar"),
@@ -227,3 +227,69 @@ def test_the_ablation_maps_axis_titles_stand_off_their_labels():
         layout = fig["layout"][axis]
         assert layout["automargin"] is True
         assert layout["title"]["standoff"] > 0
+
+
+# ---- the logit lens (issue 28.1) ----------------------------------------------------------------
+
+LENS_TEXT = "The Eiffel Tower is in the city of"
+
+
+def test_the_logit_lens_grid_ends_in_the_models_own_next_tokens(decoder):
+    """Each cell writes the lens's top token; the top row is the model's own next token at
+    every position (argmax of run.logits, the model's output held to transformers in
+    test_decoder.py), its colour that token's probability; the rank line ends at 1."""
+    from attnviz.describe.labels import token_shown
+
+    run = decoder.run(LENS_TEXT)
+    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens")
+    no_exceptions(at)
+    assert not at.error
+    assert "Logit lens" in [tab.label for tab in at.tabs]
+    grid = titled(at, "Logit lens")
+    cells = grid["data"][0]
+    z = heatmap_z(grid)                                        # (rows, n)
+    assert z.shape == (decoder.num_layers + 1, len(run.ids))
+    logits = run.logits.astype(np.float64)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    best = probs.argmax(-1)
+    expected = [token_shown(decoder.piece_after(run.ids[:i + 1], int(j)))
+                for i, j in enumerate(best)]
+    assert cells["text"][-1] == expected                       # the last row: the model's
+    assert expected[-1] == "␣Paris"
+    np.testing.assert_allclose(z[-1], probs[np.arange(len(best)), best], atol=1e-6)
+    assert cells["y"][0] == "embeddings" and cells["y"][-1] == "after layer 29"
+    rank = titled(at, "Rank of ␣Paris")
+    assert decode(rank["data"][0]["y"])[-1] == 1
+    bars = titled(at, "Top 10 after position 8")
+    np.testing.assert_allclose(decode(bars["data"][0]["x"])[0], probs[-1, best[-1]], atol=1e-6)
+
+
+def test_the_logit_lens_after_each_attention_sublayer(decoder):
+    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens",
+                    lens_sublayers=True)
+    no_exceptions(at)
+    assert not at.error
+    rows = titled(at, "Logit lens")["data"][0]["y"]
+    assert len(rows) == 2 * decoder.num_layers + 1
+    assert rows[:3] == ["embeddings", "after attention 0", "after layer 0"]
+
+
+def test_the_logit_lens_coloured_by_the_models_answer(torch, hf_decoder, decoder):
+    """Coloured by the answer: each cell is the probability of the position's final top token
+    at that layer, as transformers' norm and lm_head give it on its hidden states."""
+    model, _ = hf_decoder
+    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens",
+                    lens_colour="target")
+    no_exceptions(at)
+    assert not at.error
+    z = heatmap_z(titled(at, "Logit lens"))                    # (L + 1, n)
+    ids = decoder.encode(LENS_TEXT)
+    with torch.no_grad():
+        hidden = model(torch.tensor([ids.tolist()]), output_hidden_states=True).hidden_states
+        logits = torch.stack([model.lm_head(model.model.norm(h) if i < len(hidden) - 1 else h)[0]
+                              for i, h in enumerate(hidden)])           # (L + 1, n, vocab)
+        probs = torch.softmax(logits.double(), -1).numpy()
+    answer = probs[-1].argmax(-1)                                     # (n,)
+    np.testing.assert_allclose(z, probs[:, np.arange(len(ids)), answer], atol=1e-3)
+    assert z[-1].min() > 0 and (z[0] < 1e-3).sum() > 0                # answers rise, layer by layer

@@ -184,7 +184,7 @@ def test_the_pretrained_model_pages_views(entry, tab):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
-@pytest.mark.parametrize("tab", ["rollout", "value", "stats", "ablation"])
+@pytest.mark.parametrize("tab", ["rollout", "value", "stats", "ablation", "lens"])
 def test_the_read_the_model_pages_views(entry, tab):
     """Each view draws for every model: its statistics one row per head of the entry's sizes,
     the attention sink's column for a model that offers it; its ablation on the next token
@@ -194,6 +194,8 @@ def test_the_read_the_model_pages_views(entry, tab):
     at = ok(page_alone("pages/reading.py", model=entry.name, sentence=TEXT,
                        rd_view=t(f"reading.tab.{tab}")))
     assert at.get("plotly_chart")
+    offered = [shown.label for shown in at.tabs]
+    assert (t("reading.tab.lens") in offered) == entry.supports(registry.LENS)
     if tab == "stats":
         sizes = entry.sizes()
         table = next(d.value for d in at.dataframe if "entropy" in d.value.columns)

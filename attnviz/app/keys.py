@@ -342,6 +342,13 @@ AB_TARGET = "ab_target"                 # Ablation (SmolLM2): the next token mea
 AB_RANK = "ab_rank"                     # Ablation: the button ranking every head
 AB_TOP = "ab_top"                       # Ablation: the ranking's top heads
 AB_MAP = "ab_map"                       # Ablation: the ranking's map
+LENS_SUBLAYERS = "lens_sublayers"       # Logit lens: True adds the rows after each attention
+LENS_COLOUR = "lens_colour"             # Logit lens: the cells coloured by "top" or "target"
+LENS_GRID = "lens_grid"                 # Logit lens: the rows × positions grid
+LENS_POSITION = "lens_position"         # Logit lens: the position whose top tokens show
+LENS_LAYER = "lens_layer"               # Logit lens: the layer boundary whose bars show
+LENS_BARS = "lens_bars"                 # Logit lens: that cell's top-10 bars
+LENS_RANK = "lens_rank"                 # Logit lens: the target's rank across the rows
 
 # ---- Generate -----------------------------------------------------------------------------------
 _section("generate_view")
@@ -396,7 +403,7 @@ _section(None)
 # again on a switch, which redraws them.
 FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
-             EXP_ROPE_SOURCE, RO_LAYER, VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
+             EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
              GEN_SAMPLING, GEN_LAYER, TOY_TASK)
 # the page picks a copied link carries, each with its default (attnviz.app.links): a link holds
 # those whose value differs from it. None: a default the page chooses (the model's last layer,
@@ -413,6 +420,7 @@ LINK_DEFAULTS = {
     # Read the model
     RD_VIEW: "", RO_LAYER: None, RO_RESIDUAL: True, RO_TOKEN: None, VW_LAYER: 0, VW_HEAD: 0,
     HS_COLUMN: None, HS_LAYER: 0, HS_HEAD: 0, AB_HEADS: "", AB_OTHER: None, AB_TARGET: None,
+    LENS_SUBLAYERS: False, LENS_COLOUR: "top", LENS_POSITION: None, LENS_LAYER: None,
     # Generate (and the number of tokens generated: attnviz.app.links.GEN_TOKENS_PARAM)
     GEN_PROMPT: None, GEN_CHAT: False, GEN_SAMPLING: "greedy", GEN_TEMPERATURE: None,
     GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None}
@@ -420,7 +428,7 @@ LINK_DEFAULTS = {
 # list (whole numbers separated by commas)
 LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
               PT_HIDE_SPECIAL: bool, PT_DEC_LAYER: int, RO_LAYER: int, RO_TOKEN: int,
-              HS_COLUMN: str, AB_OTHER: str, AB_TARGET: int, GEN_PROMPT: str,
+              HS_COLUMN: str, AB_OTHER: str, AB_TARGET: int, LENS_POSITION: int, LENS_LAYER: int, GEN_PROMPT: str,
               GEN_TEMPERATURE: float, GEN_COUNT: int, GEN_STEP: int, GEN_LAYER: int}
 
 

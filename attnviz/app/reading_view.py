@@ -30,7 +30,10 @@ TOP_TARGETS = 10              # the next tokens whose log-probability the rankin
 KEPT_COLOUR, OFF_COLOUR = "#c6dbef", "#d6604d"   # the ablation's map of heads in use
 # the second sentence's default, in the interface's language (message id)
 OTHER_SENTENCE = "reading.ablation.other.default"
-TABS = ("rollout", "value", "stats", "ablation")  # the tabs, reading.tab.<name>
+TABS = ("rollout", "value", "stats", "ablation", "lens")  # the tabs, reading.tab.<name>
+TAB_VIEWS = {"lens": registry.LENS}     # a tab only a model offering that view has
+LENS_TOP = 10                 # the tokens the logit lens keeps in each cell
+LENS_COLOURS = ("top", "target")   # what colours the lens's cells: reading.lens.colour.option.*
 # the statistics tables' columns: reading.stats.<column> names each
 STATS_COLUMNS = ("entropy", "max_weight", "on_cls", "on_sep", "on_self", "on_prev", "on_next")
 DECODER_STATS = ("entropy", "max_weight", "sink", "on_self", "on_prev", "previous_token",
@@ -54,6 +57,8 @@ _DECODER_RUNS = SizedCache(max_bytes=96 * 2**20, max_entries=16, size_of=_run_by
 _DECODER_RANKINGS = SizedCache(max_bytes=2 * 2**20, max_entries=64,
                                size_of=lambda found: found[0].nbytes + found[1].nbytes)
 _DECODER_ABLATED = SizedCache(max_bytes=16 * 2**20, max_entries=64)    # (vocab,) log-probs
+_LENSES = SizedCache(max_bytes=64 * 2**20, max_entries=16,
+                     size_of=lambda found: found[0].residuals.nbytes)
 _REPEATED = SizedCache(max_bytes=16 * 2**20, max_entries=4,
                        size_of=lambda found: _run_bytes(found[1]))
 
@@ -134,12 +139,19 @@ def token_list(run) -> None:
                   limit=len(run.tokens)))
 
 
+def tab_names() -> list[str]:
+    """The tabs the sidebar's model has (TABS; the logit lens only for a language model)."""
+    entry = chosen_model()
+    return [name for name in TABS if name not in TAB_VIEWS or entry.supports(TAB_VIEWS[name])]
+
+
 def tab_labels() -> list[str]:
     """The tabs' labels in the active language; the open tab (its label in session state, in
     whichever language it was opened) stays open across a language switch."""
-    labels = [t(f"reading.tab.{name}") for name in TABS]
+    names = tab_names()
+    labels = [t(f"reading.tab.{name}") for name in names]
     current = st.session_state.get(keys.RD_VIEW)
-    for name, label in zip(TABS, labels):
+    for name, label in zip(names, labels):
         if current in {render(f"reading.tab.{name}", lang) for lang in languages()}:
             st.session_state[keys.RD_VIEW] = label
     return labels
@@ -593,3 +605,87 @@ def decoder_ranking(run: DecoderRun, target: int, full: float) -> None:
         widgets.chart(reading_figures.layers_heads_map(
             change, title=t("reading.decoder_ranking.map_title"),
             value_name=t("reading.ablation.change"), kind="signed"), key=keys.AB_MAP)
+
+
+# ---- the logit lens ------------------------------------------------------------------------------
+
+def lens_row_label(kind: str, layer: int) -> str:
+    """A lens row in words: the embeddings, after layer ℓ − 1 (the stream after ℓ layers; the
+    page counts layers from 0), or after layer ℓ's attention."""
+    from attnviz.models.lens import ATTENTION
+
+    if kind == ATTENTION:
+        return t("reading.lens.row.attention", layer=layer)
+    return t("reading.lens.row.embeddings") if layer == 0 else \
+        t("reading.lens.row.layer", layer=layer - 1)
+
+
+def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool):
+    """The lens of the run's tokens and its cells' labels (top-k as the page writes them),
+    once for every learner."""
+    def compute():
+        lens = m.logit_lens(run.ids, sublayers=sublayers, k=LENS_TOP)
+        labels = [[[token_shown(m.piece_after(run.ids[:i + 1], int(j))) for j in cell]
+                   for i, cell in enumerate(row)] for row in lens.top_ids]   # (R, n, k)
+        return lens, labels
+
+    return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers), compute)
+
+
+def lens_tab(run: DecoderRun) -> None:
+    """The logit lens: every layer boundary (and, asked, every attention sublayer) read through
+    the final RMSNorm and the tied unembedding; one position's top 10 and its answer's rank."""
+    from attnviz.plot import lens_figures
+
+    st.caption(t("reading.lens.caption"))
+    m = chosen_model().load()
+    sublayers = st.checkbox(t("reading.lens.sublayers.label"), value=False,
+                            persist_state="session", key=keys.LENS_SUBLAYERS,
+                            help=t("reading.lens.sublayers.help"))
+    if st.session_state.get(keys.LENS_COLOUR) not in LENS_COLOURS:
+        st.session_state[keys.LENS_COLOUR] = LENS_COLOURS[0]
+    colour = st.radio(t("reading.lens.colour.label"), LENS_COLOURS, horizontal=True,
+                      persist_state="session", key=keys.LENS_COLOUR,
+                      format_func=lambda c: t(f"reading.lens.colour.option.{c}"),
+                      help=t("reading.lens.colour.help"))
+    with st.spinner(t("reading.lens.computing")):
+        lens, labels = _lens(m, run, bool(sublayers))
+    rows = [lens_row_label(kind, layer) for kind, layer in lens.rows]
+    shown = [token_shown(tok) for tok in run.tokens]
+    by_target = colour == "target"
+    fig = pretrained_view.shared_figure("lens_grid", lambda: lens_figures.lens_grid(
+        lens.top_probs, labels, row_labels=rows, col_labels=shown,
+        title=t("reading.lens.grid_title"), colour=lens.target_prob if by_target else None,
+        colour_name=t("figure.lens.target_probability")), run.ids.tobytes(), bool(sublayers),
+        colour)
+    widgets.chart(fig, key=keys.LENS_GRID)
+    n = len(run.tokens)
+    pretrained_view.keep_in_range(keys.LENS_POSITION, n, default=n - 1)
+    position = st.selectbox(t("reading.lens.position"), list(range(n)),
+                            persist_state="session", key=keys.LENS_POSITION,
+                            format_func=lambda i: f"{i}: {shown[i]}")
+    layers = m.num_layers + 1                                          # boundaries 0 … L
+    pretrained_view.keep_in_range(keys.LENS_LAYER, layers, default=layers - 1)
+    layer = st.selectbox(t("reading.lens.layer"), list(range(layers)),
+                         persist_state="session", key=keys.LENS_LAYER,
+                         format_func=lambda l: lens_row_label("layer", l))
+    r = lens.row("layer", layer)
+    target = int(lens.target[position])
+    left, right = st.columns(2)
+    with left:
+        widgets.chart(lens_figures.top_bars(
+            labels[r][position], lens.top_probs[r, position],
+            title=t("reading.lens.bars_title", position=position,
+                    token=figures.escape(shown[position]),
+                    row=rows[r]), width=figures.HALF_WIDTH), key=keys.LENS_BARS)
+    with right:
+        answer = token_shown(m.piece_after(run.ids[:position + 1], target))
+        widgets.chart(lens_figures.rank_line(
+            lens.target_rank[:, position], row_labels=rows,
+            title=t("reading.lens.rank_title", token=figures.escape(answer),
+                    position=position),
+            width=figures.HALF_WIDTH), key=keys.LENS_RANK)
+    first = int(np.argmax(lens.target_rank[:, position] == 1))
+    st.caption(t("reading.lens.first_top", token=answer, row=rows[first],
+                 probability=f"{float(lens.target_prob[-1, position]):.3f}",
+                 kl=f"{float(lens.kl[r, position]):.3f}", layer_row=rows[r]))

