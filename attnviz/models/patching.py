@@ -1,0 +1,339 @@
+"""Activation patching (Meng et al. 2022; Wang et al. 2022, "IOI") on SmolLM2: run a corrupted
+prompt, put back one activation from a clean prompt of the same length, and measure how much of
+the clean answer returns.
+
+    metric(run)  = logit(answer_clean) − logit(answer_corrupted)   at the last position
+    effect       = (metric_patched − metric_corrupted) / (metric_clean − metric_corrupted)
+                   0: as the corrupted run, 1: as the clean run
+
+What is patched (``where``), one patch at a time, from the clean run into the corrupted one:
+
+    "resid"      the residual stream before layer ℓ (resid_pre; ℓ = L: after the last layer)
+                 at position p                                        effect (L + 1, n)
+    "attn"       layer ℓ's attention output (attn_out, after W_O) at position p    (L, n)
+    "mlp"        layer ℓ's MLP output (mlp_out) at position p                     (L, n)
+    "heads"      head h's z (its output before W_O) of layer ℓ at every position  (L, H)
+    "heads_pos"  head h's z of the chosen `layer` at position p                   (H, n)
+
+Exact patching: every patch is its own forward pass from the patched layer on, started from
+the corrupted run's residual stream before that layer (the layers before it are the corrupted
+run's, never recomputed); the patches of one layer run side by side, ``batch`` at a time
+(``DecoderModel.run_layers`` with a hook, as the head ranking of ``decoder_reading``). Each
+sequence of a batch is computed as it would be alone, so a patch that puts the whole clean
+input back gives 1 exactly and one that changes nothing gives 0.
+
+``should_stop()``, asked before each batch, stops early: the result is partial
+(``complete=False``, NaN where not computed) and ``patch(…, resume=partial)`` computes only
+what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attnviz.core.arrays import readonly, whole_number
+from attnviz.core.errors import AttnvizInputError
+
+__all__ = ["WHERE", "Patching", "patch", "patch_once"]
+
+WHERE = ("resid", "attn", "mlp", "heads", "heads_pos")
+BATCH = 16                  # patched sequences run side by side
+_POINT = {"attn": "attn_out", "mlp": "mlp_out", "heads": "z", "heads_pos": "z"}
+_DTYPE = np.float32
+
+
+@dataclass(frozen=True, eq=False)
+class Patching:
+    """The effect of every patch of one kind (``where``) from `clean` into `corrupted`.
+
+    clean_ids, corrupted_ids (n,): the two prompts' tokens; answers (clean's, corrupted's)
+    token ids; clean, corrupted: the metric (a logit difference) of each run unpatched.
+    metric: the metric of each patched run, effect: normalised, 0 = corrupted, 1 = clean —
+    (L + 1, n) for "resid", (L, n) for "attn" and "mlp", (L, H) for "heads", (H, n) for
+    "heads_pos" of `layer`; NaN where not computed (``complete`` False: stopped early)."""
+
+    where: str
+    layer: int | None
+    clean_ids: np.ndarray
+    corrupted_ids: np.ndarray
+    clean_tokens: list[str]
+    corrupted_tokens: list[str]
+    answers: tuple[int, int]
+    answer_tokens: tuple[str, str]
+    clean: float
+    corrupted: float
+    metric: np.ndarray = field(repr=False)
+    effect: np.ndarray = field(repr=False)
+
+    @property
+    def complete(self) -> bool:
+        """Every patch computed (no NaN left)."""
+        return not np.isnan(self.metric).any()
+
+    @property
+    def done(self) -> int:
+        """How many patches are computed."""
+        return int((~np.isnan(self.metric)).sum())
+
+    def top(self, k: int = 5) -> list[tuple[tuple[int, int], float]]:
+        """The k entries with the largest |effect|, as ((row, column), effect)."""
+        k = whole_number(k, "k", low=1, high=self.effect.size)
+        flat = np.nan_to_num(np.abs(self.effect), nan=-1.0).ravel()
+        best = np.argsort(-flat, kind="stable")[:k]
+        return [(tuple(int(i) for i in np.unravel_index(b, self.effect.shape)),
+                 float(self.effect.flat[b])) for b in best]
+
+
+def patch(model, clean, corrupted, *, answers=None, where: str = "resid",
+          layer: int | None = None, batch: int | None = None,
+          progress: Callable[[int, int], None] | None = None,
+          should_stop: Callable[[], bool] | None = None,
+          resume: Patching | None = None) -> Patching:
+    """Activation patching of `where` from `clean` into `corrupted` (texts or token ids of
+    the same length) on a ``DecoderModel``; see the module's docstring.
+
+    answers: (clean's, corrupted's) answer — token ids or texts of one token; None: each
+    prompt's own most likely next token (the corrupted's second when both are the same).
+    layer: the layer of "heads_pos" (only there). batch: patched runs side by side.
+    progress(done, total) after each batch, in patches; should_stop() before each batch;
+    resume: a partial result of the same patching, whose computed entries are kept."""
+    where = _check_where(where)
+    if (where == "heads_pos") != (layer is not None):
+        raise AttnvizInputError("error.patch.layer", where=where)
+    if layer is not None:
+        layer = whole_number(layer, "layer", low=0, high=model.num_layers - 1)
+    batch = BATCH if batch is None else whole_number(batch, "batch", low=1, high=4096)
+    runs = _Runs(model, clean, corrupted, answers)
+    shape = _shape(model, where, len(runs.clean_ids))
+    metric = np.full(shape, np.nan)
+    if resume is not None:
+        _check_resume(resume, runs, where, layer)
+        metric[...] = resume.metric
+    todo = []
+    for e in np.ndindex(*shape):
+        if not np.isnan(metric[e]):
+            continue
+        start = layer if where == "heads_pos" else e[0]
+        if runs.changes_nothing(where, start, _patch_of(where, e)):
+            metric[e] = runs.corrupted                   # the corrupted run itself, exactly
+        else:
+            todo.append(e)
+    total, done = metric.size, metric.size - len(todo)
+    for start, entries in _by_layer(where, layer, todo):
+        for i in range(0, len(entries), batch):
+            if should_stop is not None and should_stop():
+                return runs.result(where, layer, metric)
+            chunk = entries[i:i + batch]
+            values = runs.patched(where, start, [_patch_of(where, e) for e in chunk])
+            for e, v in zip(chunk, values):
+                metric[e] = v
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
+    return runs.result(where, layer, metric)
+
+
+def patch_once(model, clean, corrupted, *, where: str, layer: int, position: int | None = None,
+               head: int | None = None, answers=None) -> float:
+    """The normalised effect of one patch: `where` ("resid", "attn", "mlp", "heads") at
+    `layer`, at `position` (None: every position at once) and for "heads" of `head` alone.
+    ``where="resid", layer=0`` with every position puts the whole clean input back: 1."""
+    where = _check_where(where)
+    if where == "heads_pos":
+        where = "heads"
+    runs = _Runs(model, clean, corrupted, answers)
+    n, top = len(runs.clean_ids), model.num_layers + (where == "resid")
+    layer = whole_number(layer, "layer", low=0, high=top - 1)
+    positions = slice(None) if position is None else \
+        whole_number(position, "position", low=0, high=n - 1)
+    if where == "heads":
+        head = whole_number(head, "head", low=0, high=model.num_heads - 1)
+        target = (head, positions)
+    else:
+        target = positions
+    metric = runs.patched(where, layer, [target])[0]
+    return float((metric - runs.corrupted) / (runs.clean - runs.corrupted))
+
+
+# ---- the two runs and the patched ones ---------------------------------------------------------
+
+class _Runs:
+    """The clean and corrupted runs, what patching reads of them, and the patched runs."""
+
+    def __init__(self, model, clean, corrupted, answers):
+        self.model = model
+        self.clean_ids, self.corrupted_ids = _ids(model, clean), _ids(model, corrupted)
+        if len(self.clean_ids) != len(self.corrupted_ids):
+            tokens = [" | ".join(model.labels(ids)[0]) for ids in
+                      (self.clean_ids, self.corrupted_ids)]
+            raise AttnvizInputError("error.patch.lengths", clean=len(self.clean_ids),
+                                    corrupted=len(self.corrupted_ids),
+                                    clean_tokens=tokens[0], corrupted_tokens=tokens[1])
+        self.clean_cache = _cache(model, self.clean_ids)
+        self.corrupted_cache = _cache(model, self.corrupted_ids)
+        self.answers = _answers(model, answers, self.clean_cache["final"],
+                                self.corrupted_cache["final"])
+        self.clean = self._metric(self.clean_cache["final"][None])[0]
+        self.corrupted = self._metric(self.corrupted_cache["final"][None])[0]
+        if not abs(self.clean - self.corrupted) > 0:
+            raise AttnvizInputError("error.patch.same_metric", metric=f"{self.clean:.4g}")
+
+    def _metric(self, h: np.ndarray) -> np.ndarray:
+        """(B,) float64: logit(clean's answer) − logit(corrupted's) at the last position of
+        each stream h (B, n, d_model) after the last layer."""
+        logits = self.model.token_logits(h[:, -1], self.answers)     # (B, 2)
+        return logits[:, 0].astype(np.float64) - logits[:, 1]
+
+    def _source(self, cache: dict, where: str, layer: int) -> np.ndarray:
+        """What `where` patches at `layer` in one run's cache: (n, d) or (H, n, d_v)."""
+        if where == "resid":
+            return cache["final"] if layer == self.model.num_layers else \
+                cache["resid_pre"][layer]
+        return cache[_POINT[where]][layer]
+
+    def changes_nothing(self, where: str, layer: int, target) -> bool:
+        """True when the clean activation a patch puts back is the corrupted run's own, to
+        the bit (a position before the first token the prompts differ in, say): the patched
+        run is the corrupted run and need not be computed."""
+        return np.array_equal(self._source(self.clean_cache, where, layer)[target],
+                              self._source(self.corrupted_cache, where, layer)[target])
+
+    def patched(self, where: str, layer: int, targets: list) -> np.ndarray:
+        """(len(targets),) the metric of each patch of `where` at `layer`: a target is a
+        position (or slice) for "resid", "attn", "mlp", and (head, position or slice) for
+        "heads" (all positions) and "heads_pos"."""
+        model, clean, b = self.model, self.clean_cache, len(targets)
+        source = self._source(clean, where, layer)                    # (n, d) | (H, n, d_v)
+        if where == "resid":
+            stream = self._source(self.corrupted_cache, where, layer)
+            h = np.repeat(stream[None], b, axis=0)                     # (B, n, d_model)
+            for i, p in enumerate(targets):
+                h[i, p] = source[p]
+            if layer < model.num_layers:
+                h = model.run_layers(h, layer)
+            return self._metric(h)
+        point = _POINT[where]
+
+        def put_back(at: int, name: str, value: np.ndarray):
+            if at != layer or name != point:
+                return None
+            new = value.copy()
+            for i, target in enumerate(targets):
+                new[(i,) + (target if isinstance(target, tuple) else (target,))] = \
+                    source[target]
+            return new
+
+        h = np.repeat(self.corrupted_cache["resid_pre"][layer][None], b, axis=0)
+        return self._metric(model.run_layers(h, layer, hook=put_back))
+
+    def result(self, where: str, layer: int | None, metric: np.ndarray) -> Patching:
+        effect = (metric - self.corrupted) / (self.clean - self.corrupted)
+        labels = self.model.labels
+        pieces = tuple(self.model.piece_after(self.clean_ids if i == 0 else self.corrupted_ids,
+                                              a) for i, a in enumerate(self.answers))
+        return Patching(where=where, layer=layer, clean_ids=readonly(self.clean_ids),
+                        corrupted_ids=readonly(self.corrupted_ids),
+                        clean_tokens=labels(self.clean_ids)[0],
+                        corrupted_tokens=labels(self.corrupted_ids)[0],
+                        answers=self.answers, answer_tokens=pieces, clean=float(self.clean),
+                        corrupted=float(self.corrupted), metric=readonly(metric.copy()),
+                        effect=readonly(effect))
+
+
+def _cache(model, ids: np.ndarray) -> dict[str, np.ndarray]:
+    """One run of `ids`, keeping what patching reads: resid_pre (L, n, d_model), attn_out and
+    mlp_out (L, n, d_model), z (L, H, n, d_v), and "final", the stream after the last layer
+    (n, d_model)."""
+    kept: dict[str, list] = {"resid_pre": [], "attn_out": [], "mlp_out": [], "z": []}
+
+    def read(layer: int, name: str, value: np.ndarray) -> None:
+        if name in kept:
+            kept[name].append(np.array(value[0], dtype=_DTYPE))        # a copy, batch dropped
+
+    final = model.run_layers(model.embed(ids)[None], hook=read)[0]
+    cache = {name: np.stack(values) for name, values in kept.items()}
+    cache["final"] = final
+    return cache
+
+
+# ---- the entries ---------------------------------------------------------------------------------
+
+def _shape(model, where: str, n: int) -> tuple[int, int]:
+    layers, heads = model.num_layers, model.num_heads
+    return {"resid": (layers + 1, n), "attn": (layers, n), "mlp": (layers, n),
+            "heads": (layers, heads), "heads_pos": (heads, n)}[where]
+
+
+def _by_layer(where: str, layer: int | None, todo: list) -> list[tuple[int, list]]:
+    """The entries to compute grouped by the layer their runs start at, first layer first."""
+    groups: dict[int, list] = {}
+    for e in todo:
+        groups.setdefault(layer if where == "heads_pos" else e[0], []).append(e)
+    return sorted(groups.items())
+
+
+def _patch_of(where: str, entry: tuple[int, int]):
+    """The target ``_Runs.patched`` takes for an entry of the effect array."""
+    if where == "heads":
+        return (entry[1], slice(None))                                 # (head, every position)
+    if where == "heads_pos":
+        return (entry[0], entry[1])                                    # (head, position)
+    return entry[1]                                                    # a position
+
+
+# ---- checks ----------------------------------------------------------------------------------------
+
+def _check_where(where) -> str:
+    if where not in WHERE:
+        raise AttnvizInputError("error.patch.where", where=str(where), names=", ".join(WHERE))
+    return where
+
+
+def _check_resume(resume, runs: _Runs, where: str, layer: int | None) -> None:
+    same = isinstance(resume, Patching) and resume.where == where and resume.layer == layer \
+        and np.array_equal(resume.clean_ids, runs.clean_ids) \
+        and np.array_equal(resume.corrupted_ids, runs.corrupted_ids) \
+        and tuple(resume.answers) == tuple(runs.answers)
+    if not same:
+        raise AttnvizInputError("error.patch.resume")
+
+
+def _ids(model, text_or_ids) -> np.ndarray:
+    if isinstance(text_or_ids, str):
+        return model.encode(text_or_ids)
+    ids = np.asarray(text_or_ids)
+    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer) or \
+            ids.min() < 0 or ids.max() >= model.vocab_size:
+        raise AttnvizInputError("error.layer.ids", high=model.vocab_size - 1,
+                                shape=str(ids.shape))
+    return ids.astype(np.intp)
+
+
+def _answers(model, answers, clean_final: np.ndarray, corrupted_final: np.ndarray
+             ) -> tuple[int, int]:
+    """(clean's, corrupted's) answer ids: given, or each prompt's own top next token."""
+    if answers is None:
+        clean_logits = model.unembed(clean_final[-1])                  # (vocab,)
+        corrupted_logits = model.unembed(corrupted_final[-1])
+        a = int(np.argmax(clean_logits))
+        ranked = np.argsort(-corrupted_logits, kind="stable")
+        b = int(ranked[0]) if int(ranked[0]) != a else int(ranked[1])
+        return a, b
+    if isinstance(answers, str) or len(answers) != 2:
+        raise AttnvizInputError("error.patch.answers")
+    a, b = (_token_id(model, x) for x in answers)
+    if a == b:
+        raise AttnvizInputError("error.patch.same_answers", answer=model.piece_text(a))
+    return a, b
+
+
+def _token_id(model, token) -> int:
+    if isinstance(token, str):
+        ids = model.encode(token)
+        if len(ids) != 1:
+            raise AttnvizInputError("error.patch.answer_tokens", text=token, count=len(ids))
+        return int(ids[0])
+    return whole_number(token, "answer", low=0, high=model.vocab_size - 1)
