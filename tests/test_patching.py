@@ -64,6 +64,31 @@ def test_the_residual_grid_is_exact_where_the_answer_is_known(decoder, ioi_resid
     assert p.effect[layers - 1, -1] > 0.5 and abs(p.effect[layers - 1, diff]) < 0.1
 
 
+def test_a_sequence_in_a_batch_is_computed_as_it_would_be_alone(decoder):
+    # what the exact ends rest on: a patched run batched with others gives its own numbers
+    rng = np.random.default_rng(0)
+    ids = decoder.encode(IOI.clean)
+    h = decoder.embed(ids)[None] + rng.standard_normal((3, len(ids), decoder.d_model)
+                                                       ).astype(np.float32) * 0.01
+    together = decoder.run_layers(h, 27)
+    for i in range(3):
+        np.testing.assert_array_equal(together[i], decoder.run_layers(h[i:i + 1], 27)[0])
+
+
+def test_the_layers_on_later_tokens_after_a_cache_are_the_layers_on_the_whole(decoder):
+    from attnviz.models.llama_layer import KVCache
+
+    ids = decoder.encode(IOI.clean)
+    whole = decoder.run_layers(decoder.embed(ids))                # (n, d_model)
+    cache = KVCache(decoder.num_layers, decoder.num_kv_heads, len(ids), decoder.d_k)
+    decoder.run_layers(decoder.embed(ids[:5])[None], cache=cache)
+    cache.advance(5)
+    later = decoder.run_layers(decoder.embed(ids[5:])[None], cache=cache)[0]
+    np.testing.assert_allclose(later, whole[5:], atol=1e-4, rtol=1e-5)
+    with raises_message("error.layer.cache", batch=2, positions=len(ids) + 5):
+        decoder.run_layers(np.repeat(decoder.embed(ids)[None], 2, axis=0), cache=cache)
+
+
 # ---- against transformers -------------------------------------------------------------------
 
 def _hf_effects(torch, hf_decoder, pair, answers, patches):

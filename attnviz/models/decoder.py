@@ -580,11 +580,16 @@ class DecoderModel(ConfigSizes):
     @quiet
     def run_layers(self, h: np.typing.ArrayLike, start: int = 0, stop: int | None = None, *,
                    head_mask: np.typing.ArrayLike | None = None,
-                   hook: Hook | None = None) -> np.ndarray:
+                   hook: Hook | None = None, cache: KVCache | None = None) -> np.ndarray:
         """Layers start … stop − 1 (None: to the last) on the residual stream before layer
         `start`, h (B, n, d_model) or (n, d_model) float32 for tokens at positions 0 … n − 1
         (causal): the stream after layer stop − 1, shaped as h. ``embed(ids)`` is the stream
         before layer 0; ``unembed`` of the last layer's gives the logits.
+
+        cache: a ``llama_layer.KVCache`` (every layer, B sequences) holding the rotated keys
+        and values of the cache.length positions before h's: h is then the tokens at positions
+        cache.length … cache.length + n − 1, attending to those earlier keys too; each layer
+        run writes its new keys and values after them (the caller advances ``length``).
 
         head_mask (B, layers, heads) — or (layers, heads), the same for every sequence — of 0/1:
         0 removes that head (its z zeroed before W_O) in that sequence. hook(layer, name,
@@ -600,10 +605,15 @@ class DecoderModel(ConfigSizes):
             whole_number(stop, "stop", low=start, high=c.num_layers)
         masks = self._check_head_masks(head_mask, len(batch))          # (B, layers, heads)
         n = batch.shape[1]
-        rotary = rotary_embedding(0, n, c.d_k, c.rope_base)            # cos, sin (n, d_k)
-        mask = causal_mask(n)                                          # (n, n)
+        first = 0 if cache is None else cache.length
+        if cache is not None and (cache.k.shape[:2] != (c.num_layers, len(batch))
+                                  or first + n > cache.k.shape[3]):
+            raise AttnvizInputError("error.layer.cache", layers=c.num_layers,
+                                    batch=len(batch), positions=first + n)
+        rotary = rotary_embedding(first, n, c.d_k, c.rope_base)        # cos, sin (n, d_k)
+        mask = causal_mask(n, first)                                   # (n, first + n)
         for layer in range(start, stop):
-            batch = self._layer(layer, batch, rotary, mask=mask, hook=hook,
+            batch = self._layer(layer, batch, rotary, mask=mask, hook=hook, cache=cache,
                                 head_mask=None if masks is None else masks[:, layer]).h
         return batch if h.ndim == 3 else batch[0]
 

@@ -45,7 +45,7 @@ from attnviz.models.finite import all_finite, first_not_finite, from_engine, not
 
 __all__ = ["HOOK_POINTS", "READ_ONLY", "Hook", "KVCache", "LayerOutput", "LayerWeights",
            "causal_mask", "group_heads", "llama_attention", "llama_layer", "llama_mlp",
-           "rms_norm", "rotary_embedding", "split_qkv", "trace_layer_attention"]
+           "project", "rms_norm", "rotary_embedding", "split_qkv", "trace_layer_attention"]
 
 # where a hook is called, in the order the layer computes them
 HOOK_POINTS = ("resid_pre", "v", "pattern", "z", "attn_out", "resid_mid", "mlp_out",
@@ -148,15 +148,22 @@ def group_heads(q: np.ndarray, h_kv: int) -> np.ndarray:
     return q.reshape(b, h_kv, h // h_kv, n, d)
 
 
+def project(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x (B, n, d_in) @ w (d_in, d_out) as one matrix product of the B · n rows: numpy's
+    stacked matmul runs one product per sequence and reads the whole weight matrix B times
+    (a batch of short sequences was bound by that reading). One sequence: the same product."""
+    return (x.reshape(-1, x.shape[-1]) @ w).reshape(x.shape[:-1] + (w.shape[-1],))
+
+
 def llama_mlp(m: np.ndarray, w: LayerWeights, eps: float) -> np.ndarray:
     """W_down(SiLU(y W_gate) ⊙ y W_up) with y = RMSNorm(m) · g_mlp: (B, n, d_model)."""
     y = rms_norm(m, w.mlp_norm, eps)
-    gate_up = y @ w.gate_up                                          # (B, n, 2 d_ff)
+    gate_up = project(y, w.gate_up)                                  # (B, n, 2 d_ff)
     d_ff = gate_up.shape[-1] // 2
     gate = gate_up[..., :d_ff]
     hidden = gate / (1.0 + np.exp(-gate))                            # SiLU(x) = x σ(x)
     hidden *= gate_up[..., d_ff:]
-    return hidden @ w.down
+    return project(hidden, w.down)
 
 
 # ---- attention ---------------------------------------------------------------------------------
@@ -181,7 +188,7 @@ def llama_attention(x: np.ndarray, w: LayerWeights, config, position_embeddings,
     keys and values are appended to `layer`'s and the queries attend over all of them."""
     b, n, _ = x.shape
     h, h_kv, d_k = config.num_heads, config.num_kv_heads, config.d_k
-    qkv = x @ w.w_qkv                                                # (B, n, (H + 2 H_kv) d_k)
+    qkv = project(x, w.w_qkv)                                        # (B, n, (H + 2 H_kv) d_k)
     q0, k0, v = split_qkv(qkv, h, h_kv, d_k)                         # (B, H | H_kv, n, d_k)
     cos, sin = position_embeddings                                   # (n, d_k)
     q = apply_rope(q0, cos=cos, sin=sin)                             # (B, H, n, d_k)
@@ -256,7 +263,7 @@ def llama_layer(h: np.ndarray, w: LayerWeights, config, position_embeddings=None
     else:
         b, heads, n, d_v = z.shape
         concat = z.transpose(0, 2, 1, 3).reshape(b, n, heads * d_v)  # (B, n, H d_v)
-        attn_out = concat @ w.attention.w_o                          # (B, n, d_model)
+        attn_out = project(concat, w.attention.w_o)                  # (B, n, d_model)
     attn_out = _hooked(hook, layer, "attn_out", attn_out)
     resid_mid = _hooked(hook, layer, "resid_mid", h + attn_out)
     mlp_out = _hooked(hook, layer, "mlp_out", llama_mlp(resid_mid, w, eps))

@@ -18,9 +18,13 @@ What is patched (``where``), one patch at a time, from the clean run into the co
 Exact patching: every patch is its own forward pass from the patched layer on, started from
 the corrupted run's residual stream before that layer (the layers before it are the corrupted
 run's, never recomputed); the patches of one layer run side by side, ``batch`` at a time
-(``DecoderModel.run_layers`` with a hook, as the head ranking of ``decoder_reading``). Each
-sequence of a batch is computed as it would be alone, so a patch that puts the whole clean
-input back gives 1 exactly and one that changes nothing gives 0.
+(``DecoderModel.run_layers`` with a hook, as the head ranking of ``decoder_reading``). The
+tokens the two prompts share before the first that differs give the same numbers in both runs
+(causal attention): they are computed once and every run reads their keys and values from a
+cache, computing only the positions from the first difference on. A patch that puts back what
+the corrupted run already has (any position before that difference) is not run: its metric is
+the corrupted one. Each sequence of a batch is computed as it would be alone, so a patch that
+puts the whole clean input back gives 1 exactly and one that changes nothing gives 0.
 
 ``should_stop()``, asked before each batch, stops early: the result is partial
 (``complete=False``, NaN where not computed) and ``patch(…, resume=partial)`` computes only
@@ -36,6 +40,7 @@ import numpy as np
 
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
+from attnviz.models.llama_layer import KVCache
 
 __all__ = ["WHERE", "Patching", "patch", "patch_once"]
 
@@ -161,19 +166,32 @@ def patch_once(model, clean, corrupted, *, where: str, layer: int, position: int
 # ---- the two runs and the patched ones ---------------------------------------------------------
 
 class _Runs:
-    """The clean and corrupted runs, what patching reads of them, and the patched runs."""
+    """The clean and corrupted runs, what patching reads of them, and the patched runs.
+
+    The prompts' first tokens up to the first that differs (positions < ``first``) give the
+    same numbers in both runs at every layer (causal attention): they are computed once, their
+    keys and values kept (``prefix``), and every run — clean, corrupted, patched — computes
+    only positions first … n − 1 on top of them, the same way, so that a patch putting the
+    whole clean input back gives the clean metric exactly."""
 
     def __init__(self, model, clean, corrupted, answers):
         self.model = model
         self.clean_ids, self.corrupted_ids = _ids(model, clean), _ids(model, corrupted)
-        if len(self.clean_ids) != len(self.corrupted_ids):
+        n = len(self.clean_ids)
+        if n != len(self.corrupted_ids):
             tokens = [" | ".join(model.labels(ids)[0]) for ids in
                       (self.clean_ids, self.corrupted_ids)]
-            raise AttnvizInputError("error.patch.lengths", clean=len(self.clean_ids),
+            raise AttnvizInputError("error.patch.lengths", clean=n,
                                     corrupted=len(self.corrupted_ids),
                                     clean_tokens=tokens[0], corrupted_tokens=tokens[1])
-        self.clean_cache = _cache(model, self.clean_ids)
-        self.corrupted_cache = _cache(model, self.corrupted_ids)
+        differ = np.flatnonzero(self.clean_ids != self.corrupted_ids)
+        self.first = min(int(differ[0]) if differ.size else n, n - 1)
+        self.prefix = KVCache(model.num_layers, model.num_kv_heads, n, model.d_k)
+        if self.first:
+            model.run_layers(model.embed(self.clean_ids[:self.first])[None], cache=self.prefix)
+            self.prefix.advance(self.first)
+        self.clean_cache = self._suffix_run(self.clean_ids)
+        self.corrupted_cache = self._suffix_run(self.corrupted_ids)
         self.answers = _answers(model, answers, self.clean_cache["final"],
                                 self.corrupted_cache["final"])
         self.clean = self._metric(self.clean_cache["final"][None])[0]
@@ -181,14 +199,44 @@ class _Runs:
         if not abs(self.clean - self.corrupted) > 0:
             raise AttnvizInputError("error.patch.same_metric", metric=f"{self.clean:.4g}")
 
+    def _kv_cache(self, batch: int, source: KVCache, length: int) -> KVCache:
+        """A cache for `batch` sequences holding the first `length` positions' keys and
+        values of `source` (one sequence)."""
+        m = self.model
+        cache = KVCache(m.num_layers, m.num_kv_heads, len(self.clean_ids), m.d_k, batch)
+        cache.k[:, :, :, :length] = source.k[:, :, :, :length]
+        cache.v[:, :, :, :length] = source.v[:, :, :, :length]
+        cache.advance(length)
+        return cache
+
+    def _suffix_run(self, ids: np.ndarray) -> dict:
+        """One run of ids[first:] after the prefix, keeping what patching reads: resid_pre
+        (L, n', d_model), attn_out and mlp_out (L, n', d_model), z (L, H, n', d_v), "final",
+        the stream after the last layer (n', d_model), n' = n − first, and "kv", every
+        position's keys and values."""
+        kept: dict[str, list] = {"resid_pre": [], "attn_out": [], "mlp_out": [], "z": []}
+
+        def read(layer: int, name: str, value: np.ndarray) -> None:
+            if name in kept:
+                kept[name].append(np.array(value[0], dtype=_DTYPE))    # a copy, batch dropped
+
+        h = self.model.embed(ids[self.first:])[None]
+        kv = self._kv_cache(1, self.prefix, self.first)
+        final = self.model.run_layers(h, hook=read, cache=kv)[0]
+        kv.advance(len(h[0]))
+        cache = {name: np.stack(values) for name, values in kept.items()}
+        cache["final"], cache["kv"] = final, kv
+        return cache
+
     def _metric(self, h: np.ndarray) -> np.ndarray:
         """(B,) float64: logit(clean's answer) − logit(corrupted's) at the last position of
-        each stream h (B, n, d_model) after the last layer."""
+        each stream h (B, ·, d_model) after the last layer."""
         logits = self.model.token_logits(h[:, -1], self.answers)     # (B, 2)
         return logits[:, 0].astype(np.float64) - logits[:, 1]
 
     def _source(self, cache: dict, where: str, layer: int) -> np.ndarray:
-        """What `where` patches at `layer` in one run's cache: (n, d) or (H, n, d_v)."""
+        """What `where` patches at `layer` in one run's cache, positions first … n − 1:
+        (n', d) or (H, n', d_v)."""
         if where == "resid":
             return cache["final"] if layer == self.model.num_layers else \
                 cache["resid_pre"][layer]
@@ -196,38 +244,54 @@ class _Runs:
 
     def changes_nothing(self, where: str, layer: int, target) -> bool:
         """True when the clean activation a patch puts back is the corrupted run's own, to
-        the bit (a position before the first token the prompts differ in, say): the patched
-        run is the corrupted run and need not be computed."""
-        return np.array_equal(self._source(self.clean_cache, where, layer)[target],
-                              self._source(self.corrupted_cache, where, layer)[target])
+        the bit (at a position before the first token the prompts differ in, say): the
+        patched run is the corrupted run and need not be computed."""
+        position = target[1] if isinstance(target, tuple) else target
+        if isinstance(position, int) and position < self.first:
+            return True
+        local = _shifted(target, self.first)
+        return np.array_equal(self._source(self.clean_cache, where, layer)[local],
+                              self._source(self.corrupted_cache, where, layer)[local])
 
     def patched(self, where: str, layer: int, targets: list) -> np.ndarray:
         """(len(targets),) the metric of each patch of `where` at `layer`: a target is a
         position (or slice) for "resid", "attn", "mlp", and (head, position or slice) for
-        "heads" (all positions) and "heads_pos"."""
-        model, clean, b = self.model, self.clean_cache, len(targets)
-        source = self._source(clean, where, layer)                    # (n, d) | (H, n, d_v)
-        if where == "resid":
-            stream = self._source(self.corrupted_cache, where, layer)
-            h = np.repeat(stream[None], b, axis=0)                     # (B, n, d_model)
-            for i, p in enumerate(targets):
-                h[i, p] = source[p]
-            if layer < model.num_layers:
-                h = model.run_layers(h, layer)
+        "heads" (all positions) and "heads_pos". A batch of positions only runs from the
+        first of them on: the positions before are the corrupted run's (its keys and values);
+        a position before `first` puts nothing back."""
+        model, b, first = self.model, len(targets), self.first
+        positions = [t[1] if isinstance(t, tuple) else t for t in targets]
+        start = first if any(isinstance(p, slice) for p in positions) else \
+            max(first, min(positions))
+        source = self._source(self.clean_cache, where, layer)         # (n', d) | (H, n', d_v)
+        kept = [t for t, p in zip(targets, positions) if isinstance(p, slice) or p >= first]
+        chosen = [i for i, p in enumerate(positions) if isinstance(p, slice) or p >= first]
+        if where == "resid" and layer == model.num_layers:
+            h = np.repeat(self.corrupted_cache["final"][None], b, axis=0)   # (B, n', d)
+            for i, t in zip(chosen, kept):
+                h[i, _shifted(t, first)] = source[_shifted(t, first)]
             return self._metric(h)
-        point = _POINT[where]
+        h = np.repeat(self._source(self.corrupted_cache, "resid", layer)[None, start - first:],
+                      b, axis=0)                                       # (B, n − start, d)
+        if where == "resid":
+            for i, t in zip(chosen, kept):
+                h[i, _shifted(t, start)] = source[_shifted(t, first)]
+            hook = None
+        else:
+            point = _POINT[where]
 
-        def put_back(at: int, name: str, value: np.ndarray):
-            if at != layer or name != point:
-                return None
-            new = value.copy()
-            for i, target in enumerate(targets):
-                new[(i,) + (target if isinstance(target, tuple) else (target,))] = \
-                    source[target]
-            return new
+            def hook(at: int, name: str, value: np.ndarray):
+                if at != layer or name != point:
+                    return None
+                new = value.copy()
+                for i, t in zip(chosen, kept):
+                    local = _shifted(t, start)
+                    new[(i,) + (local if isinstance(local, tuple) else (local,))] = \
+                        source[_shifted(t, first)]
+                return new
 
-        h = np.repeat(self.corrupted_cache["resid_pre"][layer][None], b, axis=0)
-        return self._metric(model.run_layers(h, layer, hook=put_back))
+        cache = self._kv_cache(b, self.corrupted_cache["kv"], start)
+        return self._metric(model.run_layers(h, layer, hook=hook, cache=cache))
 
     def result(self, where: str, layer: int | None, metric: np.ndarray) -> Patching:
         effect = (metric - self.corrupted) / (self.clean - self.corrupted)
@@ -243,20 +307,11 @@ class _Runs:
                         effect=readonly(effect))
 
 
-def _cache(model, ids: np.ndarray) -> dict[str, np.ndarray]:
-    """One run of `ids`, keeping what patching reads: resid_pre (L, n, d_model), attn_out and
-    mlp_out (L, n, d_model), z (L, H, n, d_v), and "final", the stream after the last layer
-    (n, d_model)."""
-    kept: dict[str, list] = {"resid_pre": [], "attn_out": [], "mlp_out": [], "z": []}
-
-    def read(layer: int, name: str, value: np.ndarray) -> None:
-        if name in kept:
-            kept[name].append(np.array(value[0], dtype=_DTYPE))        # a copy, batch dropped
-
-    final = model.run_layers(model.embed(ids)[None], hook=read)[0]
-    cache = {name: np.stack(values) for name, values in kept.items()}
-    cache["final"] = final
-    return cache
+def _shifted(target, start: int):
+    """A target's positions counted from `start` (a slice: every position from `start`)."""
+    if isinstance(target, tuple):
+        return (target[0], _shifted(target[1], start))
+    return slice(None) if isinstance(target, slice) else target - start
 
 
 # ---- the entries ---------------------------------------------------------------------------------
@@ -272,7 +327,9 @@ def _by_layer(where: str, layer: int | None, todo: list) -> list[tuple[int, list
     groups: dict[int, list] = {}
     for e in todo:
         groups.setdefault(layer if where == "heads_pos" else e[0], []).append(e)
-    return sorted(groups.items())
+    # by position: a batch runs from its first position on
+    return [(start, sorted(entries, key=lambda e: (e[1], e[0])))
+            for start, entries in sorted(groups.items())]
 
 
 def _patch_of(where: str, entry: tuple[int, int]):
