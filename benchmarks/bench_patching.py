@@ -4,7 +4,7 @@
 
     python benchmarks/bench_patching.py [--threads 1] [--repeats 3]
 
-Three pairs: an IOI pair whose prompts differ in one token (position 9: the shared tokens
+Three pairs: an IOI pair whose prompts differ in one token (position 10: the shared tokens
 before it are computed once, and the patches there, which put back what the corrupted run
 already has, are not run), a factual pair differing from position 8 on (" Eiffel Tower" /
 " Colosseum") and the same pair differing from position 1 on: the worst case, where almost
@@ -26,8 +26,8 @@ PAIRS = {
     "factual": ("According to the old travel guide, the Eiffel Tower is in the city of",
                 "According to the old travel guide, the Colosseum is in the city of"),
     "factual, differing early": (
-        "The Eiffel Tower, according to the old travel guide, is in the city of",
-        "The Colosseum, according to the old travel guide, is in the city of"),
+        "The Eiffel Tower, says the old travel guide, is in the city of",
+        "The Colosseum, says the old travel guide, is in the city of"),
 }
 
 
