@@ -638,7 +638,8 @@ class DecoderModel(ConfigSizes):
                                     shape=str(h.shape))
         return self._checked_logits(h)
 
-    def token_logits(self, h: np.typing.ArrayLike, token_ids) -> np.ndarray:
+    def token_logits(self, h: np.typing.ArrayLike,
+                     token_ids: np.typing.ArrayLike) -> np.ndarray:
         """(…, k) float32: the logits of the k tokens `token_ids` only, for the residual stream
         h (…, d_model) after the last layer — ``unembed(h)[..., token_ids]`` without the rest
         of the vocabulary. Each row is summed on its own (no matrix product), so a row gives
@@ -667,8 +668,8 @@ class DecoderModel(ConfigSizes):
                           max_tokens=max_tokens)
 
     def patch(self, clean: str | np.typing.ArrayLike, corrupted: str | np.typing.ArrayLike, *,
-              answers=None, where: str = "resid", layer: int | None = None,
-              batch: int | None = None,
+              answers: tuple[int | str, int | str] | None = None, where: str = "resid",
+              layer: int | None = None, batch: int | None = None,
               progress: Callable[[int, int], None] | None = None,
               should_stop: Callable[[], bool] | None = None,
               resume: "Patching | None" = None) -> "Patching":
