@@ -27,7 +27,8 @@ import numpy as np
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
 
-__all__ = ["LAYER", "ATTENTION", "LogitLens", "logit_lens", "logsumexp_rows"]
+__all__ = ["LAYER", "ATTENTION", "LogitLens", "logit_lens", "logsumexp_rows", "text_ids",
+           "token_id"]
 
 LAYER = "layer"            # ("layer", ℓ): the stream after ℓ layers (0: the embeddings)
 ATTENTION = "attention"    # ("attention", ℓ): after layer ℓ's attention, before its MLP
@@ -96,7 +97,7 @@ class LogitLens:
         return self._per_token(token)[1]
 
     def _per_token(self, token) -> tuple[np.ndarray, np.ndarray]:
-        target = np.full(len(self.ids), _token_id(self._model, token))
+        target = np.full(len(self.ids), token_id(self._model, token))
         probs = np.empty(self.kl.shape, _DTYPE)
         ranks = np.empty(self.kl.shape, np.int64)
         for r in range(len(self.rows)):
@@ -114,7 +115,7 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
     text of one token (the same at every position), or (n,) ids (one per position). k: how
     many top tokens each cell keeps (1 … vocab). max_tokens: read at most this many tokens
     (None: the model's limit, 512)."""
-    ids = _ids(model, ids_or_text)
+    ids = text_ids(model, ids_or_text)
     limit = model.max_tokens if max_tokens is None else \
         whole_number(max_tokens, "max_tokens", low=1, high=model.max_tokens)
     ids = ids[:limit]
@@ -174,7 +175,9 @@ def _streams(model, ids: np.ndarray, sublayers: bool):
     return rows, np.stack(streams)
 
 
-def _ids(model, ids_or_text) -> np.ndarray:
+def text_ids(model, ids_or_text) -> np.ndarray:
+    """(n,) token ids: a text as the model reads it (``encode``), or ids checked (a non-empty
+    1-D array of integers in the vocabulary); the lens's and activation patching's input."""
     if isinstance(ids_or_text, str):
         return model.encode(ids_or_text)
     ids = np.asarray(ids_or_text)
@@ -185,14 +188,16 @@ def _ids(model, ids_or_text) -> np.ndarray:
     return ids.astype(np.intp)
 
 
-def _token_id(model, token) -> int:
-    """A token id, or the one token a text is read as."""
+def token_id(model, token, *, error: str = "error.lens.not_one_token",
+             name: str = "token") -> int:
+    """A token id (checked in the vocabulary; `name` in its error), or the one token a text is
+    read as (else the error `error`, with the text and its token count)."""
     if isinstance(token, str):
         ids = model.encode(token)
         if len(ids) != 1:
-            raise AttnvizInputError("error.lens.not_one_token", text=token, count=len(ids))
+            raise AttnvizInputError(error, text=token, count=len(ids))
         return int(ids[0])
-    return whole_number(token, "token", low=0, high=model.vocab_size - 1)
+    return whole_number(token, name, low=0, high=model.vocab_size - 1)
 
 
 def _targets(model, target, final_logits: np.ndarray, n: int) -> np.ndarray:
@@ -200,11 +205,11 @@ def _targets(model, target, final_logits: np.ndarray, n: int) -> np.ndarray:
     if target is None:
         return np.argmax(final_logits, axis=-1)
     if isinstance(target, str) or np.ndim(target) == 0:
-        return np.full(n, _token_id(model, target))
+        return np.full(n, token_id(model, target))
     targets = np.asarray(target)
     if targets.shape != (n,):
         raise AttnvizInputError("error.lens.target_shape", tokens=n, shape=str(targets.shape))
-    return np.array([_token_id(model, int(i)) for i in targets])
+    return np.array([token_id(model, int(i)) for i in targets])
 
 
 def _top_k(logits: np.ndarray, lse: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -40,6 +40,7 @@ import numpy as np
 
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
+from attnviz.models.lens import text_ids, token_id
 from attnviz.models.llama_layer import KVCache
 
 __all__ = ["WHERE", "Patching", "patch", "patch_once"]
@@ -176,7 +177,7 @@ class _Runs:
 
     def __init__(self, model, clean, corrupted, answers):
         self.model = model
-        self.clean_ids, self.corrupted_ids = _ids(model, clean), _ids(model, corrupted)
+        self.clean_ids, self.corrupted_ids = text_ids(model, clean), text_ids(model, corrupted)
         n = len(self.clean_ids)
         if n != len(self.corrupted_ids):
             tokens = [" | ".join(model.labels(ids)[0]) for ids in
@@ -358,17 +359,6 @@ def _check_resume(resume, runs: _Runs, where: str, layer: int | None) -> None:
         raise AttnvizInputError("error.patch.resume")
 
 
-def _ids(model, text_or_ids) -> np.ndarray:
-    if isinstance(text_or_ids, str):
-        return model.encode(text_or_ids)
-    ids = np.asarray(text_or_ids)
-    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer) or \
-            ids.min() < 0 or ids.max() >= model.vocab_size:
-        raise AttnvizInputError("error.layer.ids", high=model.vocab_size - 1,
-                                shape=str(ids.shape))
-    return ids.astype(np.intp)
-
-
 def _answers(model, answers, clean_final: np.ndarray, corrupted_final: np.ndarray
              ) -> tuple[int, int]:
     """(clean's, corrupted's) answer ids: given, or each prompt's own top next token."""
@@ -381,16 +371,8 @@ def _answers(model, answers, clean_final: np.ndarray, corrupted_final: np.ndarra
         return a, b
     if isinstance(answers, str) or len(answers) != 2:
         raise AttnvizInputError("error.patch.answers")
-    a, b = (_token_id(model, x) for x in answers)
+    a, b = (token_id(model, x, error="error.patch.answer_tokens", name="answer")
+            for x in answers)
     if a == b:
         raise AttnvizInputError("error.patch.same_answers", answer=model.piece_text(a))
     return a, b
-
-
-def _token_id(model, token) -> int:
-    if isinstance(token, str):
-        ids = model.encode(token)
-        if len(ids) != 1:
-            raise AttnvizInputError("error.patch.answer_tokens", text=token, count=len(ids))
-        return int(ids[0])
-    return whole_number(token, "answer", low=0, high=model.vocab_size - 1)
