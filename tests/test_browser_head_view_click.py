@@ -131,3 +131,30 @@ def test_clicking_a_token_highlights_it_smollm2_in_chinese(browser, app_url):
         assert page.evaluate(DRAWN_JS) == before
     finally:
         context.close()
+
+
+def test_the_pages_link_brings_the_tab_and_the_highlighted_token_back(browser, app_url):
+    # issue 27.1 in the browser: the address bar after a click is a link that reopens the view
+    context, page = open_head_view(browser, f"{app_url}/pretrained", "en")
+    try:
+        tokens = [row[0] for row in page.evaluate(f"({LABELS_JS})", "queries")]
+        it = tokens.index("it")
+        click_label(page, "queries", it, "middle")
+        wait_highlight(page, f"{it}: it", "en")
+        page.wait_for_function("() => window.location.search.includes('pt_hv_token')",
+                               timeout=30_000)
+        link, drawn = page.url, page.evaluate(DRAWN_JS)
+    finally:
+        context.close()
+    fresh = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        again = fresh.new_page()
+        again.goto(link)                               # a fresh session: only the link
+        again.get_by_role("heading", name=texts("en", "pretrained.title")[0]).first.wait_for(
+            timeout=90_000)
+        again.wait_for_function(f"() => ({HEAD_VIEW_JS})()", timeout=60_000)   # the tab
+        wait_highlight(again, f"{it}: it", "en")
+        assert again.evaluate(DRAWN_JS) == drawn == {"queries": [it], "bold": ["<b>it</b>"]}
+        assert not exceptions(again)
+    finally:
+        fresh.close()
