@@ -188,16 +188,18 @@ def text_ids(model, ids_or_text) -> np.ndarray:
     return ids.astype(np.intp)
 
 
-def token_id(model, token, *, error: str = "error.lens.not_one_token",
-             name: str = "token") -> int:
-    """A token id (checked in the vocabulary; `name` in its error), or the one token a text is
-    read as (else the error `error`, with the text and its token count)."""
+def token_id(model, token, *, answer: bool = False) -> int:
+    """A token id (checked in the vocabulary), or the one token a text is read as: the lens's
+    target, or with `answer` an activation patching answer (each with its own error ids)."""
     if isinstance(token, str):
         ids = model.encode(token)
+        if len(ids) != 1 and answer:
+            raise AttnvizInputError("error.patch.answer_tokens", text=token, count=len(ids))
         if len(ids) != 1:
-            raise AttnvizInputError(error, text=token, count=len(ids))
+            raise AttnvizInputError("error.lens.not_one_token", text=token, count=len(ids))
         return int(ids[0])
-    return whole_number(token, name, low=0, high=model.vocab_size - 1)
+    return whole_number(token, "answer" if answer else "token", low=0,
+                        high=model.vocab_size - 1)
 
 
 def _targets(model, target, final_logits: np.ndarray, n: int) -> np.ndarray:

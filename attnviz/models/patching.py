@@ -371,8 +371,7 @@ def _answers(model, answers, clean_final: np.ndarray, corrupted_final: np.ndarra
         return a, b
     if isinstance(answers, str) or len(answers) != 2:
         raise AttnvizInputError("error.patch.answers")
-    a, b = (token_id(model, x, error="error.patch.answer_tokens", name="answer")
-            for x in answers)
+    a, b = (token_id(model, x, answer=True) for x in answers)
     if a == b:
         raise AttnvizInputError("error.patch.same_answers", answer=model.piece_text(a))
     return a, b
