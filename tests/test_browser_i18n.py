@@ -21,8 +21,8 @@ pytestmark = pytest.mark.browser
 
 SIZES = [(1400, 1000), (1024, 768)]
 TITLE_ZH, TITLE_EN = "自注意力，一步一步来", "Self-attention, one step at a time"
-NAV_ZH = ["首页", "输入与权重", "逐步计算", "多头注意力", "实验", "预训练模型", "解读模型", "训练",
-          "生成"]
+NAV_ZH = ["首页", "输入与权重", "逐步计算", "多头注意力", "实验", "预训练模型", "解读模型", "追踪答案",
+          "训练", "生成"]
 SHOTS = Path(os.environ.get("ATTNVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="attnviz_i18n_"))
 
 # Text cut off by its box: wider than the box shows (an ellipsis, or hidden overflow)

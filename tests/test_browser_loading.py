@@ -14,6 +14,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SHOWN_WITHIN_MS = 8_000      # the title and the bar: at once, not after the load
 PAGES = [("/pretrained?model=smollm2", "Pretrained model"),
          ("/reading?model=smollm2", "Read the model"),
+         ("/trace?model=smollm2", "Trace the answer"),
          ("/generate", "Generate, one token at a time")]
 
 

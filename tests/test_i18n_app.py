@@ -25,12 +25,12 @@ CONVERTED_PAGES = [
     "pages/generate.py",
     "pages/train.py",
     "pages/reading.py",
-
+    "pages/trace.py",
 ]
-NAV_ZH = ["首页", "输入与权重", "逐步计算", "多头注意力", "实验", "预训练模型", "解读模型", "训练",
-          "生成"]
+NAV_ZH = ["首页", "输入与权重", "逐步计算", "多头注意力", "实验", "预训练模型", "解读模型", "追踪答案",
+          "训练", "生成"]
 NAV_EN = ["Home", "Inputs & weights", "Step by step", "Multi-head", "Experiments",
-          "Pretrained model", "Read the model", "Train", "Generate"]
+          "Pretrained model", "Read the model", "Trace the answer", "Train", "Generate"]
 
 
 def app(page: str = "pages/home.py", *, link: dict | None = None, locale: str | None = None,
@@ -195,7 +195,10 @@ SIDEBAR_STATES = {   # the sidebar in each of its forms
 
 
 def page_state(page: str) -> dict:
-    """What a page needs in the session to show all its parts: Train, a trained run."""
+    """What a page needs in the session to show all its parts: Train, a trained run; Trace
+    the answer, a language model."""
+    if page == "pages/trace.py":
+        return {"model": "smollm2"}
     if page != "pages/train.py":
         return {}
     from attnviz.models import toy
@@ -363,6 +366,31 @@ def test_every_tab_of_read_the_model_in_both_languages(tab, model):
     assert english_sentences(texts, ignore=shown_tokens(zh)) == []
     en = app("pages/reading.py", model=model, rd_view=chinese)
     assert en.session_state["rd_view"] == english
+    assert chinese_outside(visible_texts(en),
+                           ignore=[*shown_tokens(en), *allowed_chinese()]) == []
+
+
+TRACE_TABS = ("lens", "patching", "flow")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tab", TRACE_TABS)
+def test_every_tab_of_trace_the_answer_in_both_languages(tab):
+    """Each tab drawn whole (patching: a patched view, as a link that was patched opens it),
+    in Chinese on the Chinese prompt pair and in English on the English one."""
+    from attnviz.i18n import render
+
+    english, chinese = render(f"trace.tab.{tab}", "en"), render(f"trace.tab.{tab}", "zh")
+    zh = app("pages/trace.py", link={"lang": "zh"}, model="smollm2",
+             sentence="早上好，今天天气很好", tr_view=english, tr_ran=True,
+             tr_pair="weekday_zh", tr_where="mlp")
+    assert zh.session_state["tr_view"] == chinese
+    texts = visible_texts(zh)
+    assert len(texts) > 20 and any(t.where.startswith("chart") for t in texts)
+    assert english_sentences(texts, ignore=shown_tokens(zh)) == []
+    en = app("pages/trace.py", model="smollm2", tr_view=chinese, tr_ran=True, tr_pair="ioi",
+             tr_where="mlp")
+    assert en.session_state["tr_view"] == english
     assert chinese_outside(visible_texts(en),
                            ignore=[*shown_tokens(en), *allowed_chinese()]) == []
 

@@ -27,7 +27,7 @@ from tests.stream_client import CHARTS, TITLES, open_page
 pytestmark = pytest.mark.install
 
 ROOT = Path(__file__).resolve().parents[1]
-NAV_ORDER = ("", "inputs", "steps", "multihead", "experiments", "pretrained", "reading",
+NAV_ORDER = ("", "inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
              "train", "generate")      # the navigation's URL paths (Home, the default, is the root)
 
 

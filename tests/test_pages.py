@@ -396,7 +396,7 @@ def test_homes_map_links_every_page_and_names_both_real_models():
     Train and Generate) and its Pretrained card names both models the page runs."""
     at = open_page("pages/home.py")
     linked = [link.proto.page for link in at.get("page_link")]
-    assert linked == ["inputs", "steps", "multihead", "experiments", "pretrained", "reading",
+    assert linked == ["inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
                       "train", "generate"]
     captions = [c.value for c in at.caption]
     assert any("all-MiniLM-L6-v2" in c and "SmolLM2-135M-Instruct" in c for c in captions)

@@ -161,7 +161,7 @@ def test_a_page_file_run_first_runs_the_app_around_itself():
     assert at.sidebar.text_input(key=keys.SENTENCE).label == t("sidebar.sentence.label")
 
 
-NAVIGATION = ["home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading",
+NAVIGATION = ["home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
               "train", "generate"]
 
 

@@ -350,6 +350,32 @@ LENS_LAYER = "lens_layer"               # Logit lens: the layer boundary whose b
 LENS_BARS = "lens_bars"                 # Logit lens: that cell's top-10 bars
 LENS_RANK = "lens_rank"                 # Logit lens: the target's rank across the rows
 
+# ---- Trace the answer ---------------------------------------------------------------------------
+_section("page_bodies.trace")
+TR_VIEW = "tr_view"                     # Trace the answer's open tab (its label)
+_section("trace_view")
+TR_USE_LM = "tr_use_lm"                 # the button choosing the language model (MiniLM chosen)
+TR_PAIR = "tr_pair"                     # Patching: the preset pair (or "custom")
+TR_CLEAN = "tr_clean"                   # Patching: the clean prompt
+TR_CORRUPTED = "tr_corrupted"           # Patching: the corrupted prompt
+TR_ANSWER_CLEAN = "tr_answer_clean"     # Patching: the clean prompt's answer ("": its top token)
+TR_ANSWER_CORRUPTED = "tr_answer_corrupted"  # Patching: the corrupted prompt's answer
+TR_WHERE = "tr_where"                   # Patching: what is patched (patching.WHERE)
+TR_LAYER = "tr_layer"                   # Patching: the layer of "each head at each position"
+TR_PATCH = "tr_patch"                   # Patching: the button starting it
+TR_STOP = "tr_stop"                     # Patching: the button stopping it
+TR_RESUME = "tr_resume"                 # Patching: the button going on after a stop
+TR_RAN = "tr_ran"                       # Patching: True once patched (a link patches again)
+TR_RUN_FOR = "tr_run_for"               # Patching: the settings patching was asked for
+TR_STOPPED_FOR = "tr_stopped_for"       # Patching: the settings whose patching was stopped
+TR_PARTIAL = "tr_partial"               # Patching: (settings, the partial result so far)
+TR_MAP = "tr_map"                       # Patching: the effect map
+FL_POSITION = "fl_position"             # Information flow: the position traced
+FL_THRESHOLD = "fl_threshold"           # Information flow: the smallest importance kept
+FL_HEADS = "fl_heads"                   # Information flow: True, one edge per head
+FL_GRAPH = "fl_graph"                   # Information flow: the graph
+FL_EDGE = "fl_edge"                     # Information flow: the edge clicked (layer, head, …)
+
 # ---- Generate -----------------------------------------------------------------------------------
 _section("generate_view")
 GENERATE_RUN = "generate_run"           # {'recipe': (text, chat, temperature, seed), 'generation': …}
@@ -403,7 +429,8 @@ _section(None)
 # again on a switch, which redraws them.
 FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
-             EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
+             EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, TR_PAIR, TR_WHERE,
+             VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
              GEN_SAMPLING, GEN_LAYER, TOY_TASK)
 # the page picks a copied link carries, each with its default (attnviz.app.links): a link holds
 # those whose value differs from it. None: a default the page chooses (the model's last layer,
@@ -421,6 +448,10 @@ LINK_DEFAULTS = {
     RD_VIEW: "", RO_LAYER: None, RO_RESIDUAL: True, RO_TOKEN: None, VW_LAYER: 0, VW_HEAD: 0,
     HS_COLUMN: None, HS_LAYER: 0, HS_HEAD: 0, AB_HEADS: "", AB_OTHER: None, AB_TARGET: None,
     LENS_SUBLAYERS: False, LENS_COLOUR: "top", LENS_POSITION: None, LENS_LAYER: None,
+    # Trace the answer
+    TR_VIEW: "", TR_PAIR: "ioi", TR_CLEAN: None, TR_CORRUPTED: None, TR_ANSWER_CLEAN: None,
+    TR_ANSWER_CORRUPTED: None, TR_WHERE: "resid", TR_LAYER: None, TR_RAN: False,
+    FL_POSITION: None, FL_THRESHOLD: 0.04, FL_HEADS: True,
     # Generate (and the number of tokens generated: attnviz.app.links.GEN_TOKENS_PARAM)
     GEN_PROMPT: None, GEN_CHAT: False, GEN_SAMPLING: "greedy", GEN_TEMPERATURE: None,
     GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None}
@@ -428,8 +459,14 @@ LINK_DEFAULTS = {
 # list (whole numbers separated by commas)
 LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
               PT_HIDE_SPECIAL: bool, PT_DEC_LAYER: int, RO_LAYER: int, RO_TOKEN: int,
-              HS_COLUMN: str, AB_OTHER: str, AB_TARGET: int, LENS_POSITION: int, LENS_LAYER: int, GEN_PROMPT: str,
+              HS_COLUMN: str, AB_OTHER: str, AB_TARGET: int, LENS_POSITION: int, LENS_LAYER: int,
+              TR_CLEAN: str, TR_CORRUPTED: str, TR_ANSWER_CLEAN: str, TR_ANSWER_CORRUPTED: str,
+              TR_LAYER: int, FL_POSITION: int, GEN_PROMPT: str,
               GEN_TEMPERATURE: float, GEN_COUNT: int, GEN_STEP: int, GEN_LAYER: int}
+
+# the bounds of a page's pick a link may carry, where "at least 0" is not enough (a value
+# beyond is moved inside, with a notice); Generate's are attnviz.app.generate_state's
+LINK_BOUNDS = {FL_THRESHOLD: (0.0, 1.0)}
 
 
 def known(key: str) -> bool:

@@ -147,10 +147,11 @@ def _clamped(name: str, raw: str, value, notices: list[str], default=0):
 
 
 def _page_bounds() -> dict:
-    """The numbers a page bounds itself (Generate's sampling and count), by key."""
+    """The numbers a page bounds itself (Generate's sampling and count, the flow's threshold),
+    by key."""
     from attnviz.app import generate_state
 
-    return generate_state.LINK_BOUNDS
+    return {**generate_state.LINK_BOUNDS, **keys.LINK_BOUNDS}
 
 
 def _parse(name: str, raw: str, default):

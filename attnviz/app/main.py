@@ -16,7 +16,7 @@ from attnviz.i18n import t
 # a local file: a ":material/…:" page icon is fetched from a font host on the internet
 ICON = Path(__file__).resolve().parent / "static" / "favicon.svg"
 OWN_SETTINGS = {"train", "generate"}   # pages with their settings on the page: no sidebar input
-REAL_MODEL = {"pretrained", "reading"}   # pages that run the real model on the sentence
+REAL_MODEL = {"pretrained", "reading", "trace"}   # pages that run the real model on the sentence
 
 
 def run(pages_dir: Path | None = None) -> None:

@@ -34,6 +34,7 @@ PAGES = [
     ("experiments", ":material/science:"),
     ("pretrained", ":material/neurology:"),
     ("reading", ":material/insights:"),
+    ("trace", ":material/route:"),
     ("train", ":material/model_training:"),
     ("generate", ":material/auto_awesome:"),
 ]

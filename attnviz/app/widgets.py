@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import json
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -131,6 +134,25 @@ def chart(fig, *, key: str, on_click=None, args: tuple = ()) -> None:
 
     st.plotly_chart(fig, key=key, config=config, theme=None, on_select=callback,
                     selection_mode="points")
+
+
+def array_downloads(arrays, json_value, name: str, *, key: str) -> None:
+    """Two download buttons beside each other: `arrays()` (a dict of arrays) as
+    ``attnviz_<name>.npz`` and `json_value()` as ``attnviz_<name>.json``, each made when
+    clicked."""
+    def npz() -> bytes:
+        out = io.BytesIO()
+        np.savez(out, **arrays())
+        return out.getvalue()
+
+    left, right = st.columns(2)
+    left.download_button(t("downloads.arrays"), npz, f"attnviz_{name}.npz",
+                         "application/octet-stream", key=keys.NPZ(key), on_click="ignore",
+                         icon=":material/download:")
+    right.download_button(t("downloads.numbers"),
+                          lambda: json.dumps(json_value(), ensure_ascii=False),
+                          f"attnviz_{name}.json", "application/json", key=keys.JSON(key),
+                          on_click="ignore", icon=":material/download:")
 
 
 def head_picker(view: View, *, key: str = keys.HEAD) -> int:

@@ -135,6 +135,15 @@ class SizedCache:
                 del self._computing[key]
             lock.release()
 
+    def peek(self, key: Hashable, default=None):
+        """The value kept under `key` (counted as used), or `default`: never computed."""
+        with self._guard:
+            if key not in self._entries:
+                return default
+            self._entries.move_to_end(key)
+            self._used[key] = time.monotonic()
+            return self._entries[key]
+
     def _evict(self) -> None:
         """Drop the least recently used entries until the rest fit."""
         while len(self._entries) > 1 and (sum(self._sizes.values()) > self.max_bytes

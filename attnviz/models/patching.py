@@ -84,6 +84,31 @@ class Patching:
         """How many patches are computed."""
         return int((~np.isnan(self.metric)).sum())
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The result as arrays (``np.savez(file, **p.arrays())``): effect, metric, both
+        prompts' ids, the answers' ids, the unpatched metrics (clean, corrupted)."""
+        return {"effect": np.asarray(self.effect), "metric": np.asarray(self.metric),
+                "clean_ids": np.asarray(self.clean_ids),
+                "corrupted_ids": np.asarray(self.corrupted_ids),
+                "answers": np.asarray(self.answers),
+                "clean_corrupted": np.array([self.clean, self.corrupted])}
+
+    def to_json(self) -> dict:
+        """The result as JSON-safe values (NaN, not computed, as None)."""
+        def listed(a: np.ndarray) -> list:
+            return [[None if np.isnan(v) else float(v) for v in row] for row in a]
+
+        return {"where": self.where, "layer": self.layer,
+                "clean_tokens": list(self.clean_tokens),
+                "corrupted_tokens": list(self.corrupted_tokens),
+                "clean_ids": [int(i) for i in self.clean_ids],
+                "corrupted_ids": [int(i) for i in self.corrupted_ids],
+                "answers": [int(a) for a in self.answers],
+                "answer_tokens": list(self.answer_tokens),
+                "clean": self.clean, "corrupted": self.corrupted,
+                "effect": listed(self.effect), "metric": listed(self.metric),
+                "complete": self.complete}
+
     def top(self, k: int = 5) -> list[tuple[tuple[int, int], float]]:
         """The k entries with the largest |effect|, as ((row, column), effect)."""
         k = whole_number(k, "k", low=1, high=self.effect.size)

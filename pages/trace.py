@@ -1,0 +1,6 @@
+"""Trace the answer: the page's body is attnviz/app/page_bodies/trace.py, inside the app of app.py
+(attnviz.app.main.page_file)."""
+
+from attnviz.app import main
+
+main.page_file(__file__)

@@ -1,0 +1,156 @@
+"""The "Trace the answer" page (issue 28): its three tabs on SmolLM2 in AppTest, and MiniLM
+said. The numbers expected come from transformers, from what patching is (a patch that puts
+the whole clean input back gives the clean run; one that puts back what the corrupted run
+already has changes nothing) or from an independent computation here — never from attnviz.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from attnviz.app import keys
+from attnviz.i18n import render, use_language
+from attnviz.tutorials.patching_pairs import patching_pair
+from tests.apptest_helpers import (charts, heatmap_z, no_exceptions, open_link, page_in,
+                                   record_downloads, shows)
+
+pytestmark = pytest.mark.slow
+
+IOI = patching_pair("ioi")
+FACTUAL = patching_pair("factual")
+
+
+def patch_button(at):
+    found = [b for b in at.button if b.key == keys.TR_PATCH]
+    assert found, [b.key for b in at.button]
+    return found[0]
+
+
+def patching_page(lang: str = "en", **state):
+    return page_in("pages/trace.py", lang, model="smollm2",
+                   tr_view=render("trace.tab.patching", lang), **state)
+
+
+def effect_maps(at) -> list[dict]:
+    return [f for f in charts(at) if f["data"] and f["data"][0]["type"] == "heatmap"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_minilm_is_said_and_one_click_gives_the_language_model(lang):
+    at = page_in("pages/trace.py", lang)
+    assert at.session_state[keys.MODEL] == "minilm"
+    assert not at.tabs
+    [button] = [b for b in at.button if b.key == keys.TR_USE_LM]
+    with use_language(lang):            # AppTest formats the widgets' values in this thread
+        assert shows(at.info, "trace.needs_language_model")
+        button.click().run()
+    no_exceptions(at)
+    assert at.session_state[keys.MODEL] == "smollm2"
+    assert [tab.label for tab in at.tabs] == [render(f"trace.tab.{n}", lang)
+                                             for n in ("lens", "patching", "flow")]
+
+
+def hf_metric(torch, hf_decoder, text: str, answers: tuple[str, str]) -> float:
+    """logit(a) − logit(b) at the last position, in transformers."""
+    model, tok = hf_decoder
+    a, b = (tok(x)["input_ids"][0] for x in answers)
+    with torch.no_grad():
+        logits = model(torch.tensor([tok(text)["input_ids"]])).logits[0, -1]
+    return float(logits[a] - logits[b])
+
+
+def test_residual_patching_of_the_ioi_pair(torch, hf_decoder, monkeypatch):
+    """The preset's map: the embeddings row is 1 exactly at the one position the prompts
+    differ in (the whole clean input put back) and 0 exactly elsewhere (nothing changes);
+    the last row is 1 at the last position (the clean run's final stream). Both runs' logit
+    differences are transformers'. The .npz download holds the same map."""
+    made = record_downloads(monkeypatch)
+    at = patching_page()
+    assert at.text_input(key=keys.TR_CLEAN).value == IOI.clean
+    assert at.text_input(key=keys.TR_CORRUPTED).value == IOI.corrupted
+    assert not effect_maps(at)                           # nothing runs before the click
+    patch_button(at).click().run()
+    no_exceptions(at)
+    [fig] = effect_maps(at)
+    z = heatmap_z(fig)
+    clean_ids = np.array(hf_decoder[1](IOI.clean)["input_ids"])
+    corrupted_ids = np.array(hf_decoder[1](IOI.corrupted)["input_ids"])
+    n = len(clean_ids)
+    assert z.shape == (31, n)                            # boundaries 0 … 30 × positions
+    [differ] = np.flatnonzero(clean_ids != corrupted_ids)
+    expected_row0 = np.zeros(n)
+    expected_row0[differ] = 1.0
+    np.testing.assert_array_equal(z[0], expected_row0)
+    assert z[-1, -1] == 1.0
+    clean = hf_metric(torch, hf_decoder, IOI.clean, (IOI.clean_answer, IOI.corrupted_answer))
+    corrupted = hf_metric(torch, hf_decoder, IOI.corrupted,
+                          (IOI.clean_answer, IOI.corrupted_answer))
+    assert _close_metric(at, clean, corrupted)
+    saved = np.load(io.BytesIO(made["attnviz_patching_resid.npz"]()))
+    np.testing.assert_array_equal(saved["effect"], z)
+    doc = json.loads(made["attnviz_patching_resid.json"]())
+    assert doc["where"] == "resid" and doc["complete"] is True
+    np.testing.assert_array_equal(np.array(doc["effect"]), z)
+
+
+def _close_metric(at, clean: float, corrupted: float) -> bool:
+    """The page's two numbers (4 decimals) within 1e-3 of transformers'."""
+    import re
+
+    from tests.apptest_helpers import plain
+    for m in at.markdown:
+        found = re.findall(r"-?\d+\.\d{4}", plain(m))
+        if len(found) == 2:
+            return abs(float(found[0]) - clean) < 1e-3 and abs(float(found[1]) - corrupted) < 1e-3
+    return False
+
+
+def test_prompts_of_different_lengths_show_both_token_lists_and_no_button():
+    at = patching_page(tr_pair="custom", tr_clean="The cat sat", tr_corrupted="The big cat sat")
+    no_exceptions(at)
+    assert shows(at.warning, "trace.patch.lengths", clean=3, corrupted=4)
+    assert any("cat" in m.value and "big" not in m.value for m in at.markdown)
+    assert any("big" in m.value for m in at.markdown)
+    assert not [b for b in at.button if b.key == keys.TR_PATCH]
+
+
+def test_one_answer_typed_is_said():
+    at = patching_page(tr_pair="custom", tr_clean=FACTUAL.clean, tr_corrupted=FACTUAL.corrupted,
+                       tr_answer_clean=" Paris", tr_answer_corrupted="")
+    assert shows(at.error, "trace.patch.one_answer")
+
+
+def test_a_prompt_too_long_is_refused_with_its_count(decoder):
+    long = "one two three four five six seven eight nine ten " * 4
+    at = patching_page(tr_pair="custom", tr_clean=long, tr_corrupted=long)
+    assert shows(at.error, "trace.patch.too_long", tokens=len(decoder.encode(long)), limit=32)
+
+
+def test_a_link_of_a_patched_view_patches_again_in_a_fresh_session(torch, hf_decoder):
+    """Every setting goes into the link (pair, kind, tab, that it was patched): a fresh
+    session opening it shows the same map — here attention outputs of the factual pair, whose
+    rows are the 30 layers; a patch before the prompts' first difference changes nothing."""
+    at = patching_page("zh", tr_pair="factual", tr_where="attn")
+    with use_language("zh"):
+        patch_button(at).click().run()
+    no_exceptions(at)
+    link = {k: v for k, v in at.query_params.items()}
+    assert link[keys.TR_PAIR] == "factual" and link[keys.TR_WHERE] == "attn"
+    assert link[keys.TR_RAN] == "1"
+    with use_language("zh"):
+        again = open_link({k: v[0] if isinstance(v, list) else v for k, v in link.items()},
+                          "pages/trace.py")
+    no_exceptions(again)
+    [before], [after] = effect_maps(at), effect_maps(again)
+    z = heatmap_z(after)
+    np.testing.assert_array_equal(z, heatmap_z(before))
+    assert z.shape == (30, 9)
+    tok = hf_decoder[1]
+    a = np.array(tok(FACTUAL.clean)["input_ids"])
+    b = np.array(tok(FACTUAL.corrupted)["input_ids"])
+    first = int(np.flatnonzero(a != b)[0])
+    assert (z[:, :first] == 0).all()
