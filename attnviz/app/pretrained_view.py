@@ -13,7 +13,7 @@ from attnviz.core.modes import Mode
 from attnviz.core.errors import AttnvizInputError
 from attnviz.session.settings import Settings
 from attnviz.core.cache import SizedCache, python_bytes
-from attnviz.i18n import language, languages, t, use_language
+from attnviz.i18n import language, languages, render, t
 from attnviz.models.pretrained import PretrainedTrace, cached_run
 from attnviz.models.registry import ModelEntry
 from attnviz.app import compare_view, keys, state, widgets
@@ -79,11 +79,9 @@ def keep_tab(key: str, ids: list[str]) -> None:
     if current is None:
         return
     for msg_id in ids:
-        for lang in languages():
-            with use_language(lang):
-                if t(msg_id) == current:
-                    st.session_state[key] = t(msg_id)
-                    return
+        if current in {render(msg_id, lang) for lang in languages()}:
+            st.session_state[key] = t(msg_id)
+            return
 
 
 def chosen_model() -> ModelEntry:

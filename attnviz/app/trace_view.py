@@ -88,8 +88,12 @@ def _fill_pair() -> None:
         p = patching_pair(name)
         st.session_state[keys.TR_CLEAN] = p.clean
         st.session_state[keys.TR_CORRUPTED] = p.corrupted
-        st.session_state[keys.TR_ANSWER_CLEAN] = p.clean_answer
-        st.session_state[keys.TR_ANSWER_CORRUPTED] = p.corrupted_answer
+        # an answer of several tokens (四 is two byte pieces) is left to the model: each
+        # prompt's own most likely next token, its first piece
+        m = registry.language_model().load()
+        one_token = all(len(m.encode(a)) == 1 for a in (p.clean_answer, p.corrupted_answer))
+        st.session_state[keys.TR_ANSWER_CLEAN] = p.clean_answer if one_token else ""
+        st.session_state[keys.TR_ANSWER_CORRUPTED] = p.corrupted_answer if one_token else ""
 
 
 def _patch_inputs() -> tuple[str, str, tuple[str, str] | None, str, int | None]:
