@@ -364,7 +364,7 @@ def flow_tab() -> None:
     except AttnvizInputError as exc:
         st.error(t("reading.error.run", model=reading_view.shown_name(), error=literal(exc)))
         return
-    fig = flow_figures.flow_graph(graph.edges, shown, m.num_layers,
+    fig = flow_figures.flow_graph(graph.edges, shown, m.num_layers, position=position,
                                   title=t("trace.flow.title", position=position,
                                           token=_escaped(shown[position]),
                                           threshold=f"{threshold:.2f}"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 
 import numpy as np
 import pandas as pd
@@ -136,10 +135,10 @@ def chart(fig, *, key: str, on_click=None, args: tuple = ()) -> None:
                     selection_mode="points")
 
 
-def array_downloads(arrays, json_value, name: str, *, key: str) -> None:
+def array_downloads(arrays, json_text, name: str, *, key: str) -> None:
     """Two download buttons beside each other: `arrays()` (a dict of arrays) as
-    ``attnviz_<name>.npz`` and `json_value()` as ``attnviz_<name>.json``, each made when
-    clicked."""
+    ``attnviz_<name>.npz`` and `json_text()` (a JSON text) as ``attnviz_<name>.json``, each
+    made when clicked."""
     def npz() -> bytes:
         out = io.BytesIO()
         np.savez(out, **arrays())
@@ -149,10 +148,9 @@ def array_downloads(arrays, json_value, name: str, *, key: str) -> None:
     left.download_button(t("downloads.arrays"), npz, f"attnviz_{name}.npz",
                          "application/octet-stream", key=keys.NPZ(key), on_click="ignore",
                          icon=":material/download:")
-    right.download_button(t("downloads.numbers"),
-                          lambda: json.dumps(json_value(), ensure_ascii=False),
-                          f"attnviz_{name}.json", "application/json", key=keys.JSON(key),
-                          on_click="ignore", icon=":material/download:")
+    right.download_button(t("downloads.numbers"), json_text, f"attnviz_{name}.json",
+                          "application/json", key=keys.JSON(key), on_click="ignore",
+                          icon=":material/download:")
 
 
 def head_picker(view: View, *, key: str = keys.HEAD) -> int:

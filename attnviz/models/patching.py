@@ -33,6 +33,7 @@ what is missing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -93,12 +94,13 @@ class Patching:
                 "answers": np.asarray(self.answers),
                 "clean_corrupted": np.array([self.clean, self.corrupted])}
 
-    def to_json(self) -> dict:
-        """The result as JSON-safe values (NaN, not computed, as None)."""
+    def to_json(self) -> str:
+        """The result as JSON (NaN, not computed, as null): where, layer, both prompts' tokens
+        and ids, the answers, both runs' metrics, effect and metric, complete."""
         def listed(a: np.ndarray) -> list:
             return [[None if np.isnan(v) else float(v) for v in row] for row in a]
 
-        return {"where": self.where, "layer": self.layer,
+        return json.dumps({"where": self.where, "layer": self.layer,
                 "clean_tokens": list(self.clean_tokens),
                 "corrupted_tokens": list(self.corrupted_tokens),
                 "clean_ids": [int(i) for i in self.clean_ids],
@@ -107,7 +109,7 @@ class Patching:
                 "answer_tokens": list(self.answer_tokens),
                 "clean": self.clean, "corrupted": self.corrupted,
                 "effect": listed(self.effect), "metric": listed(self.metric),
-                "complete": self.complete}
+                "complete": self.complete}, ensure_ascii=False)
 
     def top(self, k: int = 5) -> list[tuple[tuple[int, int], float]]:
         """The k entries with the largest |effect|, as ((row, column), effect)."""
