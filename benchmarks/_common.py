@@ -2,6 +2,7 @@
 that many threads before numpy is imported, and the machine's load in the header line.
 
     args = parse(__doc__, repeats=5)      # first, before numpy or attnviz are imported
+    ids = text_ids(model, 64)             # the long-text benchmarks' 64 tokens
     print(header(args, tokens=64))
 """
 
@@ -23,6 +24,15 @@ def parse(description: str | None = None, *, repeats: int = 3) -> argparse.Names
     if args.threads:
         os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(args.threads)
     return args
+
+
+TEXT = ("The Eiffel Tower is in the city of Paris, and the Colosseum is in the city of "
+        "Rome. ") * 8
+
+
+def text_ids(model, n: int):
+    """The first `n` token ids of TEXT (n ≤ 185) as `model` reads it."""
+    return model.encode(TEXT)[:n]
 
 
 def header(args: argparse.Namespace, **facts) -> str:

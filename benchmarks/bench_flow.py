@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from _common import header, parse
+from _common import header, parse, text_ids
 
 
 def main() -> None:
@@ -23,9 +23,7 @@ def main() -> None:
     from attnviz import DecoderModel
 
     m = DecoderModel.load()
-    text = ("The Eiffel Tower is in the city of Paris, and the Colosseum is in the city of "
-            "Rome. ") * 8
-    ids = m.encode(text)[:64]
+    ids = text_ids(m, 64)
     h0 = m.embed(ids)
     f = m.information_flow(ids)                                        # warm
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from _common import header, parse
+from _common import header, parse, text_ids
 
 
 def main() -> None:
@@ -24,9 +24,7 @@ def main() -> None:
     from attnviz import DecoderModel
 
     m = DecoderModel.load()
-    text = ("The Eiffel Tower is in the city of Paris, and the Colosseum is in the city of "
-            "Rome. ") * 8
-    ids = m.encode(text)[:64]
+    ids = text_ids(m, 64)
     rng = np.random.default_rng(0)
     rows = rng.standard_normal((m.num_layers + 1, len(ids), m.d_model)).astype(np.float32)
     unembedding = m.embed(np.arange(m.vocab_size))                     # E (vocab, d_model), tied

@@ -1,8 +1,8 @@
 """Information flow routes on SmolLM2 (issue 28.3; Ferrando & Voita 2024), held to transformers
-loading the same GGUF: each layer's attention output split here, in torch, into one term per
+loading the same GGUF: each layer's attention output split here (float64) into one term per
 (head, earlier token) from transformers' own attention weights, value projections and o_proj
-slices; the terms and the residual sum back to transformers' resid_mid, and the proximity
-formula applied here to those terms gives attnviz's importances. Then the normalisation, the
+slices, read with its forward hooks; the terms and the residual sum back to transformers'
+resid_mid, and the proximity formula applied here to those terms gives attnviz's importances. Then the normalisation, the
 graph walk (checked against a walk written here from the definition), the errors, the exports
 and the figure. Expected numbers never come from attnviz."""
 
@@ -13,6 +13,7 @@ import pytest
 
 from attnviz.models.flow import KINDS
 from attnviz.plot.flow_figures import MAX_WIDTH, MIN_WIDTH, flow_graph
+from tests.hf_reference import hf_activations
 from tests.message_helpers import raises_message
 
 PROMPT = "The Eiffel Tower is in the city of"
@@ -27,49 +28,25 @@ WEIGHT_ATOL = 1e-4          # importances against the formula applied to transfo
 
 # ---- against transformers ---------------------------------------------------------------------
 
-def _hf_parts(torch, hf_decoder, ids, layers):
-    """For each of `layers`, from transformers: resid_pre (n, d), resid_mid (n, d), resid_post
-    (n, d) and the head terms (H, n_i, n_j, d) α^h_ij · v^{kv(h)}_j W_O^h, float64."""
+def _hf_parts(hf_decoder, ids, layers):
+    """For each of `layers`, from transformers' own activations (its forward hooks) and o_proj
+    weight: resid_pre, resid_mid, resid_post (n, d) and the head terms (H, n_i, n_j, d)
+    α^h_ij · v^{kv(h)}_j W_O^h, in float64."""
     model, _ = hf_decoder
-    seen = {}
-    handles = []
+    h_count = model.config.num_attention_heads
+    got = hf_activations(hf_decoder, ids, layers)
+    parts = {}
     for layer in layers:
-        block = model.model.layers[layer]
-        handles += [
-            block.register_forward_pre_hook(
-                lambda m, args, layer=layer: seen.__setitem__((layer, "pre"), args[0])),
-            block.post_attention_layernorm.register_forward_pre_hook(
-                lambda m, args, layer=layer: seen.__setitem__((layer, "mid"), args[0])),
-            block.register_forward_hook(
-                lambda m, args, out, layer=layer: seen.__setitem__(
-                    (layer, "post"), out[0] if isinstance(out, tuple) else out)),
-            block.self_attn.v_proj.register_forward_hook(
-                lambda m, args, out, layer=layer: seen.__setitem__((layer, "v"), out))]
-    try:
-        with torch.no_grad():
-            out = model(torch.tensor([list(ids)]), output_attentions=True)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return {layer: _terms(torch, model, out.attentions[layer], seen, layer) for layer in layers}
-
-
-def _terms(torch, model, attentions, seen, layer):
-    config = model.config
-    h_count, h_kv = config.num_attention_heads, config.num_key_value_heads
-    d_k = config.hidden_size // h_count
-    with torch.no_grad():
-        alpha = attentions[0].double()                                   # (H, n, n)
-        n = alpha.shape[-1]
-        v = seen[(layer, "v")][0].double().reshape(n, h_kv, d_k)        # (n, H_kv, d_k)
-        w_o = model.model.layers[layer].self_attn.o_proj.weight.double()   # (d, H d_k)
-        values = torch.stack([v[:, h // (h_count // h_kv)] @ w_o[:, h * d_k:(h + 1) * d_k].T
-                              for h in range(h_count)])                 # (H, n_j, d)
-        terms = alpha[..., None] * values[:, None, :, :]                # (H, n_i, n_j, d)
-        result = {name: seen[(layer, name)][0].double().numpy()
-                  for name in ("pre", "mid", "post")}
-    result["terms"] = terms.numpy()
-    return result
+        alpha = got[(layer, "pattern")][0].astype(np.float64)          # (H, n, n)
+        v = got[(layer, "v")][0].astype(np.float64)                    # (H_kv, n, d_v)
+        d_v = v.shape[-1]
+        w_o = model.model.layers[layer].self_attn.o_proj.weight.detach().double().numpy()
+        values = np.stack([v[h // (h_count // len(v))] @ w_o[:, h * d_v:(h + 1) * d_v].T
+                           for h in range(h_count)])                   # (H, n_j, d)
+        parts[layer] = {name: got[(layer, f"resid_{name}")][0].astype(np.float64)
+                        for name in ("pre", "mid", "post")}
+        parts[layer]["terms"] = alpha[..., None] * values[:, None, :, :]   # (H, n_i, n_j, d)
+    return parts
 
 
 def _proximity(z, y):
@@ -80,9 +57,9 @@ def _proximity(z, y):
 @pytest.mark.slow
 @pytest.mark.parametrize("text", [PROMPT, OTHER])
 def test_the_parts_sum_back_and_their_importances_are_the_proximity_formula(
-        torch, decoder, hf_decoder, text):
+        decoder, hf_decoder, text):
     ids = decoder.encode(text)
-    hf = _hf_parts(torch, hf_decoder, ids, LAYERS)
+    hf = _hf_parts(hf_decoder, ids, LAYERS)
     f = decoder.information_flow(ids)
     tokens = decoder.information_flow(ids, heads=False)
     for layer in LAYERS:
