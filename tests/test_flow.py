@@ -2,9 +2,9 @@
 loading the same GGUF: each layer's attention output split here (float64) into one term per
 (head, earlier token) from transformers' own attention weights, value projections and o_proj
 slices, read with its forward hooks; the terms and the residual sum back to transformers'
-resid_mid, and the proximity formula applied here to those terms gives attnviz's importances. Then the normalisation, the
-graph walk (checked against a walk written here from the definition), the errors, the exports
-and the figure. Expected numbers never come from attnviz."""
+resid_mid, and the proximity formula applied here to those terms gives attnviz's importances.
+Then the normalisation, the graph walk (checked against a walk written here from the
+definition), the errors, the exports and the figure. Expected numbers never come from attnviz."""
 
 import json
 

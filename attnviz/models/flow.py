@@ -27,7 +27,9 @@ One forward pass (``DecoderModel.run_layers`` with a reading hook: resid_pre, v,
 resid_mid, mlp_out), then layer by layer the parts' L1 distances, one position i at a time:
 head h's part of i is α^h_ij f_h(x_j), so each distance needs its whole vector, and only one
 row's (H, i + 1, d_model) are held, in one buffer. ``graph`` walks again with
-another position or threshold without recomputing.
+another position or threshold without recomputing. A number that is not finite stops the
+forward pass with error.model.not_finite naming its layer and step (``models.finite``); the
+importances are then only ever computed from finite numbers.
 """
 
 from __future__ import annotations
