@@ -11,27 +11,20 @@ only; nothing is asserted.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import time
 
+from _common import header, parse, text_ids
+
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    if args.threads:
-        os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    args = parse(__doc__, repeats=5)
     import numpy as np
 
     from attnviz import DecoderModel
 
     m = DecoderModel.load()
-    text = ("The Eiffel Tower is in the city of Paris, and the Colosseum is in the city of "
-            "Rome. ") * 8
-    ids = m.encode(text)[:64]
+    ids = text_ids(m, 64)
     rng = np.random.default_rng(0)
     rows = rng.standard_normal((m.num_layers + 1, len(ids), m.d_model)).astype(np.float32)
     unembedding = m.embed(np.arange(m.vocab_size))                     # E (vocab, d_model), tied
@@ -53,8 +46,7 @@ def main() -> None:
         bares.append(bare())
         lenses.append(lens())
     b, l = statistics.median(bares), statistics.median(lenses)
-    print(f"tokens {len(ids)}, rows {m.num_layers + 1}, threads {args.threads}, "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(header(args, tokens=len(ids), rows=m.num_layers + 1))
     print(f"bare matrix products   {b:.3f} s")
     print(f"logit lens (k=10, KL)  {l:.3f} s   (budget ≤ 3 s)")
     print(f"ratio                  {l / b:.2f}   (budget ≤ 1.5)")

@@ -15,10 +15,10 @@ only; nothing is asserted.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import time
+
+from _common import header, parse
 
 PAIRS = {
     "ioi": ("When Mary and John went to the big store, John gave a cold drink to",
@@ -32,16 +32,11 @@ PAIRS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    if args.threads:
-        os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    args = parse(__doc__, repeats=3)
     from attnviz import DecoderModel
 
     m = DecoderModel.load()
-    print(f"threads {args.threads}, load average {os.getloadavg()[0]:.2f}")
+    print(header(args))
     for name, (clean, corrupted) in PAIRS.items():
         ids = m.encode(clean)
         assert len(ids) == len(m.encode(corrupted)), name

@@ -21,7 +21,8 @@ import pytest
 
 import attnviz
 from attnviz.plot import (decoder_figures, diff_figures, experiment_figures, figures,
-                          generate_figures, lens_figures, model_figures, reading_figures)
+                          flow_figures, generate_figures, lens_figures, model_figures,
+                          reading_figures)
 from attnviz.tutorials.experiments import AttentionSink
 
 RAW = "\"<>&'"
@@ -140,6 +141,9 @@ BUILDERS = {
     "lens_figures.top_bars": lambda: lens_figures.top_bars(TOKENS, [0.6, 0.3], title="t"),
     "lens_figures.rank_line": lambda: lens_figures.rank_line(
         [3, 1], row_labels=TOKENS, title="t"),
+    "flow_figures.flow_graph": lambda: flow_figures.flow_graph(        # ticks, hovers
+        [(0, 0, 1, "head", 2, 0.6), (0, 1, 1, "attn_residual", -1, 0.4),
+         (0, 0, 0, "mlp", -1, 0.3)], TOKENS, 1, title="t", position=1),
 }
 
 
@@ -168,7 +172,8 @@ NO_USER_TEXT = {
 def test_every_figure_builder_is_checked():
     builders = set()
     for module in (figures, generate_figures, model_figures, experiment_figures,
-                   reading_figures, diff_figures, decoder_figures, lens_figures):
+                   reading_figures, diff_figures, decoder_figures, lens_figures,
+                   flow_figures):
         for name, fn in vars(module).items():
             if (inspect.isfunction(fn) and fn.__module__ == module.__name__
                     and not name.startswith("_")

@@ -48,7 +48,8 @@ from attnviz.core.reading import value_norms
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import t
 
-if TYPE_CHECKING:                   # lens and patching import nothing from here at run time
+if TYPE_CHECKING:                   # lens, patching and flow import nothing from here at run time
+    from attnviz.models.flow import InformationFlow
     from attnviz.models.lens import LogitLens
     from attnviz.models.patching import Patching
 
@@ -681,6 +682,18 @@ class DecoderModel(ConfigSizes):
 
         return patch(self, clean, corrupted, answers=answers, where=where, layer=layer,
                      batch=batch, progress=progress, should_stop=should_stop, resume=resume)
+
+    def information_flow(self, text_or_ids: str | np.typing.ArrayLike, *, position: int = -1,
+                         threshold: float = 0.04, heads: bool = True,
+                         max_tokens: int | None = None) -> "InformationFlow":
+        """The information flow routes of `text_or_ids` (Ferrando & Voita 2024;
+        ``attnviz.models.flow.information_flow``): each head's term from each earlier token,
+        each residual and each MLP weighted by its proximity to the stream it is added to;
+        ``edges`` the graph from `position` down, every edge of importance ≥ `threshold`."""
+        from attnviz.models.flow import information_flow
+
+        return information_flow(self, text_or_ids, position=position, threshold=threshold,
+                                heads=heads, max_tokens=max_tokens)
 
     def labels(self, ids: np.typing.ArrayLike) -> tuple[list[str], list[str], list[CharSpan]]:
         """(tokens, pieces, spans) of token ids, as a run gives them: the readable tokens, the

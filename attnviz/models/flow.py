@@ -1,0 +1,299 @@
+"""Information flow routes (Ferrando & Voita 2024, "Information Flow Routes", arXiv 2403.00824)
+on SmolLM2: which earlier tokens, heads and MLPs the residual stream at one position was built
+from, as a graph over (row, position) nodes with an importance on every edge.
+
+Each sublayer adds to the residual stream a sum of parts; each part's share of the result is
+its proximity to it (from ALTI, Ferrando et al. 2022):
+
+    resid_mid_i  = resid_pre_i + Σ_h Σ_{j ≤ i} α^h_ij f_h(x_j)      the attention sublayer
+    f_h(x_j)     = (RMSNorm(resid_pre_j) · g W_V^{kv(h)}) W_O^h      head h's value of token j
+                   (the key/value head kv(h) = h // (H / H_kv) it reads) times its rows of W_O
+    resid_post_i = resid_mid_i + mlp_out_i                          the MLP sublayer
+    proximity(z, y)  = max(0, ‖y‖₁ − ‖y − z‖₁)
+    importance(z, y) = proximity(z, y) / Σ_{z'} proximity(z', y)    over the parts z' of y
+
+so the importances of a node's incoming edges sum to 1 (a node none of whose parts is near it
+— every proximity 0 — gives its residual edge 1). heads=False is the paper's token-level view:
+one part per earlier token j, Σ_h α^h_ij f_h(x_j) (edge kind "attn", head −1).
+
+Nodes are (row, position), rows 0 … 2L: row 2ℓ is resid_pre of layer ℓ, 2ℓ + 1 its resid_mid,
+2L the stream after the last layer. An edge is (layer, source, target, kind, head, weight):
+"head" (j → i through head h) and "attn_residual" (i → i) from row 2ℓ to 2ℓ + 1, "mlp" and
+"mlp_residual" (i → i) from row 2ℓ + 1 to 2ℓ + 2; head is −1 but for "head". The graph of a
+position: from (2L, position) down, every edge of importance ≥ threshold into a node kept;
+a node is kept if it is the top one or the source of a kept edge.
+
+One forward pass (``DecoderModel.run_layers`` with a reading hook: resid_pre, v, pattern,
+resid_mid, mlp_out), then layer by layer the parts' L1 distances, one position i at a time:
+head h's part of i is α^h_ij f_h(x_j), so each distance needs its whole vector, and only one
+row's (H, i + 1, d_model) are held, in one buffer. ``graph`` walks again with
+another position or threshold without recomputing. A number that is not finite stops the
+forward pass with error.model.not_finite naming its layer and step (``models.finite``); the
+importances are then only ever computed from finite numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from attnviz.core.arrays import readonly, whole_number
+from attnviz.core.errors import AttnvizInputError
+from attnviz.models.finite import quiet
+from attnviz.models.lens import text_ids
+
+__all__ = ["KINDS", "InformationFlow", "information_flow", "proximities"]
+
+KINDS = ("head", "attn", "attn_residual", "mlp", "mlp_residual")
+_DTYPE = np.float32
+_READ = ("resid_pre", "v", "pattern", "resid_mid", "mlp_out")
+
+Edge = tuple[int, int, int, str, int, float]      # (layer, source, target, kind, head, weight)
+
+
+@dataclass(frozen=True, eq=False)
+class InformationFlow:
+    """The information flow of one text: every edge's importance, and the graph of `position`.
+
+    L layers, H heads, n tokens. head_weights (L, H, n, n) float32 (heads=True; None else):
+    [ℓ, h, i, j] the importance of head h's term from token j in resid_mid_i, 0 above the
+    diagonal; token_weights (L, n, n) float32 (heads=False; None else): the same for the sum
+    over heads. attn_residual (L, n): resid_pre_i's importance in resid_mid_i; mlp, mlp_residual
+    (L, n): mlp_out_i's and resid_mid_i's in resid_post_i. position (0 … n − 1), threshold:
+    the graph's; nodes: its kept (row, position) pairs, top row first; edges: its kept edges,
+    by layer descending, then weight descending.
+    """
+
+    ids: np.ndarray
+    tokens: list[str]
+    heads: bool
+    position: int
+    threshold: float
+    head_weights: np.ndarray | None = field(repr=False)
+    token_weights: np.ndarray | None = field(repr=False)
+    attn_residual: np.ndarray = field(repr=False)
+    mlp: np.ndarray = field(repr=False)
+    mlp_residual: np.ndarray = field(repr=False)
+    nodes: tuple[tuple[int, int], ...] = field(repr=False)
+    edges: list[Edge] = field(repr=False)
+
+    @property
+    def num_layers(self) -> int:
+        return self.attn_residual.shape[0]
+
+    @property
+    def top(self) -> tuple[int, int]:
+        """The graph's top node: (2L, position)."""
+        return 2 * self.num_layers, self.position
+
+    def graph(self, position: int | None = None,
+              threshold: float | None = None) -> "InformationFlow":
+        """The same importances walked from another `position` or with another `threshold`
+        (None: this one's): no model run, a few milliseconds."""
+        position = self.position if position is None else position
+        threshold = self.threshold if threshold is None else threshold
+        position, threshold = _check_graph(position, threshold, len(self.ids))
+        nodes, edges = _walk(self, position, threshold)
+        return replace(self, position=position, threshold=threshold, nodes=nodes,
+                       edges=edges)
+
+    def to_json(self) -> str:
+        """The graph and its settings as JSON: tokens, ids, position, threshold, heads, the
+        number of layers, nodes [[row, position], …] and edges [{layer, source, target, kind,
+        head, weight}, …]."""
+        keys = ("layer", "source", "target", "kind", "head", "weight")
+        return json.dumps({
+            "tokens": list(self.tokens), "ids": [int(i) for i in self.ids],
+            "position": self.position, "threshold": self.threshold, "heads": self.heads,
+            "num_layers": self.num_layers, "nodes": [list(node) for node in self.nodes],
+            "edges": [dict(zip(keys, edge)) for edge in self.edges]}, ensure_ascii=False)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every array, for ``np.savez`` (no pickles): ids, the importances (head_weights or
+        token_weights, attn_residual, mlp, mlp_residual), the graph's nodes (N, 2) and edges
+        (E, 5) ints (layer, source, target, kind — an index of `kinds` —, head) with
+        edge_weights (E,), and kinds."""
+        kind_index = {kind: k for k, kind in enumerate(KINDS)}
+        edges = np.array([(e[0], e[1], e[2], kind_index[e[3]], e[4]) for e in self.edges],
+                         dtype=np.int64).reshape(-1, 5)
+        out = {"ids": np.asarray(self.ids), "attn_residual": self.attn_residual,
+               "mlp": self.mlp, "mlp_residual": self.mlp_residual,
+               "nodes": np.array(self.nodes, dtype=np.int64).reshape(-1, 2), "edges": edges,
+               "edge_weights": np.array([e[5] for e in self.edges], dtype=_DTYPE),
+               "kinds": np.array(KINDS)}
+        if self.heads:
+            out["head_weights"] = self.head_weights
+        else:
+            out["token_weights"] = self.token_weights
+        return out
+
+
+@quiet
+def information_flow(model, ids_or_text, *, position: int = -1, threshold: float = 0.04,
+                     heads: bool = True, max_tokens: int | None = None) -> InformationFlow:
+    """The information flow of a text (or token ids) on a ``DecoderModel``; see the module's
+    docstring. position: the graph's top position (negative: from the end; −1 the last);
+    threshold: the least importance an edge kept has, 0 … 1; heads: one part per head and
+    token (True) or per token, summed over the heads (False, the paper's view); max_tokens:
+    read at most this many tokens (None: the model's limit, 512)."""
+    ids = text_ids(model, ids_or_text)
+    limit = model.max_tokens if max_tokens is None else \
+        whole_number(max_tokens, "max_tokens", low=1, high=model.max_tokens)
+    ids = ids[:limit]
+    position, threshold = _check_graph(position, threshold, len(ids))
+    if not isinstance(heads, (bool, np.bool_)):
+        raise AttnvizInputError("error.flow.heads", value=repr(heads))
+    n, layers, h_count = len(ids), model.num_layers, model.num_heads
+    attn_shape = (layers, h_count, n, n) if heads else (layers, n, n)
+    attn = np.empty(attn_shape, _DTYPE)
+    attn_residual, mlp, mlp_residual = (np.empty((layers, n), _DTYPE) for _ in range(3))
+    reads = _forward(model, ids)
+    for layer, read in enumerate(reads):
+        parts = _head_values(model, layer, read["v"][0])              # (H, n, d_model)
+        pattern = read["pattern"][0]                                   # (H, n, n)
+        resid_pre, resid_mid = read["resid_pre"][0], read["resid_mid"][0]   # (n, d_model)
+        near = proximities(resid_mid, pattern, parts, summed=not heads)   # ([H,] n, n)
+        attn[layer], attn_residual[layer] = _shares(near, _proximity(resid_pre, resid_mid),
+                                                    node_axis=near.ndim - 2)
+        mlp_out = read["mlp_out"][0]
+        resid_post = resid_mid + mlp_out                               # as the layer adds
+        near_mlp, near_mid = _proximity(mlp_out, resid_post), _proximity(resid_mid, resid_post)
+        mlp[layer], mlp_residual[layer] = _shares(near_mlp, near_mid, node_axis=0)
+    tokens, _, _ = model.labels(ids)
+    flow = InformationFlow(
+        ids=readonly(ids), tokens=tokens, heads=bool(heads), position=position,
+        threshold=threshold, head_weights=readonly(attn) if heads else None,
+        token_weights=None if heads else readonly(attn),
+        attn_residual=readonly(attn_residual), mlp=readonly(mlp),
+        mlp_residual=readonly(mlp_residual), nodes=(), edges=[])
+    nodes, edges = _walk(flow, position, threshold)
+    return replace(flow, nodes=nodes, edges=edges)
+
+
+def proximities(y: np.ndarray, pattern: np.ndarray, parts: np.ndarray, *,
+                summed: bool = False) -> np.ndarray:
+    """(H, n, n) float32: [h, i, j] = max(0, ‖y_i‖₁ − ‖y_i − α^h_ij f_h(x_j)‖₁) for j ≤ i, 0
+    above the diagonal. y (n, d_model): the sums (resid_mid); pattern (H, n, n): α; parts
+    (H, n, d_model): f_h(x_j). summed: one part per token, Σ_h α^h_ij f_h(x_j) → (n, n).
+    Row i at a time, over its keys j ≤ i only, in one buffer of (H, n, d_model) floats."""
+    h_count, n, d = parts.shape
+    out = np.zeros((1 if summed else h_count, n, n), _DTYPE)
+    norms = np.abs(y).sum(axis=-1)                                     # (n,) ‖y_i‖₁
+    by_key = parts.transpose(1, 0, 2)                                  # (n, H, d_model)
+    buffer = np.empty(out.shape[0] * n * d, _DTYPE)
+    for i in range(n):
+        keys = i + 1
+        buf = buffer[:out.shape[0] * keys * d].reshape(-1, keys, d)    # ([H|1], keys, d_model)
+        if summed:                                     # (keys, 1, H) @ (keys, H, d_model)
+            np.matmul(pattern[:, i, :keys].T[:, None, :], by_key[:keys],
+                      out=buf.reshape(keys, 1, d))
+        else:
+            np.multiply(pattern[:, i, :keys, None], parts[:, :keys], out=buf)
+        np.subtract(y[i], buf, out=buf)
+        np.abs(buf, out=buf)
+        out[:, i, :keys] = norms[i] - buf.sum(axis=-1)
+    np.maximum(out, 0, out=out)
+    return out[0] if summed else out
+
+
+# ---- pieces -------------------------------------------------------------------------------------
+
+def _check_graph(position, threshold, n: int) -> tuple[int, float]:
+    """position as 0 … n − 1 (negative counts from the end), threshold as a float in 0 … 1."""
+    position = whole_number(position, "position", low=-n, high=n - 1) % n
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)) \
+            or not 0 <= threshold <= 1:                                 # NaN fails too
+        raise AttnvizInputError("error.flow.threshold", value=repr(threshold))
+    return position, float(threshold)
+
+
+def _forward(model, ids: np.ndarray) -> list[dict[str, np.ndarray]]:
+    """One pass over the layers: each layer's resid_pre, v, pattern, resid_mid, mlp_out
+    (copies, batch axis kept)."""
+    reads = [dict() for _ in range(model.num_layers)]
+
+    def read(layer: int, name: str, value: np.ndarray) -> None:
+        if name in _READ:
+            reads[layer][name] = np.array(value, dtype=_DTYPE)
+
+    model.run_layers(model.embed(ids), hook=read)
+    return reads
+
+
+def _head_values(model, layer: int, v: np.ndarray) -> np.ndarray:
+    """(H, n, d_model): f_h(x_j) = v^{kv(h)}_j W_O^h, v (H_kv, n, d_k) the layer's values."""
+    w_o = model.layer_weights(layer).w_o                               # (H d_v, d_model)
+    h_count, h_kv = model.num_heads, model.num_kv_heads
+    d_v = w_o.shape[0] // h_count
+    w_o = w_o.reshape(h_count, d_v, -1)                                # (H, d_v, d_model)
+    shared = v[np.arange(h_count) // (h_count // h_kv)]                # (H, n, d_v)
+    return shared @ w_o                                                # (H, n, d_model)
+
+
+def _proximity(z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(n,): max(0, ‖y_i‖₁ − ‖y_i − z_i‖₁) for rows z, y (n, d_model)."""
+    return np.maximum((np.abs(y) - np.abs(y - z)).sum(axis=-1), 0)
+
+
+def _shares(near: np.ndarray, near_residual: np.ndarray, node_axis: int):
+    """Each part's proximity over the sum of its node's: the parts' `near` (the nodes along
+    `node_axis`) and the residual's (n,). A node whose every proximity is 0 gives its
+    residual 1."""
+    others = tuple(a for a in range(near.ndim) if a != node_axis)
+    total = near.sum(axis=others) + near_residual                      # (n,)
+    empty = total == 0
+    scale = np.where(empty, 1, total)
+    shape = [1] * near.ndim
+    shape[node_axis] = -1
+    return ((near / scale.reshape(shape)).astype(_DTYPE),
+            np.where(empty, 1, near_residual / scale).astype(_DTYPE))
+
+
+def _walk(flow: InformationFlow, position: int, threshold: float):
+    """The nodes and edges kept from (2L, position) down (see the module's docstring)."""
+    layers, n = flow.num_layers, len(flow.ids)
+    kept = np.zeros(n, dtype=bool)                                     # positions of this row
+    kept[position] = True
+    nodes = [(2 * layers, position)]
+    edges: list[Edge] = []
+    for layer in range(layers - 1, -1, -1):
+        row = 2 * layer
+        # the MLP sublayer: (row + 1, i) → (row + 2, i)
+        below = np.zeros(n, dtype=bool)
+        for kind, weights in (("mlp", flow.mlp[layer]), ("mlp_residual",
+                                                          flow.mlp_residual[layer])):
+            keep = kept & (weights >= threshold)
+            edges += [(layer, int(i), int(i), kind, -1, float(weights[i]))
+                      for i in np.flatnonzero(keep)]
+            below |= keep
+        kept = below
+        nodes += [(row + 1, int(i)) for i in np.flatnonzero(kept)]
+        # the attention sublayer: (row, j) → (row + 1, i)
+        below = np.zeros(n, dtype=bool)
+        weights = flow.attn_residual[layer]
+        keep = kept & (weights >= threshold)
+        edges += [(layer, int(i), int(i), "attn_residual", -1, float(weights[i]))
+                  for i in np.flatnonzero(keep)]
+        below |= keep
+        if flow.heads:
+            w = flow.head_weights[layer]                                # (H, n, n)
+            h_idx, i_idx, j_idx = np.nonzero((w >= threshold) & kept[None, :, None]
+                                             & np.tri(n, dtype=bool)[None])
+            values = w[h_idx, i_idx, j_idx]
+            edges += [(layer, int(j), int(i), "head", int(h), float(v))
+                      for h, i, j, v in zip(h_idx, i_idx, j_idx, values)]
+        else:
+            w = flow.token_weights[layer]                               # (n, n)
+            i_idx, j_idx = np.nonzero((w >= threshold) & kept[:, None] & np.tri(n, dtype=bool))
+            values = w[i_idx, j_idx]
+            edges += [(layer, int(j), int(i), "attn", -1, float(v))
+                      for i, j, v in zip(i_idx, j_idx, values)]
+        below[j_idx] = True
+        kept = below
+        nodes += [(row, int(j)) for j in np.flatnonzero(kept)]
+    order = {kind: k for k, kind in enumerate(KINDS)}
+    edges.sort(key=lambda e: (-e[0], -e[5], order[e[3]], e[2], e[1], e[4]))
+    nodes.sort(key=lambda node: (-node[0], node[1]))
+    return tuple(nodes), edges
