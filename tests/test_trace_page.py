@@ -154,3 +154,91 @@ def test_a_link_of_a_patched_view_patches_again_in_a_fresh_session(torch, hf_dec
     b = np.array(tok(FACTUAL.corrupted)["input_ids"])
     first = int(np.flatnonzero(a != b)[0])
     assert (z[:, :first] == 0).all()
+
+
+# ---- information flow --------------------------------------------------------------------------
+
+EIFFEL = "The Eiffel Tower is in the city of"
+
+
+def flow_page(lang: str = "en", **state):
+    return page_in("pages/trace.py", lang, model="smollm2", sentence=EIFFEL,
+                   tr_view=render("trace.tab.flow", lang), **state)
+
+
+def proximity_shares(parts: list[np.ndarray], y: np.ndarray) -> np.ndarray:
+    """Ferrando & Voita's importances of `parts` (summing to y): max(0, ‖y‖₁ − ‖y − z‖₁),
+    normalised."""
+    near = np.array([max(0.0, np.abs(y).sum() - np.abs(y - z).sum()) for z in parts])
+    return near / near.sum()
+
+
+def test_the_flow_graphs_top_edges_are_transformers_mlp_and_residual_shares(hf_decoder,
+                                                                             monkeypatch):
+    """The edges into the top node (the last position after the last layer): the MLP's and
+    the residual's shares of resid_post, computed here from transformers' own activations;
+    every edge in the download is at least the threshold."""
+    from tests.hf_reference import hf_activations
+
+    made = record_downloads(monkeypatch)
+    at = flow_page()
+    no_exceptions(at)
+    assert any(f["data"] and any(tr.get("meta") == "head" for tr in f["data"])
+               for f in charts(at))
+    doc = json.loads(made["attnviz_flow.json"]())
+    ids = hf_decoder[1](EIFFEL)["input_ids"]
+    last = len(ids) - 1
+    assert doc["ids"] == ids and doc["position"] == last and doc["threshold"] == 0.04
+    assert all(e["weight"] >= 0.04 for e in doc["edges"])
+    got = hf_activations(hf_decoder, ids, [29])
+    mid, mlp = got[(29, "resid_mid")][0, last], got[(29, "mlp_out")][0, last]
+    expected = dict(zip(("mlp", "mlp_residual"),
+                        proximity_shares([mlp.astype(np.float64), mid.astype(np.float64)],
+                                         (mid + mlp).astype(np.float64))))
+    top = {e["kind"]: e["weight"] for e in doc["edges"]
+           if e["layer"] == 29 and e["target"] == last and e["kind"] in expected}
+    assert top, doc["edges"][:4]
+    for kind, weight in top.items():
+        assert weight == pytest.approx(expected[kind], abs=1e-4)
+
+
+def test_a_click_on_a_head_edge_names_it_and_opens_that_head_step_by_step():
+    from tests.apptest_helpers import click_points
+
+    at = flow_page("zh")
+    head_traces = [(i, tr) for f in charts(at) for i, tr in enumerate(f["data"])
+                   if tr.get("meta") == "head"]
+    assert head_traces
+    curve, trace = head_traces[0]
+    layer, head, source, target, kind = trace["customdata"][0]
+    with use_language("zh"):
+        click_points(at, keys.FL_GRAPH, [{"x": trace["x"][0], "y": trace["y"][0],
+                                           "curve_number": curve, "point_number": 0,
+                                           "point_index": 0,
+                                           "customdata": trace["customdata"][0]}])
+        no_exceptions(at)
+        assert at.session_state[keys.FL_EDGE] == (layer, head, source, target, kind)
+        assert shows(at.markdown, "trace.flow.edge.head", layer=layer, head=head)
+        [step] = [b for b in at.button if b.key == keys.PT_STEP_THROUGH]
+        step.click().run()
+    no_exceptions(at)
+    assert at.session_state[keys.LAYER] == layer and at.session_state[keys.HEAD] == head
+    from attnviz.core.modes import Mode
+    assert at.session_state[keys.MODE] == Mode.PRETRAINED.value
+
+
+def test_a_links_threshold_and_position_are_used_and_a_threshold_beyond_1_is_moved(
+        monkeypatch):
+    made = record_downloads(monkeypatch)
+    at = open_link({"model": "smollm2", "sentence": EIFFEL, "tr_view": "Information flow",
+                    "fl_threshold": "0.2", "fl_position": "3"}, "pages/trace.py")
+    no_exceptions(at)
+    doc = json.loads(made["attnviz_flow.json"]())
+    assert doc["position"] == 3 and doc["threshold"] == pytest.approx(0.2)
+    assert doc["edges"] and all(e["weight"] >= 0.2 for e in doc["edges"])
+    assert all(e["target"] <= 3 for e in doc["edges"])          # nothing after the position
+    far = open_link({"model": "smollm2", "sentence": EIFFEL, "tr_view": "Information flow",
+                     "fl_threshold": "5"}, "pages/trace.py")
+    no_exceptions(far)
+    assert far.session_state[keys.FL_THRESHOLD] == 1.0
+    assert any("fl_threshold" in str(n) for n in far.session_state[keys.LINK_NOTICES])
