@@ -242,3 +242,24 @@ def test_a_links_threshold_and_position_are_used_and_a_threshold_beyond_1_is_mov
     no_exceptions(far)
     assert far.session_state[keys.FL_THRESHOLD] == 1.0
     assert any("fl_threshold" in str(n) for n in far.session_state[keys.LINK_NOTICES])
+
+
+def test_a_click_on_a_head_of_the_heads_map_opens_it_step_by_step():
+    """Each head of the factual pair: the map's cell (layer 23, head 4) clicked names it and
+    "Step through this head" opens it on Step by step."""
+    from tests.apptest_helpers import click_points
+
+    at = patching_page(tr_pair="factual", tr_where="heads")
+    patch_button(at).click().run()
+    [fig] = effect_maps(at)
+    x, y = fig["data"][0]["x"], fig["data"][0]["y"]
+    assert len(x) == 9 and len(y) == 30
+    click_points(at, keys.TR_MAP, [{"x": x[4], "y": y[23], "curve_number": 0,
+                                    "point_number": [23, 4], "point_index": [23, 4]}])
+    no_exceptions(at)
+    assert at.session_state[keys.TR_PICK] == ("heads", 23, 4)
+    assert shows(at.markdown, "trace.patch.picked", layer=23, head=4)
+    [step] = [b for b in at.button if b.key == keys.PT_STEP_THROUGH]
+    step.click().run()
+    no_exceptions(at)
+    assert at.session_state[keys.LAYER] == 23 and at.session_state[keys.HEAD] == 4

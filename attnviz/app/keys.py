@@ -370,6 +370,7 @@ TR_RUN_FOR = "tr_run_for"               # Patching: the settings patching was as
 TR_STOPPED_FOR = "tr_stopped_for"       # Patching: the settings whose patching was stopped
 TR_PARTIAL = "tr_partial"               # Patching: (settings, the partial result so far)
 TR_MAP = "tr_map"                       # Patching: the effect map
+TR_PICK = "tr_pick"                     # Patching: the head clicked on a heads map (where, layer, head)
 FL_POSITION = "fl_position"             # Information flow: the position traced
 FL_THRESHOLD = "fl_threshold"           # Information flow: the smallest importance kept
 FL_HEADS = "fl_heads"                   # Information flow: True, one edge per head

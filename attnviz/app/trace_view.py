@@ -269,6 +269,36 @@ def _shape_size(m, where: str, n: int) -> int:
             "heads": layers * heads, "heads_pos": heads * n}[where]
 
 
+def _pick_head(points: list[dict], where: str, layer: int | None, rows: list[str],
+               cols: list[str]) -> None:
+    """on_click of a heads map: the clicked cell's (layer, head) under TR_PICK."""
+    from attnviz.plot.figures import _labels
+
+    shown_cols = _labels(cols, len(cols), "cols")           # as effect_map writes them
+    if where == "heads_pos":
+        shown_cols = [f"{i}: {c}" for i, c in enumerate(shown_cols)]
+    shown_rows = _labels(rows, len(rows), "rows")
+    for point in reversed(points):
+        x, y = point.get("x"), point.get("y")
+        if y in shown_rows and x in shown_cols:
+            r, c = shown_rows.index(y), shown_cols.index(x)
+            st.session_state[keys.TR_PICK] = (where, r, c) if where == "heads" else \
+                (where, layer, r)
+            return
+    st.session_state[keys.TR_PICK] = None
+
+
+def _picked_head(where: str) -> None:
+    """The head clicked on the map, with "Step through this head"."""
+    picked = st.session_state.get(keys.TR_PICK)
+    if not (isinstance(picked, tuple) and len(picked) == 3 and picked[0] == where):
+        st.caption(t("trace.patch.click"))
+        return
+    _, layer, head = picked
+    st.markdown(t("trace.patch.picked", layer=layer, head=head))
+    pretrained_view.step_through_button(int(layer), int(head))
+
+
 def _map_axes(m, p) -> tuple[list[str], list[str], str, str]:
     """(row labels, column labels, row title, column title) of a patching's effect map."""
     tokens = [token_shown(s) for s in p.corrupted_tokens]
@@ -299,8 +329,13 @@ def _show_result(m, p) -> None:
         p.effect, row_labels=rows, col_labels=cols, row_title=row_title, col_title=col_title,
         title=t("trace.patch.map_title", where=figures.escape(where)),
         clean_tokens=None if p.where == "heads" else
-        [token_shown(s) for s in p.clean_tokens])
-    widgets.chart(fig, key=keys.TR_MAP)
+        [token_shown(s) for s in p.clean_tokens], numbered=p.where != "heads")
+    if p.where in ("heads", "heads_pos"):          # a cell is a head: a click opens it
+        widgets.chart(fig, key=keys.TR_MAP, on_click=_pick_head,
+                      args=(p.where, p.layer, rows, cols))
+        _picked_head(p.where)
+    else:
+        widgets.chart(fig, key=keys.TR_MAP)
     if not p.complete:
         st.caption(t("trace.patch.partial", done=p.done, total=p.effect.size))
     top = [(rows[r], cols[c], e) for (r, c), e in p.top(min(TOP_PATCHES, p.done or 1))

@@ -26,18 +26,21 @@ COLOURS = "RdBu"
 
 
 def effect_map(effect, *, row_labels, col_labels, title: str, row_title: str,
-               col_title: str, clean_tokens=None) -> go.Figure:
+               col_title: str, clean_tokens=None, numbered: bool = True) -> go.Figure:
     """The normalised effect of each patch, (R, C): 0 = as the corrupted run, 1 = as the clean
     run, on a diverging scale centred on 0 and reaching at least ±1 (further when an effect
     does); cells not computed (NaN: a patching stopped early) are left blank and their hover
     says so. Rows are drawn with the first at the bottom (layer 0 below layer 29).
 
     col_labels: the columns (the corrupted prompt's tokens, or heads); clean_tokens (C,),
-    optional: the clean prompt's token at each column, named in the hover where it differs."""
+    optional: the clean prompt's token at each column, named in the hover where it differs.
+    numbered: the columns written "i: label" (positions; heads are named by their number)."""
     e = np.asarray(effect, dtype=np.float64)                          # (R, C)
     rows_n, cols_n = e.shape
     rows = _labels(row_labels, rows_n, "row_labels")
-    cols = [f"{i}: {c}" for i, c in enumerate(_labels(col_labels, cols_n, "col_labels"))]
+    cols = _labels(col_labels, cols_n, "col_labels")
+    if numbered:
+        cols = [f"{i}: {c}" for i, c in enumerate(cols)]
     reach = max(1.0, float(np.nanmax(np.abs(e)))) if np.isfinite(e).any() else 1.0
     name = _esc(t("figure.patching.effect"))
     waiting = _esc(t("figure.patching.not_computed"))
