@@ -315,52 +315,67 @@ def remove_image(tag: str) -> None:
     subprocess.run(["podman", "rmi", "-f", tag], capture_output=True)
 
 
-def replicas_up(image: str, n: int) -> None:
-    """N containers of `image` on 127.0.0.1 behind haproxy with deploy/haproxy.cfg (as
-    tests/test_image.py runs them), each warmed up by one visit of every page; prints the
-    proxy's URL and each replica's pid and RSS, then the replicas' peak RSS every 10 s
-    until interrupted (SIGINT or SIGTERM; for benchmarks/bench_load.py --url)."""
+@contextmanager
+def replicas(image: str, n: int, prefix: str = "attnviz-r"):
+    """N containers of `image` on the host's network, each told its own free port on
+    127.0.0.1 (STREAMLIT_SERVER_ADDRESS / _PORT) and healthy, behind haproxy with
+    deploy/haproxy.cfg (server lines r1 … rN for these ports): yields (containers, ports,
+    urls, proxy); everything is stopped and removed afterwards."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_load
     from tests.browser_helpers import free_port, wait_healthy
     from tests.deploy_helpers import Port
 
-    def interrupted(*_):
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGINT, signal.SIGTERM):     # a background job ignores SIGINT
-        signal.signal(sig, interrupted)
     ports = [free_port() for _ in range(n)]
     containers, proxy = [], None
     try:
         for i, port in enumerate(ports, 1):
-            containers.append(Container(image, f"attnviz-r{i}", [
+            containers.append(Container(image, f"{prefix}{i}", [
                 "--network", "host", "-e", "STREAMLIT_SERVER_ADDRESS=127.0.0.1",
                 "-e", f"STREAMLIT_SERVER_PORT={port}"]))
         urls = [f"http://127.0.0.1:{p}" for p in ports]
         for url in urls:
             wait_healthy(url, None, 120)
         proxy = bench_load.Proxy([Port(p) for p in ports])
-        bench_load.warm_up(urls, bench_load.Words(8, seed=99), timeout=300)
-        pids = [c.pid for c in containers]
-        print(f"proxy {proxy.url}; replicas " + ", ".join(
-            f"r{i} pid {pid} {bench_load.rss_mb([pid]):.0f} MB"
-            for i, pid in enumerate(pids, 1)) + " (idle, after one visit of every page)",
-            flush=True)
-        peaks = [0.0] * n
-        while True:
-            for _ in range(20):
-                peaks = [max(p, bench_load.rss_mb([pid])) for p, pid in zip(peaks, pids)]
-                time.sleep(0.5)
-            print("RSS now " + ", ".join(f"{bench_load.rss_mb([pid]):.0f}" for pid in pids)
-                  + " MB; peak " + ", ".join(f"{p:.0f}" for p in peaks) + " MB", flush=True)
-    except KeyboardInterrupt:
-        pass
+        yield containers, ports, urls, proxy
     finally:
         if proxy is not None:
             proxy.stop()
         for c in containers:
             c.remove()
+
+
+def replicas_up(image: str, n: int) -> None:
+    """N containers of `image` on 127.0.0.1 behind haproxy with deploy/haproxy.cfg (as
+    tests/test_image.py runs them, ``replicas``), each warmed up by one visit of every page;
+    prints the proxy's URL and each replica's pid and RSS, then the replicas' peak RSS every
+    10 s until interrupted (SIGINT or SIGTERM; for benchmarks/bench_load.py --url)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_load
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):     # a background job ignores SIGINT
+        signal.signal(sig, interrupted)
+    try:
+        with replicas(image, n) as (containers, ports, urls, proxy):
+            bench_load.warm_up(urls, bench_load.Words(8, seed=99), timeout=300)
+            pids = [c.pid for c in containers]
+            print(f"proxy {proxy.url}; replicas " + ", ".join(
+                f"r{i} pid {pid} {bench_load.rss_mb([pid]):.0f} MB"
+                for i, pid in enumerate(pids, 1)) + " (idle, after one visit of every page)",
+                flush=True)
+            peaks = [0.0] * n
+            while True:
+                for _ in range(20):
+                    peaks = [max(p, bench_load.rss_mb([pid])) for p, pid in zip(peaks, pids)]
+                    time.sleep(0.5)
+                print("RSS now " + ", ".join(f"{bench_load.rss_mb([pid]):.0f}" for pid in pids)
+                      + " MB; peak " + ", ".join(f"{p:.0f}" for p in peaks) + " MB",
+                      flush=True)
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":

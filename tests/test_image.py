@@ -38,8 +38,8 @@ import pytest
 from streamlit.proto.NewSession_pb2 import Config
 
 from tests import image_helpers as ih
-from tests.browser_helpers import first_heatmap, free_port, wait_for_app, wait_healthy
-from tests.deploy_helpers import Port, assert_metrics_blocked, assert_security_headers, haproxy
+from tests.browser_helpers import first_heatmap, wait_for_app
+from tests.deploy_helpers import assert_metrics_blocked, assert_security_headers, haproxy
 from tests.stream_client import CHARTS, TITLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -285,20 +285,10 @@ class Loop:
 def cluster(request, image):
     """Two containers of the image on the host's network, each told its own port on 127.0.0.1
     (STREAMLIT_SERVER_ADDRESS / _PORT), behind haproxy with deploy/haproxy.cfg (server lines
-    r1, r2 for these ports) naming the replica in each response."""
+    r1, r2 for these ports) naming the replica in each response (``image_helpers.replicas``)."""
     haproxy()
-    ports = [free_port(), free_port()]
-    containers = []
-    proxy = None
-    try:
-        for i, port in enumerate(ports, 1):
-            containers.append(ih.Container(image, f"attnviz-test-r{i}-{os.getpid()}", [
-                "--network", "host", "-e", "STREAMLIT_SERVER_ADDRESS=127.0.0.1",
-                "-e", f"STREAMLIT_SERVER_PORT={port}"]))
-        urls = [f"http://127.0.0.1:{p}" for p in ports]
-        for url in urls:
-            wait_healthy(url, None, 120)
-        proxy = bench_load.Proxy([Port(p) for p in ports])
+    with ih.replicas(image, 2, f"attnviz-test-{os.getpid()}-r") as (containers, ports, urls,
+                                                                   proxy):
         registry = bench_load.Words(8, seed=30)
         t0 = time.monotonic()
         in_thread(bench_load.warm_up, urls, registry, timeout=300)   # every page once on each
@@ -306,11 +296,6 @@ def cluster(request, image):
                      f"{time.monotonic() - t0:.0f} s")
         yield {"containers": containers, "ports": ports, "urls": urls, "proxy": proxy,
                "registry": registry, "names": ["r1", "r2"]}
-    finally:
-        if proxy is not None:
-            proxy.stop()
-        for c in containers:
-            c.remove()
 
 
 def test_the_headers_and_the_metrics_block_through_the_proxy(cluster):
