@@ -263,3 +263,20 @@ def test_a_click_on_a_head_of_the_heads_map_opens_it_step_by_step():
     step.click().run()
     no_exceptions(at)
     assert at.session_state[keys.LAYER] == 23 and at.session_state[keys.HEAD] == 4
+
+
+def test_the_lens_tab_reads_the_sidebars_sentence_and_its_top_row_is_the_models_answer(
+        torch, hf_decoder):
+    """The lens tab on this page: its grid's top row writes, at each position, transformers'
+    most likely next token (the last row of the lens is the model's own output)."""
+    at = page_in("pages/trace.py", model="smollm2", sentence=EIFFEL)
+    no_exceptions(at)
+    [grid] = [f for f in charts(at) if f["data"] and f["data"][0]["type"] == "heatmap"
+              and len(f["data"][0]["y"]) == 31]
+    model, tok = hf_decoder
+    ids = tok(EIFFEL)["input_ids"]
+    with torch.no_grad():
+        best = model(torch.tensor([ids])).logits[0].argmax(-1).tolist()
+    top_row = [str(s) for s in grid["data"][0]["text"][-1]]
+    expected = [tok.decode([b]).replace(" ", "␣") for b in best]
+    assert top_row == expected
