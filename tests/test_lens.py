@@ -214,6 +214,21 @@ def test_the_last_position_alone_agrees_with_transformers(torch, decoder, hf_dec
     assert lens.top_tokens[-1][0][0] == " Paris" and lens.target_rank[-1, 0] == 1
 
 
+def test_one_position_of_a_generations_longer_text(torch, decoder, hf_decoder):
+    """Beyond the whole lens's 512 tokens (a generation's prompt and new tokens reach 768):
+    the last position of 530 tokens, as transformers' final logits give it."""
+    model, _ = hf_decoder
+    ids = np.resize(decoder.encode(PROMPT + " Paris."), 530)
+    with raises_message("error.whole_number", name="max_tokens"):
+        decoder.logit_lens(ids, max_tokens=530)
+    lens = decoder.logit_lens(ids, k=2, positions=[-1], max_tokens=530)
+    assert list(lens.positions) == [529] and len(lens.ids) == 530
+    with torch.no_grad():
+        final = model(torch.tensor([ids.tolist()])).logits[0, -1].numpy()
+    np.testing.assert_allclose(lens.logits(-1)[0], final, atol=LOGIT_ATOL, rtol=1e-5)
+    assert lens.top_ids[-1, 0, 0] == final.argmax()
+
+
 def test_positions_are_checked(decoder):
     n = len(decoder.encode(PROMPT))
     with raises_message("error.lens.positions", shape="()", tokens=n):
