@@ -1,5 +1,6 @@
 """Plotly figures of the logit lens (``attnviz.models.lens``): the rows × positions grid, one
-cell's top tokens as bars, and a token's rank across the rows as a line.
+cell's top tokens as bars, a token's rank across the rows as a line, and one position's rows
+(top token and a token's rank) side by side (Generate's step).
 
 Plain plotly (no streamlit), so they work in a notebook:
 
@@ -98,4 +99,58 @@ def rank_line(ranks, *, row_labels, title: str, width: int = NARROW_WIDTH) -> go
     return fig
 
 
-__all__ = ["lens_grid", "rank_line", "top_bars"]
+STEP_ROW_PX = 17            # a row of one position's lens (Generate)
+STEP_TOP_COLOUR, STEP_RANK_COLOUR, STEP_FIRST_COLOUR = "#2171b5", "#d6604d", "#238b45"
+
+
+def step_lens(top_probs, top_labels, ranks, probs, *, row_labels, token: str, title: str,
+              width: int = NARROW_WIDTH) -> go.Figure:
+    """One position's lens, its rows (the first at the bottom) beside each other in two
+    panels: on the left a column of cells, each writing its row's top token and that token's
+    probability (coloured by it, 0–1; the hover lists the top tokens), on the right the rank
+    of `token` — the token that followed — at each row, on a log axis with 1 on the right
+    (the rows where it is the top token marked in green).
+
+    top_probs (R, k), top_labels (R, k) (the tokens as the page writes them), ranks (R,) and
+    probs (R,): `token`'s rank and probability at each row; row_labels (R,)."""
+    from plotly.subplots import make_subplots
+
+    p = np.asarray(top_probs, dtype=np.float64)                       # (R, k)
+    rows_n, k = p.shape
+    rows = _labels(row_labels, rows_n, "row_labels")
+    rank = np.asarray(ranks, dtype=np.float64)
+    chance = np.asarray(probs, dtype=np.float64)
+    if rank.shape != (rows_n,) or chance.shape != (rows_n,):
+        raise AttnvizInputError("error.figure.shape", name="ranks", shape=str(rank.shape),
+                                want=str((rows_n,)))
+    name = _esc(token)
+    rank_name, prob_name = _esc(t("figure.lens.rank")), _esc(t("figure.lens.probability"))
+    top_name = _esc(t("figure.lens.top_token"))
+    text = [[f"{_esc(top_labels[r][0])}  {p[r, 0]:.2f}"] for r in range(rows_n)]
+    hover = [["<br>".join(f"{_esc(top_labels[r][j])}  {p[r, j]:.3f}"
+                          for j in range(min(HOVER_TOP, k)))] for r in range(rows_n)]
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.45, 0.55],
+                        horizontal_spacing=0.03)
+    fig.add_trace(go.Heatmap(
+        z=p[:, :1], x=[top_name], y=rows, text=text, customdata=hover, zmin=0.0, zmax=1.0,
+        texttemplate="%{text}", textfont=dict(size=11), colorscale="Blues", showscale=False,
+        ygap=1, hovertemplate="%{y}<br>%{customdata}<extra></extra>"), row=1, col=1)
+    first = rank == 1
+    fig.add_trace(go.Scatter(
+        x=rank, y=rows, mode="lines+markers", line=dict(color=STEP_RANK_COLOUR),
+        marker=dict(size=7, color=[STEP_FIRST_COLOUR if f else STEP_RANK_COLOUR
+                                   for f in first]),
+        customdata=chance,
+        hovertemplate=f"%{{y}}<br>{name}: {rank_name} %{{x:.0f}}, {prob_name} "
+                      "%{customdata:.4f}<extra></extra>"), row=1, col=2)
+    fig.update_layout(title=dict(text=title), width=width, showlegend=False,
+                      height=int(max(320, 110 + STEP_ROW_PX * rows_n)),
+                      margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="white")
+    _category_axis(fig.layout.yaxis, rows, None)
+    fig.update_xaxes(side="top", row=1, col=1, showgrid=False)
+    fig.update_xaxes(type="log", autorange="reversed", side="top", gridcolor="#eee",
+                     title=dict(text=f"{rank_name}: {name}"), automargin=True, row=1, col=2)
+    return fig
+
+
+__all__ = ["lens_grid", "rank_line", "step_lens", "top_bars"]
