@@ -247,6 +247,12 @@ class DecoderModel(ConfigSizes):
         return MAX_TOKENS
 
     @property
+    def generation_tokens(self) -> int:
+        """The most tokens a generation reads: its prompt's last MAX_TOKENS and MAX_NEW_TOKENS
+        new ones (a lens of some positions reads as many: ``logit_lens(positions=)``)."""
+        return MAX_TOKENS + MAX_NEW_TOKENS
+
+    @property
     def num_kv_heads(self) -> int:
         return self.config.num_kv_heads
 

@@ -28,14 +28,10 @@ import numpy as np
 
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
-from attnviz.models.decoder import MAX_NEW_TOKENS, MAX_TOKENS
 
-__all__ = ["GENERATION_TOKENS", "LAYER", "ATTENTION", "LogitLens", "logit_lens", "logsumexp_rows", "text_ids",
+__all__ = ["LAYER", "ATTENTION", "LogitLens", "logit_lens", "logsumexp_rows", "text_ids",
            "token_id"]
 
-# the longest text a lens of some positions reads: a generation's (its prompt's last 512 tokens
-# and up to 256 new), whose every step Generate reads at the position choosing the next token
-GENERATION_TOKENS = MAX_TOKENS + MAX_NEW_TOKENS
 LAYER = "layer"            # ("layer", ℓ): the stream after ℓ layers (0: the embeddings)
 ATTENTION = "attention"    # ("attention", ℓ): after layer ℓ's attention, before its MLP
 _DTYPE = np.float32
@@ -127,14 +123,15 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
     boundaries. target: None (each position's top token in the last row), a token id or a
     text of one token (the same at every position), or (N,) ids (one per position of the
     text). k: how many top tokens each cell keeps (1 … vocab). max_tokens: read at most this
-    many tokens (None: the model's limit, 512; with `positions`, up to GENERATION_TOKENS, 768:
-    a generation's prompt and new tokens). positions: None (every position, 0 … N − 1),
+    many tokens (None: the model's limit, 512; with `positions`, up to
+    ``model.generation_tokens``, 768: a generation's prompt and new tokens, whose every step
+    Generate reads at the position choosing the next token). positions: None (every position, 0 … N − 1),
     or the positions to project (a list or array of whole numbers, −N … N − 1, a negative one
     counted from the end): the lens's arrays then have one column per position given, in that
     order, and ``LogitLens.positions`` says which — the same numbers as those columns of the
     whole lens, for one pass over the text and the projections of those positions only."""
     ids = text_ids(model, ids_or_text)
-    most = model.max_tokens if positions is None else GENERATION_TOKENS
+    most = model.max_tokens if positions is None else model.generation_tokens
     limit = model.max_tokens if max_tokens is None else \
         whole_number(max_tokens, "max_tokens", low=1, high=most)
     ids = ids[:limit]
