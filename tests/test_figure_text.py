@@ -140,6 +140,9 @@ BUILDERS = {
     "lens_figures.top_bars": lambda: lens_figures.top_bars(TOKENS, [0.6, 0.3], title="t"),
     "lens_figures.rank_line": lambda: lens_figures.rank_line(
         [3, 1], row_labels=TOKENS, title="t"),
+    "lens_figures.step_lens": lambda: lens_figures.step_lens(     # cells, hover, panel title
+        W, [[TOKEN, TOKEN]] * 2, [3, 1], [0.1, 0.6], row_labels=["r0", "r1"], token=TOKEN,
+        title="t"),
 }
 
 

@@ -271,7 +271,10 @@ def test_the_grid_writes_each_cells_top_token_and_colours_it_by_its_probability(
     cell = fig.data[0]
     np.testing.assert_array_equal(np.asarray(cell.z), probs[..., 0])
     assert [list(row) for row in cell.text] == [["a&lt;b", "␣d"], ["f", "h"]]
-    assert cell.customdata[1][1] == "h  0.400<br>i  0.350"
+    marks = fig.data[1]                                  # the hovers: one marker per cell
+    assert list(marks.x) == ["0: The", "1: ␣cat"] * 2
+    assert list(marks.y) == ["embeddings"] * 2 + ["after layer 0"] * 2
+    assert marks.customdata[3] == "h  0.400<br>i  0.350" and cell.hoverinfo == "skip"
     assert list(cell.y) == ["embeddings", "after layer 0"] and (cell.zmin, cell.zmax) == (0, 1)
     bars = top_bars(["x", "y"], [0.7, 0.2], title="top")
     assert list(bars.data[0].x) == [0.7, 0.2] and list(bars.data[0].y) == ["1. x", "2. y"]
@@ -288,7 +291,7 @@ def test_the_grid_can_be_coloured_by_another_probability():
     fig = lens_grid(probs, labels, row_labels=["r0", "r1"], col_labels=["x"], title="lens",
                     colour=target, colour_name="answer", hover_top=1)
     np.testing.assert_array_equal(np.asarray(fig.data[0].z), target)
-    assert fig.data[0].customdata[0][0] == "answer: 0.050<br>a  0.900"
+    assert fig.data[1].customdata[0] == "answer: 0.050<br>a  0.900"
     with raises_message("error.figure.shape", name="colour", shape="(1, 1)", want="(2, 1)"):
         lens_grid(probs, labels, row_labels=["r0", "r1"], col_labels=["x"], title="lens",
                   colour=np.ones((1, 1)), colour_name="answer")

@@ -297,10 +297,13 @@ def test_the_logit_lens_coloured_by_the_models_answer(torch, hf_decoder, decoder
 
 def _click_cell(at, row: int, position: int) -> None:
     """A click on the lens grid's cell (row, position), as the browser reports it: the cell's
-    x and y as drawn."""
-    grid = titled(at, "Logit lens")["data"][0]
-    click_points(at, "lens_grid", [{"x": grid["x"][position], "y": grid["y"][row],
-                                    "curve_number": 0, "point_index": [row, position]}])
+    marker (the second trace: heatmap cells answer no click), its x and y as drawn."""
+    grid, marks = titled(at, "Logit lens")["data"][:2]
+    point = row * len(grid["x"]) + position
+    assert (marks["x"][point], marks["y"][point]) == (grid["x"][position], grid["y"][row])
+    click_points(at, "lens_grid", [{"x": marks["x"][point], "y": marks["y"][point],
+                                    "curve_number": 1, "point_number": point,
+                                    "point_index": point}])
     no_exceptions(at)
     assert not at.error
 
