@@ -144,6 +144,9 @@ BUILDERS = {
     "flow_figures.flow_graph": lambda: flow_figures.flow_graph(        # ticks, hovers
         [(0, 0, 1, "head", 2, 0.6), (0, 1, 1, "attn_residual", -1, 0.4),
          (0, 0, 0, "mlp", -1, 0.3)], TOKENS, 1, title="t", position=1),
+    "lens_figures.step_lens": lambda: lens_figures.step_lens(     # cells, hover, panel title
+        W, [[TOKEN, TOKEN]] * 2, [3, 1], [0.1, 0.6], row_labels=["r0", "r1"], token=TOKEN,
+        title="t"),
 }
 
 

@@ -161,6 +161,50 @@ def test_the_layer_choice_and_the_attention_sink(decoder):
     assert f"above 0.5 in {int((first > 0.5).sum())} of the 270 heads" in caption
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_lens_of_the_step_shown_ends_in_its_greedy_token(torch, hf_decoder, decoder, lang):
+    """The step's logit lens: one row per layer boundary, each the top token of the position
+    that chose the step's token, read through transformers' norm and lm_head of its hidden
+    state there; the last row's top token is the greedy step's token (greedy: the argmax),
+    and the rank line ends at 1. In Chinese no English sentence."""
+    from attnviz.describe.labels import token_shown
+
+    model, _ = hf_decoder
+    at = click(page(lang, gen_count=4), "gen_many", lang)
+    with use_language(lang):            # AppTest formats the radio's value outside the script
+        at.select_slider(key="gen_step").set_value(3).run()
+    no_exceptions(at)
+    gen = decoder.generate(PROMPT, max_new_tokens=4)
+    step = gen.steps[2]
+    ids = gen.ids[:step.query_position + 1]                      # the text before token 3
+    with use_language(lang):
+        title = t("figure.generate.lens.title", position=step.query_position)
+    lens = chart(at, title)
+    cells, line = lens["data"]
+    assert len(cells["y"]) == decoder.num_layers + 1
+    with torch.no_grad():
+        hidden = model(torch.tensor([ids.tolist()]), output_hidden_states=True).hidden_states
+        last = len(hidden) - 1
+        logits = torch.stack([model.lm_head(model.model.norm(h) if i < last else h)[0, -1]
+                              for i, h in enumerate(hidden)])     # (L + 1, vocab)
+        probs = torch.softmax(logits.double(), -1).numpy()
+    best = probs.argmax(-1)
+    assert best[-1] == step.id == gen.ids[step.query_position + 1]   # greedy: the argmax
+    expected = [f"{token_shown(decoder.piece_after(ids, int(j)))}  {probs[r, j]:.2f}"
+                for r, j in enumerate(best)]
+    shown = [row[0] for row in cells["text"]]
+    assert shown[-1] == expected[-1]                              # the greedy token on top
+    assert sum(a == b for a, b in zip(shown, expected)) >= len(expected) - 2   # near ties
+    np.testing.assert_allclose(decode(cells["z"])[:, 0], probs.max(-1), atol=1e-3)
+    rank = decode(line["x"])
+    np.testing.assert_array_equal(rank, 1 + (probs > probs[:, [step.id]]).sum(-1))
+    assert rank[-1] == 1
+    if lang == "zh":
+        tokens = [*gen.tokens, PROMPT]
+        assert english_sentences(visible_texts(at), ignore=tokens) == []
+
+
 # not slow: the fast loop's one run of the Generate page (it generates) (tests/conftest.py)
 def test_the_kv_cache_size_follows_from_the_models_shapes(decoder):
     at = click(page(gen_count=4), "gen_many")
@@ -255,7 +299,7 @@ def test_a_chat_answer_that_ends_shows_a_marked_end_not_im_end_as_text(decoder, 
 def test_a_long_prompt_stays_within_the_page_figure_budget():
     long = " ".join(f"word{i}" for i in range(300))          # several hundred tokens
     at = click(page(gen_prompt=long, gen_count=3), "gen_many")
-    assert len(charts(at)) == 5
+    assert len(charts(at)) == 6                              # the step's lens: one position
     assert chart_bytes(at) <= PAGE_MAX_BYTES
 
 

@@ -172,6 +172,75 @@ def test_sublayer_rows_agree_with_transformers(torch, decoder, hf_decoder):
     np.testing.assert_array_equal(lens.kl[lens.layer_rows], plain.kl)
 
 
+# ---- some positions only (Generate: the one choosing the next token) ------------------------
+
+@pytest.mark.parametrize("sublayers", [False, True])
+def test_chosen_positions_are_the_whole_lens_columns(decoder, sublayers):
+    whole = decoder.logit_lens(OTHER, k=4, sublayers=sublayers)
+    n = len(whole.ids)
+    np.testing.assert_array_equal(whole.positions, np.arange(n))
+    chosen = [n - 1, 2, 2, -n]                                        # the last, repeated, first
+    part = decoder.logit_lens(OTHER, k=4, sublayers=sublayers, positions=chosen)
+    columns = [n - 1, 2, 2, 0]
+    np.testing.assert_array_equal(part.positions, columns)
+    np.testing.assert_array_equal(part.ids, whole.ids)
+    assert part.tokens == whole.tokens and part.rows == whole.rows
+    for name in ("top_ids", "top_probs", "target", "target_prob", "target_rank", "kl",
+                 "residuals"):
+        np.testing.assert_array_equal(getattr(part, name), getattr(whole, name)[..., columns, :]
+                                      if name in ("top_ids", "top_probs", "residuals")
+                                      else getattr(whole, name)[..., columns], err_msg=name)
+    assert part.top_tokens == [[row[i] for i in columns] for row in whole.top_tokens]
+    np.testing.assert_array_equal(part.logits(5), whole.logits(5)[columns])
+    np.testing.assert_array_equal(part.rank(" Paris"), whole.rank(" Paris")[:, columns])
+    # a target per token of the text: each chosen position's own
+    ids = decoder.encode(OTHER)
+    targeted = decoder.logit_lens(ids, k=1, target=ids, positions=[3])
+    np.testing.assert_array_equal(targeted.target, [ids[3]])
+    np.testing.assert_array_equal(targeted.target_rank[:, 0],
+                                  decoder.logit_lens(ids, k=1, target=ids).target_rank[:, 3])
+
+
+def test_the_last_position_alone_agrees_with_transformers(torch, decoder, hf_decoder):
+    lens = decoder.logit_lens(PROMPT, k=3, positions=[-1], target=" Paris")
+    expected, _, _, _, _ = _hf_lens(torch, hf_decoder, lens.ids)
+    assert lens.top_ids.shape == (decoder.num_layers + 1, 1, 3)
+    last = expected[:, -1]                                             # (L + 1, vocab)
+    for r in range(len(lens.rows)):
+        np.testing.assert_allclose(lens.logits(r)[0], last[r], atol=LOGIT_ATOL, rtol=1e-5)
+    np.testing.assert_allclose(lens.top_probs[:, 0],
+                               np.take_along_axis(_softmax(last), lens.top_ids[:, 0], -1),
+                               atol=1e-3)
+    assert lens.top_tokens[-1][0][0] == " Paris" and lens.target_rank[-1, 0] == 1
+
+
+def test_one_position_of_a_generations_longer_text(torch, decoder, hf_decoder):
+    """Beyond the whole lens's 512 tokens (a generation's prompt and new tokens reach 768):
+    the last position of 530 tokens, as transformers' final logits give it."""
+    model, _ = hf_decoder
+    ids = np.resize(decoder.encode(PROMPT + " Paris."), 530)
+    with raises_message("error.whole_number", name="max_tokens"):
+        decoder.logit_lens(ids, max_tokens=530)
+    lens = decoder.logit_lens(ids, k=2, positions=[-1], max_tokens=530)
+    assert list(lens.positions) == [529] and len(lens.ids) == 530
+    with torch.no_grad():
+        final = model(torch.tensor([ids.tolist()])).logits[0, -1].numpy()
+    np.testing.assert_allclose(lens.logits(-1)[0], final, atol=LOGIT_ATOL, rtol=1e-5)
+    assert lens.top_ids[-1, 0, 0] == final.argmax()
+
+
+def test_positions_are_checked(decoder):
+    n = len(decoder.encode(PROMPT))
+    with raises_message("error.lens.positions", shape="()", tokens=n):
+        decoder.logit_lens(PROMPT, positions=3)
+    with raises_message("error.lens.positions", shape="(0,)", tokens=n):
+        decoder.logit_lens(PROMPT, positions=[])
+    with raises_message("error.whole_number", name="positions"):
+        decoder.logit_lens(PROMPT, positions=[n])
+    with raises_message("error.whole_number", name="positions"):
+        decoder.logit_lens(PROMPT, positions=[1.5])
+
+
 # ---- inputs ----------------------------------------------------------------------------------
 
 def test_ids_targets_and_errors(decoder):
@@ -202,7 +271,10 @@ def test_the_grid_writes_each_cells_top_token_and_colours_it_by_its_probability(
     cell = fig.data[0]
     np.testing.assert_array_equal(np.asarray(cell.z), probs[..., 0])
     assert [list(row) for row in cell.text] == [["a&lt;b", "␣d"], ["f", "h"]]
-    assert cell.customdata[1][1] == "h  0.400<br>i  0.350"
+    marks = fig.data[1]                                  # the hovers: one marker per cell
+    assert list(marks.x) == ["0: The", "1: ␣cat"] * 2
+    assert list(marks.y) == ["embeddings"] * 2 + ["after layer 0"] * 2
+    assert marks.customdata[3] == "h  0.400<br>i  0.350" and cell.hoverinfo == "skip"
     assert list(cell.y) == ["embeddings", "after layer 0"] and (cell.zmin, cell.zmax) == (0, 1)
     bars = top_bars(["x", "y"], [0.7, 0.2], title="top")
     assert list(bars.data[0].x) == [0.7, 0.2] and list(bars.data[0].y) == ["1. x", "2. y"]
@@ -219,7 +291,7 @@ def test_the_grid_can_be_coloured_by_another_probability():
     fig = lens_grid(probs, labels, row_labels=["r0", "r1"], col_labels=["x"], title="lens",
                     colour=target, colour_name="answer", hover_top=1)
     np.testing.assert_array_equal(np.asarray(fig.data[0].z), target)
-    assert fig.data[0].customdata[0][0] == "answer: 0.050<br>a  0.900"
+    assert fig.data[1].customdata[0] == "answer: 0.050<br>a  0.900"
     with raises_message("error.figure.shape", name="colour", shape="(1, 1)", want="(2, 1)"):
         lens_grid(probs, labels, row_labels=["r0", "r1"], col_labels=["x"], title="lens",
                   colour=np.ones((1, 1)), colour_name="answer")

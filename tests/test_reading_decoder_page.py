@@ -11,8 +11,8 @@ import pytest
 
 from attnviz.i18n import t
 from attnviz.models import decoder_reading
-from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, page_alone,
-                                   shown_tokens)
+from tests.apptest_helpers import (charts, click_points, decode, heatmap_z, no_exceptions,
+                                   page_alone, shown_tokens)
 from tests.i18n_walker import english_sentences, visible_texts
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
@@ -293,3 +293,63 @@ def test_the_logit_lens_coloured_by_the_models_answer(torch, hf_decoder, decoder
     answer = probs[-1].argmax(-1)                                     # (n,)
     np.testing.assert_allclose(z, probs[:, np.arange(len(ids)), answer], atol=1e-3)
     assert z[-1].min() > 0 and (z[0] < 1e-3).sum() > 0                # answers rise, layer by layer
+
+
+def _click_cell(at, row: int, position: int) -> None:
+    """A click on the lens grid's cell (row, position), as the browser reports it: the cell's
+    marker (the second trace: heatmap cells answer no click), its x and y as drawn."""
+    grid, marks = titled(at, "Logit lens")["data"][:2]
+    point = row * len(grid["x"]) + position
+    assert (marks["x"][point], marks["y"][point]) == (grid["x"][position], grid["y"][row])
+    click_points(at, "lens_grid", [{"x": marks["x"][point], "y": marks["y"][point],
+                                    "curve_number": 1, "point_number": point,
+                                    "point_index": point}])
+    no_exceptions(at)
+    assert not at.error
+
+
+def test_a_click_on_a_lens_cell_picks_it(torch, hf_decoder, decoder):
+    """The position and layer pickers follow the click, and the bars are that cell's: its top
+    10 at that layer, as transformers' hidden state after that layer through its norm and
+    lm_head gives them."""
+    model, _ = hf_decoder
+    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens")
+    no_exceptions(at)
+    ids = decoder.encode(LENS_TEXT)
+    _click_cell(at, row=13, position=3)                      # after layer 12, position 3
+    assert at.selectbox(key="lens_position").value == 3
+    assert at.selectbox(key="lens_layer").value == 13
+    title = titled(at, "Top 10 after position 3 (")["layout"]["title"]["text"]
+    assert title.endswith(", after layer 12")
+    with torch.no_grad():
+        hidden = model(torch.tensor([ids.tolist()]), output_hidden_states=True).hidden_states
+        logits = model.lm_head(model.model.norm(hidden[13]))[0, 3]     # after 13 layers
+        probs = torch.softmax(logits.double(), -1).numpy()
+    np.testing.assert_allclose(decode(titled(at, "Top 10 after position 3")["data"][0]["x"]),
+                               np.sort(probs)[::-1][:10], atol=1e-4)
+    click_points(at, "lens_grid", [])                        # a click beside: nothing changes
+    assert at.selectbox(key="lens_position").value == 3
+    assert at.selectbox(key="lens_layer").value == 13
+
+
+def test_a_click_on_an_attention_row_reads_that_layer_before_its_mlp(decoder):
+    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens",
+                    lens_sublayers=True)
+    no_exceptions(at)
+    rows = titled(at, "Logit lens")["data"][0]["y"]
+    row = rows.index("after attention 4")                     # between after layer 3 and 4
+    assert rows[row - 1] == "after layer 3" and rows[row + 1] == "after layer 4"
+    _click_cell(at, row=row, position=8)
+    assert at.selectbox(key="lens_position").value == 8
+    assert at.selectbox(key="lens_layer").value == 5         # "after layer 4" …
+    assert at.checkbox(key="lens_attention").value is True   # … before its MLP
+    assert titled(at, "Top 10 after position 8")["layout"]["title"]["text"].endswith(
+        ", after attention 4")
+    _click_cell(at, row=rows.index("after layer 4"), position=8)
+    assert at.selectbox(key="lens_layer").value == 5
+    assert at.checkbox(key="lens_attention").value is False
+    assert titled(at, "Top 10 after position 8")["layout"]["title"]["text"].endswith(
+        ", after layer 4")
+    at.checkbox(key="lens_attention").check().run()          # the keyboard's way: the same row
+    assert titled(at, "Top 10 after position 8")["layout"]["title"]["text"].endswith(
+        ", after attention 4")

@@ -1,6 +1,7 @@
 """The Generate page's parts (the model itself comes from model_loading): the prompt, the
 next-token bars, the generation kept in the session and its controls, and the views of one step
-(its attention row in every head, the attention sink, the KV cache).
+(its attention row in every head, the logit lens of the position choosing it, the attention
+sink, the KV cache).
 
 The generation lives under the non-widget key keys.GENERATE_RUN as {"recipe": (text, chat,
 temperature, seed), "generation": Generation}; a "next token" or "generate N" continues it with
@@ -13,13 +14,16 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
 import streamlit as st
 
+from attnviz.core.cache import SizedCache
 from attnviz.core.errors import AttnvizInputError
+from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.models.decoder import MAX_TOKENS, MODEL_NAME, DecoderModel, Generation
-from attnviz.plot import generate_figures
-from attnviz.app import keys, widgets
+from attnviz.plot import generate_figures, lens_figures
+from attnviz.app import keys, reading_view, widgets
 from attnviz.app.generate_state import (DEFAULT_PROMPT, MAX_NEW_TOKENS, MAX_SEED, SAMPLINGS,
                                         TEMPERATURES, current)
 from attnviz.app.text import MAX_PROMPT_CHARS, at_limit, bound, code, literal, token_line
@@ -29,6 +33,13 @@ from attnviz.app.text import MAX_PROMPT_CHARS, at_limit, bound, code, literal, t
 # The prompt is (text, chat): the text typed, read as text (typed control tokens are their
 # characters), and with chat=True the model's chat template around it (only the template's own
 # tokens are control tokens: DecoderModel.chat_ids).
+
+LENS_TOP = 5                            # the tokens each row of a step's lens keeps (its hover)
+# a step's lens, once for every learner: (the text before the new token, the token) → the lens
+# of its last position, (rows, 1, d_model) streams ≈ 71 KB, and its top tokens as written
+_STEP_LENSES = SizedCache(max_bytes=16 * 2**20, max_entries=128,
+                          size_of=lambda found: found[0].residuals.nbytes)
+
 
 @lru_cache(maxsize=64)                  # keys of at most MAX_PROMPT_CHARS: ≤ 64 × 32 KB
 def next_tokens(text: str, chat: bool, k: int = 10) -> list[tuple[str, float]]:
@@ -266,8 +277,57 @@ def step_view(m: DecoderModel, gen: Generation, number: int) -> None:
         title=generate_figures.row_title(number, shown, layer))
     widgets.chart(fig, key=keys.GEN_ROW_MAP)
 
+    step_lens(m, gen, number)
     sink(step, key_labels[0])
     cache(m, gen, number)
+
+
+def lens_of_step(m: DecoderModel, gen: Generation, number: int):
+    """The logit lens of the position that chose new token `number`, its target that token:
+    (LogitLens with one column, its rows' top tokens as the page writes them (R, k)). One pass
+    over the text before the token, one position projected."""
+    step = gen.steps[number - 1]
+    context = gen.ids[:step.query_position + 1]
+
+    def compute():
+        lens = m.logit_lens(context, k=LENS_TOP, target=int(step.id), positions=[-1],
+                            max_tokens=len(context))
+        labels = [[token_shown(m.piece_after(context, int(j))) for j in row[0]]
+                  for row in lens.top_ids]                              # (R, k)
+        return lens, labels
+
+    return _STEP_LENSES.get((MODEL_NAME, context.tobytes(), int(step.id)), compute)
+
+
+def step_lens(m: DecoderModel, gen: Generation, number: int) -> None:
+    """New token `number`'s position read after every layer (the logit lens): the top token
+    at each layer boundary and the rank of the token generated."""
+    step = gen.steps[number - 1]
+    label = generate_figures.token_label
+    query = code(label(gen.tokens[step.query_position]))
+    st.subheader(t("generate.lens.subheader", number=number))
+    with st.spinner(t("generate.lens.computing", position=step.query_position)):
+        try:
+            lens, labels = lens_of_step(m, gen, number)
+        except AttnvizInputError as exc:
+            cannot_run(exc)
+    shown = token_shown(step.label or step.token)
+    token = code(shown)
+    st.caption(t("generate.lens.caption", position=step.query_position, query=query,
+                 token=token))
+    rows = [reading_view.lens_row_label(kind, layer) for kind, layer in lens.rows]
+    ranks, probs = lens.target_rank[:, 0], lens.target_prob[:, 0]
+    widgets.chart(lens_figures.step_lens(
+        lens.top_probs[:, 0], labels, ranks, probs, row_labels=rows, token=shown,
+        title=t("figure.generate.lens.title", position=step.query_position)),
+        key=keys.GEN_LENS)
+    top = np.flatnonzero(ranks == 1)
+    if top.size:
+        st.caption(t("generate.lens.first_top", token=token, row=rows[int(top[0])],
+                     probability=f"{float(probs[-1]):.3f}"))
+    else:
+        st.caption(t("generate.lens.never_top", token=token, rank=int(ranks[-1]),
+                     probability=f"{float(probs[-1]):.3f}"))
 
 
 def sink(step, first: str) -> None:

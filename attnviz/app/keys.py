@@ -347,6 +347,8 @@ LENS_COLOUR = "lens_colour"             # Logit lens: the cells coloured by "top
 LENS_GRID = "lens_grid"                 # Logit lens: the rows × positions grid
 LENS_POSITION = "lens_position"         # Logit lens: the position whose top tokens show
 LENS_LAYER = "lens_layer"               # Logit lens: the layer boundary whose bars show
+LENS_ATTENTION = "lens_attention"       # Logit lens (with sublayers): True reads that layer
+                                        # before its MLP, the row after its attention
 LENS_BARS = "lens_bars"                 # Logit lens: that cell's top-10 bars
 LENS_RANK = "lens_rank"                 # Logit lens: the target's rank across the rows
 
@@ -393,6 +395,7 @@ GEN_MANY = "gen_many"                   # the button adding gen_count tokens
 GEN_RESET = "gen_reset"                 # the button starting again
 GEN_NEXT_BARS = "gen_next_bars"         # the next token's candidates
 GEN_STEP_BARS = "gen_step_bars"         # the step's weights over the cache
+GEN_LENS = "gen_lens"                   # the step's logit lens: its position after each layer
 GEN_ROW_MAP = "gen_row_map"             # every head's row at the step
 GEN_SINK_MAP = "gen_sink_map"           # the weight on the first token per layer and head
 GEN_CACHE_BARS = "gen_cache_bars"       # the KV cache's size per step
@@ -449,6 +452,7 @@ LINK_DEFAULTS = {
     RD_VIEW: "", RO_LAYER: None, RO_RESIDUAL: True, RO_TOKEN: None, VW_LAYER: 0, VW_HEAD: 0,
     HS_COLUMN: None, HS_LAYER: 0, HS_HEAD: 0, AB_HEADS: "", AB_OTHER: None, AB_TARGET: None,
     LENS_SUBLAYERS: False, LENS_COLOUR: "top", LENS_POSITION: None, LENS_LAYER: None,
+    LENS_ATTENTION: False,
     # Trace the answer
     TR_VIEW: "", TR_PAIR: "ioi", TR_CLEAN: None, TR_CORRUPTED: None, TR_ANSWER_CLEAN: None,
     TR_ANSWER_CORRUPTED: None, TR_WHERE: "resid", TR_LAYER: None, TR_RAN: False,

@@ -620,6 +620,27 @@ def lens_row_label(kind: str, layer: int) -> str:
         t("reading.lens.row.layer", layer=layer - 1)
 
 
+def click_lens_cell(points: list[dict], row_labels: list[str], rows: list[tuple[str, int]],
+                    n: int) -> None:
+    """on_click of the lens grid: a click on a cell picks its position (LENS_POSITION) and its
+    row — a layer boundary ℓ (LENS_LAYER), or the row after layer ℓ's attention, read as
+    boundary ℓ + 1 before its MLP (LENS_ATTENTION). `row_labels` (R,): the grid's rows as
+    drawn (its y), `rows` (R,) what each is, `n` the positions; a click beside: nothing."""
+    from attnviz.models.lens import ATTENTION
+
+    for point in reversed(points):
+        x, y = str(point.get("x", "")), point.get("y")
+        head = x.split(":", 1)[0]
+        if y not in row_labels or not head.isdigit() or int(head) >= n:
+            continue
+        kind, layer = rows[row_labels.index(y)]
+        attention = kind == ATTENTION
+        st.session_state[keys.LENS_POSITION] = int(head)
+        st.session_state[keys.LENS_LAYER] = layer + 1 if attention else layer
+        st.session_state[keys.LENS_ATTENTION] = attention
+        return
+
+
 def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool):
     """The lens of the run's tokens and its cells' labels (top-k as the page writes them),
     once for every learner."""
@@ -634,7 +655,9 @@ def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool):
 
 def lens_tab(run: DecoderRun) -> None:
     """The logit lens: every layer boundary (and, asked, every attention sublayer) read through
-    the final RMSNorm and the tied unembedding; one position's top 10 and its answer's rank."""
+    the final RMSNorm and the tied unembedding; one position's top 10 and its answer's rank.
+    A cell is picked by a click on it, or with the position and layer pickers below it."""
+    from attnviz.models.lens import ATTENTION
     from attnviz.plot import lens_figures
 
     st.caption(t("reading.lens.caption"))
@@ -658,18 +681,28 @@ def lens_tab(run: DecoderRun) -> None:
         title=t("reading.lens.grid_title"), colour=lens.target_prob if by_target else None,
         colour_name=t("figure.lens.target_probability")), run.ids.tobytes(), bool(sublayers),
         colour)
-    widgets.chart(fig, key=keys.LENS_GRID)
+    # a click on a cell picks it: the pickers below follow (and stay, for the keyboard)
+    widgets.chart(fig, key=keys.LENS_GRID, on_click=click_lens_cell,
+                  args=(list(fig.data[0].y), lens.rows, len(run.tokens)))
     n = len(run.tokens)
     pretrained_view.keep_in_range(keys.LENS_POSITION, n, default=n - 1)
-    position = st.selectbox(t("reading.lens.position"), list(range(n)),
-                            persist_state="session", key=keys.LENS_POSITION,
-                            format_func=lambda i: f"{i}: {shown[i]}")
+    pick = st.columns([3, 3, 2] if sublayers else [1, 1], vertical_alignment="bottom")
+    position = pick[0].selectbox(t("reading.lens.position"), list(range(n)),
+                                 persist_state="session", key=keys.LENS_POSITION,
+                                 format_func=lambda i: f"{i}: {shown[i]}")
     layers = m.num_layers + 1                                          # boundaries 0 … L
     pretrained_view.keep_in_range(keys.LENS_LAYER, layers, default=layers - 1)
-    layer = st.selectbox(t("reading.lens.layer"), list(range(layers)),
-                         persist_state="session", key=keys.LENS_LAYER,
-                         format_func=lambda l: lens_row_label("layer", l))
+    layer = pick[1].selectbox(t("reading.lens.layer"), list(range(layers)),
+                              persist_state="session", key=keys.LENS_LAYER,
+                              format_func=lambda l: lens_row_label("layer", l))
     r = lens.row("layer", layer)
+    if sublayers:                               # layer ℓ's attention row: after layer ℓ − 1's
+        before_mlp = pick[2].checkbox(t("reading.lens.attention.label"), value=False,
+                                      persist_state="session", key=keys.LENS_ATTENTION,
+                                      disabled=layer == 0,
+                                      help=t("reading.lens.attention.help"))
+        if before_mlp and layer > 0:
+            r = lens.row(ATTENTION, layer - 1)
     target = int(lens.target[position])
     left, right = st.columns(2)
     with left:

@@ -248,6 +248,12 @@ class DecoderModel(ConfigSizes):
         return MAX_TOKENS
 
     @property
+    def generation_tokens(self) -> int:
+        """The most tokens a generation reads: its prompt's last MAX_TOKENS and MAX_NEW_TOKENS
+        new ones (a lens of some positions reads as many: ``logit_lens(positions=)``)."""
+        return MAX_TOKENS + MAX_NEW_TOKENS
+
+    @property
     def num_kv_heads(self) -> int:
         return self.config.num_kv_heads
 
@@ -658,15 +664,17 @@ class DecoderModel(ConfigSizes):
 
     def logit_lens(self, text_or_ids: str | np.typing.ArrayLike, *, sublayers: bool = False,
                    target: int | str | np.typing.ArrayLike | None = None, k: int = 10,
-                   max_tokens: int | None = None) -> "LogitLens":
+                   max_tokens: int | None = None,
+                   positions: np.typing.ArrayLike | None = None) -> "LogitLens":
         """The logit lens of `text_or_ids` (``attnviz.models.lens.logit_lens``): every layer
         boundary's stream through the final RMSNorm (its own statistics) and Eᵀ — top-k
         tokens, a target's probability and rank, KL(final ‖ layer) — and, with `sublayers`,
-        the stream after each attention sublayer too."""
+        the stream after each attention sublayer too. `positions`: None (every position), or
+        the positions projected, one column each (``LogitLens.positions``)."""
         from attnviz.models.lens import logit_lens
 
         return logit_lens(self, text_or_ids, sublayers=sublayers, target=target, k=k,
-                          max_tokens=max_tokens)
+                          max_tokens=max_tokens, positions=positions)
 
     def patch(self, clean: str | np.typing.ArrayLike, corrupted: str | np.typing.ArrayLike, *,
               answers: tuple[int | str, int | str] | None = None, where: str = "resid",

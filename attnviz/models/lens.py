@@ -15,7 +15,9 @@ row is then projected to the vocabulary (n, 49,152) once and reduced to what a p
 the top-k tokens and probabilities, a target token's probability and rank, KL(final ‖ row) —
 so 61 rows of a 64-token text never hold their ~770 MB of probabilities at once. The streams
 (rows, n, d_model) are kept: ``logits(row)``, ``prob(token)`` and ``rank(token)`` project
-them again on demand.
+them again on demand. ``positions=`` projects only some positions (Generate reads the one that
+chooses the next token): the pass still runs over the whole text, the projections, the
+reductions and the streams kept are those positions' only.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class LogitLens:
 
     rows: R pairs, ("layer", ℓ) for ℓ = 0 … L and ("attention", ℓ) for ℓ = 0 … L − 1 between
     ("layer", ℓ) and ("layer", ℓ + 1); the last row is ("layer", L), the model's output.
+    ids (N,) and tokens (N,): the text read. positions (n,): the positions projected, one per
+    column of every array below (all N, 0 … N − 1, unless ``logit_lens`` was given some).
     top_ids (R, n, k) int, top_probs (R, n, k) float32: the k most likely next tokens read at
     that row and position, most likely first. target (n,): the token followed at each position
     (default: the last row's top token); target_prob (R, n) float32, target_rank (R, n) int
@@ -60,6 +64,11 @@ class LogitLens:
     kl: np.ndarray = field(repr=False)
     residuals: np.ndarray = field(repr=False)
     _model: object = field(repr=False)
+    positions: np.ndarray = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.positions is None:                                    # every position
+            object.__setattr__(self, "positions", readonly(np.arange(len(self.ids))))
 
     @property
     def layer_rows(self) -> np.ndarray:
@@ -78,8 +87,8 @@ class LogitLens:
         """(R, n, k) readable tokens of ``top_ids``, each read after the text up to its
         position (a byte ending a character shows that character: ``piece_after``)."""
         m = self._model
-        return [[[m.piece_after(self.ids[:i + 1], int(j)) for j in cell]
-                 for i, cell in enumerate(row)] for row in self.top_ids]
+        return [[[m.piece_after(self.ids[:int(i) + 1], int(j)) for j in cell]
+                 for i, cell in zip(self.positions, row)] for row in self.top_ids]
 
     def logits(self, row: int) -> np.ndarray:
         """(n, vocab) float32: row `row`'s stream through the final RMSNorm (its own
@@ -97,7 +106,7 @@ class LogitLens:
         return self._per_token(token)[1]
 
     def _per_token(self, token) -> tuple[np.ndarray, np.ndarray]:
-        target = np.full(len(self.ids), token_id(self._model, token))
+        target = np.full(len(self.positions), token_id(self._model, token))
         probs = np.empty(self.kl.shape, _DTYPE)
         ranks = np.empty(self.kl.shape, np.int64)
         for r in range(len(self.rows)):
@@ -107,28 +116,36 @@ class LogitLens:
 
 
 def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: int = 10,
-               max_tokens: int | None = None) -> LogitLens:
+               max_tokens: int | None = None, positions=None) -> LogitLens:
     """The logit lens of a text (or token ids) on a ``DecoderModel``.
 
     sublayers: also the stream after each attention sublayer (resid_mid), between the layer
     boundaries. target: None (each position's top token in the last row), a token id or a
-    text of one token (the same at every position), or (n,) ids (one per position). k: how
-    many top tokens each cell keeps (1 … vocab). max_tokens: read at most this many tokens
-    (None: the model's limit, 512)."""
+    text of one token (the same at every position), or (N,) ids (one per position of the
+    text). k: how many top tokens each cell keeps (1 … vocab). max_tokens: read at most this
+    many tokens (None: the model's limit, 512; with `positions`, up to
+    ``model.generation_tokens``, 768: a generation's prompt and new tokens, whose every step
+    Generate reads at the position choosing the next token). positions: None (every position, 0 … N − 1),
+    or the positions to project (a list or array of whole numbers, −N … N − 1, a negative one
+    counted from the end): the lens's arrays then have one column per position given, in that
+    order, and ``LogitLens.positions`` says which — the same numbers as those columns of the
+    whole lens, for one pass over the text and the projections of those positions only."""
     ids = text_ids(model, ids_or_text)
+    most = model.max_tokens if positions is None else model.generation_tokens
     limit = model.max_tokens if max_tokens is None else \
-        whole_number(max_tokens, "max_tokens", low=1, high=model.max_tokens)
+        whole_number(max_tokens, "max_tokens", low=1, high=most)
     ids = ids[:limit]
     k = whole_number(k, "k", low=1, high=model.vocab_size)
-    rows, residuals = _streams(model, ids, sublayers)                  # (R, n, d_model)
+    chosen = _positions(positions, len(ids))                           # (n,)
+    rows, residuals = _streams(model, ids, sublayers, chosen)          # (R, n, d_model)
     final_logits = model.unembed(residuals[-1])                        # (n, vocab)
     final_lse = logsumexp_rows(final_logits)                           # (n,)
-    targets = _targets(model, target, final_logits, len(ids))
+    targets = _targets(model, target, final_logits, len(ids), chosen)
     p_final = np.exp(final_logits - final_lse[:, None].astype(_DTYPE))  # (n, vocab)
     # KL(final ‖ row) = Σ p log p − Σ p (logits_row − lse_row)   (Σ p = 1): no (n, vocab)
     # log-probabilities of the row are needed, only its log-sum-exp and one dot product
     neg_entropy = np.einsum("iv,iv->i", p_final, final_logits).astype(np.float64) - final_lse
-    shape = (len(rows), len(ids))
+    shape = (len(rows), len(chosen))
     top_ids, top_probs = np.empty(shape + (k,), np.int64), np.empty(shape + (k,), _DTYPE)
     target_prob, target_rank = np.empty(shape, _DTYPE), np.empty(shape, np.int64)
     kl = np.zeros(shape, _DTYPE)                                       # the last row: 0
@@ -146,7 +163,8 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
                      top_ids=readonly(top_ids), top_probs=readonly(top_probs),
                      target=readonly(targets), target_prob=readonly(target_prob),
                      target_rank=readonly(target_rank), kl=readonly(kl),
-                     residuals=readonly(residuals), _model=model)
+                     residuals=readonly(residuals), _model=model,
+                     positions=readonly(chosen))
 
 
 def logsumexp_rows(logits: np.ndarray) -> np.ndarray:
@@ -159,17 +177,28 @@ def logsumexp_rows(logits: np.ndarray) -> np.ndarray:
 
 # ---- pieces -------------------------------------------------------------------------------------
 
-def _streams(model, ids: np.ndarray, sublayers: bool):
-    """The rows' labels and streams (R, n, d_model): one pass, a hook reading resid_post (and
-    resid_mid)."""
+def _positions(positions, n: int) -> np.ndarray:
+    """(m,) the positions a lens projects, each 0 … n − 1: every one when None."""
+    if positions is None:
+        return np.arange(n)
+    given = np.asarray(positions, dtype=object)
+    if given.ndim != 1 or given.size == 0:
+        raise AttnvizInputError("error.lens.positions", shape=str(given.shape), tokens=n)
+    return np.array([whole_number(p, "positions", low=-n, high=n - 1) % n for p in given],
+                    dtype=np.intp)
+
+
+def _streams(model, ids: np.ndarray, sublayers: bool, positions: np.ndarray):
+    """The rows' labels and streams (R, m, d_model) at `positions`: one pass over every
+    token, a hook reading resid_post (and resid_mid)."""
     h0 = model.embed(ids)                                              # (n, d_model)
-    rows, streams = [(LAYER, 0)], [h0]
+    rows, streams = [(LAYER, 0)], [h0[positions]]
     wanted = ("resid_mid", "resid_post") if sublayers else ("resid_post",)
 
     def read(layer: int, name: str, value: np.ndarray) -> None:
         if name in wanted:
             rows.append((ATTENTION, layer) if name == "resid_mid" else (LAYER, layer + 1))
-            streams.append(np.array(value[0], dtype=_DTYPE))          # (n, d_model), a copy
+            streams.append(np.array(value[0][positions], dtype=_DTYPE))   # (m, d_model)
 
     model.run_layers(h0, hook=read)
     return rows, np.stack(streams)
@@ -202,16 +231,18 @@ def token_id(model, token, *, answer: bool = False) -> int:
                         high=model.vocab_size - 1)
 
 
-def _targets(model, target, final_logits: np.ndarray, n: int) -> np.ndarray:
-    """(n,) the token followed at each position."""
+def _targets(model, target, final_logits: np.ndarray, n: int,
+             positions: np.ndarray) -> np.ndarray:
+    """(m,) the token followed at each position projected (`target`: one per token of the
+    text, n)."""
     if target is None:
         return np.argmax(final_logits, axis=-1)
     if isinstance(target, str) or np.ndim(target) == 0:
-        return np.full(n, token_id(model, target))
+        return np.full(len(positions), token_id(model, target))
     targets = np.asarray(target)
     if targets.shape != (n,):
         raise AttnvizInputError("error.lens.target_shape", tokens=n, shape=str(targets.shape))
-    return np.array([token_id(model, int(i)) for i in targets])
+    return np.array([token_id(model, int(i)) for i in targets[positions]])
 
 
 def _top_k(logits: np.ndarray, lse: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

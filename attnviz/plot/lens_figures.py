@@ -1,5 +1,6 @@
 """Plotly figures of the logit lens (``attnviz.models.lens``): the rows × positions grid, one
-cell's top tokens as bars, and a token's rank across the rows as a line.
+cell's top tokens as bars, a token's rank across the rows as a line, and one position's rows
+(top token and a token's rank) side by side (Generate's step).
 
 Plain plotly (no streamlit), so they work in a notebook:
 
@@ -36,7 +37,9 @@ def lens_grid(top_probs, top_labels, *, row_labels, col_labels, title: str,
     top_probs (R, n, k) and top_labels (R, n, k) (the tokens as the page writes them; only the
     first `hover_top` are read); row_labels (R,), col_labels (n,): the rows and the tokens.
     colour (R, n), optional: another probability to colour the cells by (a target token's),
-    named `colour_name` on the colour bar and in the hover."""
+    named `colour_name` on the colour bar and in the hover. The hovers, and the clicks, are a
+    second trace's: a marker on each cell, row by row (R · n points; point r · n + i is the
+    cell of row r, position i)."""
     probs = np.asarray(top_probs, dtype=np.float64)                   # (R, n, k)
     rows_n, n, k = probs.shape
     rows = _labels(row_labels, rows_n, "row_labels")
@@ -54,11 +57,16 @@ def lens_grid(top_probs, top_labels, *, row_labels, col_labels, title: str,
         hover = [[f"{name}: {z[r, i]:.3f}<br>{hover[r][i]}" for i in range(n)]
                  for r in range(rows_n)]
     fig = go.Figure(go.Heatmap(
-        z=z, x=cols, y=rows, text=text, customdata=hover, zmin=0.0, zmax=1.0,
+        z=z, x=cols, y=rows, text=text, zmin=0.0, zmax=1.0, hoverinfo="skip",
         texttemplate="%{text}", textfont=dict(size=10), colorscale="Blues", xgap=1, ygap=1,
-        colorbar=dict(title=dict(text=f"{name}<br>0–1", side="top")),
-        hovertemplate=f"%{{y}}<br>{_esc(t('figure.lens.position'))} %{{x}}<br>"
-                      "%{customdata}<extra></extra>"))
+        colorbar=dict(title=dict(text=f"{name}<br>0–1", side="top"))))
+    # an invisible marker at each cell's centre: a heatmap's cells answer no click (plotly
+    # selects no heatmap points), a marker does (the nearest within 20 px), and hovers
+    fig.add_trace(go.Scatter(
+        x=[c for _ in rows for c in cols], y=[r for r in rows for _ in cols], mode="markers",
+        marker=dict(size=10, opacity=0), customdata=[h for row in hover for h in row],
+        showlegend=False, hovertemplate=f"%{{y}}<br>{_esc(t('figure.lens.position'))} "
+                                        "%{x}<br>%{customdata}<extra></extra>"))
     width = max(NARROW_WIDTH, 160 + COLUMN_PX * n)
     fig.update_layout(title=dict(text=title), width=width,
                       height=int(max(320, 120 + ROW_PX * rows_n)),
@@ -98,4 +106,62 @@ def rank_line(ranks, *, row_labels, title: str, width: int = NARROW_WIDTH) -> go
     return fig
 
 
-__all__ = ["lens_grid", "rank_line", "top_bars"]
+STEP_ROW_PX = 17            # a row of one position's lens (Generate)
+STEP_TOP_COLOUR, STEP_RANK_COLOUR, STEP_FIRST_COLOUR = "#2171b5", "#d6604d", "#238b45"
+
+
+def step_lens(top_probs, top_labels, ranks, probs, *, row_labels, token: str, title: str,
+              width: int = NARROW_WIDTH) -> go.Figure:
+    """One position's lens, its rows (the first at the bottom) beside each other in two
+    panels: on the left a column of cells, each writing its row's top token and that token's
+    probability (coloured by it, 0–1; the hover lists the top tokens), on the right the rank
+    of `token` — the token that followed — at each row, on a log axis with 1 on the right
+    (the rows where it is the top token marked in green).
+
+    top_probs (R, k), top_labels (R, k) (the tokens as the page writes them), ranks (R,) and
+    probs (R,): `token`'s rank and probability at each row; row_labels (R,)."""
+    from plotly.subplots import make_subplots
+
+    p = np.asarray(top_probs, dtype=np.float64)                       # (R, k)
+    rows_n, k = p.shape
+    rows = _labels(row_labels, rows_n, "row_labels")
+    rank = np.asarray(ranks, dtype=np.float64)
+    chance = np.asarray(probs, dtype=np.float64)
+    for values, what in ((rank, "ranks"), (chance, "probs")):
+        if values.shape != (rows_n,):
+            raise AttnvizInputError("error.figure.shape", name=what, shape=str(values.shape),
+                                    want=str((rows_n,)))
+    name = _esc(token)
+    rank_name, prob_name = _esc(t("figure.lens.rank")), _esc(t("figure.lens.probability"))
+    top_name = _esc(t("figure.lens.top_token"))
+    rank_of = _esc(t("figure.lens.rank_of", token=token))
+    text = [[f"{_esc(top_labels[r][0])}  {p[r, 0]:.2f}"] for r in range(rows_n)]
+    hover = [["<br>".join(f"{_esc(top_labels[r][j])}  {p[r, j]:.3f}"
+                          for j in range(min(HOVER_TOP, k)))] for r in range(rows_n)]
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.45, 0.55],
+                        horizontal_spacing=0.03, subplot_titles=(top_name, rank_of))
+    fig.add_trace(go.Heatmap(
+        z=p[:, :1], x=[top_name], y=rows, text=text, customdata=hover, zmin=0.0, zmax=1.0,
+        texttemplate="%{text}", textfont=dict(size=11), colorscale="Blues", showscale=False,
+        ygap=1, hovertemplate="%{y}<br>%{customdata}<extra></extra>"), row=1, col=1)
+    first = rank == 1
+    fig.add_trace(go.Scatter(
+        x=rank, y=rows, mode="lines+markers", line=dict(color=STEP_RANK_COLOUR),
+        marker=dict(size=7, color=[STEP_FIRST_COLOUR if f else STEP_RANK_COLOUR
+                                   for f in first]),
+        customdata=chance,
+        hovertemplate=f"%{{y}}<br>{name}: {rank_name} %{{x:.0f}}, {prob_name} "
+                      "%{customdata:.4f}<extra></extra>"), row=1, col=2)
+    fig.update_layout(title=dict(text=title), width=width, showlegend=False,
+                      height=int(max(320, 150 + STEP_ROW_PX * rows_n)),
+                      margin=dict(l=10, r=10, t=90, b=10), plot_bgcolor="white")
+    fig.update_annotations(font=dict(size=13))                         # the panels' titles
+    _category_axis(fig.layout.yaxis, rows, None)
+    fig.update_xaxes(showticklabels=False, ticks="", showgrid=False, row=1, col=1)
+    # a tick at each power of ten, 1 (the most likely) on the right
+    fig.update_xaxes(type="log", autorange="reversed", dtick=1, gridcolor="#eee",
+                     automargin=True, row=1, col=2)
+    return fig
+
+
+__all__ = ["lens_grid", "rank_line", "step_lens", "top_bars"]
