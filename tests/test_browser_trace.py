@@ -126,6 +126,56 @@ def test_patching_stops_keeping_what_it_computed_and_resumes(browser, app_url):
             const el = document.querySelector('.js-plotly-plot');
             return el && !JSON.stringify(el.data[0].z).includes('null');
         }""", timeout=120_000)
+        wait_for_app(page)
+        assert exceptions(page) == []
+        # a click on the cell of layer 23, head 4 opens that head (the map's hovers and clicks
+        # are an invisible marker's at each cell's centre: plotly's heatmaps answer no click)
+        page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
+        x, y = page.evaluate("""() => {
+            const gd = document.querySelector('.js-plotly-plot');
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const box = gd.querySelector('.main-svg').getBoundingClientRect();
+            return [box.left + xa._offset + xa.l2p(4), box.top + ya._offset + ya.l2p(23)];
+        }""")
+        page.mouse.click(x, y)
+        [step] = texts("en", "pretrained.step_through.label")
+        [picked] = texts("en", "trace.patch.picked", layer=23, head=4)
+        page.get_by_text(picked).first.wait_for(timeout=30_000)
+        page.get_by_role("button", name=step).click()
+        [steps_title] = texts("en", "steps.title")
+        page.get_by_role("heading", name=steps_title).first.wait_for(timeout=60_000)
+        assert exceptions(page) == []
+    finally:
+        context.close()
+
+
+def test_a_click_on_a_heads_edge_of_the_flow_names_it(browser, app_url):
+    context, page = open_trace(browser, app_url, "zh", SIZES[1],
+                               "&sentence=The%20Eiffel%20Tower%20is%20in%20the%20city%20of")
+    try:
+        [label] = texts("zh", "trace.tab.flow")
+        open_tab(page, label)
+        page.wait_for_function(f"() => ({FLOW_JS})()", timeout=60_000)
+        page.evaluate(f"() => ({FLOW_JS})().scrollIntoView({{block: 'center'}})")
+        page.wait_for_timeout(500)
+        x, y, data = page.evaluate(f"""() => {{
+            const gd = ({FLOW_JS})();
+            const curve = gd.data.findIndex(tr => tr.meta === 'head');
+            const tr = gd.data[curve];
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const box = gd.querySelector('.main-svg').getBoundingClientRect();
+            return [box.left + xa._offset + xa.l2p(tr.x[0]), box.top + ya._offset + ya.l2p(tr.y[0]),
+                    Array.from(tr.customdata[0])];
+        }}""")
+        page.mouse.click(x, y)
+        layer, head = data[0], data[1]           # each head's marker is its own, never hidden
+        [step] = texts("zh", "pretrained.step_through.label")
+        page.get_by_role("button", name=step).wait_for(timeout=30_000)
+        with use_language("zh"):
+            named = message_pattern("trace.flow.edge.head", layer=layer, head=head)
+        said = page.evaluate("() => document.body.innerText")
+        assert named.search(said.replace("`", "")), said[-600:]
         assert exceptions(page) == []
     finally:
         context.close()

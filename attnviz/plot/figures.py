@@ -868,6 +868,19 @@ def _category_axis(axis, labels: list[str], title: str | None, *, top_down: bool
         axis.update(autorange="reversed")
 
 
+def cell_markers(rows: list[str], cols: list[str], hover: list[list[str]],
+                 hovertemplate: str) -> go.Scatter:
+    """An invisible marker at the centre of each cell of a heatmap with these category rows
+    and columns, row by row (point r · len(cols) + c is cell (r, c)), carrying the hover
+    (customdata): a heatmap's cells answer no click (plotly selects no heatmap points, so
+    Streamlit's on_select never hears of them), a marker does (the nearest within 20 px). The
+    heatmap's own hover is then switched off (``hoverinfo="skip"``)."""
+    return go.Scatter(x=[c for _ in rows for c in cols], y=[r for r in rows for _ in cols],
+                      mode="markers", marker=dict(size=10, opacity=0),
+                      customdata=[h for row in hover for h in row], showlegend=False,
+                      hovertemplate=hovertemplate)
+
+
 def labels_step(n: int, plot_px: float | None) -> tuple[int, bool]:
     """(every how many labels one is shown on an axis `plot_px` long, whether in the small
     font): (1, False) while all n fit at LABEL_PX, (1, True) at SMALL_LABEL_PX, else (k, True)."""

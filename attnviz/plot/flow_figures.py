@@ -50,7 +50,7 @@ def flow_graph(edges, tokens, num_layers: int, *, title: str, position: int | No
         title = f"{title}<br><sub>{_esc(cut)}</sub>"
     num_heads = 1 + max((e[4] for e in shown), default=0)
     fig = go.Figure()
-    fig.update_layout(shapes=[_shape(e, _colour(e, num_heads)) for e in shown])
+    fig.update_layout(shapes=[_shape(e, _colour(e, num_heads), num_heads) for e in shown])
     for kind in _KIND_ORDER:
         mine = [e for e in shown if e[3] == kind]
         if mine:
@@ -84,24 +84,35 @@ def _heaviest(edges: list[tuple], most: int) -> list[tuple]:
     return [e for k, e in enumerate(edges) if k in keep]
 
 
-def _ends(edge: tuple) -> tuple[float, float, float, float, float, float]:
-    """x0, y0, x1, y1 of an edge's ends and the (x, y) of its midpoint (bowed out for an
-    MLP edge and a head's edge from its own token, which would lie on the residual's)."""
-    layer, source, target, kind = edge[:4]
+def _ends(edge: tuple, num_heads: int = 1) -> tuple[float, float, float, float, float, float]:
+    """x0, y0, x1, y1 of an edge's ends and the (x, y) of its marker: on a head's edge
+    between two tokens, at a point along it that is the head's own (the heads of a layer
+    reading the same token share the line, not the marker); elsewhere the midpoint, bowed
+    out for an MLP edge and a head's edge from its own token (which would lie on the
+    residual's), the bow the head's own too."""
+    layer, source, target, kind, head = edge[:5]
     row = 2 * layer + (1 if kind.startswith("mlp") else 0)
+    along = 0.5 if kind != "head" or num_heads < 2 else 0.2 + 0.6 * head / (num_heads - 1)
     if kind == "mlp":                             # right of the MLP's residual
         bow = BEND
     elif kind in ("head", "attn") and source == target:     # left of the attention's
-        bow = -BEND
+        bow = -BEND * (1.0 if kind == "attn" else 0.5 + along)
+        along = 0.5
     else:
         bow = 0.0
-    return source, row, target, row + 1, (source + target) / 2 + bow / 2, row + 0.5
+    return (source, row, target, row + 1, source + along * (target - source) + bow / 2,
+            row + along)
 
 
-def _shape(edge: tuple, colour: str) -> dict:
-    x0, y0, x1, y1, mx, my = _ends(edge)
+def _bowed(edge: tuple) -> bool:
+    """Whether the edge is drawn as a curve (see ``_ends``)."""
+    return edge[3] == "mlp" or (edge[3] in ("head", "attn") and edge[1] == edge[2])
+
+
+def _shape(edge: tuple, colour: str, num_heads: int = 1) -> dict:
+    x0, y0, x1, y1, mx, my = _ends(edge, num_heads)
     line = dict(color=colour, width=MIN_WIDTH + (MAX_WIDTH - MIN_WIDTH) * float(edge[5]))
-    if mx != (x0 + x1) / 2:                       # a quadratic curve through the midpoint
+    if _bowed(edge):                              # a quadratic curve through the midpoint
         cx = 2 * mx - (x0 + x1) / 2
         return dict(type="path", path=f"M {x0},{y0} Q {cx},{my} {x1},{y1}", line=line,
                     layer="below", opacity=0.75)
@@ -119,7 +130,7 @@ def _colour(edge: tuple, num_heads: int) -> str:
 def _midpoints(kind: str, edges: list[tuple], labels: list[str], num_heads: int) -> go.Scatter:
     """One marker per edge at its midpoint: the hover, and customdata (layer, head, source,
     target, kind)."""
-    points = [_ends(e)[4:] for e in edges]
+    points = [_ends(e, num_heads)[4:] for e in edges]
     return go.Scatter(
         x=[p[0] for p in points], y=[p[1] for p in points], mode="markers",
         name=_esc(t(f"figure.flow.kind.{kind}")), meta=kind,

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.plot.figures import NARROW_WIDTH, _category_axis, _esc, _labels
+from attnviz.plot.figures import NARROW_WIDTH, _category_axis, _esc, _labels, cell_markers
 
 ROW_PX = 18                 # a row of the grid
 COLUMN_PX = 56              # a position of the grid: room for a short token
@@ -60,13 +60,10 @@ def lens_grid(top_probs, top_labels, *, row_labels, col_labels, title: str,
         z=z, x=cols, y=rows, text=text, zmin=0.0, zmax=1.0, hoverinfo="skip",
         texttemplate="%{text}", textfont=dict(size=10), colorscale="Blues", xgap=1, ygap=1,
         colorbar=dict(title=dict(text=f"{name}<br>0–1", side="top"))))
-    # an invisible marker at each cell's centre: a heatmap's cells answer no click (plotly
-    # selects no heatmap points), a marker does (the nearest within 20 px), and hovers
-    fig.add_trace(go.Scatter(
-        x=[c for _ in rows for c in cols], y=[r for r in rows for _ in cols], mode="markers",
-        marker=dict(size=10, opacity=0), customdata=[h for row in hover for h in row],
-        showlegend=False, hovertemplate=f"%{{y}}<br>{_esc(t('figure.lens.position'))} "
-                                        "%{x}<br>%{customdata}<extra></extra>"))
+    # the hovers and clicks: an invisible marker at each cell's centre (figures.cell_markers)
+    position = _esc(t("figure.lens.position"))
+    fig.add_trace(cell_markers(rows, cols, hover,
+                               f"%{{y}}<br>{position} %{{x}}<br>%{{customdata}}<extra></extra>"))
     width = max(NARROW_WIDTH, 160 + COLUMN_PX * n)
     fig.update_layout(title=dict(text=title), width=width,
                       height=int(max(320, 120 + ROW_PX * rows_n)),

@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import t
-from attnviz.plot.figures import NARROW_WIDTH, _category_axis, _esc, _labels
+from attnviz.plot.figures import NARROW_WIDTH, _category_axis, _esc, _labels, cell_markers
 
 ROW_PX = 18                 # a row of the map
 COLUMN_PX = 48              # a column: room for a short token
@@ -30,7 +30,8 @@ def effect_map(effect, *, row_labels, col_labels, title: str, row_title: str,
     """The normalised effect of each patch, (R, C): 0 = as the corrupted run, 1 = as the clean
     run, on a diverging scale centred on 0 and reaching at least ±1 (further when an effect
     does); cells not computed (NaN: a patching stopped early) are left blank and their hover
-    says so. Rows are drawn with the first at the bottom (layer 0 below layer 29).
+    says so. Rows are drawn with the first at the bottom (layer 0 below layer 29). The hovers
+    and clicks are a second trace's (``figures.cell_markers``).
 
     col_labels: the columns (the corrupted prompt's tokens, or heads); clean_tokens (C,),
     optional: the clean prompt's token at each column, named in the hover where it differs.
@@ -55,10 +56,11 @@ def effect_map(effect, *, row_labels, col_labels, title: str, row_title: str,
               + (f"<br>{notes[c]}" if notes[c] else "") for c in range(cols_n)]
              for r in range(rows_n)]
     fig = go.Figure(go.Heatmap(
-        z=e, x=cols, y=rows, customdata=hover, zmin=-reach, zmax=reach, zmid=0.0,
-        colorscale=COLOURS, xgap=1, ygap=1, hoverongaps=False,
-        colorbar=dict(title=dict(text=name, side="top")),
-        hovertemplate=f"%{{y}}<br>{_esc(col_title)} %{{x}}<br>%{{customdata}}<extra></extra>"))
+        z=e, x=cols, y=rows, zmin=-reach, zmax=reach, zmid=0.0, colorscale=COLOURS, xgap=1,
+        ygap=1, hoverinfo="skip", colorbar=dict(title=dict(text=name, side="top"))))
+    # the hovers and the clicks (a head opened): an invisible marker at each cell's centre
+    fig.add_trace(cell_markers(rows, cols, hover, f"%{{y}}<br>{_esc(col_title)} %{{x}}<br>"
+                                                  "%{customdata}<extra></extra>"))
     width = max(NARROW_WIDTH, 180 + COLUMN_PX * cols_n)
     fig.update_layout(title=dict(text=title), width=width,
                       height=int(max(320, 130 + ROW_PX * rows_n)),
