@@ -24,6 +24,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.models import registry
+from attnviz.models.patching import effect_shape
 from attnviz.tutorials.patching_pairs import PATCHING_PAIRS, patching_pair
 
 TABS = ("lens", "patching", "flow")        # the tabs, trace.tab.<name>
@@ -227,7 +228,7 @@ def _run(m, key, clean_ids, corrupted_ids, answers, where, layer):
     partial = partial[1] if isinstance(partial, tuple) and partial[0] == key else None
     asked = st.session_state.get(keys.TR_RUN_FOR) == key
     stopped = st.session_state.get(keys.TR_STOPPED_FOR) == key
-    size = _shape_size(m, where, len(clean_ids))
+    size = int(np.prod(effect_shape(m, where, len(clean_ids))))
     if not asked:
         widgets.action_button(t("trace.patch.button", count=size), _ask, (key,),
                               key=keys.TR_PATCH, type="primary", icon=":material/play_arrow:",
@@ -261,12 +262,6 @@ def _run(m, key, clean_ids, corrupted_ids, answers, where, layer):
     bar.empty()
     st.session_state.pop(keys.TR_PARTIAL, None)
     return _PATCHES.get(key, lambda: partial)
-
-
-def _shape_size(m, where: str, n: int) -> int:
-    layers, heads = m.num_layers, m.num_heads
-    return {"resid": (layers + 1) * n, "attn": layers * n, "mlp": layers * n,
-            "heads": layers * heads, "heads_pos": heads * n}[where]
 
 
 def _pick_head(points: list[dict], where: str, layer: int | None, rows: list[str],

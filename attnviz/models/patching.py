@@ -44,7 +44,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.models.lens import text_ids, token_id
 from attnviz.models.llama_layer import KVCache
 
-__all__ = ["WHERE", "Patching", "patch", "patch_once"]
+__all__ = ["WHERE", "Patching", "effect_shape", "patch", "patch_once"]
 
 WHERE = ("resid", "attn", "mlp", "heads", "heads_pos")
 BATCH = 16                  # patched sequences run side by side
@@ -140,7 +140,7 @@ def patch(model, clean, corrupted, *, answers=None, where: str = "resid",
         layer = whole_number(layer, "layer", low=0, high=model.num_layers - 1)
     batch = BATCH if batch is None else whole_number(batch, "batch", low=1, high=4096)
     runs = _Runs(model, clean, corrupted, answers)
-    shape = _shape(model, where, len(runs.clean_ids))
+    shape = effect_shape(model, where, len(runs.clean_ids))
     metric = np.full(shape, np.nan)
     if resume is not None:
         _check_resume(resume, runs, where, layer)
@@ -344,7 +344,8 @@ def _shifted(target, start: int):
 
 # ---- the entries ---------------------------------------------------------------------------------
 
-def _shape(model, where: str, n: int) -> tuple[int, int]:
+def effect_shape(model, where: str, n: int) -> tuple[int, int]:
+    """The shape of `where`'s effect (and metric) for prompts of n tokens."""
     layers, heads = model.num_layers, model.num_heads
     return {"resid": (layers + 1, n), "attn": (layers, n), "mlp": (layers, n),
             "heads": (layers, heads), "heads_pos": (heads, n)}[where]
