@@ -254,8 +254,12 @@ def test_a_click_on_a_head_of_the_heads_map_opens_it_step_by_step():
     [fig] = effect_maps(at)
     x, y = fig["data"][0]["x"], fig["data"][0]["y"]
     assert len(x) == 9 and len(y) == 30
-    click_points(at, keys.TR_MAP, [{"x": x[4], "y": y[23], "curve_number": 0,
-                                    "point_number": [23, 4], "point_index": [23, 4]}])
+    # what the browser sends: the cell's marker (the map's second trace), point r · 9 + c
+    markers = fig["data"][1]
+    assert (markers["x"][23 * 9 + 4], markers["y"][23 * 9 + 4]) == (x[4], y[23])
+    click_points(at, keys.TR_MAP, [{"x": x[4], "y": y[23], "curve_number": 1,
+                                    "point_number": 23 * 9 + 4,
+                                    "point_index": 23 * 9 + 4}])
     no_exceptions(at)
     assert at.session_state[keys.TR_PICK] == ("heads", 23, 4)
     assert shows(at.markdown, "trace.patch.picked", layer=23, head=4)

@@ -25,6 +25,7 @@ from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.models import registry
 from attnviz.models.patching import effect_shape
+from attnviz.plot import figures
 from attnviz.tutorials.patching_pairs import PATCHING_PAIRS, patching_pair
 
 TABS = ("lens", "patching", "flow")        # the tabs, trace.tab.<name>
@@ -264,19 +265,14 @@ def _run(m, key, clean_ids, corrupted_ids, answers, where, layer):
     return _PATCHES.get(key, lambda: partial)
 
 
-def _pick_head(points: list[dict], where: str, layer: int | None, rows: list[str],
-               cols: list[str]) -> None:
-    """on_click of a heads map: the clicked cell's (layer, head) under TR_PICK."""
-    from attnviz.plot.figures import _labels
-
-    shown_cols = _labels(cols, len(cols), "cols")           # as effect_map writes them
-    if where == "heads_pos":
-        shown_cols = [f"{i}: {c}" for i, c in enumerate(shown_cols)]
-    shown_rows = _labels(rows, len(rows), "rows")
+def _pick_head(points: list[dict], where: str, layer: int | None, columns: int) -> None:
+    """on_click of a heads map: the clicked cell's (layer, head) under TR_PICK. The clicks
+    are the map's cell markers' (its second trace, ``figures.cell_markers``): point
+    r · columns + c is cell (r, c)."""
     for point in reversed(points):
-        x, y = point.get("x"), point.get("y")
-        if y in shown_rows and x in shown_cols:
-            r, c = shown_rows.index(y), shown_cols.index(x)
+        index = point.get("point_index")
+        if point.get("curve_number") == 1 and isinstance(index, int):
+            r, c = divmod(index, columns)
             st.session_state[keys.TR_PICK] = (where, r, c) if where == "heads" else \
                 (where, layer, r)
             return
@@ -311,7 +307,7 @@ def _map_axes(m, p) -> tuple[list[str], list[str], str, str]:
 
 def _show_result(m, p) -> None:
     """The metric of both runs, the effect map, the strongest patches and the downloads."""
-    from attnviz.plot import figures, patching_figures
+    from attnviz.plot import patching_figures
 
     clean_answer, corrupted_answer = (token_shown(a) for a in p.answer_tokens)
     st.markdown(t("trace.patch.metric", clean_answer=code(clean_answer),
@@ -327,7 +323,7 @@ def _show_result(m, p) -> None:
         [token_shown(s) for s in p.clean_tokens], numbered=p.where != "heads")
     if p.where in ("heads", "heads_pos"):          # a cell is a head: a click opens it
         widgets.chart(fig, key=keys.TR_MAP, on_click=_pick_head,
-                      args=(p.where, p.layer, rows, cols))
+                      args=(p.where, p.layer, len(cols)))
         _picked_head(p.where)
     else:
         widgets.chart(fig, key=keys.TR_MAP)
@@ -396,18 +392,12 @@ def flow_tab() -> None:
         return
     fig = flow_figures.flow_graph(graph.edges, shown, m.num_layers, position=position,
                                   title=t("trace.flow.title", position=position,
-                                          token=_escaped(shown[position]),
+                                          token=figures.escape(shown[position]),
                                           threshold=f"{threshold:.2f}"))
     widgets.chart(fig, key=keys.FL_GRAPH, on_click=_pick_edge)
     st.caption(t("trace.flow.count", edges=len(graph.edges), nodes=len(graph.nodes)))
     _picked_edge(shown)
     widgets.array_downloads(graph.arrays, graph.to_json, "flow", key=keys.FL_GRAPH)
-
-
-def _escaped(text: str) -> str:
-    from attnviz.plot import figures
-
-    return figures.escape(text)
 
 
 def _picked_edge(shown: list[str]) -> None:
