@@ -50,7 +50,7 @@ def test_generate_five_tokens_and_see_the_fifth_tokens_attention_row(browser, ap
         page.get_by_role("button", name="Generate 5").wait_for(timeout=30_000)
         page.wait_for_timeout(500)
         page.get_by_role("button", name="Generate 5").click()
-        page.get_by_role("heading", name="New token 5").wait_for(timeout=120_000)
+        page.get_by_role("heading", name="New token 5", exact=True).wait_for(timeout=120_000)
         page.wait_for_function(f"() => ({CHART_JS})('New token 5') !== null", timeout=60_000)
         assert not exceptions(page)
 
