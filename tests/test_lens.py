@@ -73,6 +73,38 @@ def test_last_row_is_the_models_own_next_token_distribution(decoder):
     assert decoder.next_tokens(PROMPT, k=1)[0][0] == " Paris"
 
 
+# ---- the reductions' fast paths against a whole sort ---------------------------------------------
+
+@pytest.mark.parametrize("k", [1, 10, 48, 49, 300])
+def test_top_k_reads_blocks_yet_equals_a_whole_sort_ties_included(k):
+    """The lens picks each row's k largest among the k vocabulary blocks with the largest
+    maxima (k ≤ 48 of 192 blocks; above, the whole row): the same ids and order as a stable
+    sort of the whole row — the largest first, ties the lower id — on rows built to tie:
+    equal maxima in many blocks, a tie at the k-th place, and every logit equal."""
+    from attnviz.models.lens import _reduce
+
+    rng = np.random.default_rng(k)
+    vocab = 49_152
+    rows = rng.standard_normal((9, vocab)).astype(np.float32)
+    rows[1, rng.choice(vocab, 200, replace=False)] = 9.0       # 200 tied maxima
+    rows[2, [5, 77, 40_000, 49_151]] = 7.0                     # four tied at the top
+    ranked = np.argsort(-rows[3], kind="stable")
+    rows[3, ranked[k - 1:k + 3]] = rows[3, ranked[k - 1]]      # a tie across the k-th place
+    rows[4] = 0.5                                              # all equal
+    rows[5, :: 192] = 20.0                                     # every maximum in one block
+    rows[6] = rng.integers(-3, 3, vocab)                       # few values, ties everywhere
+    targets = rng.integers(0, vocab, len(rows))
+    ids, logits, lse, chosen, rank, _ = _reduce(rows, targets, k, None)
+    x = rows.astype(np.float64)
+    expected = np.argsort(-rows, axis=-1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(ids, expected)
+    np.testing.assert_array_equal(logits, np.take_along_axis(x, expected, axis=-1))
+    top = x.max(axis=-1, keepdims=True)
+    np.testing.assert_allclose(lse, top[:, 0] + np.log(np.exp(x - top).sum(-1)), rtol=1e-6)
+    np.testing.assert_array_equal(chosen, x[np.arange(len(rows)), targets])
+    np.testing.assert_array_equal(rank, 1 + (x > chosen[:, None]).sum(-1))
+
+
 # ---- every row against transformers -------------------------------------------------------------
 
 @pytest.mark.parametrize("text", [PROMPT, OTHER])
