@@ -82,7 +82,7 @@ def top_bars(labels, probs, *, title: str, width: int = NARROW_WIDTH) -> go.Figu
                            hovertemplate=f"%{{y}}<br>{value}: %{{x:.4f}}<extra></extra>"))
     fig.update_layout(title=dict(text=title), width=width, height=max(260, 90 + 24 * len(p)),
                       showlegend=False, margin=dict(l=10, r=10, t=60, b=10),
-                      xaxis=dict(title=dict(text=value), range=[0, 1]))
+                      xaxis=dict(title=dict(text=value), range=[0, 1], automargin=True))
     _category_axis(fig.layout.yaxis, names, None, top_down=True)
     return fig
 
@@ -100,6 +100,31 @@ def rank_line(ranks, *, row_labels, title: str, width: int = NARROW_WIDTH) -> go
                       yaxis=dict(type="log", autorange="reversed", automargin=True,
                                  title=dict(text=rank)))
     _category_axis(fig.layout.xaxis, rows, t("figure.lens.row"), plot_px=width - 80)
+    return fig
+
+
+LENS_COLOURS = {"logit": "#d6604d", "tuned": "#2171b5"}      # a line per lens: kl_lines
+
+
+def kl_lines(kls, names, *, row_labels, title: str, width: int = NARROW_WIDTH) -> go.Figure:
+    """KL(output ‖ row) in nats at each row, one line per lens: kls {lens: (R,)} ("logit",
+    "tuned"), names {lens: its legend name}. The last row is the output itself (0)."""
+    fig = go.Figure()
+    nats = _esc(t("figure.lens.kl"))
+    for lens, values in kls.items():
+        v = np.asarray(values, dtype=np.float64)
+        rows = _labels(row_labels, len(v), "row_labels")
+        fig.add_trace(go.Scatter(
+            x=rows, y=v, mode="lines+markers", name=names[lens],
+            line=dict(color=LENS_COLOURS.get(lens)),
+            hovertemplate=f"{_esc(names[lens])}<br>%{{x}}<br>{nats}: %{{y:.3f}}<extra></extra>"))
+    fig.update_layout(title=dict(text=title), width=width, height=LINE_HEIGHT + 40,
+                      margin=dict(l=10, r=10, t=60, b=10),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+                      yaxis=dict(rangemode="tozero", automargin=True,
+                                 title=dict(text=nats)))
+    _category_axis(fig.layout.xaxis, list(row_labels), t("figure.lens.row"),
+                   plot_px=width - 80)
     return fig
 
 
