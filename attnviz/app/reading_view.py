@@ -4,6 +4,10 @@ value-weighted attention, head statistics and head ablation. Every word through 
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -655,21 +659,36 @@ def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool, tuned: bool = False
     return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers, tuned), compute)
 
 
+_TUNED_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnviz-tuned-lens")
+_TUNED_LOCK = threading.Lock()
+_TUNED: dict[str, tuple[Future, list]] = {}      # model path → (its load, the stages seen)
+
+
 def tuned_lens(m: DecoderModel):
     """The model's tuned lens, with a progress bar while it is fitted (the first time on this
-    machine: about a minute) and a notice when a damaged copy on disk was fitted again or the
-    translators cannot be kept on disk."""
-    slot = st.empty()
-
-    def show(stage) -> None:
-        if stage.stage in ("generating", "fitting", "writing"):
-            slot.progress(stage.fraction, text=t(f"reading.lens.tuned.progress.{stage.stage}",
-                                                 done=stage.done + 1, total=stage.total))
-
-    try:
-        found = m.tuned_lens(progress=show)
-    finally:
+    machine: about a minute and a half) and a notice when a damaged copy on disk was fitted
+    again. The load runs in a thread of its own, once for every learner: a page that reruns
+    (a click elsewhere) or a second learner meanwhile waits for the same fit, never restarts
+    it."""
+    with _TUNED_LOCK:
+        entry = _TUNED.get(str(m.path))
+        if entry is None or (entry[0].done() and entry[0].exception() is not None):
+            stages: list = []
+            entry = _TUNED[str(m.path)] = (_TUNED_POOL.submit(m.tuned_lens,
+                                                              progress=stages.append), stages)
+    future, stages = entry
+    if not future.done():
+        slot = st.empty()
+        with st.spinner(t("reading.lens.tuned.loading")):
+            while not future.done():
+                stage = stages[-1] if stages else None
+                if stage is not None and stage.stage in ("generating", "fitting", "writing"):
+                    slot.progress(stage.fraction, text=t(
+                        f"reading.lens.tuned.progress.{stage.stage}", done=stage.done + 1,
+                        total=stage.total))
+                time.sleep(0.3)
         slot.empty()
+    found = future.result()
     if found.reason is not None:
         st.info(t(f"reading.lens.tuned.{found.outcome}", reason=literal(found.reason)))
     return found
