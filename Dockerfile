@@ -53,11 +53,13 @@ COPY app.py ./
 # then the unprivileged user the server runs as (by number, so any host resolves it).
 # SmolLM2's GGUF is converted once, here, into a cache every user of the image reads and none
 # can write (its name holds the GGUF's time in whole seconds, which an image layer keeps, so
-# the containers find it: tests/test_image.py times their first SmolLM2 page).
+# the containers find it: tests/test_image.py times their first SmolLM2 page); its tuned
+# lens is fitted here too (about a minute), so no learner waits for it.
 ENV ATTNVIZ_CACHE_DIR=/opt/attnviz-cache
-RUN HF_HUB_OFFLINE=1 python -c "from attnviz.models.pretrained import PretrainedModel; \
+RUN HF_HUB_OFFLINE=1 OPENBLAS_NUM_THREADS=1 python -c "from attnviz.models.pretrained import PretrainedModel; \
 from attnviz.models.decoder import DecoderModel; \
-print(PretrainedModel.load().max_tokens, DecoderModel.load().num_layers)" \
+print(PretrainedModel.load().max_tokens, DecoderModel.load().num_layers, \
+DecoderModel.load().tuned_lens().tokens)" \
     && chmod -R a+rX,go-w /opt/attnviz-cache \
     && useradd --create-home --uid 10001 attnviz
 USER 10001

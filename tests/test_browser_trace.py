@@ -50,6 +50,17 @@ def open_tab(page, name: str) -> None:
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
 
 
+def titles_cut(page) -> list[str]:
+    """Chart titles wider than their chart (plotly draws a title on one line and cuts it at
+    both ends): each as its text."""
+    return page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .map(el => [el.getBoundingClientRect(), el.querySelector('.gtitle')])
+        .filter(([r, title]) => title && r.width > 0 && (
+            title.getBoundingClientRect().left < r.left - 1 ||
+            title.getBoundingClientRect().right > r.right + 1))
+        .map(([r, title]) => title.textContent)""")
+
+
 def no_overflow(page) -> list[str]:
     """Charts wider than the main column (cut off on the right)."""
     return page.evaluate("""() => {
@@ -88,7 +99,20 @@ def test_every_tab_draws_in_both_languages_and_sizes(browser, app_url, lang, siz
                             full_page=True)
             assert exceptions(page) == [], tab
             assert no_overflow(page) == [], tab
+            assert titles_cut(page) == [], tab
             assert page.locator(".js-plotly-plot").count() >= 1, tab
+            if tab == "lens":                 # the tuned lens beside it (fitted once, ~1.5 min)
+                [tuned] = texts(lang, "reading.lens.kind.option.tuned")
+                [kl] = texts(lang, "reading.lens.tuned.kl_title", tokens=0)   # its start
+                page.get_by_text(tuned, exact=True).click()
+                page.wait_for_function(
+                    "(t) => Array.from(document.querySelectorAll('.js-plotly-plot .gtitle'))"
+                    ".some(el => el.textContent.startsWith(t))", arg=kl[:8], timeout=300_000)
+                wait_for_app(page, 120_000)
+                page.screenshot(path=str(SHOTS / f"trace_tuned_{lang}_{size[0]}.png"),
+                                full_page=True)
+                assert exceptions(page) == [] and no_overflow(page) == []
+                assert titles_cut(page) == []
     finally:
         context.close()
 

@@ -141,6 +141,9 @@ BUILDERS = {
     "lens_figures.top_bars": lambda: lens_figures.top_bars(TOKENS, [0.6, 0.3], title="t"),
     "lens_figures.rank_line": lambda: lens_figures.rank_line(
         [3, 1], row_labels=TOKENS, title="t"),
+    "lens_figures.kl_lines": lambda: lens_figures.kl_lines(           # legend, ticks, hover
+        {"logit": [2.0, 0.0], "tuned": [1.0, 0.0]}, {"logit": TOKEN, "tuned": "t"},
+        row_labels=TOKENS, title="t"),
     "flow_figures.flow_graph": lambda: flow_figures.flow_graph(        # ticks, hovers
         [(0, 0, 1, "head", 2, 0.6), (0, 1, 1, "attn_residual", -1, 0.4),
          (0, 0, 0, "mlp", -1, 0.3)], TOKENS, 1, title="t", position=1),

@@ -370,26 +370,27 @@ def test_every_tab_of_read_the_model_in_both_languages(tab, model):
                            ignore=[*shown_tokens(en), *allowed_chinese()]) == []
 
 
-TRACE_TABS = ("lens", "patching", "flow")
+TRACE_CASES = [("lens", "logit"), ("lens", "tuned"), ("patching", "logit"), ("flow", "logit")]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tab", TRACE_TABS)
-def test_every_tab_of_trace_the_answer_in_both_languages(tab):
-    """Each tab drawn whole (patching: a patched view, as a link that was patched opens it),
-    in Chinese on the Chinese prompt pair and in English on the English one."""
+@pytest.mark.parametrize("tab, lens", TRACE_CASES, ids=[f"{t}-{k}" for t, k in TRACE_CASES])
+def test_every_tab_of_trace_the_answer_in_both_languages(tab, lens):
+    """Each tab drawn whole (patching: a patched view, as a link that was patched opens it;
+    the lens tab with the logit lens and with the tuned lens and its KL chart), in Chinese on
+    the Chinese prompt pair and in English on the English one."""
     from attnviz.i18n import render
 
     english, chinese = render(f"trace.tab.{tab}", "en"), render(f"trace.tab.{tab}", "zh")
     zh = app("pages/trace.py", link={"lang": "zh"}, model="smollm2",
              sentence="早上好，今天天气很好", tr_view=english, tr_ran=True,
-             tr_pair="weekday_zh", tr_where="mlp")
+             tr_pair="weekday_zh", tr_where="mlp", lens_kind=lens)
     assert zh.session_state["tr_view"] == chinese
     texts = visible_texts(zh)
     assert len(texts) > 20 and any(t.where.startswith("chart") for t in texts)
     assert english_sentences(texts, ignore=code_spans(zh)) == []
     en = app("pages/trace.py", model="smollm2", tr_view=chinese, tr_ran=True, tr_pair="ioi",
-             tr_where="mlp")
+             tr_where="mlp", lens_kind=lens)
     assert en.session_state["tr_view"] == english
     assert chinese_outside(visible_texts(en),
                            ignore=[*code_spans(en), *allowed_chinese()]) == []

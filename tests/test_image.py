@@ -243,6 +243,18 @@ def test_the_image_s_model_cache_is_used_not_converted_again(offline, conversion
                                                conversion_seconds)
 
 
+def test_the_image_s_tuned_lens_is_read_not_fitted_again(offline):
+    """Fitted while the image was built (a minute of generating and fitting): the server's
+    user, who cannot write the cache, reads it whole, checked, in seconds."""
+    out = offline["container"].exec("python", "-c", (
+        "import time; from attnviz import DecoderModel; m = DecoderModel.load(); "
+        "t = time.perf_counter(); found = m.tuned_lens(); "
+        "print(found.outcome, found.tokens, time.perf_counter() - t)")).stdout
+    outcome, tokens, seconds = out.split()[-3:]
+    assert outcome == "verified" and int(tokens) > 1000, out
+    assert float(seconds) < 10, out
+
+
 # ---- two replicas behind the shipped haproxy.cfg ----------------------------------------------
 
 def in_thread(fn, *args, **kw):

@@ -34,9 +34,15 @@ def decoder_page(**state):
 
 
 def titled(at, start: str) -> dict:
-    found = [f for f in charts(at) if f["layout"].get("title", {}).get("text", "")
+    """The chart whose title starts with `start`, its title read as one line (a narrow chart's
+    title is broken into lines with <br> where it had a space)."""
+    figures = charts(at)
+    for f in figures:
+        if "text" in f["layout"].get("title", {}):
+            f["layout"]["title"]["text"] = f["layout"]["title"]["text"].replace("<br>", " ")
+    found = [f for f in figures if f["layout"].get("title", {}).get("text", "")
              .startswith(start)]
-    assert found, [f["layout"].get("title", {}).get("text") for f in charts(at)]
+    assert found, [f["layout"].get("title", {}).get("text") for f in figures]
     return found[0]
 
 

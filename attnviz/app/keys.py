@@ -351,6 +351,9 @@ LENS_ATTENTION = "lens_attention"       # Logit lens (with sublayers): True read
                                         # before its MLP, the row after its attention
 LENS_BARS = "lens_bars"                 # Logit lens: that cell's top-10 bars
 LENS_RANK = "lens_rank"                 # Logit lens: the target's rank across the rows
+LENS_KIND = "lens_kind"                 # Logit lens: each layer read by the "logit" or the
+                                        # "tuned" lens (its translators first)
+LENS_KL = "lens_kl"                     # Logit lens (tuned): both lenses' KL across the rows
 
 # ---- Trace the answer ---------------------------------------------------------------------------
 _section("page_bodies.trace")
@@ -433,7 +436,7 @@ _section(None)
 # again on a switch, which redraws them.
 FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
-             EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, TR_PAIR, TR_WHERE,
+             EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, LENS_KIND, TR_PAIR, TR_WHERE,
              VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
              GEN_SAMPLING, GEN_LAYER, TOY_TASK)
 # the page picks a copied link carries, each with its default (attnviz.app.links): a link holds
@@ -452,7 +455,7 @@ LINK_DEFAULTS = {
     RD_VIEW: "", RO_LAYER: None, RO_RESIDUAL: True, RO_TOKEN: None, VW_LAYER: 0, VW_HEAD: 0,
     HS_COLUMN: None, HS_LAYER: 0, HS_HEAD: 0, AB_HEADS: "", AB_OTHER: None, AB_TARGET: None,
     LENS_SUBLAYERS: False, LENS_COLOUR: "top", LENS_POSITION: None, LENS_LAYER: None,
-    LENS_ATTENTION: False,
+    LENS_ATTENTION: False, LENS_KIND: "logit",
     # Trace the answer
     TR_VIEW: "", TR_PAIR: "ioi", TR_CLEAN: None, TR_CORRUPTED: None, TR_ANSWER_CLEAN: None,
     TR_ANSWER_CORRUPTED: None, TR_WHERE: "resid", TR_LAYER: None, TR_RAN: False,

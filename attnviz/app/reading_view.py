@@ -4,6 +4,10 @@ value-weighted attention, head statistics and head ablation. Every word through 
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -34,6 +38,7 @@ TABS = ("rollout", "value", "stats", "ablation", "lens")  # the tabs, reading.ta
 TAB_VIEWS = {"lens": registry.LENS}     # a tab only a model offering that view has
 LENS_TOP = 10                 # the tokens the logit lens keeps in each cell
 LENS_COLOURS = ("top", "target")   # what colours the lens's cells: reading.lens.colour.option.*
+LENS_KINDS = ("logit", "tuned")    # how each layer is read: reading.lens.kind.option.*
 # the statistics tables' columns: reading.stats.<column> names each
 STATS_COLUMNS = ("entropy", "max_weight", "on_cls", "on_sep", "on_self", "on_prev", "on_next")
 DECODER_STATS = ("entropy", "max_weight", "sink", "on_self", "on_prev", "previous_token",
@@ -641,16 +646,52 @@ def click_lens_cell(points: list[dict], row_labels: list[str], rows: list[tuple[
         return
 
 
-def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool):
-    """The lens of the run's tokens and its cells' labels (top-k as the page writes them),
-    once for every learner."""
+def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool, tuned: bool = False):
+    """The lens of the run's tokens (with `tuned`, the tuned lens: its translators loaded
+    first, ``tuned_lens``) and its cells' labels (top-k as the page writes them), once for
+    every learner."""
     def compute():
-        lens = m.logit_lens(run.ids, sublayers=sublayers, k=LENS_TOP)
+        lens = m.logit_lens(run.ids, sublayers=sublayers, k=LENS_TOP, tuned=tuned)
         labels = [[[token_shown(m.piece_after(run.ids[:i + 1], int(j))) for j in cell]
                    for i, cell in enumerate(row)] for row in lens.top_ids]   # (R, n, k)
         return lens, labels
 
-    return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers), compute)
+    return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers, tuned), compute)
+
+
+_TUNED_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnviz-tuned-lens")
+_TUNED_LOCK = threading.Lock()
+_TUNED: dict[str, tuple[Future, list]] = {}      # model path → (its load, the stages seen)
+
+
+def tuned_lens(m: DecoderModel):
+    """The model's tuned lens, with a progress bar while it is fitted (the first time on this
+    machine: about a minute and a half) and a notice when a damaged copy on disk was fitted
+    again. The load runs in a thread of its own, once for every learner: a page that reruns
+    (a click elsewhere) or a second learner meanwhile waits for the same fit, never restarts
+    it."""
+    with _TUNED_LOCK:
+        entry = _TUNED.get(str(m.path))
+        if entry is None or (entry[0].done() and entry[0].exception() is not None):
+            stages: list = []
+            entry = _TUNED[str(m.path)] = (_TUNED_POOL.submit(m.tuned_lens,
+                                                              progress=stages.append), stages)
+    future, stages = entry
+    if not future.done():
+        slot = st.empty()
+        with st.spinner(t("reading.lens.tuned.loading")):
+            while not future.done():
+                stage = stages[-1] if stages else None
+                if stage is not None and stage.stage in ("generating", "fitting", "writing"):
+                    slot.progress(stage.fraction, text=t(
+                        f"reading.lens.tuned.progress.{stage.stage}", done=stage.done + 1,
+                        total=stage.total))
+                time.sleep(0.3)
+        slot.empty()
+    found = future.result()
+    if found.reason is not None:
+        st.info(t(f"reading.lens.tuned.{found.outcome}", reason=literal(found.reason)))
+    return found
 
 
 def lens_tab(run: DecoderRun) -> None:
@@ -662,9 +703,20 @@ def lens_tab(run: DecoderRun) -> None:
 
     st.caption(t("reading.lens.caption"))
     m = chosen_model().load()
+    if st.session_state.get(keys.LENS_KIND) not in LENS_KINDS:
+        st.session_state[keys.LENS_KIND] = LENS_KINDS[0]
+    kind = st.radio(t("reading.lens.kind.label"), LENS_KINDS, horizontal=True,
+                    persist_state="session", key=keys.LENS_KIND,
+                    format_func=lambda c: t(f"reading.lens.kind.option.{c}"),
+                    help=t("reading.lens.kind.help"))
+    tuned = kind == "tuned"
+    if tuned:
+        fitted = tuned_lens(m)
+        st.caption(t("reading.lens.tuned.caption", tokens=fitted.tokens))
     sublayers = st.checkbox(t("reading.lens.sublayers.label"), value=False,
-                            persist_state="session", key=keys.LENS_SUBLAYERS,
-                            help=t("reading.lens.sublayers.help"))
+                            persist_state="session", key=keys.LENS_SUBLAYERS, disabled=tuned,
+                            help=t("reading.lens.tuned.no_sublayers" if tuned
+                                   else "reading.lens.sublayers.help")) and not tuned
     if st.session_state.get(keys.LENS_COLOUR) not in LENS_COLOURS:
         st.session_state[keys.LENS_COLOUR] = LENS_COLOURS[0]
     colour = st.radio(t("reading.lens.colour.label"), LENS_COLOURS, horizontal=True,
@@ -672,15 +724,16 @@ def lens_tab(run: DecoderRun) -> None:
                       format_func=lambda c: t(f"reading.lens.colour.option.{c}"),
                       help=t("reading.lens.colour.help"))
     with st.spinner(t("reading.lens.computing")):
-        lens, labels = _lens(m, run, bool(sublayers))
+        lens, labels = _lens(m, run, bool(sublayers), tuned)
     rows = [lens_row_label(kind, layer) for kind, layer in lens.rows]
     shown = [token_shown(tok) for tok in run.tokens]
     by_target = colour == "target"
     fig = pretrained_view.shared_figure("lens_grid", lambda: lens_figures.lens_grid(
         lens.top_probs, labels, row_labels=rows, col_labels=shown,
-        title=t("reading.lens.grid_title"), colour=lens.target_prob if by_target else None,
+        title=t("reading.lens.tuned.grid_title" if tuned else "reading.lens.grid_title"),
+        colour=lens.target_prob if by_target else None,
         colour_name=t("figure.lens.target_probability")), run.ids.tobytes(), bool(sublayers),
-        colour)
+        colour, tuned)
     # a click on a cell picks it: the pickers below follow (and stay, for the keyboard)
     widgets.chart(fig, key=keys.LENS_GRID, on_click=click_lens_cell,
                   args=(list(fig.data[0].y), lens.rows, len(run.tokens)))
@@ -722,3 +775,20 @@ def lens_tab(run: DecoderRun) -> None:
     st.caption(t("reading.lens.first_top", token=answer, row=rows[first],
                  probability=f"{float(lens.target_prob[-1, position]):.3f}",
                  kl=f"{float(lens.kl[r, position]):.3f}", layer_row=rows[r]))
+    if tuned:
+        kl_side_by_side(m, run, lens)
+
+
+def kl_side_by_side(m: DecoderModel, run: DecoderRun, tuned) -> None:
+    """The tuned lens beside the logit lens: KL(output ‖ layer) at each layer boundary,
+    averaged over the text's positions, one line each."""
+    from attnviz.plot import lens_figures
+
+    logit, _ = _lens(m, run, False)
+    rows = [lens_row_label(kind, layer) for kind, layer in tuned.rows]
+    kls = {"logit": logit.kl.mean(axis=1), "tuned": tuned.kl.mean(axis=1)}      # (R,) each
+    widgets.chart(lens_figures.kl_lines(
+        kls, {kind: t(f"reading.lens.kind.option.{kind}") for kind in kls}, row_labels=rows,
+        title=t("reading.lens.tuned.kl_title", tokens=len(run.tokens))), key=keys.LENS_KL)
+    below = int((kls["tuned"][:-1] < kls["logit"][:-1]).sum())
+    st.caption(t("reading.lens.tuned.kl_caption", below=below, layers=len(rows) - 1))

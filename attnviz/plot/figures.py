@@ -672,6 +672,42 @@ def _check_index(i, n: int, name: str) -> int:
     return whole_number(i, name, low=0, high=n - 1)
 
 
+TITLE_PX = 17                     # plotly's title font: a CJK character; a Latin one ~0.55 of it
+
+
+def wrap_title(title: str, width: int) -> str:
+    """A figure title (already escaped: ``escape``) broken with <br> at its spaces and commas
+    into lines that fit a chart `width` px wide: plotly draws a title on one line, and one
+    longer than its chart is cut at both ends (a 274-px chart holds ~15 CJK characters)."""
+    room = width - 40
+    lines, line, used = [], "", 0.0
+    for piece in _title_pieces(title):
+        size = sum(TITLE_PX if _wide(c) else 0.55 * TITLE_PX for c in html.unescape(piece))
+        if line and used + size > room:
+            lines.append(line.rstrip())
+            line, used = "", 0.0
+            piece = piece.lstrip()
+        line += piece
+        used += size
+    return "<br>".join(lines + [line.rstrip()])
+
+
+def _title_pieces(title: str) -> list[str]:
+    """`title` cut after each space, comma or full-width comma (each piece keeps its end)."""
+    pieces, start = [], 0
+    for i, c in enumerate(title):
+        if c in " ,，、：:":
+            pieces.append(title[start:i + 1])
+            start = i + 1
+    return pieces + ([title[start:]] if start < len(title) else [])
+
+
+def _wide(c: str) -> bool:
+    import unicodedata
+
+    return unicodedata.east_asian_width(c) in ("W", "F")
+
+
 def escape(text) -> str:
     """`text` as a plotly string shows it, as written: ``&``, ``<`` and ``>`` escaped, once.
 

@@ -18,7 +18,8 @@ import plotly.graph_objects as go
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.plot.figures import NARROW_WIDTH, _category_axis, _esc, _labels, cell_markers
+from attnviz.plot.figures import (NARROW_WIDTH, _category_axis, _esc, _labels, cell_markers,
+                                  wrap_title)
 
 ROW_PX = 18                 # a row of the grid
 COLUMN_PX = 56              # a position of the grid: room for a short token
@@ -80,9 +81,11 @@ def top_bars(labels, probs, *, title: str, width: int = NARROW_WIDTH) -> go.Figu
     value = _esc(t("figure.lens.probability"))
     fig = go.Figure(go.Bar(x=p, y=names, orientation="h", marker_color="#2171b5",
                            hovertemplate=f"%{{y}}<br>{value}: %{{x:.4f}}<extra></extra>"))
-    fig.update_layout(title=dict(text=title), width=width, height=max(260, 90 + 24 * len(p)),
-                      showlegend=False, margin=dict(l=10, r=10, t=60, b=10),
-                      xaxis=dict(title=dict(text=value), range=[0, 1]))
+    fig.update_layout(title=dict(text=wrap_title(title, width)), width=width,
+                      height=max(260, 90 + 24 * len(p)),
+                      showlegend=False, margin=dict(l=10, r=10, t=_title_margin(title, width),
+                                                    b=10),
+                      xaxis=dict(title=dict(text=value), range=[0, 1], automargin=True))
     _category_axis(fig.layout.yaxis, names, None, top_down=True)
     return fig
 
@@ -95,11 +98,43 @@ def rank_line(ranks, *, row_labels, title: str, width: int = NARROW_WIDTH) -> go
     rank = _esc(t("figure.lens.rank"))
     fig = go.Figure(go.Scatter(x=rows, y=r, mode="lines+markers", line=dict(color="#d6604d"),
                                hovertemplate=f"%{{x}}<br>{rank}: %{{y:.0f}}<extra></extra>"))
-    fig.update_layout(title=dict(text=title), width=width, height=LINE_HEIGHT,
-                      showlegend=False, margin=dict(l=10, r=10, t=60, b=10),
+    fig.update_layout(title=dict(text=wrap_title(title, width)), width=width,
+                      height=LINE_HEIGHT, showlegend=False,
+                      margin=dict(l=10, r=10, t=_title_margin(title, width), b=10),
                       yaxis=dict(type="log", autorange="reversed", automargin=True,
                                  title=dict(text=rank)))
     _category_axis(fig.layout.xaxis, rows, t("figure.lens.row"), plot_px=width - 80)
+    return fig
+
+
+LENS_COLOURS = {"logit": "#d6604d", "tuned": "#2171b5"}      # a line per lens: kl_lines
+
+
+def _title_margin(title: str, width: int) -> int:
+    """The top margin a title of its lines (``wrap_title``) needs."""
+    return 38 + 22 * (wrap_title(title, width).count("<br>") + 1)
+
+
+def kl_lines(kls, names, *, row_labels, title: str, width: int = NARROW_WIDTH) -> go.Figure:
+    """KL(output ‖ row) in nats at each row, one line per lens: kls {lens: (R,)} ("logit",
+    "tuned"), names {lens: its legend name}. The last row is the output itself (0)."""
+    fig = go.Figure()
+    nats = _esc(t("figure.lens.kl"))
+    for lens, values in kls.items():
+        v = np.asarray(values, dtype=np.float64)
+        rows = _labels(row_labels, len(v), "row_labels")
+        fig.add_trace(go.Scatter(
+            x=rows, y=v, mode="lines+markers", name=_esc(names[lens]),
+            line=dict(color=LENS_COLOURS.get(lens)),
+            hovertemplate=f"{_esc(names[lens])}<br>%{{x}}<br>{nats}: %{{y:.3f}}<extra></extra>"))
+    fig.update_layout(title=dict(text=wrap_title(title, width)), width=width,
+                      height=LINE_HEIGHT + 40,
+                      margin=dict(l=10, r=10, t=_title_margin(title, width) + 20, b=10),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+                      yaxis=dict(rangemode="tozero", automargin=True,
+                                 title=dict(text=nats)))
+    _category_axis(fig.layout.xaxis, list(row_labels), t("figure.lens.row"),
+                   plot_px=width - 80)
     return fig
 
 

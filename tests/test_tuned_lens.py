@@ -1,0 +1,213 @@
+"""The tuned lens on SmolLM2 (issue 28, "beyond"): translators fitted by ridge regression on
+text the model writes itself, kept on disk as the converted model is. Expected numbers come
+from transformers (its hidden states through its own norm and lm_head, each first moved by
+the translator with this file's own arithmetic) or from numpy's least squares — never from
+attnviz's lens."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from attnviz.app import keys
+from attnviz.describe.labels import token_shown
+from attnviz.i18n import render, use_language
+from attnviz.models import tuned_lens as tl
+from tests.apptest_helpers import charts, decode, no_exceptions, page_in, shows
+from tests.message_helpers import raises_message
+
+pytestmark = pytest.mark.slow
+
+HELD_OUT = ["The Eiffel Tower is in the city of", "She opened the door and saw",
+            "春天来了，花都开了。", "def add(a, b):\n    return a + b  # 早上好"]
+
+
+@pytest.fixture(scope="session")
+def tuned(decoder):
+    """The model's tuned lens where the app keeps it (beside the converted model): fitted the
+    first time on this machine, then read from disk."""
+    return decoder.tuned_lens()
+
+
+def _unit(h, eps):
+    h = np.asarray(h, dtype=np.float64)
+    return h / np.sqrt((h * h).mean(-1, keepdims=True) + eps)
+
+
+def _log_softmax(x):
+    x = np.asarray(x, dtype=np.float64)
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def hf_lenses(torch, hf_decoder, translators, eps, text):
+    """Transformers' logit lens and tuned lens of `text`: log-probabilities (L + 1, n, vocab)
+    each, every hidden state (the last is already normed: the model's logits) through
+    transformers' norm and lm_head, the tuned one first moved by [u(h), 1] · A_ℓ."""
+    model, tok = hf_decoder
+    with torch.no_grad():
+        out = model(torch.tensor([tok(text)["input_ids"]]), output_hidden_states=True)
+        hidden = [h[0] for h in out.hidden_states]
+        last = len(hidden) - 1
+
+        def read(h):
+            return model.lm_head(model.model.norm(h)).numpy()
+
+        logit = [read(h) for h in hidden[:last]] + [out.logits[0].numpy()]
+        moved = [torch.tensor((_unit(h.numpy(), eps) @ translators[i][:-1]
+                               + translators[i][-1]).astype(np.float32))
+                 for i, h in enumerate(hidden[:last])]
+        tuned = [read(h) for h in moved] + [out.logits[0].numpy()]
+    return _log_softmax(np.stack(logit)), _log_softmax(np.stack(tuned))
+
+
+def kl_from_last(logp):
+    """KL(last row ‖ each row) (L + 1, n) in nats."""
+    p = np.exp(logp[-1])
+    return (p * (logp[-1] - logp)).sum(-1)
+
+
+# ---- the fit ---------------------------------------------------------------------------------
+
+def test_the_fit_is_the_ridge_regression_of_the_last_layers_direction():
+    """Each translator solves min ‖[u(h_ℓ), 1] A − u(h_L)‖² + λ‖A‖², λ = RIDGE · tokens: the
+    same as numpy's least squares on the system with √λ · I stacked under it."""
+    rng = np.random.default_rng(0)
+    streams = rng.standard_normal((3, 200, 6)) * [1, 5, 0.1, 1, 1, 30]   # (L + 1, t, d)
+    eps = 1e-5
+    got = tl.fit(streams.astype(np.float32), eps)
+    assert got.shape == (2, 7, 6) and got.dtype == np.float32
+    target = _unit(streams[-1].astype(np.float32), eps)
+    lam = tl.RIDGE * 200
+    for layer in range(2):
+        x = np.hstack([_unit(streams[layer].astype(np.float32), eps), np.ones((200, 1))])
+        a = np.vstack([x, np.sqrt(lam) * np.eye(7)])
+        b = np.vstack([target, np.zeros((7, 6))])
+        expected = np.linalg.lstsq(a, b, rcond=None)[0]
+        np.testing.assert_allclose(got[layer], expected, rtol=1e-4, atol=1e-6)
+
+
+# ---- closer to the output than the logit lens ------------------------------------------------
+
+@pytest.mark.parametrize("text", HELD_OUT)
+def test_the_tuned_lens_is_closer_to_the_output_at_every_layer(torch, decoder, hf_decoder, tuned,
+                                                              text):
+    """On text it was not fitted on (English, Chinese, code), transformers' hidden states read
+    through the translators are closer to the model's output than the logit lens at every
+    layer (mean KL over the positions); attnviz's tuned lens gives those KLs and top tokens."""
+    assert text not in tl.TRAINING_PROMPTS
+    translators = np.asarray(tuned.translators, dtype=np.float64)
+    logit, tuned_logp = hf_lenses(torch, hf_decoder, translators, decoder.config.rms_eps, text)
+    kl_logit, kl_tuned = kl_from_last(logit), kl_from_last(tuned_logp)        # (L + 1, n)
+    below = kl_tuned.mean(1)[:-1] < kl_logit.mean(1)[:-1]
+    assert below.all(), np.flatnonzero(~below)
+    lens = decoder.logit_lens(text, k=3, tuned=True)
+    assert lens.tuned and len(lens.rows) == decoder.num_layers + 1
+    np.testing.assert_allclose(lens.kl, kl_tuned, rtol=1e-3, atol=2e-3)
+    ordered = np.sort(tuned_logp, axis=-1)
+    clear = ordered[..., -1] - ordered[..., -2] > 4e-3
+    assert clear.mean() > 0.9
+    np.testing.assert_array_equal(lens.top_ids[..., 0][clear], tuned_logp.argmax(-1)[clear])
+    np.testing.assert_array_equal(lens.top_ids[-1], decoder.logit_lens(text, k=3).top_ids[-1])
+
+
+def test_it_was_fitted_on_the_models_own_text(decoder, tuned):
+    """Every position of each prompt and the NEW_TOKENS sampled after it."""
+    prompts = sum(len(decoder.encode(p)) for p in tl.TRAINING_PROMPTS)
+    assert tuned.tokens == prompts + tl.NEW_TOKENS * len(tl.TRAINING_PROMPTS)
+    assert tuned.translators.shape == (decoder.num_layers, decoder.d_model + 1, decoder.d_model)
+    assert np.isfinite(tuned.translators).all()
+
+
+def test_no_sublayers_with_the_tuned_lens(decoder, tuned):
+    with raises_message("error.lens.tuned_sublayers"):
+        decoder.logit_lens("a b c", sublayers=True, tuned=True)
+
+
+# ---- kept on disk -----------------------------------------------------------------------------
+
+def test_a_copy_on_disk_is_read_checked_and_a_damaged_one_fitted_again(decoder, tuned, tmp_path):
+    """The folder copied elsewhere is read whole ("verified", the same numbers); cut or with a
+    byte changed it is found damaged (each reason's id); loaded damaged, it is fitted again
+    ("refitted", the reason said) to the same translators."""
+    folder = tl.cache_folder(decoder)
+    assert folder.is_dir() and tl.cache_folder(decoder, tmp_path).parent == tmp_path
+    copy = tl.cache_folder(decoder, tmp_path)
+    shutil.copytree(folder, copy)
+    shape = tuned.translators.shape
+    read = tl._open_checked(copy, decoder, shape)
+    assert read.outcome == "verified"
+    np.testing.assert_array_equal(read.translators, tuned.translators)
+
+    data = copy / tl.FILE
+    whole = data.read_bytes()
+    data.write_bytes(whole[:-100])
+    assert tl._open_checked(copy, decoder, shape).reason.msg_id == "model_cache.size"
+    data.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))
+    assert tl._open_checked(copy, decoder, shape).reason.msg_id == "model_cache.checksum"
+
+    stages = []
+    again = tl.load(decoder, tmp_path, progress=lambda s: stages.append(s.stage))
+    assert again.outcome == "refitted" and again.reason.msg_id == "model_cache.checksum"
+    assert {"damaged", "generating", "fitting", "writing", "done"} <= set(stages)
+    np.testing.assert_allclose(again.translators, tuned.translators, atol=1e-4)
+    assert tl._open_checked(copy, decoder, shape).outcome == "verified"
+
+
+# ---- on the page -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_lens_tab_shows_the_tuned_lens_beside_the_logit_lens(torch, decoder, hf_decoder,
+                                                                  tuned, lang):
+    """Trace the answer's lens tab with the tuned lens chosen: the grid writes transformers'
+    tuned top token where it is clear, and the KL chart's two lines are both lenses' mean KL
+    by layer, the tuned one below at every layer (the caption says 30 of 30)."""
+    text = HELD_OUT[0]
+    at = page_in("pages/trace.py", lang, model="smollm2", sentence=text,
+                 **{keys.LENS_KIND: "tuned"})
+    no_exceptions(at)
+    translators = np.asarray(tuned.translators, dtype=np.float64)
+    logit, tuned_logp = hf_lenses(torch, hf_decoder, translators, decoder.config.rms_eps, text)
+    [grid] = [f for f in charts(at) if f["data"] and f["data"][0]["type"] == "heatmap"
+              and len(f["data"][0]["y"]) == 31]
+    assert grid["layout"]["title"]["text"] == render("reading.lens.tuned.grid_title", lang)
+    _, tok = hf_decoder
+    ordered = np.sort(tuned_logp, axis=-1)
+    clear = ordered[..., -1] - ordered[..., -2] > 4e-3
+    best = tuned_logp.argmax(-1)                                      # (L + 1, n)
+    written = np.array(grid["data"][0]["text"], dtype=object)        # (L + 1, n), lens order
+    for r, i in zip(*np.nonzero(clear)):
+        assert written[r, i] == token_shown(tok.decode([best[r, i]])), (r, i)   # ␣, ↵ …
+    [kl] = [f for f in charts(at) if len(f["data"]) == 2 and f["data"][0]["type"] == "scatter"]
+    lines = {trace["name"]: decode(trace["y"]) for trace in kl["data"]}
+    logit_name, tuned_name = (render(f"reading.lens.kind.option.{k}", lang)
+                              for k in ("logit", "tuned"))
+    np.testing.assert_allclose(lines[logit_name], kl_from_last(logit).mean(1),
+                               rtol=1e-3, atol=2e-3)
+    np.testing.assert_allclose(lines[tuned_name], kl_from_last(tuned_logp).mean(1),
+                               rtol=1e-3, atol=2e-3)
+    with use_language(lang):
+        assert shows(at.caption, "reading.lens.tuned.kl_caption", below=30, layers=30)
+        assert shows(at.caption, "reading.lens.tuned.caption", tokens=tuned.tokens)
+
+
+def test_a_link_brings_the_tuned_lens_back(tuned):
+    """A link with lens_kind=tuned opens the lens tab on the tuned lens (its grid and the KL
+    chart); an unknown kind opens the logit lens."""
+    from tests.apptest_helpers import open_link
+
+    at = open_link({"model": "smollm2", "sentence": HELD_OUT[1], "lens_kind": "tuned"},
+                   "pages/trace.py")
+    no_exceptions(at)
+    assert at.session_state[keys.LENS_KIND] == "tuned"
+    titles = [f["layout"]["title"]["text"] for f in charts(at)]
+    assert render("reading.lens.tuned.grid_title", "en") in titles
+    assert any(title.startswith("KL(") for title in titles), titles
+    other = open_link({"model": "smollm2", "sentence": HELD_OUT[1], "lens_kind": "bogus"},
+                      "pages/trace.py")
+    no_exceptions(other)
+    assert other.session_state[keys.LENS_KIND] == "logit"
+    assert render("reading.lens.grid_title", "en") in [
+        f["layout"]["title"]["text"] for f in charts(other)]
