@@ -211,3 +211,30 @@ def test_a_link_brings_the_tuned_lens_back(tuned):
     assert other.session_state[keys.LENS_KIND] == "logit"
     assert render("reading.lens.grid_title", "en") in [
         f["layout"]["title"]["text"] for f in charts(other)]
+
+
+def test_a_tuned_lens_that_cannot_be_had_is_said_and_the_logit_lens_shown(monkeypatch):
+    """When the fit fails (here: the error a model with a non-finite logit gives), the tab
+    says so in an error and draws the logit lens, no traceback; the next visit tries again."""
+    from attnviz.app import reading_view
+    from attnviz.models.decoder import MODEL_NAME, DecoderModel
+    from attnviz.models.finite import not_finite
+
+    def broken(self, cache_dir=None, progress=None):
+        raise not_finite(MODEL_NAME, "logits")
+
+    monkeypatch.setattr(reading_view, "_TUNED", {})          # the failed fit is kept here
+    with monkeypatch.context() as patched:
+        patched.setattr(DecoderModel, "tuned_lens", broken)
+        at = page_in("pages/trace.py", "en", model="smollm2", sentence=HELD_OUT[1],
+                     **{keys.LENS_KIND: "tuned"})
+    no_exceptions(at)
+    assert shows(at.error, "reading.lens.tuned.failed")
+    titles = [f["layout"]["title"]["text"] for f in charts(at)]
+    assert render("reading.lens.grid_title", "en") in titles
+    assert not any(title.startswith("KL(") for title in titles)
+    again = page_in("pages/trace.py", "en", model="smollm2", sentence=HELD_OUT[1],
+                    **{keys.LENS_KIND: "tuned"})
+    assert not again.error
+    assert render("reading.lens.tuned.grid_title", "en") in [
+        f["layout"]["title"]["text"] for f in charts(again)]

@@ -666,8 +666,8 @@ _TUNED: dict[str, tuple[Future, list]] = {}      # model path → (its load, the
 
 def tuned_lens(m: DecoderModel):
     """The model's tuned lens, with a progress bar while it is fitted (the first time on this
-    machine: about a minute and a half) and a notice when a damaged copy on disk was fitted
-    again. The load runs in a thread of its own, once for every learner: a page that reruns
+    machine: about a minute) and a notice when a damaged copy on disk was fitted again; None,
+    said in an error, when it cannot be had (the page then reads the logit lens). The load runs in a thread of its own, once for every learner: a page that reruns
     (a click elsewhere) or a second learner meanwhile waits for the same fit, never restarts
     it."""
     with _TUNED_LOCK:
@@ -688,7 +688,11 @@ def tuned_lens(m: DecoderModel):
                         total=stage.total))
                 time.sleep(0.3)
         slot.empty()
-    found = future.result()
+    try:
+        found = future.result()
+    except (AttnvizInputError, OSError, MemoryError) as exc:   # the page reads the logit lens
+        st.error(t("reading.lens.tuned.failed", error=literal(exc)))
+        return None
     if found.reason is not None:
         st.info(t(f"reading.lens.tuned.{found.outcome}", reason=literal(found.reason)))
     return found
@@ -709,9 +713,9 @@ def lens_tab(run: DecoderRun) -> None:
                     persist_state="session", key=keys.LENS_KIND,
                     format_func=lambda c: t(f"reading.lens.kind.option.{c}"),
                     help=t("reading.lens.kind.help"))
-    tuned = kind == "tuned"
+    fitted = tuned_lens(m) if kind == "tuned" else None
+    tuned = fitted is not None
     if tuned:
-        fitted = tuned_lens(m)
         st.caption(t("reading.lens.tuned.caption", tokens=fitted.tokens))
     sublayers = st.checkbox(t("reading.lens.sublayers.label"), value=False,
                             persist_state="session", key=keys.LENS_SUBLAYERS, disabled=tuned,
