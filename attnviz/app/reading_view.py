@@ -667,9 +667,9 @@ _TUNED: dict[str, tuple[Future, list]] = {}      # model path → (its load, the
 def tuned_lens(m: DecoderModel):
     """The model's tuned lens, with a progress bar while it is fitted (the first time on this
     machine: about a minute) and a notice when a damaged copy on disk was fitted again; None,
-    said in an error, when it cannot be had (the page then reads the logit lens). The load runs in a thread of its own, once for every learner: a page that reruns
-    (a click elsewhere) or a second learner meanwhile waits for the same fit, never restarts
-    it."""
+    said in an error, when it cannot be had (the page then reads the logit lens). The load
+    runs in a thread of its own, once for every learner: a page that reruns (a click
+    elsewhere) or a second learner meanwhile waits for the same fit, never restarts it."""
     with _TUNED_LOCK:
         entry = _TUNED.get(str(m.path))
         if entry is None or (entry[0].done() and entry[0].exception() is not None):
@@ -698,6 +698,17 @@ def tuned_lens(m: DecoderModel):
     return found
 
 
+def _option_radio(messages: str, options: tuple[str, ...], key: str) -> str:
+    """A horizontal radio of `options`, kept in the session under `key` (a value not among
+    them, from an old session or a link, is the first), its words `messages`.label, .help and
+    .option.<value>."""
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = options[0]
+    return st.radio(t(f"{messages}.label"), options, horizontal=True, persist_state="session",
+                    key=key, format_func=lambda c: t(f"{messages}.option.{c}"),
+                    help=t(f"{messages}.help"))
+
+
 def lens_tab(run: DecoderRun) -> None:
     """The logit lens: every layer boundary (and, asked, every attention sublayer) read through
     the final RMSNorm and the tied unembedding; one position's top 10 and its answer's rank.
@@ -707,12 +718,7 @@ def lens_tab(run: DecoderRun) -> None:
 
     st.caption(t("reading.lens.caption"))
     m = chosen_model().load()
-    if st.session_state.get(keys.LENS_KIND) not in LENS_KINDS:
-        st.session_state[keys.LENS_KIND] = LENS_KINDS[0]
-    kind = st.radio(t("reading.lens.kind.label"), LENS_KINDS, horizontal=True,
-                    persist_state="session", key=keys.LENS_KIND,
-                    format_func=lambda c: t(f"reading.lens.kind.option.{c}"),
-                    help=t("reading.lens.kind.help"))
+    kind = _option_radio("reading.lens.kind", LENS_KINDS, keys.LENS_KIND)
     fitted = tuned_lens(m) if kind == "tuned" else None
     tuned = fitted is not None
     if tuned:
@@ -721,12 +727,7 @@ def lens_tab(run: DecoderRun) -> None:
                             persist_state="session", key=keys.LENS_SUBLAYERS, disabled=tuned,
                             help=t("reading.lens.tuned.no_sublayers" if tuned
                                    else "reading.lens.sublayers.help")) and not tuned
-    if st.session_state.get(keys.LENS_COLOUR) not in LENS_COLOURS:
-        st.session_state[keys.LENS_COLOUR] = LENS_COLOURS[0]
-    colour = st.radio(t("reading.lens.colour.label"), LENS_COLOURS, horizontal=True,
-                      persist_state="session", key=keys.LENS_COLOUR,
-                      format_func=lambda c: t(f"reading.lens.colour.option.{c}"),
-                      help=t("reading.lens.colour.help"))
+    colour = _option_radio("reading.lens.colour", LENS_COLOURS, keys.LENS_COLOUR)
     with st.spinner(t("reading.lens.computing")):
         lens, labels = _lens(m, run, bool(sublayers), tuned)
     rows = [lens_row_label(kind, layer) for kind, layer in lens.rows]
