@@ -114,12 +114,15 @@ class LogitLens:
         return self._per_token(token)[1]
 
     def _per_token(self, token) -> tuple[np.ndarray, np.ndarray]:
+        """The rows projected as ``logit_lens`` projects them (the same products): a token's
+        probability and rank here are the lens's own target_prob and target_rank for it."""
         target = np.full(len(self.positions), token_id(self._model, token))
         probs = np.empty(self.kl.shape, _DTYPE)
         ranks = np.empty(self.kl.shape, np.int64)
-        for r in range(len(self.rows)):
-            _, _, lse, chosen, ranks[r], _ = _reduce(self.logits(r), target, 1, None)
-            probs[r] = np.exp(chosen - lse)
+        for start, logits in _projected(self._model, self.residuals):
+            for r in range(start, start + len(logits)):
+                _, _, lse, chosen, ranks[r], _ = _reduce(logits[r - start], target, 1, None)
+                probs[r] = np.exp(chosen - lse)
         return readonly(probs), readonly(ranks)
 
 
@@ -136,8 +139,9 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
     Generate reads at the position choosing the next token). positions: None (every position, 0 … N − 1),
     or the positions to project (a list or array of whole numbers, −N … N − 1, a negative one
     counted from the end): the lens's arrays then have one column per position given, in that
-    order, and ``LogitLens.positions`` says which — the same numbers as those columns of the
-    whole lens, for one pass over the text and the projections of those positions only.
+    order, and ``LogitLens.positions`` says which — those columns of the whole lens (up to
+    float32 rounding: their products have other rows), for one pass over the text and the
+    projections of those positions only.
     tuned: None (the logit lens), or a ``TunedLens`` whose translators move each layer
     boundary's stream before it is read (the tuned lens; not with `sublayers`)."""
     ids = text_ids(model, ids_or_text)
@@ -158,13 +162,10 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
     target_prob, target_rank = np.empty(shape, _DTYPE), np.empty(shape, np.int64)
     kl = np.zeros(shape, _DTYPE)                                       # the last row: 0
     final = None
-    for start, stop in _chunks(len(rows), len(chosen)):               # the last rows first
-        block = residuals[start:stop]                                  # (rows, n, d_model)
-        logits = model.unembed(block.reshape(-1, block.shape[-1])).reshape(
-            block.shape[:2] + (-1,))                                   # (rows, n, vocab)
+    for start, logits in _projected(model, residuals):                # the last row first
         if final is None:                      # the model's own distribution, which KL reads
             final = _Final(logits[-1], model, target, len(ids), chosen)
-        for r in range(start, stop):
+        for r in range(start, start + len(logits)):
             last = r == len(rows) - 1
             top_ids[r], top_logits, lse, chosen_logit, target_rank[r], dot = _reduce(
                 logits[r - start], final.targets, k, None if last else final.p)
@@ -277,12 +278,25 @@ class _Final:
 
 
 def _chunks(rows: int, n: int):
-    """(start, stop) of the lens rows unembedded in one matrix product, ~_CHUNK (row,
-    position) pairs each, the last rows first. One product of many rows reads Eᵀ (113 MB) once
-    where 31 products of 64 rows read it 31 times: 2.4 x faster on one BLAS thread here."""
+    """(start, stop) of the lens rows unembedded in one matrix product, the last row alone
+    first, then ~_CHUNK (row, position) pairs each. One product of many rows reads Eᵀ (113 MB)
+    once where 31 products of 64 rows read it 31 times: 2.4 x faster on one BLAS thread here.
+    The last row alone is the product ``run`` makes, so its numbers are the model's output to
+    the bit (a row of a larger product may differ from it in the last bits: a BLAS kernel may
+    sum another batch's rows in another order)."""
+    yield rows - 1, rows
     per = max(1, _CHUNK // n)
-    for stop in range(rows, 0, -per):
+    for stop in range(rows - 1, 0, -per):
         yield max(0, stop - per), stop
+
+
+def _projected(model, residuals: np.ndarray):
+    """(start, logits (rows, n, vocab)) of the streams (R, n, d_model), chunk by chunk
+    (``_chunks``): rows start … start + rows − 1 through the final RMSNorm and Eᵀ."""
+    for start, stop in _chunks(*residuals.shape[:2]):
+        block = residuals[start:stop]                                  # (rows, n, d_model)
+        yield start, model.unembed(block.reshape(-1, block.shape[-1])).reshape(
+            block.shape[:2] + (-1,))
 
 
 def _reduce(logits: np.ndarray, targets: np.ndarray, k: int, p_final):

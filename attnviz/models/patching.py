@@ -23,8 +23,10 @@ tokens the two prompts share before the first that differs give the same numbers
 (causal attention): they are computed once and every run reads their keys and values from a
 cache, computing only the positions from the first difference on. A patch that puts back what
 the corrupted run already has (any position before that difference) is not run: its metric is
-the corrupted one. Each sequence of a batch is computed as it would be alone, so a patch that
-puts the whole clean input back gives 1 exactly and one that changes nothing gives 0.
+the corrupted one, so it gives 0 exactly; a residual patch that makes the stream the clean run's
+own (the whole clean input) is not run either: it gives 1 exactly. The other patches run side
+by side in a batch, each as it would alone up to float32 rounding (a BLAS kernel may sum a
+batch's rows in another order than one row's: ~1e-6 of the stream's scale).
 
 ``should_stop()``, asked before each batch, stops early: the result is partial
 (``complete=False``, NaN where not computed) and ``patch(…, resume=partial)`` computes only
@@ -150,10 +152,11 @@ def patch(model, clean, corrupted, *, answers=None, where: str = "resid",
         if not np.isnan(metric[e]):
             continue
         start = layer if where == "heads_pos" else e[0]
-        if runs.changes_nothing(where, start, _patch_of(where, e)):
-            metric[e] = runs.corrupted                   # the corrupted run itself, exactly
-        else:
+        known = runs.known(where, start, _patch_of(where, e))
+        if known is None:
             todo.append(e)
+        else:
+            metric[e] = known                       # one of the two runs itself, exactly
     total, done = metric.size, metric.size - len(todo)
     for start, entries in _by_layer(where, layer, todo):
         for i in range(0, len(entries), batch):
@@ -187,7 +190,9 @@ def patch_once(model, clean, corrupted, *, where: str, layer: int, position: int
         target = (head, positions)
     else:
         target = positions
-    metric = runs.patched(where, layer, [target])[0]
+    metric = runs.known(where, layer, target)
+    if metric is None:
+        metric = runs.patched(where, layer, [target])[0]
     return float((metric - runs.corrupted) / (runs.clean - runs.corrupted))
 
 
@@ -199,8 +204,8 @@ class _Runs:
     The prompts' first tokens up to the first that differs (positions < ``first``) give the
     same numbers in both runs at every layer (causal attention): they are computed once, their
     keys and values kept (``prefix``), and every run — clean, corrupted, patched — computes
-    only positions first … n − 1 on top of them, the same way, so that a patch putting the
-    whole clean input back gives the clean metric exactly."""
+    only positions first … n − 1 on top of them, the same way; a patch that is one of the two
+    runs reads that run's metric (``known``)."""
 
     def __init__(self, model, clean, corrupted, answers):
         self.model = model
@@ -269,6 +274,33 @@ class _Runs:
             return cache["final"] if layer == self.model.num_layers else \
                 cache["resid_pre"][layer]
         return cache[_POINT[where]][layer]
+
+    def known(self, where: str, layer: int, target) -> float | None:
+        """The metric of a patch that needs no run, exactly: the corrupted run's when it puts
+        back what that run already has (``changes_nothing``), and for a residual patch the
+        clean or the corrupted run's when it leaves the stream that run's own at every
+        position read from there on (every position first … n − 1 before a layer: the whole
+        clean input at layer 0 when one token differs; the last position after the last
+        layer); else None.
+
+        Exact by construction, not by arithmetic: a patched run computed in a batch may
+        differ from the same run alone in the last bits (a BLAS kernel may sum a product's
+        rows in another order in another batch), so a patch that is one of the two runs
+        reads that run's metric instead of computing it again."""
+        if self.changes_nothing(where, layer, target):
+            return self.corrupted
+        if where != "resid":
+            return None
+        clean = self._source(self.clean_cache, "resid", layer)            # (n', d)
+        corrupted = self._source(self.corrupted_cache, "resid", layer)
+        patched = corrupted.copy()
+        local = _shifted(target, self.first)
+        patched[local] = clean[local]
+        read = slice(-1, None) if layer == self.model.num_layers else slice(None)
+        for run, metric in ((clean, self.clean), (corrupted, self.corrupted)):
+            if np.array_equal(patched[read], run[read]):
+                return metric
+        return None
 
     def changes_nothing(self, where: str, layer: int, target) -> bool:
         """True when the clean activation a patch puts back is the corrupted run's own, to
