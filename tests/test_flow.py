@@ -14,7 +14,7 @@ import pytest
 from attnviz.models.flow import KINDS
 from attnviz.plot.flow_figures import MAX_WIDTH, MIN_WIDTH, flow_graph
 from tests.hf_reference import hf_activations
-from tests.message_helpers import raises_message
+from tests.message_helpers import message_pattern, raises_message
 
 PROMPT = "The Eiffel Tower is in the city of"
 OTHER = "def add(a, b):\n    return a + b  # 早上好"
@@ -404,6 +404,12 @@ def test_the_figure_draws_the_heaviest_edges_when_there_are_too_many():
              for tr in _edge_traces(fig) for c in tr.customdata}
     assert drawn == {e[:5] for e in sorted(FIGURE_EDGES, key=lambda e: -e[5])[:3]}
     assert "figure.flow" not in fig.layout.title.text and "<sub>" in fig.layout.title.text
+    # edges already the heaviest of a bounded graph: the title says of how many
+    whole = flow_graph(FIGURE_EDGES[:3], FIGURE_TOKENS, 2, title="t", total=20)
+    assert message_pattern("figure.flow.edges_cut", shown=3, total=20).search(
+        whole.layout.title.text)
+    assert "<sub>" not in flow_graph(FIGURE_EDGES[:3], FIGURE_TOKENS, 2, title="t",
+                                     total=3).layout.title.text
 
 
 def test_the_figure_of_a_real_flow(decoder, flow):

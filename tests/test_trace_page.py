@@ -236,11 +236,14 @@ def test_at_threshold_zero_the_most_important_edges_are_kept_said_and_walked_onc
     token. The page keeps the 1,500 most important, says how many are left out, and a rerun
     walks nothing, builds no figure and no file again; a session's download buttons hold no
     importances."""
+    import streamlit
+
     import attnviz.models.flow as flow_module
     from attnviz.app import trace_view
     from attnviz.models.flow import InformationFlow
     from attnviz.plot import flow_figures
     from tests.apptest_helpers import reachable
+    from tests.message_helpers import message_pattern
 
     counts = {"walk": 0, "figure": 0, "json": 0}
 
@@ -253,6 +256,14 @@ def test_at_threshold_zero_the_most_important_edges_are_kept_said_and_walked_onc
     monkeypatch.setattr(flow_module, "_walk", counted("walk", flow_module._walk))
     monkeypatch.setattr(flow_figures, "flow_graph", counted("figure", flow_figures.flow_graph))
     monkeypatch.setattr(InformationFlow, "to_json", counted("json", InformationFlow.to_json))
+    spinners = []
+    spinner = streamlit.spinner
+
+    def said_spinner(text, **options):
+        spinners.append(text)
+        return spinner(text, **options)
+
+    monkeypatch.setattr(streamlit, "spinner", said_spinner)
     for cache in (trace_view._GRAPHS, trace_view._FLOW_FIGURES, trace_view._FLOW_FILES):
         cache.clear()
     made = record_downloads(monkeypatch)
@@ -261,6 +272,8 @@ def test_at_threshold_zero_the_most_important_edges_are_kept_said_and_walked_onc
     total = 2 + 1 + heads * (p + 1) + (layers - 1) * (
         3 * (p + 1) + heads * (p + 1) * (p + 2) // 2)
     assert total == 12_612
+    drawing = message_pattern("trace.flow.drawing", edges=1500, position=p)
+    assert any(drawing.search(text) for text in spinners), spinners
     assert shows(at.info, "trace.flow.left_out", total=total, shown=1500, left=total - 1500)
     [fig] = [f for f in charts(at) if any(tr.get("meta") == "nodes" for tr in f["data"])]
     assert len(fig["layout"]["shapes"]) == 1500
