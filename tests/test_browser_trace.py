@@ -174,7 +174,7 @@ def test_patching_stops_keeping_what_it_computed_and_resumes(browser, app_url):
         context.close()
 
 
-def test_a_click_on_a_heads_edge_of_the_flow_names_it(browser, app_url):
+def test_a_click_on_a_heads_edge_of_the_flow_names_it_and_opens_it(browser, app_url):
     context, page = open_trace(browser, app_url, "zh", SIZES[1],
                                "&sentence=The%20Eiffel%20Tower%20is%20in%20the%20city%20of")
     try:
@@ -200,6 +200,9 @@ def test_a_click_on_a_heads_edge_of_the_flow_names_it(browser, app_url):
             named = message_pattern("trace.flow.edge.head", layer=layer, head=head)
         said = page.evaluate("() => document.body.innerText")
         assert named.search(said.replace("`", "")), said[-600:]
+        page.get_by_role("button", name=step).click()          # the caption's promise
+        [steps_title] = texts("zh", "steps.title")
+        page.get_by_role("heading", name=steps_title).first.wait_for(timeout=60_000)
         assert exceptions(page) == []
     finally:
         context.close()

@@ -160,6 +160,18 @@ def test_each_figure_shows_the_token_as_written(name):
     assert set(shown) == {RAW}, f"{name} shows {sorted(set(shown))} for {RAW!r}"
 
 
+def test_the_lens_kl_lines_escape_their_row_labels_once():
+    # a label that reads like an entity is shown as written, on the axis as on the line
+    written = "&lt;b&gt; &amp;"
+    fig = lens_figures.kl_lines({"logit": [2.0, 0.0], "tuned": [1.0, 0.0]},
+                                {"logit": "l", "tuned": "t"},
+                                row_labels=[f"Ψ{written}Ψ", "out"], title="t")
+    assert set(shown_tokens(fig)) == {written}
+    axis = fig.layout.xaxis                      # every point at its own tick
+    for line in fig.data:
+        assert list(axis.categoryarray) == list(line.x) == list(axis.tickvals)
+
+
 def test_the_sink_experiments_bars_show_the_token_as_written():
     # the bars write a piece in the pages' one notation (␣ for an edge space), not as repr
     shown = shown_tokens(experiment_figures.next_token_bars(_sink(), k=2))

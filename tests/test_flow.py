@@ -14,7 +14,7 @@ import pytest
 from attnviz.models.flow import KINDS
 from attnviz.plot.flow_figures import MAX_WIDTH, MIN_WIDTH, flow_graph
 from tests.hf_reference import hf_activations
-from tests.message_helpers import raises_message
+from tests.message_helpers import message_pattern, raises_message
 
 PROMPT = "The Eiffel Tower is in the city of"
 OTHER = "def add(a, b):\n    return a + b  # 早上好"
@@ -261,26 +261,100 @@ def test_a_text_longer_than_the_model_reads_is_cut_as_the_lens_cuts_it(decoder):
     np.testing.assert_allclose(f.token_weights.sum(axis=2) + f.attn_residual, 1, atol=1e-5)
 
 
-def test_exports_round_trip(tmp_path, flow):
+def test_exports_round_trip_and_say_what_every_field_is(tmp_path, decoder, flow):
     data = json.loads(flow.to_json())
     assert data["tokens"] == flow.tokens and data["position"] == flow.position
     assert data["threshold"] == flow.threshold and data["heads"] is True
     assert data["num_layers"] == flow.num_layers
-    assert [tuple(node) for node in data["nodes"]] == list(flow.nodes)
+    assert data["model"] == decoder.path.name and data["model"].endswith(".gguf")
+    assert data["total_edges"] == len(flow.edges) and data["left_out"] == 0
+    assert [(node["row"], node["position"]) for node in data["nodes"]] == list(flow.nodes)
     assert [tuple(e[k] for k in ("layer", "source", "target", "kind", "head", "weight"))
             for e in data["edges"]] == flow.edges
+    # every field and every column is described
+    described = set(data["fields"])
+    assert set(data) - {"fields"} <= described
+    assert {f"nodes[].{k}" for k in data["nodes"][0]} <= described
+    assert {f"edges[].{k}" for k in data["edges"][0]} <= described
     path = tmp_path / "flow.npz"
     np.savez(path, **flow.arrays())
     with np.load(path, allow_pickle=False) as saved:
+        about = json.loads(str(saved["about"]))
+        assert set(about) == set(saved.files)            # every array said, none invented
         np.testing.assert_array_equal(saved["head_weights"], flow.head_weights)
         np.testing.assert_array_equal(saved["mlp"], flow.mlp)
-        assert saved["edges"].shape == (len(flow.edges), 5)
+        assert list(saved["tokens"]) == flow.tokens and str(saved["model"]) == data["model"]
+        assert int(saved["position"]) == flow.position
+        assert float(saved["threshold"]) == flow.threshold and bool(saved["heads"])
+        assert int(saved["total_edges"]) == len(flow.edges) and int(saved["max_edges"]) == -1
         kinds = list(saved["kinds"])
-        rebuilt = [(int(a), int(b), int(c), kinds[k], int(h), float(w))
-                   for (a, b, c, k, h), w in zip(saved["edges"], saved["edge_weights"])]
+        rebuilt = [(int(a), int(b), int(c), kinds[k], int(h), float(w)) for a, b, c, k, h, w
+                   in zip(*(saved[f"edge_{name}"] for name in
+                            ("layer", "source", "target", "kind", "head", "weight")))]
         assert [e[:5] for e in rebuilt] == [e[:5] for e in flow.edges]
         np.testing.assert_allclose([e[5] for e in rebuilt], [e[5] for e in flow.edges])
-        np.testing.assert_array_equal(saved["nodes"], np.array(flow.nodes))
+        assert list(zip(saved["node_row"].tolist(), saved["node_position"].tolist())) == \
+            list(flow.nodes)
+
+
+# ---- a bounded graph: the most important edges -------------------------------------------------
+
+def _synthetic(layers=3, heads=2, n=5, seed=0, step=None):
+    """An InformationFlow of random importances (not normalised: the walk does not need it);
+    with `step`, every weight a multiple of it, so that many tie."""
+    from attnviz.models.flow import InformationFlow
+
+    rng = np.random.default_rng(seed)
+
+    def weights(*shape):
+        w = rng.random(shape).astype(np.float32)
+        return w if step is None else (np.round(w / step) * step).astype(np.float32)
+
+    head_weights = weights(layers, heads, n, n) * np.tri(n, dtype=np.float32)
+    return InformationFlow(
+        ids=np.arange(n), tokens=[f"t{i}" for i in range(n)], heads=True, position=n - 1,
+        threshold=0.0, head_weights=head_weights, token_weights=None,
+        attn_residual=weights(layers, n), mlp=weights(layers, n),
+        mlp_residual=weights(layers, n), nodes=(), edges=[])
+
+
+def _check_bounded(f, position, threshold, most):
+    g = f.graph(position=position, threshold=threshold, max_edges=most)
+    _, everything = _walk(f, position, threshold)              # the definition, unbounded
+    weight = {e[:5]: float(e[5]) for e in _all_edges(f)}
+    kept = {e[:5] for e in g.edges}
+    assert g.total_edges == len(everything)
+    assert len(g.edges) == len(kept) == min(most, len(everything))
+    assert g.left_out == len(everything) - len(kept)
+    assert kept <= everything
+    if g.left_out:          # the kept ones are exactly the most important
+        assert min(weight[e] for e in kept) >= max(weight[e] for e in everything - kept)
+    assert all(e[5] == weight[e[:5]] for e in g.edges)
+    ends = {end for e in g.edges for end in _rows(e)} | {g.top}
+    assert set(g.nodes) == ends and len(g.nodes) == len(ends)
+    keys = [(-e[0], -e[5]) for e in g.edges]
+    assert keys == sorted(keys)
+    return g
+
+
+@pytest.mark.parametrize("step", [None, 0.25])
+@pytest.mark.parametrize("most", [1, 7, 40, 10_000])
+def test_a_bound_keeps_the_most_important_edges_of_the_graph(step, most):
+    f = _synthetic(step=step)
+    for position, threshold in ((4, 0.0), (2, 0.3), (4, 0.6)):
+        g = _check_bounded(f, position, threshold, most)
+        assert g.max_edges == most
+    unbounded = f.graph(max_edges=None)
+    assert unbounded.left_out == 0 and unbounded.max_edges is None
+
+
+def test_a_bound_on_the_real_flow_at_threshold_zero(flow, token_flow):
+    for f in (flow, token_flow):
+        g = _check_bounded(f, 6, 0.0, 300)
+        assert g.left_out > 0
+        assert g.graph(position=6).edges == g.edges               # the bound is kept
+    with raises_message("error.whole_number", name="max_edges"):
+        flow.graph(max_edges=0)
 
 
 # ---- the figure ---------------------------------------------------------------------------------
@@ -330,6 +404,12 @@ def test_the_figure_draws_the_heaviest_edges_when_there_are_too_many():
              for tr in _edge_traces(fig) for c in tr.customdata}
     assert drawn == {e[:5] for e in sorted(FIGURE_EDGES, key=lambda e: -e[5])[:3]}
     assert "figure.flow" not in fig.layout.title.text and "<sub>" in fig.layout.title.text
+    # edges already the heaviest of a bounded graph: the title says of how many
+    whole = flow_graph(FIGURE_EDGES[:3], FIGURE_TOKENS, 2, title="t", total=20)
+    assert message_pattern("figure.flow.edges_cut", shown=3, total=20).search(
+        whole.layout.title.text)
+    assert "<sub>" not in flow_graph(FIGURE_EDGES[:3], FIGURE_TOKENS, 2, title="t",
+                                     total=3).layout.title.text
 
 
 def test_the_figure_of_a_real_flow(decoder, flow):

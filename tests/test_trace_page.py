@@ -219,12 +219,83 @@ def test_a_click_on_a_head_edge_names_it_and_opens_that_head_step_by_step():
         no_exceptions(at)
         assert at.session_state[keys.FL_EDGE] == (layer, head, source, target, kind)
         assert shows(at.markdown, "trace.flow.edge.head", layer=layer, head=head)
+        assert shows(at.markdown, "trace.flow.edge.open")
         [step] = [b for b in at.button if b.key == keys.PT_STEP_THROUGH]
         step.click().run()
     no_exceptions(at)
     assert at.session_state[keys.LAYER] == layer and at.session_state[keys.HEAD] == head
     from attnviz.core.modes import Mode
     assert at.session_state[keys.MODE] == Mode.PRETRAINED.value
+
+
+def test_at_threshold_zero_the_most_important_edges_are_kept_said_and_walked_once(
+        monkeypatch):
+    """Threshold 0 keeps every edge into a kept node: from the top (2L, p) the MLP's 2, the
+    last layer's residual and H · (p + 1) heads, then at each of the L − 1 layers below, for
+    each of the p + 1 positions, 2 MLP edges and a residual, and H heads from each earlier
+    token. The page keeps the 1,500 most important, says how many are left out, and a rerun
+    walks nothing, builds no figure and no file again; a session's download buttons hold no
+    importances."""
+    import streamlit
+
+    import attnviz.models.flow as flow_module
+    from attnviz.app import trace_view
+    from attnviz.models.flow import InformationFlow
+    from attnviz.plot import flow_figures
+    from tests.apptest_helpers import reachable
+    from tests.message_helpers import message_pattern
+
+    counts = {"walk": 0, "figure": 0, "json": 0}
+
+    def counted(name, original):
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return original(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(flow_module, "_walk", counted("walk", flow_module._walk))
+    monkeypatch.setattr(flow_figures, "flow_graph", counted("figure", flow_figures.flow_graph))
+    monkeypatch.setattr(InformationFlow, "to_json", counted("json", InformationFlow.to_json))
+    spinners = []
+    spinner = streamlit.spinner
+
+    def said_spinner(text, **options):
+        spinners.append(text)
+        return spinner(text, **options)
+
+    monkeypatch.setattr(streamlit, "spinner", said_spinner)
+    for cache in (trace_view._GRAPHS, trace_view._FLOW_FIGURES, trace_view._FLOW_FILES):
+        cache.clear()
+    made = record_downloads(monkeypatch)
+    at = flow_page(fl_threshold=0.0)
+    layers, heads, p = 30, 9, 8                                  # 9 tokens, the last one
+    total = 2 + 1 + heads * (p + 1) + (layers - 1) * (
+        3 * (p + 1) + heads * (p + 1) * (p + 2) // 2)
+    assert total == 12_612
+    drawing = message_pattern("trace.flow.drawing", edges=1500, position=p)
+    assert any(drawing.search(text) for text in spinners), spinners
+    assert shows(at.info, "trace.flow.left_out", total=total, shown=1500, left=total - 1500)
+    [fig] = [f for f in charts(at) if any(tr.get("meta") == "nodes" for tr in f["data"])]
+    assert len(fig["layout"]["shapes"]) == 1500
+    first = dict(counts)
+    assert first["walk"] >= 1 and first["figure"] == 1
+    at.run()                                                     # a rerun: nothing again
+    no_exceptions(at)
+    assert counts == first
+    assert shows(at.info, "trace.flow.left_out", total=total, shown=1500)
+    doc = json.loads(made["attnviz_flow.json"]())
+    again = made["attnviz_flow.json"]()                          # a second click: the same
+    assert counts["json"] == 1 and json.loads(again) == doc
+    assert len(doc["edges"]) == 1500 and doc["total_edges"] == total
+    assert doc["left_out"] == total - 1500 and doc["max_edges"] == 1500
+    least = min(e["weight"] for e in doc["edges"])
+    assert least > 0 and all(e["weight"] >= least for e in doc["edges"])
+    # the buttons keep no importances: (L, H, n, n) arrays are the cache's, not the session's
+    held = [o for o in reachable(made["attnviz_flow.npz"]) if isinstance(o, np.ndarray)]
+    assert not any(a.ndim == 4 for a in held), [a.shape for a in held]
+    with np.load(io.BytesIO(made["attnviz_flow.npz"]()), allow_pickle=False) as saved:
+        assert saved["head_weights"].shape == (layers, heads, p + 1, p + 1)
+        assert len(saved["edge_weight"]) == 1500 and int(saved["total_edges"]) == total
 
 
 def test_a_links_threshold_and_position_are_used_and_a_threshold_beyond_1_is_moved(

@@ -12,6 +12,7 @@ give the same numbers).
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -19,13 +20,13 @@ import streamlit as st
 
 from attnviz.app import keys, model_loading, pretrained_view, reading_view, widgets
 from attnviz.app.text import at_limit, bound, code, literal, token_line
-from attnviz.core.cache import SizedCache
+from attnviz.core.cache import SizedCache, nbytes, python_bytes
 from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import token_shown
-from attnviz.i18n import t
+from attnviz.i18n import language, t
 from attnviz.models import registry
 from attnviz.models.patching import effect_shape
-from attnviz.plot import figures
+from attnviz.plot import figures, flow_figures
 from attnviz.tutorials.patching_pairs import PATCHING_PAIRS, patching_pair
 
 TABS = ("lens", "patching", "flow")        # the tabs, trace.tab.<name>
@@ -37,13 +38,23 @@ CHUNK_SECONDS = 2.0         # patching between two points where "Stop" can end t
 TOP_PATCHES = 5             # the strongest patches listed under the map
 
 THRESHOLD = 0.04            # the flow's default: the smallest importance an edge keeps
+FLOW_EDGES = flow_figures.MAX_EDGES     # the most edges a flow's graph keeps (the most
+                                        # important): what its figure draws and its files hold
 # finished patchings, the same for every learner on the same prompts, answers and kind
 _PATCHES = SizedCache(max_bytes=8 * 2**20, max_entries=64,
                       size_of=lambda p: 2 * p.metric.nbytes + 64 * len(p.clean_tokens))
 
-# information flows (every importance, (L, H, n, n) floats: 7 MB for 64 tokens), per sentence
-_FLOWS = SizedCache(max_bytes=64 * 2**20, max_entries=16,
-                    size_of=lambda f: sum(a.nbytes for a in f.arrays().values()))
+# information flows (every importance, (L, H, n, n) floats: 4.4 MB for 64 tokens), per sentence
+_FLOWS = SizedCache(max_bytes=64 * 2**20, max_entries=16, size_of=nbytes)
+# their graphs, per (model, sentence, heads, position, threshold), each counted with the
+# importances it shares with its flow (it keeps them alive while here)
+_GRAPHS = SizedCache(max_bytes=48 * 2**20, max_entries=64,
+                     size_of=lambda g: nbytes(g) + python_bytes((g.nodes, g.edges)))
+# the graphs' figures, a language each (plotly's objects: ~3 MB at FLOW_EDGES edges), and
+# their files (.npz arrays, JSON text), made once for every learner
+_FLOW_FIGURES = SizedCache(max_bytes=24 * 2**20, max_entries=16, size_of=python_bytes)
+_FLOW_FILES = SizedCache(max_bytes=32 * 2**20, max_entries=16,
+                         size_of=lambda f: len(f) * 4 if isinstance(f, str) else nbytes(f))
 
 
 def needs_language_model() -> bool:
@@ -339,12 +350,47 @@ def _show_result(m, p) -> None:
 
 # ---- information flow (the sidebar's sentence) ---------------------------------------------------
 
-def _flows(m, ids: np.ndarray, heads: bool):
+def _flows(m, name: str, ids: np.ndarray, heads: bool):
     """The sentence's information flow, every importance computed (the graph is walked
     again for each position and threshold), once for every learner."""
-    return _FLOWS.get((registry.language_model().name, ids.tobytes(), heads),
+    return _FLOWS.get((name, ids.tobytes(), heads),
                       lambda: m.information_flow(ids, position=-1, threshold=THRESHOLD,
-                                                 heads=heads))
+                                                 heads=heads, max_edges=FLOW_EDGES))
+
+
+def _graph(m, name: str, ids: np.ndarray, heads: bool, position: int, threshold: float):
+    """The graph from `position` at `threshold`: its FLOW_EDGES most important edges (at
+    threshold 0 a graph of 64 tokens has 549,027), walked once for every learner."""
+    return _GRAPHS.get((name, ids.tobytes(), heads, position, threshold),
+                       lambda: _flows(m, name, ids, heads).graph(position, threshold,
+                                                                 max_edges=FLOW_EDGES))
+
+
+def _figure(graph, name: str, shown: list[str], num_layers: int):
+    """The graph's figure in the page's language, built once for every learner."""
+    key = (name, graph.ids.tobytes(), graph.heads, graph.position, graph.threshold,
+           language())
+    return _FLOW_FIGURES.get(key, lambda: flow_figures.flow_graph(
+        graph.edges, shown, num_layers, position=graph.position, total=graph.total_edges,
+        title=t("trace.flow.title", position=graph.position,
+                token=figures.escape(shown[graph.position]),
+                threshold=f"{graph.threshold:.2f}")))
+
+
+def _flow_downloads(entry, ids: np.ndarray, heads: bool, position: int,
+                    threshold: float) -> None:
+    """The graph's .npz and JSON, each made once for every learner, when first clicked. The
+    buttons keep what finds the graph again (the model's entry, the ids, the settings), never
+    the graph or the model: a session holds none of their arrays."""
+    ids = np.array(ids)                          # its own copy: nothing else kept alive
+
+    def made(kind: str):
+        return _FLOW_FILES.get((entry.name, ids.tobytes(), heads, position, threshold, kind),
+                               lambda: getattr(_graph(entry.load(), entry.name, ids, heads,
+                                                      position, threshold), kind)())
+
+    widgets.array_downloads(lambda: made("arrays"), lambda: made("to_json"), "flow",
+                            key=keys.FL_GRAPH)
 
 
 def _pick_edge(points: list[dict]) -> None:
@@ -359,13 +405,12 @@ def _pick_edge(points: list[dict]) -> None:
 
 def flow_tab() -> None:
     """The contribution graph of the sidebar's sentence from one position down to the tokens:
-    each head's, residual's and MLP's edges above the threshold; a clicked head edge opens
-    that head on Step by step."""
-    from attnviz.plot import flow_figures
-
+    each head's, residual's and MLP's edges above the threshold, the FLOW_EDGES most
+    important (the rest said); a clicked head edge opens that head on Step by step."""
     run = reading_view.load()
     reading_view.token_list(run)
-    m = reading_view.chosen_model().load()
+    entry = reading_view.chosen_model()
+    m = entry.load()
     st.caption(t("trace.flow.caption"))
     n = len(run.ids)
     shown = [token_shown(s) for s in run.tokens]
@@ -381,27 +426,35 @@ def flow_tab() -> None:
                               key=keys.FL_THRESHOLD, persist_state="session",
                               help=t("trace.flow.threshold.help"))
     st.session_state.setdefault(keys.FL_HEADS, True)
-    heads = right.toggle(t("trace.flow.heads"), key=keys.FL_HEADS, persist_state="session",
-                         help=t("trace.flow.heads.help"))
+    heads = bool(right.toggle(t("trace.flow.heads"), key=keys.FL_HEADS,
+                              persist_state="session", help=t("trace.flow.heads.help")))
     try:
         with st.spinner(t("trace.flow.computing")):
-            flow = _flows(m, run.ids, bool(heads))
-        graph = flow.graph(position=position, threshold=threshold)
+            graph = _graph(m, entry.name, run.ids, heads, position, threshold)
     except AttnvizInputError as exc:
         st.error(t("reading.error.run", model=reading_view.shown_name(), error=literal(exc)))
         return
-    fig = flow_figures.flow_graph(graph.edges, shown, m.num_layers, position=position,
-                                  title=t("trace.flow.title", position=position,
-                                          token=figures.escape(shown[position]),
-                                          threshold=f"{threshold:.2f}"))
-    widgets.chart(fig, key=keys.FL_GRAPH, on_click=_pick_edge)
+    with st.spinner(t("trace.flow.drawing", edges=len(graph.edges), position=position),
+                    show_time=True):
+        widgets.chart(_figure(graph, entry.name, shown, m.num_layers), key=keys.FL_GRAPH,
+                      on_click=_pick_edge)
     st.caption(t("trace.flow.count", edges=len(graph.edges), nodes=len(graph.nodes)))
+    if graph.left_out:
+        st.info(t("trace.flow.left_out", total=graph.total_edges, shown=len(graph.edges),
+                  left=graph.left_out, least=_at_least(min(e[5] for e in graph.edges))),
+                icon=":material/filter_alt:")
     _picked_edge(shown)
-    widgets.array_downloads(graph.arrays, graph.to_json, "flow", key=keys.FL_GRAPH)
+    _flow_downloads(entry, run.ids, heads, position, threshold)
+
+
+def _at_least(weight: float) -> str:
+    """`weight` rounded down to 3 decimals: a bound "at least" that is true."""
+    return f"{math.floor(weight * 1000) / 1000:.3f}"
 
 
 def _picked_edge(shown: list[str]) -> None:
-    """The clicked edge in words; a head's edge opens that head on Step by step."""
+    """The clicked edge in words; a head's edge offers "Step through this head", which opens
+    it on Step by step."""
     edge = st.session_state.get(keys.FL_EDGE)
     if not edge:
         st.caption(t("trace.flow.click"))
@@ -410,9 +463,14 @@ def _picked_edge(shown: list[str]) -> None:
     if not (isinstance(source, int) and isinstance(target, int)
             and 0 <= source < len(shown) and 0 <= target < len(shown)):
         return
-    st.markdown(t(f"trace.flow.edge.{kind}", layer=layer, head=head,
-                  source=code(shown[source]), target=code(shown[target])))
-    if kind == "head":
+    said = t(f"trace.flow.edge.{kind}", layer=layer, head=head, source=code(shown[source]),
+             target=code(shown[target]))
+    if kind != "head":
+        st.markdown(said)
+        return
+    words, button = st.columns([3, 1], vertical_alignment="center")
+    words.markdown(said + " " + t("trace.flow.edge.open"))
+    with button:
         pretrained_view.step_through_button(int(layer), int(head))
 
 

@@ -706,15 +706,17 @@ class DecoderModel(ConfigSizes):
 
     def information_flow(self, text_or_ids: str | np.typing.ArrayLike, *, position: int = -1,
                          threshold: float = 0.04, heads: bool = True,
-                         max_tokens: int | None = None) -> "InformationFlow":
+                         max_tokens: int | None = None,
+                         max_edges: int | None = None) -> "InformationFlow":
         """The information flow routes of `text_or_ids` (Ferrando & Voita 2024;
         ``attnviz.models.flow.information_flow``): each head's term from each earlier token,
         each residual and each MLP weighted by its proximity to the stream it is added to;
-        ``edges`` the graph from `position` down, every edge of importance ≥ `threshold`."""
+        ``edges`` the graph from `position` down, every edge of importance ≥ `threshold`
+        (with `max_edges`, only that many: the most important)."""
         from attnviz.models.flow import information_flow
 
         return information_flow(self, text_or_ids, position=position, threshold=threshold,
-                                heads=heads, max_tokens=max_tokens)
+                                heads=heads, max_tokens=max_tokens, max_edges=max_edges)
 
     def labels(self, ids: np.typing.ArrayLike) -> tuple[list[str], list[str], list[CharSpan]]:
         """(tokens, pieces, spans) of token ids, as a run gives them: the readable tokens, the

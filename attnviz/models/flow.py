@@ -21,7 +21,10 @@ Nodes are (row, position), rows 0 … 2L: row 2ℓ is resid_pre of layer ℓ, 2�
 "head" (j → i through head h) and "attn_residual" (i → i) from row 2ℓ to 2ℓ + 1, "mlp" and
 "mlp_residual" (i → i) from row 2ℓ + 1 to 2ℓ + 2; head is −1 but for "head". The graph of a
 position: from (2L, position) down, every edge of importance ≥ threshold into a node kept;
-a node is kept if it is the top one or the source of a kept edge.
+a node is kept if it is the top one or the source of a kept edge. With `max_edges`, only the
+graph's max_edges most important edges are kept (``total_edges`` says how many it had: at
+threshold 0, 549,027 for 64 tokens), and the nodes are their ends and the top one. The walk
+is numpy over each layer's (H, n, n) importances: only the edges kept become Python tuples.
 
 One forward pass (``DecoderModel.run_layers`` with a reading hook: resid_pre, v, pattern,
 resid_mid, mlp_out), then layer by layer the parts' L1 distances, one position i at a time:
@@ -44,13 +47,63 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.models.finite import quiet
 from attnviz.models.lens import text_ids
 
-__all__ = ["KINDS", "InformationFlow", "information_flow", "proximities"]
+__all__ = ["EDGE_COLUMNS", "KINDS", "NODE_COLUMNS", "SAME", "InformationFlow",
+           "information_flow", "proximities"]
 
 KINDS = ("head", "attn", "attn_residual", "mlp", "mlp_residual")
+EDGE_COLUMNS = ("layer", "source", "target", "kind", "head", "weight")   # an edge's fields
+NODE_COLUMNS = ("row", "position")                                        # a node's
+SAME = object()             # graph(max_edges=SAME): the flow's own bound
 _DTYPE = np.float32
 _READ = ("resid_pre", "v", "pattern", "resid_mid", "mlp_out")
 
 Edge = tuple[int, int, int, str, int, float]      # (layer, source, target, kind, head, weight)
+
+# what the exports' fields are (the JSON's "fields", the .npz's "about")
+_EDGE_ABOUT = {
+    "layer": "the layer ℓ (0 … L − 1) the edge belongs to",
+    "source": "the position the edge comes from (a token index)",
+    "target": "the position the edge goes to (a token index, ≥ source)",
+    "kind": "head: head h's term from token source in resid_mid of target (row 2ℓ → 2ℓ + 1); "
+            "attn: every head's, summed (heads=False); attn_residual: resid_pre's share of "
+            "resid_mid; mlp: the MLP output's share of resid_post (row 2ℓ + 1 → 2ℓ + 2); "
+            "mlp_residual: resid_mid's share of resid_post",
+    "head": "the head of a 'head' edge (0 … H − 1); −1 for every other kind",
+    "weight": "the importance: the part's proximity max(0, ‖y‖₁ − ‖y − z‖₁) to the sum y it "
+              "is part of, over the sum of the proximities of y's parts (a node's incoming "
+              "edges sum to 1)"}
+JSON_FIELDS = {
+    "model": "the model's file", "tokens": "the text's tokens, as the model reads them",
+    "ids": "their token ids", "position": "the graph's top position (a token index)",
+    "threshold": "the least importance of an edge kept",
+    "heads": "true: one edge per head and token; false: the heads of a layer summed",
+    "num_layers": "L, the model's layers: rows 0 … 2L",
+    "max_edges": "the most edges kept (the most important ones; null: no bound)",
+    "total_edges": "the edges of importance ≥ threshold the walk from the top reaches",
+    "left_out": "total_edges − the edges kept: the least important, left out by max_edges",
+    "nodes": "the graph's nodes: the residual stream at (row, position), row 2ℓ before layer "
+             "ℓ, 2ℓ + 1 after its attention, 2L after the last layer",
+    "edges": "the graph's edges, by layer descending, then weight descending",
+    "nodes[].row": "the node's row (0 … 2L)", "nodes[].position": "the node's position",
+    **{f"edges[].{name}": about for name, about in _EDGE_ABOUT.items()}}
+ARRAYS_ABOUT = {
+    **{name: about for name, about in JSON_FIELDS.items() if "[" not in name and name not in
+       ("nodes", "edges", "left_out", "num_layers")},
+    "max_edges": "the most edges kept (the most important ones); −1: no bound",
+    "head_weights": "(L, H, n, n) float32: [ℓ, h, i, j] head h's term from token j in "
+                    "resid_mid_i, its importance (0 for j > i)",
+    "token_weights": "(L, n, n) float32: [ℓ, i, j] the heads' terms from token j summed, in "
+                     "resid_mid_i, its importance (0 for j > i)",
+    "attn_residual": "(L, n) float32: resid_pre_i's importance in resid_mid_i",
+    "mlp": "(L, n) float32: mlp_out_i's importance in resid_post_i",
+    "mlp_residual": "(L, n) float32: resid_mid_i's importance in resid_post_i",
+    "node_row": "(N,) the graph's nodes' rows: 2ℓ before layer ℓ, 2ℓ + 1 after its "
+                "attention, 2L after the last layer",
+    "node_position": "(N,) the graph's nodes' positions",
+    "kinds": "the edge kinds, in the order edge_kind counts them",
+    **{f"edge_{name}": f"(E,) {about}" for name, about in _EDGE_ABOUT.items() if name != "kind"},
+    "edge_kind": "(E,) an index of kinds: " + _EDGE_ABOUT["kind"],
+    "about": "this text: what every array is"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,6 +131,14 @@ class InformationFlow:
     mlp_residual: np.ndarray = field(repr=False)
     nodes: tuple[tuple[int, int], ...] = field(repr=False)
     edges: list[Edge] = field(repr=False)
+    max_edges: int | None = None
+    total_edges: int = 0
+    model: str = ""
+
+    @property
+    def left_out(self) -> int:
+        """How many of the graph's edges the bound `max_edges` left out (the least important)."""
+        return self.total_edges - len(self.edges)
 
     @property
     def num_layers(self) -> int:
@@ -88,61 +149,80 @@ class InformationFlow:
         """The graph's top node: (2L, position)."""
         return 2 * self.num_layers, self.position
 
-    def graph(self, position: int | None = None,
-              threshold: float | None = None) -> "InformationFlow":
-        """The same importances walked from another `position` or with another `threshold`
-        (None: this one's): no model run, a few milliseconds."""
+    def graph(self, position: int | None = None, threshold: float | None = None,
+              max_edges: int | None | object = SAME) -> "InformationFlow":
+        """The same importances walked from another `position`, with another `threshold` or
+        bound `max_edges` (None: no bound; position, threshold None or max_edges SAME: this
+        one's): no model run, a few milliseconds."""
         position = self.position if position is None else position
         threshold = self.threshold if threshold is None else threshold
+        max_edges = self.max_edges if max_edges is SAME else max_edges
         position, threshold = _check_graph(position, threshold, len(self.ids))
-        nodes, edges = _walk(self, position, threshold)
+        max_edges = _check_bound(max_edges)
+        nodes, edges, total = _walk(self, position, threshold, max_edges)
         return replace(self, position=position, threshold=threshold, nodes=nodes,
-                       edges=edges)
+                       edges=edges, max_edges=max_edges, total_edges=total)
 
     def to_json(self) -> str:
-        """The graph and its settings as JSON: tokens, ids, position, threshold, heads, the
-        number of layers, nodes [[row, position], …] and edges [{layer, source, target, kind,
-        head, weight}, …]."""
-        keys = ("layer", "source", "target", "kind", "head", "weight")
+        """The graph and its settings as JSON: model, tokens, ids, position, threshold, heads,
+        num_layers, max_edges, total_edges, left_out, nodes [{row, position}, …], edges
+        [{layer, source, target, kind, head, weight}, …] and `fields`, what each of them is."""
         return json.dumps({
-            "tokens": list(self.tokens), "ids": [int(i) for i in self.ids],
-            "position": self.position, "threshold": self.threshold, "heads": self.heads,
-            "num_layers": self.num_layers, "nodes": [list(node) for node in self.nodes],
-            "edges": [dict(zip(keys, edge)) for edge in self.edges]}, ensure_ascii=False)
+            "model": self.model, "tokens": list(self.tokens),
+            "ids": [int(i) for i in self.ids], "position": self.position,
+            "threshold": self.threshold, "heads": self.heads, "num_layers": self.num_layers,
+            "max_edges": self.max_edges, "total_edges": self.total_edges,
+            "left_out": self.left_out,
+            "nodes": [dict(zip(NODE_COLUMNS, node)) for node in self.nodes],
+            "edges": [dict(zip(EDGE_COLUMNS, edge)) for edge in self.edges],
+            "fields": JSON_FIELDS}, ensure_ascii=False)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every array, for ``np.savez`` (no pickles): ids, the importances (head_weights or
-        token_weights, attn_residual, mlp, mlp_residual), the graph's nodes (N, 2) and edges
-        (E, 5) ints (layer, source, target, kind — an index of `kinds` —, head) with
-        edge_weights (E,), and kinds."""
+        """Every array, for ``np.savez`` (no pickles), each named for what it is (`about`, a
+        JSON text, says it in words): the settings (model, tokens, ids, position, threshold,
+        heads, max_edges — −1 for none —, total_edges), the importances (head_weights or
+        token_weights, attn_residual, mlp, mlp_residual), the graph's nodes as node_row and
+        node_position (N,) and its edges as one (E,) array a column: edge_layer,
+        edge_source, edge_target, edge_kind (an index of `kinds`), edge_head, edge_weight."""
         kind_index = {kind: k for k, kind in enumerate(KINDS)}
-        edges = np.array([(e[0], e[1], e[2], kind_index[e[3]], e[4]) for e in self.edges],
-                         dtype=np.int64).reshape(-1, 5)
-        out = {"ids": np.asarray(self.ids), "attn_residual": self.attn_residual,
-               "mlp": self.mlp, "mlp_residual": self.mlp_residual,
-               "nodes": np.array(self.nodes, dtype=np.int64).reshape(-1, 2), "edges": edges,
-               "edge_weights": np.array([e[5] for e in self.edges], dtype=_DTYPE),
-               "kinds": np.array(KINDS)}
+        nodes = np.array(self.nodes, dtype=np.int64).reshape(-1, 2)
+        columns = list(zip(*self.edges)) or [()] * len(EDGE_COLUMNS)
+        out = {"model": np.array(self.model), "tokens": np.array(self.tokens, dtype=str),
+               "ids": np.asarray(self.ids), "position": np.array(self.position),
+               "threshold": np.array(self.threshold), "heads": np.array(self.heads),
+               "max_edges": np.array(-1 if self.max_edges is None else self.max_edges),
+               "total_edges": np.array(self.total_edges),
+               "attn_residual": self.attn_residual, "mlp": self.mlp,
+               "mlp_residual": self.mlp_residual,
+               "node_row": nodes[:, 0], "node_position": nodes[:, 1], "kinds": np.array(KINDS),
+               "edge_kind": np.array([kind_index[k] for k in columns[3]], dtype=np.int64),
+               "edge_weight": np.array(columns[5], dtype=_DTYPE)}
+        for name in ("layer", "source", "target", "head"):
+            out[f"edge_{name}"] = np.array(columns[EDGE_COLUMNS.index(name)], dtype=np.int64)
         if self.heads:
             out["head_weights"] = self.head_weights
         else:
             out["token_weights"] = self.token_weights
+        out["about"] = np.array(json.dumps({k: ARRAYS_ABOUT[k] for k in [*out, "about"]}))
         return out
 
 
 @quiet
 def information_flow(model, ids_or_text, *, position: int = -1, threshold: float = 0.04,
-                     heads: bool = True, max_tokens: int | None = None) -> InformationFlow:
+                     heads: bool = True, max_tokens: int | None = None,
+                     max_edges: int | None = None) -> InformationFlow:
     """The information flow of a text (or token ids) on a ``DecoderModel``; see the module's
     docstring. position: the graph's top position (negative: from the end; −1 the last);
     threshold: the least importance an edge kept has, 0 … 1; heads: one part per head and
     token (True) or per token, summed over the heads (False, the paper's view); max_tokens:
-    read at most this many tokens (None: the model's limit, 512)."""
+    read at most this many tokens (None: the model's limit, 512); max_edges: keep at most this
+    many of the graph's edges, the most important (None: every one)."""
     ids = text_ids(model, ids_or_text)
     limit = model.max_tokens if max_tokens is None else \
         whole_number(max_tokens, "max_tokens", low=1, high=model.max_tokens)
     ids = ids[:limit]
     position, threshold = _check_graph(position, threshold, len(ids))
+    max_edges = _check_bound(max_edges)
     if not isinstance(heads, (bool, np.bool_)):
         raise AttnvizInputError("error.flow.heads", value=repr(heads))
     n, layers, h_count = len(ids), model.num_layers, model.num_heads
@@ -167,9 +247,8 @@ def information_flow(model, ids_or_text, *, position: int = -1, threshold: float
         threshold=threshold, head_weights=readonly(attn) if heads else None,
         token_weights=None if heads else readonly(attn),
         attn_residual=readonly(attn_residual), mlp=readonly(mlp),
-        mlp_residual=readonly(mlp_residual), nodes=(), edges=[])
-    nodes, edges = _walk(flow, position, threshold)
-    return replace(flow, nodes=nodes, edges=edges)
+        mlp_residual=readonly(mlp_residual), nodes=(), edges=[], model=model.path.name)
+    return flow.graph(max_edges=max_edges)
 
 
 def proximities(y: np.ndarray, pattern: np.ndarray, parts: np.ndarray, *,
@@ -207,6 +286,11 @@ def _check_graph(position, threshold, n: int) -> tuple[int, float]:
             or not 0 <= threshold <= 1:                                 # NaN fails too
         raise AttnvizInputError("error.flow.threshold", value=repr(threshold))
     return position, float(threshold)
+
+
+def _check_bound(max_edges) -> int | None:
+    """max_edges as None (no bound) or a whole number ≥ 1."""
+    return None if max_edges is None else whole_number(max_edges, "max_edges", low=1)
 
 
 def _forward(model, ids: np.ndarray) -> list[dict[str, np.ndarray]]:
@@ -251,49 +335,68 @@ def _shares(near: np.ndarray, near_residual: np.ndarray, node_axis: int):
             np.where(empty, 1, near_residual / scale).astype(_DTYPE))
 
 
-def _walk(flow: InformationFlow, position: int, threshold: float):
-    """The nodes and edges kept from (2L, position) down (see the module's docstring)."""
+def _walk(flow: InformationFlow, position: int, threshold: float, max_edges: int | None):
+    """The nodes and edges kept from (2L, position) down (see the module's docstring), and how
+    many edges the graph has before the bound `max_edges`. Each layer's edges are found with
+    numpy and held as columns; with a bound, the max_edges of largest weight are kept (on a
+    tie at the cut, the one the walk met first: the higher layer; then mlp, mlp_residual,
+    attn_residual, the heads), and only those become tuples."""
     layers, n = flow.num_layers, len(flow.ids)
+    causal = np.tri(n, dtype=bool)                                     # (n_i, n_j): j ≤ i
     kept = np.zeros(n, dtype=bool)                                     # positions of this row
     kept[position] = True
-    nodes = [(2 * layers, position)]
-    edges: list[Edge] = []
+    found = []                                  # (layer, source, target, kind, head, weight)
     for layer in range(layers - 1, -1, -1):
-        row = 2 * layer
-        # the MLP sublayer: (row + 1, i) → (row + 2, i)
+        # the MLP sublayer: (2ℓ + 1, i) → (2ℓ + 2, i)
         below = np.zeros(n, dtype=bool)
-        for kind, weights in (("mlp", flow.mlp[layer]), ("mlp_residual",
-                                                          flow.mlp_residual[layer])):
-            keep = kept & (weights >= threshold)
-            edges += [(layer, int(i), int(i), kind, -1, float(weights[i]))
-                      for i in np.flatnonzero(keep)]
-            below |= keep
+        for kind in ("mlp", "mlp_residual"):
+            i = np.flatnonzero(kept & (getattr(flow, kind)[layer] >= threshold))
+            found.append(_columns(layer, i, i, kind, -1, getattr(flow, kind)[layer][i]))
+            below[i] = True
         kept = below
-        nodes += [(row + 1, int(i)) for i in np.flatnonzero(kept)]
-        # the attention sublayer: (row, j) → (row + 1, i)
+        # the attention sublayer: (2ℓ, j) → (2ℓ + 1, i)
         below = np.zeros(n, dtype=bool)
-        weights = flow.attn_residual[layer]
-        keep = kept & (weights >= threshold)
-        edges += [(layer, int(i), int(i), "attn_residual", -1, float(weights[i]))
-                  for i in np.flatnonzero(keep)]
-        below |= keep
+        i = np.flatnonzero(kept & (flow.attn_residual[layer] >= threshold))
+        found.append(_columns(layer, i, i, "attn_residual", -1, flow.attn_residual[layer][i]))
+        below[i] = True
         if flow.heads:
             w = flow.head_weights[layer]                                # (H, n, n)
-            h_idx, i_idx, j_idx = np.nonzero((w >= threshold) & kept[None, :, None]
-                                             & np.tri(n, dtype=bool)[None])
-            values = w[h_idx, i_idx, j_idx]
-            edges += [(layer, int(j), int(i), "head", int(h), float(v))
-                      for h, i, j, v in zip(h_idx, i_idx, j_idx, values)]
+            h, i, j = np.nonzero((w >= threshold) & kept[None, :, None] & causal[None])
+            found.append(_columns(layer, j, i, "head", h, w[h, i, j]))
         else:
             w = flow.token_weights[layer]                               # (n, n)
-            i_idx, j_idx = np.nonzero((w >= threshold) & kept[:, None] & np.tri(n, dtype=bool))
-            values = w[i_idx, j_idx]
-            edges += [(layer, int(j), int(i), "attn", -1, float(v))
-                      for i, j, v in zip(i_idx, j_idx, values)]
-        below[j_idx] = True
+            i, j = np.nonzero((w >= threshold) & kept[:, None] & causal)
+            found.append(_columns(layer, j, i, "attn", -1, w[i, j]))
+        below[j] = True
         kept = below
-        nodes += [(row, int(j)) for j in np.flatnonzero(kept)]
-    order = {kind: k for k, kind in enumerate(KINDS)}
-    edges.sort(key=lambda e: (-e[0], -e[5], order[e[3]], e[2], e[1], e[4]))
-    nodes.sort(key=lambda node: (-node[0], node[1]))
-    return tuple(nodes), edges
+    layer, source, target, kind, head, weight = (np.concatenate(c) for c in zip(*found))
+    total = len(weight)
+    if max_edges is not None and total > max_edges:
+        pick = np.argsort(-weight, kind="stable")[:max_edges]          # the heaviest, ties: first
+        layer, source, target, kind, head, weight = (
+            c[pick] for c in (layer, source, target, kind, head, weight))
+    # by layer descending, then weight descending (then kind, target, source, head)
+    order = np.lexsort((head, source, target, kind, -weight, -layer))
+    edges = [(l, s, t, KINDS[k], h, w) for l, s, t, k, h, w in zip(
+        *(c[order].tolist() for c in (layer, source, target, kind, head, weight)))]
+    return _nodes(flow, position, layer, source, target, kind), edges, total
+
+
+def _columns(layer: int, source, target, kind: str, head, weight) -> tuple[np.ndarray, ...]:
+    """One block of edges as columns: layer, source, target, kind (an index of KINDS), head,
+    weight, each (e,)."""
+    e = len(weight)
+    return (np.full(e, layer), np.asarray(source), np.asarray(target),
+            np.full(e, KINDS.index(kind)), np.broadcast_to(head, (e,)).astype(np.int64),
+            np.asarray(weight, dtype=_DTYPE))
+
+
+def _nodes(flow: InformationFlow, position: int, layer, source, target, kind):
+    """The top node and both ends of every edge, as (row, position), top row first."""
+    n = len(flow.ids)
+    row = 2 * layer + (kind >= KINDS.index("mlp"))                     # the source's row
+    top = 2 * flow.num_layers * n + position
+    cells = np.unique(np.concatenate([[top], row * n + source, (row + 1) * n + target]))
+    rows, positions = np.divmod(cells, n)
+    order = np.lexsort((positions, -rows))
+    return tuple(zip(rows[order].tolist(), positions[order].tolist()))

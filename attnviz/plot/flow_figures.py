@@ -35,18 +35,22 @@ _KIND_ORDER = ("head", "attn", "attn_residual", "mlp", "mlp_residual")
 
 
 def flow_graph(edges, tokens, num_layers: int, *, title: str, position: int | None = None,
-               max_edges: int = MAX_EDGES, width: int | None = None) -> go.Figure:
+               max_edges: int = MAX_EDGES, total: int | None = None,
+               width: int | None = None) -> go.Figure:
     """The graph of `edges` — (layer, source, target, kind, head, weight) tuples, as
     ``InformationFlow.edges`` — over `tokens` (n,) and 2 · `num_layers` + 1 rows.
 
     position: the graph's top position, drawn as a node even without an edge (None: the
     nodes are the edges' ends). max_edges: the heaviest this many are drawn, the title says
-    how many of how many. width: px (default: from the number of tokens)."""
+    how many of how many. total: how many edges the graph has when `edges` are already its
+    heaviest (``InformationFlow.total_edges`` of a bounded walk; None: len(edges)). width: px
+    (default: from the number of tokens)."""
     labels = _labels(tokens, len(tokens), "tokens")
     edges = [tuple(e) for e in edges]
     shown = _heaviest(edges, max_edges)
-    if len(shown) < len(edges):
-        cut = t("figure.flow.edges_cut", shown=len(shown), total=len(edges))
+    total = max(len(edges), total or 0)
+    if len(shown) < total:
+        cut = t("figure.flow.edges_cut", shown=len(shown), total=total)
         title = f"{title}<br><sub>{_esc(cut)}</sub>"
     num_heads = 1 + max((e[4] for e in shown), default=0)
     fig = go.Figure()

@@ -120,6 +120,7 @@ def kl_lines(kls, names, *, row_labels, title: str, width: int = NARROW_WIDTH) -
     "tuned"), names {lens: its legend name}. The last row is the output itself (0)."""
     fig = go.Figure()
     nats = _esc(t("figure.lens.kl"))
+    rows: list[str] = []                          # escaped, as the lines' x and the ticks
     for lens, values in kls.items():
         v = np.asarray(values, dtype=np.float64)
         rows = _labels(row_labels, len(v), "row_labels")
@@ -133,8 +134,7 @@ def kl_lines(kls, names, *, row_labels, title: str, width: int = NARROW_WIDTH) -
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
                       yaxis=dict(rangemode="tozero", automargin=True,
                                  title=dict(text=nats)))
-    _category_axis(fig.layout.xaxis, list(row_labels), t("figure.lens.row"),
-                   plot_px=width - 80)
+    _category_axis(fig.layout.xaxis, rows, t("figure.lens.row"), plot_px=width - 80)
     return fig
 
 
