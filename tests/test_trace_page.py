@@ -16,12 +16,13 @@ from attnviz.app import keys
 from attnviz.i18n import render, use_language
 from attnviz.tutorials.patching_pairs import patching_pair
 from tests.apptest_helpers import (charts, heatmap_z, no_exceptions, open_link, page_in,
-                                   record_downloads, shows)
+                                   plain, record_downloads, shows)
 
 pytestmark = pytest.mark.slow
 
 IOI = patching_pair("ioi")
 FACTUAL = patching_pair("factual")
+WEEKDAY = patching_pair("weekday_zh")
 
 
 def patch_button(at):
@@ -107,6 +108,37 @@ def _close_metric(at, clean: float, corrupted: float) -> bool:
         if len(found) == 2:
             return abs(float(found[0]) - clean) < 1e-3 and abs(float(found[1]) - corrupted) < 1e-3
     return False
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_chinese_pair_compares_the_first_piece_of_its_answers_named_as_characters(
+        torch, hf_decoder, lang):
+    """Issue 34.8: the Chinese preset's answer boxes were empty and its result read
+    "<0xE5><0x9B> − <0xE5><0x85>"; typing 四 was refused (two tokens). Now the boxes hold
+    四 and 六, a note says the first token of each is compared, the result names them as the
+    prompt's chips do (四[1/2]), and both runs' numbers are transformers' logit difference of
+    the first token of each answer as transformers' tokenizer reads it."""
+    tok = hf_decoder[1]
+    at = patching_page(lang, tr_pair="weekday_zh", tr_where="heads_pos")
+    assert at.text_input(key=keys.TR_ANSWER_CLEAN).value == WEEKDAY.clean_answer == "四"
+    assert at.text_input(key=keys.TR_ANSWER_CORRUPTED).value == WEEKDAY.corrupted_answer
+    for answer in (WEEKDAY.clean_answer, WEEKDAY.corrupted_answer):
+        ids = tok(answer)["input_ids"]
+        assert len(ids) == 2                                 # two byte pieces
+        with use_language(lang):
+            assert shows(at.caption, "trace.patch.answer.first_token", text=f"`{answer}`",
+                         count=2, token=f"`{answer}[1/2]`")
+    if not effect_maps(at):             # the other language's result is every learner's
+        with use_language(lang):
+            patch_button(at).click().run()
+    no_exceptions(at)
+    [line] = [plain(m) for m in at.markdown if "四[1/2]" in m.value]
+    assert "六[1/2]" in line and "<0x" not in line and "\ufffd" not in line
+    answers = (WEEKDAY.clean_answer, WEEKDAY.corrupted_answer)
+    clean = hf_metric(torch, hf_decoder, WEEKDAY.clean, answers)     # first tokens
+    corrupted = hf_metric(torch, hf_decoder, WEEKDAY.corrupted, answers)
+    assert _close_metric(at, clean, corrupted)
+    assert effect_maps(at)
 
 
 def test_prompts_of_different_lengths_show_both_token_lists_and_no_button():
