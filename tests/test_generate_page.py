@@ -381,3 +381,5 @@ def test_the_next_token_bars_of_a_chinese_prompt_name_characters_not_bytes(decod
     assert sum("[1/" in label for label in expected) >= 4      # byte pieces among them
     assert list(bars["y"]) == expected
     assert not any("<0x" in label or "\ufffd" in label for label in bars["y"])
+    with use_language(lang):                     # the notation, said under the token list
+        assert t("tokens.notation.title") in [e.label for e in at.expander]

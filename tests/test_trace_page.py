@@ -134,6 +134,7 @@ def test_the_chinese_pair_compares_the_first_piece_of_its_answers_named_as_chara
     no_exceptions(at)
     [line] = [plain(m) for m in at.markdown if "四[1/2]" in m.value]
     assert "六[1/2]" in line and "<0x" not in line and "\ufffd" not in line
+    assert render("tokens.notation.title", lang) in [e.label for e in at.expander]
     answers = (WEEKDAY.clean_answer, WEEKDAY.corrupted_answer)
     clean = hf_metric(torch, hf_decoder, WEEKDAY.clean, answers)     # first tokens
     corrupted = hf_metric(torch, hf_decoder, WEEKDAY.corrupted, answers)

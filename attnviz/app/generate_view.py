@@ -26,7 +26,8 @@ from attnviz.plot import generate_figures, lens_figures
 from attnviz.app import keys, reading_view, widgets
 from attnviz.app.generate_state import (DEFAULT_PROMPT, MAX_NEW_TOKENS, MAX_SEED, SAMPLINGS,
                                         TEMPERATURES, current)
-from attnviz.app.text import MAX_PROMPT_CHARS, at_limit, bound, code, literal, token_line
+from attnviz.app.text import (MAX_PROMPT_CHARS, at_limit, bound, code, literal, token_line,
+                              token_notation)
 
 
 
@@ -91,6 +92,7 @@ def prompt_tokens(m: DecoderModel, text: str, chat: bool) -> None:
     st.subheader(t("generate.tokens", count=len(tokens)))
     st.markdown(token_line(map(generate_figures.token_label, tokens)))
     _spans_note(spans)
+    token_notation()
 
 
 def _spans_note(spans) -> None:

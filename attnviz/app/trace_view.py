@@ -18,7 +18,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz.app import keys, model_loading, pretrained_view, reading_view, widgets
-from attnviz.app.text import at_limit, bound, code, literal, token_line
+from attnviz.app.text import at_limit, bound, code, literal, token_line, token_notation
 from attnviz.core.cache import SizedCache
 from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import HOVER_CHARS, token_shown
@@ -193,6 +193,7 @@ def _show_tokens(m, clean_ids: np.ndarray, corrupted_ids: np.ndarray) -> bool:
     st.markdown(t("trace.patch.tokens.clean", count=len(clean)) + " " + token_line(clean))
     st.markdown(t("trace.patch.tokens.corrupted", count=len(corrupted)) + " "
                 + token_line(corrupted))
+    token_notation()
     if len(clean) != len(corrupted):
         st.warning(t("trace.patch.lengths", clean=len(clean), corrupted=len(corrupted)))
         return False
