@@ -151,6 +151,18 @@ def test_prompts_of_different_lengths_show_both_token_lists_and_no_button():
     assert not [b for b in at.button if b.key == keys.TR_PATCH]
 
 
+def test_breaks_in_a_prompt_are_written_visibly_in_its_token_list():
+    """Issue 34.5: \\t \\x0b \\x0c \\r were drawn raw in the patching token lists."""
+    at = patching_page(tr_pair="custom", tr_clean="a\tb\x0bc\x0cd\re", tr_corrupted="a b")
+    no_exceptions(at)
+    from tests.message_helpers import message_pattern
+
+    clean = message_pattern("trace.patch.tokens.clean")
+    lines = [m.value for m in at.markdown if clean.match(m.value)]
+    assert len(lines) == 1 and not any(c in lines[0] for c in "\t\x0b\x0c\r")
+    assert all(any(mark in line for line in lines) for mark in "⇥␋␌␍")
+
+
 def test_one_answer_typed_is_said():
     at = patching_page(tr_pair="custom", tr_clean=FACTUAL.clean, tr_corrupted=FACTUAL.corrupted,
                        tr_answer_clean=" Paris", tr_answer_corrupted="")

@@ -317,7 +317,7 @@ def step_lens(m: DecoderModel, gen: Generation, number: int) -> None:
             lens, labels = lens_of_step(m, gen, number)
         except AttnvizInputError as exc:
             cannot_run(exc)
-    shown = token_shown(step.label or step.token)
+    shown = token_shown(gen.tokens[step.query_position + 1])   # as the step view names it
     token = code(shown)
     st.caption(t("generate.lens.caption", position=step.query_position, query=query,
                  token=token))
