@@ -348,15 +348,38 @@ def test_a_byte_that_ends_a_character_is_shown_as_that_character(decoder, hf_dec
     prompt = "中国的首都是"
     at = click(page(gen_prompt=prompt, gen_count=8), "gen_many")
     gen = at.session_state["generate_run"]["generation"]
+    from tests.test_decoder_tokens import BYTES
+
     last = gen.steps[-1]
-    assert last.token.startswith("<0x")                       # a byte alone (checked below)
+    assert "\ufffd" in tokenizer.decode([last.id])            # a byte alone (checked below)
     text = tokenizer.decode(gen.ids.tolist())
     char = text[-1]                                           # the character it finishes
     assert "<0x" not in char and "\ufffd" not in char
     caption = next(c.value for c in at.caption
                    if f"{char}[2/2]" in c.value or f"{char}[3/3]" in c.value)
-    assert last.token in caption                              # the bytes, as a detail
+    piece = tokenizer.convert_ids_to_tokens([last.id])[0]    # the vocabulary's spelling
+    assert "".join(f"<0x{BYTES[c]:02X}>" for c in piece) in caption   # the bytes, a detail
     title = chart(at, "New token 8")["layout"]["title"]["text"]
     assert char in title and "&lt;0x" not in title and "<0x" not in title
     bars = chart(at, "What new token 8 was chosen from")["data"][0]
     assert bars["y"][0].startswith(char)                      # the chosen one, most likely
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_next_token_bars_of_a_chinese_prompt_name_characters_not_bytes(decoder, lang):
+    """Issue 34.8: for 中国的首都是, 6 of the 10 bars read <0xE8>, <0xE5><0xAE> …: each bar is
+    now its token's text, or the characters its bytes can start and its part (expected from
+    the vocabulary's bytes and Python's UTF-8 decoder, tests/test_decoder_tokens.py)."""
+    from tests.test_decoder_tokens import expected_alone, raw
+
+    prompt = "中国的首都是"
+    at = page(lang, gen_prompt=prompt, gen_chat=False)
+    [bars] = [c["data"][0] for c in charts(at) if c["data"] and c["data"][0]["type"] == "bar"]
+    best = np.argsort(-decoder.next_token_logprobs(prompt))[:10]
+    expected = [expected_alone(raw(decoder, int(i))) for i in best]
+    assert sum("[1/" in label for label in expected) >= 4      # byte pieces among them
+    assert list(bars["y"]) == expected
+    assert not any("<0x" in label or "\ufffd" in label for label in bars["y"])
+    with use_language(lang):                     # the notation, said under the token list
+        assert t("tokens.notation.title") in [e.label for e in at.expander]

@@ -546,7 +546,8 @@ def test_a_binary_file_is_refused_as_no_text():
 
 @pytest.mark.parametrize("piece, shown", [
     (" Paris", "␣Paris"), ("Paris ", "Paris␣"), ("  ", "␣␣"), (" a b ", "␣a b␣"),
-    ("\n", "↵"), ("\tx", "⇥x"), ("丽", "丽"), ("", "")])
+    ("\n", "↵"), ("\tx", "⇥x"), ("丽", "丽"), ("", ""),
+    ("\r", "␍"), ("a\x0bb", "a␋b"), ("\x0c ", "␌␣"), ("\x1c", "⟨U+001C⟩"), ("\u2028", "⟨U+2028⟩")])
 def test_a_token_is_written_in_one_notation_on_every_page(piece, shown):
     # issue 27.13: Generate, the experiments and Read the model write a piece the same way
     from attnviz.describe.labels import token_shown

@@ -59,8 +59,9 @@ def test_the_page_reads_smollm2_when_the_sidebar_chose_it(run):
     assert "SmolLM2-135M-Instruct" in at.caption[0].value
     assert "270" in at.caption[0].value
     line = next(m.value for m in at.markdown if "`" in m.value)
-    for token in run.tokens:
-        assert token in line
+    for token in run.tokens:                     # a space at either end written ␣ (34.8)
+        core = token.strip(" ")
+        assert "␣" * (len(token) - len(token.lstrip(" "))) + core in line
     minilm = page_alone(PAGE, sentence=TEXT, rd_view="Rollout")
     assert "all-MiniLM-L6-v2" in minilm.caption[0].value
 
@@ -265,7 +266,7 @@ def test_the_logit_lens_grid_ends_in_the_models_own_next_tokens(decoder):
     assert expected[-1] == "␣Paris"
     np.testing.assert_allclose(z[-1], probs[np.arange(len(best)), best], atol=1e-6)
     assert cells["y"][0] == "embeddings" and cells["y"][-1] == "after layer 29"
-    rank = titled(at, "Rank of ␣Paris")
+    rank = titled(at, "Rank of “␣Paris”")
     assert decode(rank["data"][0]["y"])[-1] == 1
     bars = titled(at, "Top 10 after position 8")
     np.testing.assert_allclose(decode(bars["data"][0]["x"])[0], probs[-1, best[-1]], atol=1e-6)

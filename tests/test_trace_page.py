@@ -16,12 +16,13 @@ from attnviz.app import keys
 from attnviz.i18n import render, use_language
 from attnviz.tutorials.patching_pairs import patching_pair
 from tests.apptest_helpers import (charts, heatmap_z, no_exceptions, open_link, page_in,
-                                   record_downloads, shows)
+                                   plain, record_downloads, shows)
 
 pytestmark = pytest.mark.slow
 
 IOI = patching_pair("ioi")
 FACTUAL = patching_pair("factual")
+WEEKDAY = patching_pair("weekday_zh")
 
 
 def patch_button(at):
@@ -109,6 +110,38 @@ def _close_metric(at, clean: float, corrupted: float) -> bool:
     return False
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_chinese_pair_compares_the_first_piece_of_its_answers_named_as_characters(
+        torch, hf_decoder, lang):
+    """Issue 34.8: the Chinese preset's answer boxes were empty and its result read
+    "<0xE5><0x9B> − <0xE5><0x85>"; typing 四 was refused (two tokens). Now the boxes hold
+    四 and 六, a note says the first token of each is compared, the result names them as the
+    prompt's chips do (四[1/2]), and both runs' numbers are transformers' logit difference of
+    the first token of each answer as transformers' tokenizer reads it."""
+    tok = hf_decoder[1]
+    at = patching_page(lang, tr_pair="weekday_zh", tr_where="heads_pos")
+    assert at.text_input(key=keys.TR_ANSWER_CLEAN).value == WEEKDAY.clean_answer == "四"
+    assert at.text_input(key=keys.TR_ANSWER_CORRUPTED).value == WEEKDAY.corrupted_answer
+    for answer in (WEEKDAY.clean_answer, WEEKDAY.corrupted_answer):
+        ids = tok(answer)["input_ids"]
+        assert len(ids) == 2                                 # two byte pieces
+        with use_language(lang):
+            assert shows(at.caption, "trace.patch.answer.first_token", text=f"`{answer}`",
+                         count=2, token=f"`{answer}[1/2]`")
+    if not effect_maps(at):             # the other language's result is every learner's
+        with use_language(lang):
+            patch_button(at).click().run()
+    no_exceptions(at)
+    [line] = [plain(m) for m in at.markdown if "四[1/2]" in m.value]
+    assert "六[1/2]" in line and "<0x" not in line and "\ufffd" not in line
+    assert render("tokens.notation.title", lang) in [e.label for e in at.expander]
+    answers = (WEEKDAY.clean_answer, WEEKDAY.corrupted_answer)
+    clean = hf_metric(torch, hf_decoder, WEEKDAY.clean, answers)     # first tokens
+    corrupted = hf_metric(torch, hf_decoder, WEEKDAY.corrupted, answers)
+    assert _close_metric(at, clean, corrupted)
+    assert effect_maps(at)
+
+
 def test_prompts_of_different_lengths_show_both_token_lists_and_no_button():
     at = patching_page(tr_pair="custom", tr_clean="The cat sat", tr_corrupted="The big cat sat")
     no_exceptions(at)
@@ -116,6 +149,18 @@ def test_prompts_of_different_lengths_show_both_token_lists_and_no_button():
     assert any("cat" in m.value and "big" not in m.value for m in at.markdown)
     assert any("big" in m.value for m in at.markdown)
     assert not [b for b in at.button if b.key == keys.TR_PATCH]
+
+
+def test_breaks_in_a_prompt_are_written_visibly_in_its_token_list():
+    """Issue 34.5: \\t \\x0b \\x0c \\r were drawn raw in the patching token lists."""
+    at = patching_page(tr_pair="custom", tr_clean="a\tb\x0bc\x0cd\re", tr_corrupted="a b")
+    no_exceptions(at)
+    from tests.message_helpers import message_pattern
+
+    clean = message_pattern("trace.patch.tokens.clean")
+    lines = [m.value for m in at.markdown if clean.match(m.value)]
+    assert len(lines) == 1 and not any(c in lines[0] for c in "\t\x0b\x0c\r")
+    assert all(any(mark in line for line in lines) for mark in "⇥␋␌␍")
 
 
 def test_one_answer_typed_is_said():

@@ -26,7 +26,8 @@ from attnviz.plot import generate_figures, lens_figures
 from attnviz.app import keys, reading_view, widgets
 from attnviz.app.generate_state import (DEFAULT_PROMPT, MAX_NEW_TOKENS, MAX_SEED, SAMPLINGS,
                                         TEMPERATURES, current)
-from attnviz.app.text import MAX_PROMPT_CHARS, at_limit, bound, code, literal, token_line
+from attnviz.app.text import (MAX_PROMPT_CHARS, at_limit, bound, code, literal, token_line,
+                              token_notation)
 
 
 
@@ -91,6 +92,7 @@ def prompt_tokens(m: DecoderModel, text: str, chat: bool) -> None:
     st.subheader(t("generate.tokens", count=len(tokens)))
     st.markdown(token_line(map(generate_figures.token_label, tokens)))
     _spans_note(spans)
+    token_notation()
 
 
 def _spans_note(spans) -> None:
@@ -257,17 +259,21 @@ def step_view(m: DecoderModel, gen: Generation, number: int) -> None:
     label = generate_figures.token_label
     # as the generated line reads it: a piece of a character as that character and its part
     shown = gen.tokens[step.query_position + 1]
-    token = code(label(shown)) if shown == step.token else \
-        t("generate.step.token_bytes", token=code(label(shown)), bytes=code(step.token))
+    raw = m.byte_text(step.id)
+    token = code(label(shown)) if shown == raw else \
+        t("generate.step.token_bytes", token=code(label(shown)), bytes=code(raw))
     st.caption(t("generate.step.caption", number=number, token=token,
                  probability=step.probability, position=step.query_position,
                  query=code(label(query)), keys=step.cache_tokens))
-    chosen = next((i for i, (tok, _) in enumerate(step.top) if tok == (step.label or step.token)),
+    top = list(step.top)
+    chosen = next((i for i, (tok, _) in enumerate(top) if tok == (step.label or step.token)),
                   None)
+    if chosen is not None:          # the chosen token as the tokens after it read it: 北[1/2]
+        top[chosen] = (shown, top[chosen][1])
 
     # one under the other: side by side, a narrow window cuts the bars' title
     widgets.chart(generate_figures.next_token_bars(
-        step.top, chosen=chosen, title=t("figure.generate.step_bars.title", number=number)),
+        top, chosen=chosen, title=t("figure.generate.step_bars.title", number=number)),
         key=keys.GEN_STEP_BARS)
     layer = layer_picker(m)
     st.caption(t("generate.row.caption", heads=m.num_heads, kv_heads=m.num_kv_heads,
@@ -311,7 +317,7 @@ def step_lens(m: DecoderModel, gen: Generation, number: int) -> None:
             lens, labels = lens_of_step(m, gen, number)
         except AttnvizInputError as exc:
             cannot_run(exc)
-    shown = token_shown(step.label or step.token)
+    shown = token_shown(gen.tokens[step.query_position + 1])   # as the step view names it
     token = code(shown)
     st.caption(t("generate.lens.caption", position=step.query_position, query=query,
                  token=token))

@@ -14,14 +14,15 @@ import streamlit as st
 
 from attnviz.app import keys, model_loading, pretrained_view, scales, widgets
 from attnviz.session.settings import Settings
-from attnviz.app.text import MAX_TEXT_CHARS, at_limit, bound, literal, token_line
+from attnviz.app.text import (MAX_TEXT_CHARS, at_limit, bound, literal, token_line,
+                              token_notation)
 from attnviz.core.cache import SizedCache
 from attnviz.core import heads as heads_parser
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats,
                                   detection_pattern, detection_scores, head_stats,
                                   is_punctuation, shares_on_keys)
-from attnviz.describe.labels import token_shown
+from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import languages, render, t, use_language
 from attnviz.models import registry
 from attnviz.models.decoder import DecoderModel, DecoderRun
@@ -129,12 +130,14 @@ def draw_tab(draw, run) -> None:
 
 def token_list(run) -> None:
     """The tokens in one row, what they are, and what was cut."""
-    st.markdown(token_line(run.tokens))
     if chosen_model().causal:
+        st.markdown(token_line(token_shown(s, HOVER_CHARS) for s in run.tokens))
         st.caption(t("reading.tokens.decoder", count=len(run.tokens)))
+        token_notation()
         if run.truncated:
             st.info(t("reading.notice.decoder", total=run.total, limit=len(run.ids)))
         return
+    st.markdown(token_line(run.tokens))
     unknown = run.tokens.count("[UNK]")
     st.caption(t("reading.tokens.encoder") + (
         " " + t("reading.tokens.unknown", unknown=unknown, count=len(run.tokens))

@@ -49,6 +49,14 @@ def token_line(tokens) -> str:
                     for t in tokens)
 
 
+def token_notation() -> None:
+    """How a language model's tokens are written (␣, ↵, ⇥, a character's pieces 国[1/2], a
+    lone piece 囀–囿[1/2]: ``labels.token_shown``, ``DecoderModel.labels``/``piece_text``),
+    said in one place: a closed expander under the token lists of Read, Trace and Generate."""
+    with st.expander(t("tokens.notation.title"), icon=":material/help:"):
+        st.markdown(t("tokens.notation"))
+
+
 def drop_invisible(key: str) -> None:
     """on_change of a text box: take out of its text the characters that draw nothing (a
     right-to-left override U+202E would show the rest of the box reversed, a zero-width space

@@ -19,10 +19,10 @@ import numpy as np
 import streamlit as st
 
 from attnviz.app import keys, model_loading, pretrained_view, reading_view, widgets
-from attnviz.app.text import at_limit, bound, code, literal, token_line
+from attnviz.app.text import at_limit, bound, code, literal, token_line, token_notation
 from attnviz.core.cache import SizedCache, nbytes, python_bytes
 from attnviz.core.errors import AttnvizInputError
-from attnviz.describe.labels import token_shown
+from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import language, t
 from attnviz.models import registry
 from attnviz.models.patching import effect_shape
@@ -101,12 +101,9 @@ def _fill_pair() -> None:
         p = patching_pair(name)
         st.session_state[keys.TR_CLEAN] = p.clean
         st.session_state[keys.TR_CORRUPTED] = p.corrupted
-        # an answer of several tokens (四 is two byte pieces) is left to the model: each
-        # prompt's own most likely next token, its first piece
-        m = registry.language_model().load()
-        one_token = all(len(m.encode(a)) == 1 for a in (p.clean_answer, p.corrupted_answer))
-        st.session_state[keys.TR_ANSWER_CLEAN] = p.clean_answer if one_token else ""
-        st.session_state[keys.TR_ANSWER_CORRUPTED] = p.corrupted_answer if one_token else ""
+        # an answer of several tokens (四 is two byte pieces) is compared by its first
+        st.session_state[keys.TR_ANSWER_CLEAN] = p.clean_answer
+        st.session_state[keys.TR_ANSWER_CORRUPTED] = p.corrupted_answer
 
 
 def _patch_inputs() -> tuple[str, str, tuple[str, str] | None, str, int | None]:
@@ -152,15 +149,40 @@ def _where_name(where: str) -> str:
     return t(f"trace.patch.where.option.{where}")
 
 
-def _answers(typed: list[str]) -> tuple[str, str] | None:
-    """Both answers as typed, or None (each prompt's own most likely next token) when both
-    boxes are empty; one empty box is said."""
+def _answers(typed: list[str]) -> tuple[int, int] | None:
+    """Both answers' token ids: each typed text's first token (a text of several — 四, two
+    byte pieces — said with the token compared), or None (each prompt's own most likely
+    next token) when both boxes are empty; one empty box is said."""
     if not any(typed):
         return None
     if not all(typed):
         st.error(t("trace.patch.one_answer"))
         st.stop()
-    return typed[0], typed[1]
+    m = registry.language_model().load()
+    ids = []
+    for text in typed:
+        try:
+            encoded = m.encode(text)
+        except AttnvizInputError as exc:
+            st.error(t("trace.patch.error", error=literal(exc)))
+            st.stop()
+        if len(encoded) > 1:
+            st.caption(t("trace.patch.answer.first_token", text=code(token_shown(text)),
+                         count=len(encoded), token=code(_answer_label(m, text, encoded[0]))))
+        ids.append(int(encoded[0]))
+    return ids[0], ids[1]
+
+
+def _answer_label(m, typed, token_id: int, fallback: str = "") -> str:
+    """An answer as shown: the first token of the text typed for it, as the prompt's chips
+    write it (四 → 四[1/2]) when `token_id` is that token, else `fallback` (the token alone)."""
+    try:
+        ids = m.encode(typed) if isinstance(typed, str) else None
+    except AttnvizInputError:
+        ids = None
+    if ids is not None and int(ids[0]) == int(token_id):
+        return token_shown(m.labels(ids)[0][0])
+    return token_shown(fallback)
 
 
 def _prompt_ids(m, text: str) -> np.ndarray | None:
@@ -177,10 +199,12 @@ def _prompt_ids(m, text: str) -> np.ndarray | None:
 
 def _show_tokens(m, clean_ids: np.ndarray, corrupted_ids: np.ndarray) -> bool:
     """Both prompts' tokens, and where they differ; False (said) when their lengths do."""
-    clean, corrupted = m.labels(clean_ids)[0], m.labels(corrupted_ids)[0]
+    clean, corrupted = ([token_shown(s, HOVER_CHARS) for s in m.labels(ids)[0]]
+                        for ids in (clean_ids, corrupted_ids))
     st.markdown(t("trace.patch.tokens.clean", count=len(clean)) + " " + token_line(clean))
     st.markdown(t("trace.patch.tokens.corrupted", count=len(corrupted)) + " "
                 + token_line(corrupted))
+    token_notation()
     if len(clean) != len(corrupted):
         st.warning(t("trace.patch.lengths", clean=len(clean), corrupted=len(corrupted)))
         return False
@@ -320,7 +344,9 @@ def _show_result(m, p) -> None:
     """The metric of both runs, the effect map, the strongest patches and the downloads."""
     from attnviz.plot import patching_figures
 
-    clean_answer, corrupted_answer = (token_shown(a) for a in p.answer_tokens)
+    clean_answer, corrupted_answer = (
+        _answer_label(m, st.session_state.get(key), a, piece) for key, a, piece in
+        zip((keys.TR_ANSWER_CLEAN, keys.TR_ANSWER_CORRUPTED), p.answers, p.answer_tokens))
     st.markdown(t("trace.patch.metric", clean_answer=code(clean_answer),
                   corrupted_answer=code(corrupted_answer), clean=f"{p.clean:.4f}",
                   corrupted=f"{p.corrupted:.4f}"))

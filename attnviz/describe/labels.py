@@ -66,12 +66,20 @@ def unique(labels, max_chars: int = LABEL_CHARS) -> list[str]:
     return out
 
 
+# white space no token shows as a space: a line break ↵, a tab ⇥, a carriage return ␍, a
+# vertical tab ␋, a form feed ␌ (the last three Unicode's control pictures); the rest as its code
+BREAKS = {"\n": "↵", "\t": "⇥", "\r": "␍", "\x0b": "␋", "\x0c": "␌"}
+_OTHER_BREAKS = regex.compile(r"[\x1c-\x1f\x85\u2028\u2029]")
+
+
 def token_shown(token: str, max_chars: int = 16) -> str:
     """A model's token as every page writes it (one notation: Generate, the experiments, Read
-    the model): a space at its start or end as ␣ (" Paris" → "␣Paris", a token of spaces
-    "␣␣"), a line break as ↵, a tab as ⇥, invisible characters as their code points, at most
-    `max_chars` characters (whole grapheme clusters)."""
-    text = str(token).replace("\n", "↵").replace("\t", "⇥")
+    the model, Trace the answer): a space at its start or end as ␣ (" Paris" → "␣Paris", a
+    token of spaces "␣␣"), a line break as ↵, a tab as ⇥, \\r \\x0b \\x0c as ␍ ␋ ␌ (BREAKS),
+    invisible characters and other breaks as their code points, at most `max_chars`
+    characters (whole grapheme clusters). A character split over tokens is written by the
+    model's labels with its part, 国[1/2] (``DecoderModel.labels``, ``piece_text``)."""
+    text = _OTHER_BREAKS.sub(_code_point, "".join(BREAKS.get(c, c) for c in str(token)))
     core = text.strip(" ")
     if core:
         start = text.index(core[0])

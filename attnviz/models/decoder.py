@@ -158,7 +158,7 @@ class GenerationStep:
     """
 
     id: int
-    token: str               # readable, alone (a lone piece of a character as <0xE4> bytes)
+    token: str               # readable, alone (piece_text: a piece of a character as 囀–囿[1/2])
     piece: str               # the vocabulary's spelling
     probability: float       # of this token under the model (temperature 1)
     top: list[tuple[str, float]] = field(repr=False)   # the 10 most likely, (token, probability),
@@ -303,8 +303,16 @@ class DecoderModel(ConfigSizes):
         return b"".join(self._piece_bytes[int(i)] for i in ids).decode("utf-8", "replace")
 
     def piece_text(self, token_id: int) -> str:
-        """One token alone, readable: its text, or its bytes as <0xE4><0xBD> when they are not
-        whole UTF-8 characters."""
+        """One token alone, readable — how every page shows a token that stands alone (a
+        candidate, an answer): its text, or, when its bytes are not whole UTF-8 characters,
+        the part of a character it holds in the prompt chips' notation (``_lone``:
+        "囀–囿[1/2]", the first piece of one of the characters U+56C0 … U+56FF, 四 and 国
+        among them). ``piece_after`` names the character when the text before tells it,
+        ``byte_text`` gives the bytes."""
+        return _lone(self._piece_bytes[int(token_id)])
+
+    def byte_text(self, token_id: int) -> str:
+        """A token's bytes, <0xE5><0x9B> (its text when they are whole UTF-8 characters)."""
         raw = self._piece_bytes[int(token_id)]
         try:
             return raw.decode("utf-8")
@@ -314,8 +322,8 @@ class DecoderModel(ConfigSizes):
     def piece_after(self, context_ids: np.typing.ArrayLike, token_id: int) -> str:
         """Token `token_id` read after the ids `context_ids`, readable: its text; when it holds
         part of a character whose bytes began in the tokens before, that character and which
-        part ("丽[2/2]", as ``DecoderRun.tokens`` shows it); its bytes (<0xE8>) only when the
-        character is not finished within it (which character it starts is not known yet)."""
+        part ("丽[2/2]", as ``DecoderRun.tokens`` shows it); ``piece_text`` when the character
+        is not finished within it (which character it starts is not known yet)."""
         raw = self._piece_bytes[int(token_id)]
         try:
             return raw.decode("utf-8")
@@ -874,8 +882,9 @@ def _readable(piece_bytes: list[bytes], ids) -> tuple[list[str], list[CharSpan]]
 
     The tokens' bytes are read as one UTF-8 text; a character whose bytes lie in one token is
     part of that token's text; one spread over tokens a … b appears in each of them marked
-    with its part, "你[1/2]", "你[2/2]", and is listed as CharSpan(a, b, "你"). Bytes that are no
-    character (a sequence cut short) read as U+FFFD.
+    with its part, "你[1/2]", "你[2/2]", and is listed as CharSpan(a, b, "你"). A character the
+    ids end before finishing reads as a lone token's start does (``_lone``: "囀–囿[1/2]");
+    other bytes that are no character read as U+FFFD.
     """
     pieces = [piece_bytes[int(i)] for i in ids]
     owner = np.repeat(np.arange(len(pieces)), [len(p) for p in pieces])   # byte → token
@@ -884,6 +893,11 @@ def _readable(piece_bytes: list[bytes], ids) -> tuple[list[str], list[CharSpan]]
     spans, i = [], 0
     while i < len(data):
         size = _utf8_length(data[i])
+        if i + size > len(data) and _starts(data[i:], size) is not None:   # cut short
+            for token in range(int(owner[i]), len(pieces)):
+                labels[token].append(_lone(data[max(i, int(np.searchsorted(owner, token))):
+                                            int(np.searchsorted(owner, token, "right"))]))
+            break
         try:
             char = data[i:i + size].decode("utf-8")
         except UnicodeDecodeError:
@@ -897,6 +911,59 @@ def _readable(piece_bytes: list[bytes], ids) -> tuple[list[str], list[CharSpan]]
                 labels[token].append(f"{char}[{part}/{last - first + 1}]")
         i += size
     return ["".join(parts) for parts in labels], spans
+
+
+def _lone(raw: bytes) -> str:
+    """One token's bytes read alone: its text; a character whose bytes begin in it and end
+    after it as the characters it can start and its part, as the chips write a character's
+    pieces — "囀–囿[1/2]" (E5 9B: any of U+56C0 … U+56FF; "[1/?]" when the rest may be one
+    token or two); bytes that end a character begun before it as "?[?/?]" (which character,
+    which part, cannot be known alone); a byte no UTF-8 text holds as its code, "⟨0xC0⟩"."""
+    out, i = [], 0
+    if raw[:1] and _continues(raw[0]):
+        while i < len(raw) and _continues(raw[i]):
+            i += 1
+        out.append("?[?/?]")
+    while i < len(raw):
+        size = _utf8_length(raw[i])
+        try:
+            out.append(raw[i:i + size].decode("utf-8"))
+            i += size
+            continue
+        except UnicodeDecodeError:
+            pass
+        end = i + 1
+        while end < len(raw) and end - i < size and _continues(raw[end]):
+            end += 1
+        starts = _starts(raw[i:end], size) if size > 1 and end == len(raw) else None
+        if starts is None:                       # no character starts so: a byte of no text
+            out.append(f"⟨0x{raw[i]:02X}⟩")
+            i += 1
+            continue
+        rest = size - (end - i)                  # the bytes still to come: one token or two
+        out.append(f"{starts[0]}–{starts[1]}[1/{2 if rest == 1 else '?'}]")
+        i = end
+    return "".join(out)
+
+
+def _continues(byte: int) -> bool:
+    """A UTF-8 continuation byte (10xxxxxx)."""
+    return 0x80 <= byte <= 0xBF
+
+
+def _starts(prefix: bytes, size: int) -> tuple[str, str] | None:
+    """The first and last character of `size` bytes whose UTF-8 begins with `prefix` (the
+    second byte of E0, ED, F0 and F4 is narrower than 80 … BF); None when none does."""
+    found = []
+    for fill, seconds in ((0x80, range(0x80, 0xC0)), (0xBF, range(0xBF, 0x7F, -1))):
+        for second in seconds if len(prefix) == 1 else (None,):
+            head = prefix if second is None else prefix + bytes([second])
+            try:
+                found.append((head + bytes([fill]) * (size - len(head))).decode("utf-8"))
+                break
+            except UnicodeDecodeError:
+                continue
+    return (found[0], found[1]) if len(found) == 2 else None
 
 
 def _utf8_length(lead: int) -> int:

@@ -4,8 +4,8 @@ right (greedy) — checked against transformers running the same GGUF in tests/t
 
 Each pair: (name, clean, corrupted, clean's answer, corrupted's answer). The answers are the
 words the model writes next; for the Chinese pair the first token of the answer is a piece of
-the character's UTF-8 bytes, so ``patch`` is given no answers there and takes each prompt's own
-most likely next token (the first piece of 四 and of 六).
+the character's UTF-8 bytes: the page compares each answer's first token (the first piece of 四
+and of 六, each prompt's own most likely next token).
 """
 
 from __future__ import annotations
