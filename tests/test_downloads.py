@@ -196,3 +196,30 @@ def test_a_file_that_cannot_rebuild_a_view_says_why(tmp_path):
             view_from_file(json.dumps(doc))
     with raises_message("error.file.not_an_export"):
         view_from_file(b"\x00\x01 not a file")
+
+
+@pytest.mark.slow
+def test_a_language_models_file_carries_its_own_settings_not_the_toy_sidebars(decoder):
+    """A SmolLM2 view's file says what made it (the model, its layer, causal as its trace),
+    never the toy sidebar's d_model, heads or weights (issue 34.9), and still rebuilds it."""
+    from attnviz.session.build import build_view
+    from attnviz.session.view_files import view_to_json, view_to_npz
+
+    state = dict(mode="Pretrained model", model="smollm2", sentence="The cat sat on it",
+                 layer=3, d_model=16, num_heads=4, causal=False, seed=9)
+    view = build_view(Settings(**state))
+    assert view.error is None
+    n = view.trace.n_q                     # the trace is causal: nothing above the diagonal
+    assert (view.trace.mask == np.triu(np.ones((n, n), bool), 1)).all()
+    doc = json.loads(view_to_json(view))["settings"]
+    assert doc["model"] == "smollm2" and doc["layer"] == 3 and doc["causal"] is True
+    assert not {"d_model", "num_heads", "kv_heads", "seed", "init", "x_text"} & set(doc)
+    buf = io.BytesIO()
+    view_to_npz(view, buf)
+    saved = _file_arrays(buf.getvalue())
+    assert json.loads(str(saved["settings"])) == doc
+    rebuilt = view_from_file(buf.getvalue())
+    assert rebuilt.error is None and rebuilt.settings.to_dict() == doc
+    for name in ARRAY_FIELDS:
+        if name in saved:
+            assert np.array_equal(getattr(rebuilt.trace, name), saved[name]), name

@@ -79,6 +79,13 @@ def rope_base_of(s: "Settings") -> float | None:
     return float(s.rope_base) if s.rope else None
 
 
+# the settings only the toy inputs read (a sentence's random weights, a matrix, a preset): a
+# pretrained model's view is made without them
+TOY_ONLY = ("preset", "d_model", "num_heads", "d_k", "init", "seed", "bias", "rounded",
+            "positional", "x_text", "q_text", "k_text", "v_text", "kv_heads", "rope",
+            "rope_base")
+
+
 @dataclass(frozen=True)
 class Settings:
     """What the sidebar asks for. Defaults give a newcomer heatmaps at once."""
@@ -148,9 +155,18 @@ class Settings:
         return registry.get(self.model)
 
     def to_dict(self) -> dict:
-        """Every setting by name (str, int or bool values): what an exported file carries so
-        that `view_from_file` rebuilds the view."""
-        return dict(self.__dict__)
+        """The settings by name (str, int or bool values) that made the view: what an exported
+        file carries so that `view_from_file` rebuilds it. A pretrained model's view leaves out
+        the toy inputs' settings it never reads (``TOY_ONLY``: the sidebar's d_model, heads,
+        weights, matrices), and a causal model's is causal, as its trace is; every setting
+        left out keeps its default when the file is read."""
+        values = dict(self.__dict__)
+        if self.mode == Mode.PRETRAINED:
+            for name in TOY_ONLY:
+                del values[name]
+            if self.model_entry.causal:
+                values["causal"] = True
+        return values
 
     @classmethod
     def from_dict(cls, values) -> "Settings":
