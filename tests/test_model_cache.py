@@ -300,6 +300,56 @@ def test_a_damaged_read_only_cache_is_converted_in_memory_and_left_as_it_is(good
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
+# ---- damage under a running process ----------------------------------------------------------
+
+# a process that loads the model, computes, then has its cache cut and overwritten in place
+# (as `cp` or `rsync --inplace` of a backup would) and computes again: it must live and give
+# the same numbers (a mapped file cut short killed it with SIGBUS; bytes overwritten drew NaN)
+UNDER = f"""
+import json, os, sys
+import numpy as np
+sys.path.insert(0, {str(ROOT)!r})
+from attnviz import DecoderModel
+m = DecoderModel.load()
+def numbers():
+    g = m.generate({TEXT!r}, max_new_tokens=3)
+    return {{"logits": m.run({TEXT!r}).logits.tolist(),
+            "steps": [[s.id, s.probability, [p for _, p in s.top]] for s in g.steps],
+            "lens": m.logit_lens({TEXT!r}, k=3).top_probs.tolist()}}
+before = numbers()
+folder = m.cached_in
+os.truncate(folder / "qkv.npy", (folder / "qkv.npy").stat().st_size // 2)
+for name in ("embed.npy", "gate_up.npy", "final_norm.npy"):
+    with open(folder / name, "r+b") as f:            # 0xFF bytes: float32 NaN
+        size = os.fstat(f.fileno()).st_size
+        for at in range(128, size, 1 << 16):
+            f.seek(at)
+            f.write(bytes([255]) * 256)
+after = numbers()
+print(json.dumps({{"same": before == after, "outcome": m.cache_report.outcome,
+                  "finite": bool(np.isfinite(np.asarray(after["logits"])).all())}}))
+"""
+
+
+@pytest.mark.slow
+def test_a_cache_cut_and_overwritten_under_a_running_process_changes_nothing_there(
+        good, clean, root, tmp_path):
+    """The process lives (no SIGBUS), computes the same logits, generation probabilities and
+    lens probabilities as before the damage, none NaN; the next start finds the damage and
+    rebuilds the cache (the logits of a clean load)."""
+    copy_of(good, root)
+    done = subprocess.run([sys.executable, "-c", UNDER], capture_output=True, text=True,
+                          env=env_for(root), cwd=ROOT, timeout=TIMEOUT)
+    assert done.returncode == 0, (done.returncode, done.stderr)       # -7: killed by SIGBUS
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "same": True, "outcome": "verified", "finite": True}
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+    # the first problem found: the smallest damaged file's (files are checked smallest first)
+    assert (report["outcome"], report["reason"]) == ("rebuilt", "model_cache.checksum")
+    np.testing.assert_array_equal(logits, clean)
+    assert_one_good_folder(root, good)
+
+
 # ---- the checks' parts -----------------------------------------------------------------------
 
 @pytest.mark.slow

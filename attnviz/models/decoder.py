@@ -946,7 +946,7 @@ def _load(file: str, cache_dir: str | None,
 
 def _model_of(f: gguf_llama.LlamaFile) -> DecoderModel:
     c = f.config
-    a = {name: np.asarray(arr) for name, arr in f.arrays.items()}   # plain views of the maps
+    a = {name: np.asarray(arr) for name, arr in f.arrays.items()}   # read-only, in memory
     blocks = tuple(
         LayerWeights(attention=MultiHeadWeights.from_qkv(a["qkv"][i], a["o"][i], c.num_heads,
                                                    c.num_kv_heads),

@@ -16,8 +16,9 @@ logit lens's at every layer on text it never saw (tests/test_tuned_lens.py holds
 transformers' hidden states). The last row needs no translator: it is the model's output.
 
 The translators (30 × 577 × 576 float32, 40 MB) are kept on disk beside the converted model
-(``attnviz.models.disk_cache``: written whole, checked on every load, fitted again when damaged,
-one process fitting while the others wait), so a server fits them once.
+(``attnviz.models.disk_cache``: written whole, read into memory and checked on every load,
+fitted again when damaged, one process fitting while the others wait), so a server fits them
+once.
 """
 
 from __future__ import annotations
@@ -235,17 +236,19 @@ def _load(model, folder: Path, tell) -> TunedLens:
 
 
 def _open_checked(folder: Path, model, shape) -> TunedLens | disk_cache.Damage | None:
-    """The translators mapped from `folder` if it proves whole (the manifest's sizes and
-    checksums, the array's shape and dtype); its Damage if not; None when there is none."""
+    """The translators read from `folder` into memory if it proves whole (the manifest's
+    sizes and checksums, of the bytes read; the array's shape and dtype); its Damage if not;
+    None when there is none."""
     try:
-        if not disk_cache.verify(folder, _stamp(model), {FILE, INFO}):
+        contents: dict[str, bytearray] = {}
+        if not disk_cache.verify(folder, _stamp(model), {FILE, INFO}, contents):
             return None
-        translators = np.load(folder / FILE, mmap_mode="r", allow_pickle=False)
+        translators = disk_cache.npy_array(contents[FILE], FILE)
         if translators.shape != shape or translators.dtype != _DTYPE:
             raise disk_cache.Damage(Message("model_cache.shape", file=FILE,
                                             shape=f"{translators.shape} {translators.dtype}",
                                             expected=f"{shape} {np.dtype(_DTYPE)}"))
-        tokens = int(json.loads((folder / INFO).read_text(encoding="utf-8"))["tokens"])
+        tokens = int(json.loads(bytes(contents[INFO]).decode("utf-8"))["tokens"])
     except disk_cache.Damage as damage:
         return damage
     except (OSError, ValueError, KeyError, TypeError) as exc:
