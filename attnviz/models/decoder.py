@@ -451,8 +451,11 @@ class DecoderModel(ConfigSizes):
         query still sees it, so no row is left empty; the positions do not change). None:
         every key visible. The attention sink experiment hides the first token.
         `chat` and `special_tokens` as in ``run``."""
-        return log_softmax(self._last_logits(text, head_mask, key_mask, special_tokens,
-                                             chat).astype(np.float64))
+        logprobs = log_softmax(self._last_logits(text, head_mask, key_mask, special_tokens,
+                                                 chat).astype(np.float64))
+        if not all_finite(logprobs):
+            raise not_finite(MODEL_NAME, "logits")
+        return logprobs
 
     def _last_logits(self, text: str, head_mask, key_mask=None, special_tokens: bool = False,
                      chat: bool = False) -> np.ndarray:
@@ -530,7 +533,7 @@ class DecoderModel(ConfigSizes):
         for made in range(first, first + count):
             logits = self._checked_logits(h[-1:], token=made)[0]       # (vocab,)
             chosen = _choose(logits, temperature, rng)
-            probs = softmax(logits.astype(np.float64))
+            probs = self._probabilities(logits, token=made)
             steps.append(GenerationStep(
                 id=chosen, token=self.piece_text(chosen), piece=self._pieces[chosen],
                 probability=float(probs[chosen]), top=self._top_of(probs, 10, context=ids),
@@ -772,7 +775,16 @@ class DecoderModel(ConfigSizes):
 
     def _top(self, logits: np.ndarray, k: int, context=None) -> list[tuple[str, float]]:
         k = whole_number(k, "k", low=1, high=self.vocab_size)
-        return self._top_of(softmax(np.asarray(logits, dtype=np.float64)), k, context)
+        return self._top_of(self._probabilities(logits), k, context)
+
+    def _probabilities(self, logits: np.ndarray, token: int | None = None) -> np.ndarray:
+        """softmax(logits) in float64, or error.model.not_finite ("the logits") when a
+        probability is not a number: what a page writes as a probability (Generate's bars and
+        their sum) is checked itself, not only the logits before it (~50 µs for one row)."""
+        probs = softmax(np.asarray(logits, dtype=np.float64))
+        if not all_finite(probs):
+            raise not_finite(MODEL_NAME, "logits", token=token)
+        return probs
 
     def _top_of(self, probs: np.ndarray, k: int, context=None) -> list[tuple[str, float]]:
         """The k most likely, (label, probability): each read after the ids `context` (a byte
