@@ -453,8 +453,7 @@ class DecoderModel(ConfigSizes):
         `chat` and `special_tokens` as in ``run``."""
         logprobs = log_softmax(self._last_logits(text, head_mask, key_mask, special_tokens,
                                                  chat).astype(np.float64))
-        if not all_finite(logprobs):
-            raise not_finite(MODEL_NAME, "logits")
+        self.check_logits_finite(logprobs)
         return logprobs
 
     def _last_logits(self, text: str, head_mask, key_mask=None, special_tokens: bool = False,
@@ -778,13 +777,19 @@ class DecoderModel(ConfigSizes):
         return self._top_of(self._probabilities(logits), k, context)
 
     def _probabilities(self, logits: np.ndarray, token: int | None = None) -> np.ndarray:
-        """softmax(logits) in float64, or error.model.not_finite ("the logits") when a
-        probability is not a number: what a page writes as a probability (Generate's bars and
-        their sum) is checked itself, not only the logits before it (~50 µs for one row)."""
+        """softmax(logits) in float64, checked (``check_logits_finite``): what a page writes
+        as a probability (Generate's bars and their sum) is a number (~50 µs for one row)."""
         probs = softmax(np.asarray(logits, dtype=np.float64))
-        if not all_finite(probs):
-            raise not_finite(MODEL_NAME, "logits", token=token)
+        self.check_logits_finite(probs, token=token)
         return probs
+
+    def check_logits_finite(self, *arrays: np.ndarray, token: int | None = None) -> None:
+        """error.model.not_finite ("the logits"; `token`: the new token a generation was
+        choosing) when one of `arrays` — numbers computed from this model's logits, such as
+        probabilities or a KL — holds NaN or ±inf: they are checked themselves, whatever let
+        their logits through."""
+        if not all(all_finite(a) for a in arrays):
+            raise not_finite(MODEL_NAME, "logits", token=token)
 
     def _top_of(self, probs: np.ndarray, k: int, context=None) -> list[tuple[str, float]]:
         """The k most likely, (label, probability): each read after the ids `context` (a byte

@@ -31,7 +31,6 @@ import numpy as np
 
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
-from attnviz.models.finite import all_finite, not_finite
 
 __all__ = ["LAYER", "ATTENTION", "LogitLens", "layer_streams", "logit_lens", "logsumexp_rows",
            "text_ids", "token_id"]
@@ -176,7 +175,7 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
                 # (n, vocab) log-probabilities of the row, only its log-sum-exp and one dot
                 kl[r] = np.maximum(final.neg_entropy - dot + lse, 0)
         del logits
-    _check_finite(top_probs, target_prob, kl)
+    model.check_logits_finite(top_probs, target_prob, kl)   # what the page writes: numbers
     tokens, _, _ = model.labels(ids)
     return LogitLens(ids=readonly(ids), tokens=tokens, rows=tuple(rows),
                      top_ids=readonly(top_ids), top_probs=readonly(top_probs),
@@ -184,16 +183,6 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
                      target_rank=readonly(target_rank), kl=readonly(kl),
                      residuals=readonly(residuals), _model=model,
                      positions=readonly(chosen), tuned=tuned is not None)
-
-
-def _check_finite(*arrays: np.ndarray) -> None:
-    """error.model.not_finite ("the logits") when a probability or KL the lens shows is not a
-    number: the page writes these, so they are checked themselves, whatever the checks of
-    the logits before them let through."""
-    from attnviz.models.decoder import MODEL_NAME
-
-    if not all(all_finite(a) for a in arrays):
-        raise not_finite(MODEL_NAME, "logits")
 
 
 def logsumexp_rows(logits: np.ndarray) -> np.ndarray:

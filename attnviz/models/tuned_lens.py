@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,8 +37,8 @@ from attnviz.core.arrays import readonly, whole_number
 from attnviz.i18n import Message
 from attnviz.models import disk_cache
 
-__all__ = ["NEW_TOKENS", "RIDGE", "TRAINING_PROMPTS", "TunedLens", "TunedProgress", "fit",
-           "load", "training_ids"]
+__all__ = ["NEW_TOKENS", "RIDGE", "TRAINING_PROMPTS", "TunedLens", "TunedProgress", "can_keep",
+           "fit", "load", "training_ids"]
 
 TRAINING_PROMPTS = (
     "Once upon a time, in a small village,",
@@ -177,6 +178,15 @@ def load(model, cache: Path | None = None,
             _LOADED[key] = _load(model, folder, tell)
         tell(TunedProgress("done"))
         return _LOADED[key]
+
+
+def can_keep(model, cache: Path | None = None) -> bool:
+    """Whether a fit can be kept on disk: the nearest existing folder on the way to its cache
+    folder is writable. When not (a read-only cache), every process fits it for itself."""
+    place = cache_folder(model, cache).parent
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    return os.access(place, os.W_OK)
 
 
 def cache_folder(model, cache: Path | None = None) -> Path:
