@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 import struct
 import time
@@ -300,40 +299,63 @@ def read_config(gguf_path: Path) -> LlamaConfig:
 def read_metadata(gguf_path: Path) -> tuple[dict, dict]:
     """The GGUF's key-value metadata: (key → value for numbers, booleans and strings,
     key → length for arrays), following the format's header (magic, version 2 or 3, tensor
-    count, key-value count, then each key, its type and its value)."""
-    with open(gguf_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        if m[:4] != b"GGUF" or struct.unpack_from("<I", m, 4)[0] not in (2, 3):
-            raise ValueError("not a GGUF file of version 2 or 3")
-        count = struct.unpack_from("<Q", m, 16)[0]
-        pos, values, lengths = 24, {}, {}
+    count, key-value count, then each key, its type and its value). The file's first 4 MB are
+    read (SmolLM2's metadata, its vocabulary and merges included, is ~2 MB), more if the
+    metadata goes on: read, never mapped, so a file cut meanwhile is an error, not a SIGBUS."""
+    size = 1 << 22
+    with open(gguf_path, "rb") as f:
+        while True:
+            f.seek(0)
+            m = f.read(size)
+            try:
+                return _metadata(m)
+            except struct.error:                 # the metadata goes on past what was read
+                if len(m) < size:
+                    raise ValueError("the file ends inside its metadata") from None
+                size *= 4
 
-        def string(pos: int) -> tuple[str, int]:
-            n = struct.unpack_from("<Q", m, pos)[0]
-            return m[pos + 8:pos + 8 + n].decode("utf-8"), pos + 8 + n
 
-        def skip(kind: int, n: int, pos: int) -> int:
-            if kind in _SCALARS:
-                return pos + struct.calcsize(_SCALARS[kind]) * n
-            if kind != _STRING:
-                raise ValueError(f"array of type {kind}")
-            length = struct.Struct("<Q").unpack_from
-            for _ in range(n):
-                pos += 8 + length(m, pos)[0]
+def _metadata(m: bytes) -> tuple[dict, dict]:
+    """read_metadata on the file's first bytes `m`; struct.error when they end too soon."""
+    if m[:4] != b"GGUF" or struct.unpack_from("<I", m, 4)[0] not in (2, 3):
+        raise ValueError("not a GGUF file of version 2 or 3")
+    count = struct.unpack_from("<Q", m, 16)[0]
+    pos, values, lengths = 24, {}, {}
+
+    def string(pos: int) -> tuple[str, int]:
+        n = struct.unpack_from("<Q", m, pos)[0]
+        if pos + 8 + n > len(m):
+            raise struct.error("a string past the bytes read")
+        return m[pos + 8:pos + 8 + n].decode("utf-8"), pos + 8 + n
+
+    def skip(kind: int, n: int, pos: int) -> int:
+        if kind in _SCALARS:
+            pos += struct.calcsize(_SCALARS[kind]) * n
+            if pos > len(m):
+                raise struct.error("an array past the bytes read")
             return pos
+        if kind != _STRING:
+            raise ValueError(f"array of type {kind}")
+        length = struct.Struct("<Q").unpack_from
+        for _ in range(n):
+            pos += 8 + length(m, pos)[0]
+        if pos > len(m):
+            raise struct.error("an array past the bytes read")
+        return pos
 
-        for _ in range(count):
-            key, pos = string(pos)
-            kind = struct.unpack_from("<I", m, pos)[0]
-            pos += 4
-            if kind == _ARRAY:
-                inner, lengths[key] = struct.unpack_from("<IQ", m, pos)
-                pos = skip(inner, lengths[key], pos + 12)
-            elif kind == _STRING:
-                values[key], pos = string(pos)
-            else:
-                values[key] = struct.unpack_from(_SCALARS[kind], m, pos)[0]
-                pos += struct.calcsize(_SCALARS[kind])
-        return values, lengths
+    for _ in range(count):
+        key, pos = string(pos)
+        kind = struct.unpack_from("<I", m, pos)[0]
+        pos += 4
+        if kind == _ARRAY:
+            inner, lengths[key] = struct.unpack_from("<IQ", m, pos)
+            pos = skip(inner, lengths[key], pos + 12)
+        elif kind == _STRING:
+            values[key], pos = string(pos)
+        else:
+            values[key] = struct.unpack_from(_SCALARS[kind], m, pos)[0]
+            pos += struct.calcsize(_SCALARS[kind])
+    return values, lengths
 
 
 def _config(values: dict, lengths: dict, path: Path) -> LlamaConfig:
