@@ -166,7 +166,8 @@ def _read_whole(path: Path, size: int) -> bytearray:
 
 def npy_array(data: bytearray, name: str) -> np.ndarray:
     """The array of a .npy file's bytes `data` (read by ``verify``), as a read-only view of
-    them: no copy (the caller keeps no other reference to `data`). Damage ("model_cache.unreadable") when they are not a .npy of numbers."""
+    them: no copy (the caller keeps no other reference to `data`). Damage
+    ("model_cache.unreadable") when they are not a .npy of numbers."""
     fmt = np.lib.format
     try:
         head = io.BytesIO(bytes(memoryview(data)[:1 << 16]))
