@@ -352,6 +352,46 @@ def test_a_cache_cut_and_overwritten_under_a_running_process_changes_nothing_the
 
 # ---- the checks' parts -----------------------------------------------------------------------
 
+def test_a_folder_is_read_into_memory_checked_and_its_arrays_are_read_only_views(tmp_path):
+    """What disk_cache reads is the bytes it checked: each array equal to the one written (C and
+    Fortran order), read-only for good (its flag cannot be set back); bytes that are not a
+    .npy of numbers, with a manifest agreeing, are model_cache.unreadable; a file cut after
+    the manifest was written is model_cache.size. Written and read here, no model."""
+    from attnviz.models import disk_cache
+
+    arrays = {"c.npy": np.arange(24, dtype=np.float32).reshape(2, 3, 4),
+              "f.npy": np.asfortranarray(np.arange(6, dtype=np.float64).reshape(2, 3))}
+    folder, stamp = tmp_path / "cache", {"made": "here"}
+
+    def write_files(tmp: Path) -> None:
+        for name, a in arrays.items():
+            np.save(tmp / name, a)
+
+    disk_cache.write(folder, stamp, write_files)
+    contents = {}
+    assert disk_cache.verify(folder, stamp, set(arrays), contents)
+    for name, a in arrays.items():
+        read = disk_cache.npy_array(contents.pop(name), name)
+        np.testing.assert_array_equal(read, a)
+        assert read.dtype == a.dtype and not read.flags.writeable
+        with pytest.raises(ValueError):
+            read.flags.writeable = True
+    with pytest.raises(disk_cache.Damage) as caught:
+        disk_cache.npy_array(bytearray(b"\x93NUMPY not really"), "c.npy")
+    assert caught.value.reason.msg_id == "model_cache.unreadable"
+    replaced(folder, "c.npy", b"not a .npy file at all")
+    contents = {}
+    assert disk_cache.verify(folder, stamp, set(arrays), contents)
+    with pytest.raises(disk_cache.Damage) as caught:
+        disk_cache.npy_array(contents["c.npy"], "c.npy")
+    assert caught.value.reason.msg_id == "model_cache.unreadable"
+    cut_to_half(folder, "f.npy")
+    with pytest.raises(disk_cache.Damage) as caught:
+        disk_cache.verify(folder, stamp, set(arrays), {})
+    assert caught.value.reason.msg_id == "model_cache.size"
+
+
+
 @pytest.mark.slow
 def test_the_config_read_from_the_gguf_header_is_the_one_ggufs_reader_gives():
     from gguf import GGUFReader
