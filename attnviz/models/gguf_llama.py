@@ -5,9 +5,10 @@ byte-level BPE tokenizer built with ``tokenizers`` from the vocabulary and merge
 Reading a GGUF (``gguf.GGUFReader``, ``gguf.quants.dequantize``) takes a few seconds, so the
 converted arrays are kept on disk as .npy files in a cache folder (``ATTNVIZ_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/attnviz``, else ``~/.cache/attnviz``) and read into memory (read-only arrays)
-on every later load: ~0.5 s. They are read, not memory-mapped, so that a file cut or rewritten
-in place under a running server cannot kill it (SIGBUS) nor change its numbers after the check
-(``disk_cache``); each process holds its own copy (~520 MB).
+on every later load (0.66 s warm here, checks included; mapped, 0.30 s:
+``benchmarks/bench_cache_copy.py``). They are read, not memory-mapped, so that a file cut or
+rewritten in place under a running server can neither kill it (SIGBUS) nor change its numbers
+after the check (``disk_cache``); each process holds its own copy (~520 MB).
 
 The cache proves itself (``attnviz.models.disk_cache``): it is written whole or not at all, with
 a manifest of each file's size and CRC-32, and every load checks the manifest, the arrays'
