@@ -41,7 +41,7 @@ def with_blocks(model, layer: int, **changes):
 def overwritten_embed(decoder: DecoderModel, row: int) -> DecoderModel:
     """What the issue did to embed.npy: 256 bytes overwritten (with 0xFF: 64 float32 NaN), at
     the start of row `row` of a copy of E."""
-    e = decoder._embed.copy()                     # the memory map itself stays untouched
+    e = decoder._embed.copy()                     # the loaded model's own array stays untouched
     start = row * e.shape[1] * e.itemsize
     e.view(np.uint8).reshape(-1)[start:start + 256] = 0xFF
     assert np.isnan(e[row, :64]).all() and np.isfinite(np.delete(e, row, axis=0)).all()
