@@ -10,7 +10,7 @@ Prints, each measured in this one run:
   cache with posix_fadvise DONTNEED) and warm (the files in the page cache). Budgets: cold
   ≤ 10 s, warm ≤ 2 s. Every load verifies the cache (its manifest, each file's size and CRC-32,
   the arrays' shapes, config.json against the GGUF's metadata): warm, median of --repeats
-  fresh processes, beside a bare load of the same files (mapped and shaped, no manifest, no
+  fresh processes, beside a bare load of the same files (read and shaped, no manifest, no
   checksums) in fresh processes interleaved with them; and the checksum's own time over the
   cache's files, CRC-32 (used) against SHA-256, in this process.
 - resident memory of that fresh process after a 64-token run and a 32-token generation (VmRSS,
@@ -66,11 +66,13 @@ print(json.dumps({{"load": t1 - t0, "ready": t2 - t0, "rss_mb": mb("VmRSS"),
                   "outcome": m.cache_report.outcome, "verify": m.cache_report.verify_seconds}}))
 """
 LOAD = "m = attnviz.DecoderModel.load()"
-# the same files mapped and shaped as a load does, without the manifest and its checksums
+# the same files read and shaped as a load does, without the manifest and its checksums
 BARE_LOAD = """from attnviz.models import decoder, gguf_llama
 g = decoder.package_file()
-m = decoder._model_of(gguf_llama._from_folder(gguf_llama.cache_folder(g), g,
-                                              gguf_llama.read_config(g)))"""
+folder = gguf_llama.cache_folder(g)
+contents = {name: bytearray((folder / name).read_bytes()) for name in gguf_llama.FILES}
+m = decoder._model_of(gguf_llama._from_contents(contents, folder, g,
+                                                gguf_llama.read_config(g)))"""
 
 
 def prompt_of(model, n: int) -> str:

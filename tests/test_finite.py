@@ -11,6 +11,7 @@ that the queries and keys stay finite while their dot products overflow float32.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -40,7 +41,7 @@ def with_blocks(model, layer: int, **changes):
 def overwritten_embed(decoder: DecoderModel, row: int) -> DecoderModel:
     """What the issue did to embed.npy: 256 bytes overwritten (with 0xFF: 64 float32 NaN), at
     the start of row `row` of a copy of E."""
-    e = decoder._embed.copy()                     # the memory map itself stays untouched
+    e = decoder._embed.copy()                     # the loaded model's own array stays untouched
     start = row * e.shape[1] * e.itemsize
     e.view(np.uint8).reshape(-1)[start:start + 256] = 0xFF
     assert np.isnan(e[row, :64]).all() and np.isfinite(np.delete(e, row, axis=0)).all()
@@ -118,6 +119,45 @@ def test_a_damaged_embedding_of_a_token_in_the_text_is_said_to_be_the_embeddings
     damaged = overwritten_embed(decoder, row)
     assert_where(raised(lambda: damaged.run(TEXT)), "embeddings")
     assert_where(raised(lambda: damaged.generate(TEXT, 2)), "embeddings", token=1)
+
+
+# what a memory-mapped cache rewritten under a running server did (issue 34): E changed in place
+# AFTER the model had measured it (its max |E|, which spares the logits' scan). The cache is
+# read into memory now, so only a copy made writable here can change; what a page writes as a
+# probability — Generate's, the lens's — is checked itself, and the error is said instead.
+STALE_TEXT = "Weights changed after they were measured are never drawn as data"
+
+
+@pytest.fixture
+def changed_after_use(decoder) -> DecoderModel:
+    assert DAMAGED_ROW not in decoder.encode(STALE_TEXT)
+    e = decoder._embed.copy()
+    changed = dataclasses.replace(decoder, _embed=e)
+    changed.generate(STALE_TEXT, 1)                 # the model measures E, as a first page does
+    start = DAMAGED_ROW * e.shape[1] * e.itemsize
+    e.view(np.uint8).reshape(-1)[start:start + 256] = 0xFF     # then 64 NaN, in place
+    assert np.isnan(e[DAMAGED_ROW, :64]).all()
+    return changed
+
+
+@pytest.mark.slow
+def test_weights_changed_after_use_give_the_error_not_nan_probabilities(changed_after_use):
+    m = changed_after_use
+    assert_where(raised(lambda: m.generate(STALE_TEXT, 2)), "logits", token=1)
+    assert_where(raised(lambda: m.next_tokens(STALE_TEXT)), "logits")
+    assert_where(raised(lambda: m.next_token_logprobs(STALE_TEXT)), "logits")
+    assert_where(raised(lambda: m.logit_lens(STALE_TEXT)), "logits")
+    assert_where(raised(lambda: m.logit_lens(STALE_TEXT, positions=[-1])), "logits")
+
+
+@pytest.mark.slow
+def test_generate_says_the_error_not_nan_when_weights_changed_after_use(monkeypatch,
+                                                                        changed_after_use):
+    serve(monkeypatch, DecoderModel, changed_after_use)
+    at = page_in("pages/generate.py", gen_prompt=STALE_TEXT)
+    shows_the_error_and_no_chart(at, raised(lambda: changed_after_use.next_tokens(STALE_TEXT)))
+    written = " ".join(plain(e) for e in [*at.markdown, *at.caption, *at.info, *at.warning])
+    assert not re.search(r"\bnan\b", written, re.I), written      # "nan%" of the issue
 
 
 def test_weights_of_1e30_overflow_the_scores_of_their_layer(decoder, overflow_3):

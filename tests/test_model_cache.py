@@ -300,7 +300,97 @@ def test_a_damaged_read_only_cache_is_converted_in_memory_and_left_as_it_is(good
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
+# ---- damage under a running process ----------------------------------------------------------
+
+# a process that loads the model, computes, then has its cache cut and overwritten in place
+# (as `cp` or `rsync --inplace` of a backup would) and computes again: it must live and give
+# the same numbers (a mapped file cut short killed it with SIGBUS; bytes overwritten drew NaN)
+UNDER = f"""
+import json, os, sys
+import numpy as np
+sys.path.insert(0, {str(ROOT)!r})
+from attnviz import DecoderModel
+m = DecoderModel.load()
+def numbers():
+    g = m.generate({TEXT!r}, max_new_tokens=3)
+    return {{"logits": m.run({TEXT!r}).logits.tolist(),
+            "steps": [[s.id, s.probability, [p for _, p in s.top]] for s in g.steps],
+            "lens": m.logit_lens({TEXT!r}, k=3).top_probs.tolist()}}
+before = numbers()
+folder = m.cached_in
+os.truncate(folder / "qkv.npy", (folder / "qkv.npy").stat().st_size // 2)
+for name in ("embed.npy", "gate_up.npy", "final_norm.npy"):
+    with open(folder / name, "r+b") as f:            # 0xFF bytes: float32 NaN
+        size = os.fstat(f.fileno()).st_size
+        for at in range(128, size, 1 << 16):
+            f.seek(at)
+            f.write(bytes([255]) * 256)
+after = numbers()
+print(json.dumps({{"same": before == after, "outcome": m.cache_report.outcome,
+                  "finite": bool(np.isfinite(np.asarray(after["logits"])).all())}}))
+"""
+
+
+@pytest.mark.slow
+def test_a_cache_cut_and_overwritten_under_a_running_process_changes_nothing_there(
+        good, clean, root, tmp_path):
+    """The process lives (no SIGBUS), computes the same logits, generation probabilities and
+    lens probabilities as before the damage, none NaN; the next start finds the damage and
+    rebuilds the cache (the logits of a clean load)."""
+    copy_of(good, root)
+    done = subprocess.run([sys.executable, "-c", UNDER], capture_output=True, text=True,
+                          env=env_for(root), cwd=ROOT, timeout=TIMEOUT)
+    assert done.returncode == 0, (done.returncode, done.stderr)       # -7: killed by SIGBUS
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "same": True, "outcome": "verified", "finite": True}
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+    # the first problem found: the smallest damaged file's (files are checked smallest first)
+    assert (report["outcome"], report["reason"]) == ("rebuilt", "model_cache.checksum")
+    np.testing.assert_array_equal(logits, clean)
+    assert_one_good_folder(root, good)
+
+
 # ---- the checks' parts -----------------------------------------------------------------------
+
+def test_a_folder_is_read_into_memory_checked_and_its_arrays_are_read_only_views(tmp_path):
+    """What disk_cache reads is the bytes it checked: each array equal to the one written (C and
+    Fortran order), read-only for good (its flag cannot be set back); bytes that are not a
+    .npy of numbers, with a manifest agreeing, are model_cache.unreadable; a file cut after
+    the manifest was written is model_cache.size. Written and read here, no model."""
+    from attnviz.models import disk_cache
+
+    arrays = {"c.npy": np.arange(24, dtype=np.float32).reshape(2, 3, 4),
+              "f.npy": np.asfortranarray(np.arange(6, dtype=np.float64).reshape(2, 3))}
+    folder, stamp = tmp_path / "cache", {"made": "here"}
+
+    def write_files(tmp: Path) -> None:
+        for name, a in arrays.items():
+            np.save(tmp / name, a)
+
+    disk_cache.write(folder, stamp, write_files)
+    contents = {}
+    assert disk_cache.verify(folder, stamp, set(arrays), contents)
+    for name, a in arrays.items():
+        read = disk_cache.npy_array(contents.pop(name), name)
+        np.testing.assert_array_equal(read, a)
+        assert read.dtype == a.dtype and not read.flags.writeable
+        with pytest.raises(ValueError):
+            read.flags.writeable = True
+    with pytest.raises(disk_cache.Damage) as caught:
+        disk_cache.npy_array(bytearray(b"\x93NUMPY not really"), "c.npy")
+    assert caught.value.reason.msg_id == "model_cache.unreadable"
+    replaced(folder, "c.npy", b"not a .npy file at all")
+    contents = {}
+    assert disk_cache.verify(folder, stamp, set(arrays), contents)
+    with pytest.raises(disk_cache.Damage) as caught:
+        disk_cache.npy_array(contents["c.npy"], "c.npy")
+    assert caught.value.reason.msg_id == "model_cache.unreadable"
+    cut_to_half(folder, "f.npy")
+    with pytest.raises(disk_cache.Damage) as caught:
+        disk_cache.verify(folder, stamp, set(arrays), {})
+    assert caught.value.reason.msg_id == "model_cache.size"
+
+
 
 @pytest.mark.slow
 def test_the_config_read_from_the_gguf_header_is_the_one_ggufs_reader_gives():

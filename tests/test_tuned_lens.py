@@ -238,3 +238,87 @@ def test_a_tuned_lens_that_cannot_be_had_is_said_and_the_logit_lens_shown(monkey
     assert not again.error
     assert render("reading.lens.tuned.grid_title", "en") in [
         f["layout"]["title"]["text"] for f in charts(again)]
+
+
+# ---- what the learner is told -------------------------------------------------------------------
+
+def identity_lens(decoder, outcome: str, reason=None):
+    """A TunedLens whose translators only divide each stream by its RMS (which the final norm
+    undoes): the logit lens's numbers, without a minute's fit."""
+    d = decoder.d_model
+    translators = np.zeros((decoder.num_layers, d + 1, d), np.float32)
+    translators[:, :d] = np.eye(d, dtype=np.float32)
+    return tl.TunedLens(translators, 1, decoder.config.rms_eps, outcome, reason)
+
+
+def slow_fit(found):
+    """DecoderModel.tuned_lens as a fit of a second that ends in `found`."""
+    import time
+
+    def fit(self, cache_dir=None, progress=None):
+        tell = progress or (lambda stage: None)
+        tell(tl.TunedProgress("generating", 0, 16))
+        time.sleep(1.0)
+        tell(tl.TunedProgress("done"))
+        return found
+
+    return fit
+
+
+def notices(at, msg_id: str) -> int:
+    return sum(shows([info], msg_id) for info in at.info)
+
+
+@pytest.mark.parametrize("outcome, reason, msg_id", [
+    ("refitted", "model_cache.checksum", "reading.lens.tuned.refitted"),
+    ("in_memory", "model_cache.missing", "reading.lens.tuned.in_memory"),
+    ("in_memory", None, "reading.lens.tuned.not_kept"),
+])
+def test_how_a_fit_ended_is_said_once_to_the_learner_who_waited_for_it(
+        monkeypatch, decoder, outcome, reason, msg_id):
+    """The learner whose page waited for the fit is told, once, that a damaged copy was fitted
+    again or that the fit cannot be kept on disk; their next rerun and a later learner, who
+    get the lens at once, are not (issue 34: the notice was shown to every later learner)."""
+    from attnviz.app import reading_view
+    from attnviz.i18n import Message
+    from attnviz.models.decoder import DecoderModel
+
+    found = identity_lens(decoder, outcome,
+                          None if reason is None else Message(reason, file=tl.FILE))
+    monkeypatch.setattr(reading_view, "_TUNED", {})
+    monkeypatch.setattr(DecoderModel, "tuned_lens", slow_fit(found))
+    state = dict(model="smollm2", sentence=f"Told once: {msg_id}", **{keys.LENS_KIND: "tuned"})
+    waited = page_in("pages/trace.py", "en", **state)
+    assert notices(waited, msg_id) == 1, [i.value for i in waited.info]
+    waited.run()
+    no_exceptions(waited)
+    later = page_in("pages/trace.py", "en", **state)
+    for at in (waited, later):
+        assert not any(shows([i], m) for i in at.info for m in (
+            "reading.lens.tuned.refitted", "reading.lens.tuned.in_memory",
+            "reading.lens.tuned.not_kept")), [i.value for i in at.info]
+        assert render("reading.lens.tuned.grid_title", "en") in [
+            f["layout"]["title"]["text"] for f in charts(at)]
+
+
+def test_a_read_only_cache_cannot_keep_a_fit(decoder, tmp_path):
+    """can_keep: True where the cache's folder can be made, False in a read-only place (as a
+    baked image's cache is to its server)."""
+    import os
+    import subprocess
+
+    place = tmp_path / "cache"
+    place.mkdir()
+    assert tl.can_keep(decoder, place) and tl.can_keep(decoder, place / "not" / "yet")
+    if os.geteuid() == 0:                # root writes through permissions: make it immutable
+        made = subprocess.run(["chattr", "+i", str(place)], capture_output=True)
+        if made.returncode != 0:
+            pytest.skip(f"cannot make a read-only folder here: {made.stderr!r}")
+    else:
+        place.chmod(0o555)
+    try:
+        assert not tl.can_keep(decoder, place)
+        assert not tl.can_keep(decoder, place / "not" / "yet")
+    finally:
+        subprocess.run(["chattr", "-i", str(place)], capture_output=True)
+        place.chmod(0o755)

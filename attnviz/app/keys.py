@@ -354,6 +354,8 @@ LENS_RANK = "lens_rank"                 # Logit lens: the target's rank across t
 LENS_KIND = "lens_kind"                 # Logit lens: each layer read by the "logit" or the
                                         # "tuned" lens (its translators first)
 LENS_KL = "lens_kl"                     # Logit lens (tuned): both lenses' KL across the rows
+LENS_TUNED_WAITED = "lens_tuned_waited"  # Logit lens (tuned): the fit this learner waited for,
+                                        # whose outcome is said to them once
 
 # ---- Trace the answer ---------------------------------------------------------------------------
 _section("page_bodies.trace")

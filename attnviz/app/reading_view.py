@@ -669,10 +669,13 @@ _TUNED: dict[str, tuple[Future, list]] = {}      # model path → (its load, the
 
 def tuned_lens(m: DecoderModel):
     """The model's tuned lens, with a progress bar while it is fitted (the first time on this
-    machine: about a minute) and a notice when a damaged copy on disk was fitted again; None,
+    machine: about a minute) and, to the learner who waited for that fit only, once, a notice
+    when a damaged copy on disk was fitted again or the fit cannot be kept on disk; None,
     said in an error, when it cannot be had (the page then reads the logit lens). The load
     runs in a thread of its own, once for every learner: a page that reruns (a click
     elsewhere) or a second learner meanwhile waits for the same fit, never restarts it."""
+    from attnviz.models.tuned_lens import can_keep
+
     with _TUNED_LOCK:
         entry = _TUNED.get(str(m.path))
         if entry is None or (entry[0].done() and entry[0].exception() is not None):
@@ -681,12 +684,16 @@ def tuned_lens(m: DecoderModel):
                                                               progress=stages.append), stages)
     future, stages = entry
     if not future.done():
+        st.session_state[keys.LENS_TUNED_WAITED] = id(future)     # told how it ended, once
         slot = st.empty()
-        with st.spinner(t("reading.lens.tuned.loading")):
+        with slot.container(), st.spinner(t("reading.lens.tuned.loading")):
+            if not can_keep(m):
+                st.info(t("reading.lens.tuned.not_kept"))
+            bar = st.empty()
             while not future.done():
                 stage = stages[-1] if stages else None
                 if stage is not None and stage.stage in ("generating", "fitting", "writing"):
-                    slot.progress(stage.fraction, text=t(
+                    bar.progress(stage.fraction, text=t(
                         f"reading.lens.tuned.progress.{stage.stage}", done=stage.done + 1,
                         total=stage.total))
                 time.sleep(0.3)
@@ -696,8 +703,11 @@ def tuned_lens(m: DecoderModel):
     except (AttnvizInputError, OSError, MemoryError) as exc:   # the page reads the logit lens
         st.error(t("reading.lens.tuned.failed", error=literal(exc)))
         return None
-    if found.reason is not None:
-        st.info(t(f"reading.lens.tuned.{found.outcome}", reason=literal(found.reason)))
+    if st.session_state.pop(keys.LENS_TUNED_WAITED, None) == id(future):
+        if found.reason is not None:
+            st.info(t(f"reading.lens.tuned.{found.outcome}", reason=literal(found.reason)))
+        elif found.outcome == "in_memory":
+            st.info(t("reading.lens.tuned.not_kept"))
     return found
 
 

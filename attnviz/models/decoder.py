@@ -459,8 +459,10 @@ class DecoderModel(ConfigSizes):
         query still sees it, so no row is left empty; the positions do not change). None:
         every key visible. The attention sink experiment hides the first token.
         `chat` and `special_tokens` as in ``run``."""
-        return log_softmax(self._last_logits(text, head_mask, key_mask, special_tokens,
-                                             chat).astype(np.float64))
+        logprobs = log_softmax(self._last_logits(text, head_mask, key_mask, special_tokens,
+                                                 chat).astype(np.float64))
+        self.check_logits_finite(logprobs)
+        return logprobs
 
     def _last_logits(self, text: str, head_mask, key_mask=None, special_tokens: bool = False,
                      chat: bool = False) -> np.ndarray:
@@ -538,7 +540,7 @@ class DecoderModel(ConfigSizes):
         for made in range(first, first + count):
             logits = self._checked_logits(h[-1:], token=made)[0]       # (vocab,)
             chosen = _choose(logits, temperature, rng)
-            probs = softmax(logits.astype(np.float64))
+            probs = self._probabilities(logits, token=made)
             steps.append(GenerationStep(
                 id=chosen, token=self.piece_text(chosen), piece=self._pieces[chosen],
                 probability=float(probs[chosen]), top=self._top_of(probs, 10, context=ids),
@@ -782,7 +784,22 @@ class DecoderModel(ConfigSizes):
 
     def _top(self, logits: np.ndarray, k: int, context=None) -> list[tuple[str, float]]:
         k = whole_number(k, "k", low=1, high=self.vocab_size)
-        return self._top_of(softmax(np.asarray(logits, dtype=np.float64)), k, context)
+        return self._top_of(self._probabilities(logits), k, context)
+
+    def _probabilities(self, logits: np.ndarray, token: int | None = None) -> np.ndarray:
+        """softmax(logits) in float64, checked (``check_logits_finite``): what a page writes
+        as a probability (Generate's bars and their sum) is a number (~50 µs for one row)."""
+        probs = softmax(np.asarray(logits, dtype=np.float64))
+        self.check_logits_finite(probs, token=token)
+        return probs
+
+    def check_logits_finite(self, *arrays: np.ndarray, token: int | None = None) -> None:
+        """error.model.not_finite ("the logits"; `token`: the new token a generation was
+        choosing) when one of `arrays` — numbers computed from this model's logits, such as
+        probabilities or a KL — holds NaN or ±inf: they are checked themselves, whatever let
+        their logits through."""
+        if not all(all_finite(a) for a in arrays):
+            raise not_finite(MODEL_NAME, "logits", token=token)
 
     def _top_of(self, probs: np.ndarray, k: int, context=None) -> list[tuple[str, float]]:
         """The k most likely, (label, probability): each read after the ids `context` (a byte
@@ -1015,7 +1032,7 @@ def _load(file: str, cache_dir: str | None,
 
 def _model_of(f: gguf_llama.LlamaFile) -> DecoderModel:
     c = f.config
-    a = {name: np.asarray(arr) for name, arr in f.arrays.items()}   # plain views of the maps
+    a = {name: np.asarray(arr) for name, arr in f.arrays.items()}   # read-only, in memory
     blocks = tuple(
         LayerWeights(attention=MultiHeadWeights.from_qkv(a["qkv"][i], a["o"][i], c.num_heads,
                                                    c.num_kv_heads),

@@ -7,12 +7,20 @@ stamp of what the files were made from); every file and the folder are synced to
 the folder is renamed into place. A reader therefore sees no folder, or a whole one.
 
 Checking (:func:`verify`): the manifest is there and readable, made from the same stamp, and
-every file it lists is a regular file of the recorded size and CRC-32. CRC-32 (zlib's, over a
-memory map of each file) reads the ~520 MB of SmolLM2's arrays in ~0.2 s warm here, about half
-of SHA-256's time (``benchmarks/bench_decoder.py`` prints both); the cache guards against
-damage (a cut, a flipped byte, an overwritten header), not against someone rewriting the
-manifest along with the files, so a checksum that detects every accidental change of up to
-32 bits and all but one in 2³² of the others is enough.
+every file it lists is a regular file of the recorded size and CRC-32. CRC-32 (zlib's) reads
+the ~520 MB of SmolLM2's arrays in ~0.2 s warm here, about half of SHA-256's time
+(``benchmarks/bench_decoder.py`` prints both); the cache guards against damage (a cut, a
+flipped byte, an overwritten header), not against someone rewriting the manifest along with
+the files, so a checksum that detects every accidental change of up to 32 bits and all but one
+in 2³² of the others is enough.
+
+Reading (``verify(..., contents=…)``, then :func:`npy_array`): each file is read whole into the
+process's own memory and its checksum computed on those bytes, so what the process uses is
+exactly what was checked. Nothing of the cache stays memory-mapped: a file cut short or
+rewritten in place under a running server (``cp``, ``rsync --inplace``) cannot reach it — a
+mapped page past a file's new end would kill the process with SIGBUS, and a rewritten one would
+change its numbers after the check. Reads use ``read()``, which returns short at a file's end
+instead (``benchmarks/bench_cache_copy.py`` measures what the copy costs).
 
 Repairing is serialised by an exclusive ``fcntl.flock`` on ``.<name>.lock`` beside the folder
 (:func:`locked`): of many processes starting at once, one converts and the others wait and then
@@ -25,8 +33,8 @@ and a killed process left behind (``<name>.tmp-…``, ``<name>.damaged-…`` and
 from __future__ import annotations
 
 import fcntl
+import io
 import json
-import mmap
 import os
 import re
 import secrets
@@ -36,6 +44,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import numpy as np
 
 from attnviz.i18n import Message
 
@@ -51,13 +61,16 @@ class Damage(Exception):
         self.reason = reason
 
 
+_CHUNK = 1 << 20            # bytes read at a time by checksum()
+
+
 def checksum(path: Path) -> str:
-    """The CRC-32 of the file's bytes, as 8 hex digits (read through a memory map)."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return f"{0:08x}"
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return f"{zlib.crc32(m):08x}"
+    """The CRC-32 of the file's bytes, as 8 hex digits (read a chunk at a time: never mapped)."""
+    crc = 0
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return f"{crc:08x}"
 
 
 # ---- writing --------------------------------------------------------------------------------
@@ -99,10 +112,13 @@ def _sync(path: Path) -> None:
 
 # ---- checking -------------------------------------------------------------------------------
 
-def verify(folder: Path, stamp: dict, names: set[str]) -> bool:
+def verify(folder: Path, stamp: dict, names: set[str],
+           contents: dict[str, bytearray] | None = None) -> bool:
     """Whether `folder` holds a whole copy: False when there is none; True when its manifest
     was made from `stamp`, lists exactly the files `names` and each is a regular file of the
-    recorded size and checksum. Anything else raises Damage with the first problem found."""
+    recorded size and checksum. Anything else raises Damage with the first problem found.
+    With `contents` (a dict), each file is read whole into memory and checked there:
+    contents[name] holds the checked bytes, which the caller then uses instead of the file."""
     if not os.path.lexists(folder):
         return False
     if not folder.is_dir():
@@ -114,19 +130,61 @@ def verify(folder: Path, stamp: dict, names: set[str]) -> bool:
     if set(files) != names:
         raise Damage(Message("model_cache.bad_manifest", file=MANIFEST))
     for name in sorted(files, key=lambda n: files[n]["size"]):       # small files first
-        path = folder / name
+        path, size = folder / name, files[name]["size"]
         try:
             info = path.lstat()
         except FileNotFoundError:
             raise Damage(Message("model_cache.missing", file=name)) from None
         if not stat.S_ISREG(info.st_mode):
             raise Damage(Message("model_cache.not_file", file=name))
-        if info.st_size != files[name]["size"]:
+        if info.st_size != size:
             raise Damage(Message("model_cache.size", file=name, size=info.st_size,
-                                 expected=files[name]["size"]))
-        if checksum(path) != files[name]["crc32"]:
+                                 expected=size))
+        if contents is None:
+            crc = checksum(path)
+        else:
+            contents[name] = _read_whole(path, size)
+            crc = f"{zlib.crc32(contents[name]):08x}"
+        if crc != files[name]["crc32"]:
             raise Damage(Message("model_cache.checksum", file=name))
     return True
+
+
+def _read_whole(path: Path, size: int) -> bytearray:
+    """The `size` bytes of the file at `path`, read into memory; Damage ("model_cache.size")
+    when it holds fewer or more (cut or grown since it was measured)."""
+    data = bytearray(size)
+    view, got = memoryview(data), 0
+    with open(path, "rb", buffering=0) as f:
+        while got < size and (n := f.readinto(view[got:])):
+            got += n
+        if got < size or f.read(1):
+            raise Damage(Message("model_cache.size", file=path.name,
+                                 size=os.fstat(f.fileno()).st_size, expected=size))
+    return data
+
+
+def npy_array(data: bytearray, name: str) -> np.ndarray:
+    """The array of a .npy file's bytes `data` (read by ``verify``), as a read-only view of
+    them: no copy (the caller keeps no other reference to `data`). Damage
+    ("model_cache.unreadable") when they are not a .npy of numbers."""
+    fmt = np.lib.format
+    try:
+        head = io.BytesIO(bytes(memoryview(data)[:1 << 16]))
+        version = fmt.read_magic(head)
+        read_header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+        shape, fortran, dtype = read_header[version](head)
+        offset = head.tell()
+        if dtype.hasobject or offset + dtype.itemsize * int(np.prod(shape)) != len(data):
+            raise ValueError(f"{shape} {dtype} does not fill {len(data)} bytes")
+        # over a read-only view of the bytes: an array that nothing can make writable again,
+        # which the engine keeps as it is (core.weights._immutable) instead of copying it
+        flat = np.frombuffer(memoryview(data).toreadonly(), dtype, offset=offset,
+                             count=int(np.prod(shape)))
+        return flat.reshape(shape, order="F" if fortran else "C")
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        raise Damage(Message("model_cache.unreadable", file=name,
+                             error=f"{type(exc).__name__}: {exc}"[:200])) from None
 
 
 def _manifest(folder: Path) -> dict:

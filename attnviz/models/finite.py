@@ -7,7 +7,9 @@ AttnvizInputError("error.model.not_finite") naming where: "layer 3, the attentio
 
 The check is cheap: one finite test per layer on an array the layer computed anyway (its
 output: NaN and ±inf propagate into it from anything before), and one on the logits (spared,
-as the engine spares its scores, when a bound shows none can be anything but finite). Only
+as the engine spares its scores, when a bound shows none can be anything but finite), and
+one on the probabilities a page writes (a generation's, the next-token bars', the logit lens's
+cells and KL): those are checked themselves, whatever let their logits through. Only
 when it fails is the layer looked at part by part (``first_not_finite``), so the error names
 the first of its steps that holds a non-finite number; the engine's own overflow error
 (error.overflow.<step>, a trace's steps) is turned into the same error with the layer added

@@ -4,8 +4,11 @@ byte-level BPE tokenizer built with ``tokenizers`` from the vocabulary and merge
 
 Reading a GGUF (``gguf.GGUFReader``, ``gguf.quants.dequantize``) takes a few seconds, so the
 converted arrays are kept on disk as .npy files in a cache folder (``ATTNVIZ_CACHE_DIR``, else
-``$XDG_CACHE_HOME/attnviz``, else ``~/.cache/attnviz``) and memory-mapped read-only on every later
-load: the pages of the weights are shared by every process that maps them.
+``$XDG_CACHE_HOME/attnviz``, else ``~/.cache/attnviz``) and read into memory (read-only arrays)
+on every later load (0.66 s warm here, checks included; mapped, 0.30 s:
+``benchmarks/bench_cache_copy.py``). They are read, not memory-mapped, so that a file cut or
+rewritten in place under a running server can neither kill it (SIGBUS) nor change its numbers
+after the check (``disk_cache``); each process holds its own copy (~520 MB).
 
 The cache proves itself (``attnviz.models.disk_cache``): it is written whole or not at all, with
 a manifest of each file's size and CRC-32, and every load checks the manifest, the arrays'
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 import struct
 import time
@@ -107,7 +109,7 @@ class LoadProgress:
 
 @dataclass(frozen=True, eq=False)
 class LlamaFile:
-    """A converted model: config, arrays (float32, read-only, each possibly a memory map) and
+    """A converted model: config, arrays (float32, read-only, in this process's memory) and
     the tokenizer.
 
     embed (vocab, d_model)          token embeddings, also the tied output matrix (lm_head)
@@ -123,7 +125,7 @@ class LlamaFile:
     arrays: dict
     tokenizer: object          # tokenizers.Tokenizer
     source: Path
-    cached_in: Path | None     # the folder the arrays are mapped from; None = in memory
+    cached_in: Path | None     # the folder the arrays were read from; None = converted here
     report: CacheReport = CacheReport("converted")
 
 
@@ -208,14 +210,15 @@ def _stamp(gguf_path: Path) -> dict:
 
 def _open_checked(folder: Path, gguf_path: Path, expected: LlamaConfig) \
         -> LlamaFile | Damage | None:
-    """The converted model mapped from `folder` if it proves whole and agrees with the GGUF's
+    """The converted model read from `folder` if it proves whole and agrees with the GGUF's
     metadata `expected`; its Damage if not; None when there is no folder."""
     try:
         start = time.perf_counter()
-        if not disk_cache.verify(folder, _stamp(gguf_path), set(FILES)):
+        contents: dict[str, bytearray] = {}
+        if not disk_cache.verify(folder, _stamp(gguf_path), set(FILES), contents):
             return None
         seconds = time.perf_counter() - start
-        f = _from_folder(folder, gguf_path, expected)
+        f = _from_contents(contents, folder, gguf_path, expected)
     except Damage as damage:
         return damage
     except OSError as exc:                   # vanished or unreadable while being checked
@@ -225,14 +228,15 @@ def _open_checked(folder: Path, gguf_path: Path, expected: LlamaConfig) \
                      CacheReport("verified", None, seconds))
 
 
-def _from_folder(folder: Path, gguf_path: Path, expected: LlamaConfig) -> LlamaFile:
-    """The files of `folder` read (arrays memory-mapped), each checked against `expected`: the
-    config equal to it, every array of its shape and dtype, the tokenizer's vocabulary of its
-    size. Raises Damage."""
+def _from_contents(contents: dict[str, bytearray], folder: Path, gguf_path: Path,
+                   expected: LlamaConfig) -> LlamaFile:
+    """The model from the checked bytes of `folder`'s files (``disk_cache.verify``), each
+    checked against `expected`: the config equal to it, every array of its shape and dtype
+    (a read-only view of its bytes), the tokenizer's vocabulary of its size. Raises Damage."""
     from tokenizers import Tokenizer
 
-    config = _read("config.json", lambda p: LlamaConfig(**json.loads(
-        p.read_text(encoding="utf-8"))), folder)
+    config = _read("config.json", lambda b: LlamaConfig(**json.loads(b.decode("utf-8"))),
+                   contents)
     for field in fields(LlamaConfig):
         if getattr(config, field.name) != getattr(expected, field.name):
             raise Damage(Message("model_cache.config", field=field.name,
@@ -240,23 +244,24 @@ def _from_folder(folder: Path, gguf_path: Path, expected: LlamaConfig) -> LlamaF
                                  expected=getattr(expected, field.name)))
     arrays = {}
     for name, shape in expected.shapes().items():
-        a = _read(f"{name}.npy", lambda p: np.load(p, mmap_mode="r", allow_pickle=False), folder)
+        a = disk_cache.npy_array(contents.pop(f"{name}.npy"), f"{name}.npy")
         if a.shape != shape or a.dtype != _DTYPE:
             raise Damage(Message("model_cache.shape", file=f"{name}.npy",
                                  shape=f"{a.shape} {a.dtype}", expected=f"{shape} {_DTYPE}"))
         arrays[name] = a
-    tokenizer = _read("tokenizer.json", lambda p: Tokenizer.from_file(str(p)), folder)
+    tokenizer = _read("tokenizer.json", lambda b: Tokenizer.from_str(b.decode("utf-8")),
+                      contents)
     if tokenizer.get_vocab_size() != expected.vocab_size:
         raise Damage(Message("model_cache.config", field="vocab_size",
                              value=tokenizer.get_vocab_size(), expected=expected.vocab_size))
     return LlamaFile(config, arrays, tokenizer, gguf_path, folder)
 
 
-def _read(name: str, read, folder: Path):
-    """read(folder / name), any failure a Damage naming the file."""
+def _read(name: str, read, contents: dict[str, bytearray]):
+    """read(the checked bytes of file `name`), any failure a Damage naming the file."""
     try:
-        return read(folder / name)
-    except Exception as exc:                 # np.load, json, tokenizers: each its own errors
+        return read(bytes(contents[name]))
+    except Exception as exc:                 # json, tokenizers: each its own errors
         raise Damage(Message("model_cache.unreadable", file=name,
                              error=f"{type(exc).__name__}: {exc}"[:200])) from exc
 
@@ -295,40 +300,63 @@ def read_config(gguf_path: Path) -> LlamaConfig:
 def read_metadata(gguf_path: Path) -> tuple[dict, dict]:
     """The GGUF's key-value metadata: (key → value for numbers, booleans and strings,
     key → length for arrays), following the format's header (magic, version 2 or 3, tensor
-    count, key-value count, then each key, its type and its value)."""
-    with open(gguf_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        if m[:4] != b"GGUF" or struct.unpack_from("<I", m, 4)[0] not in (2, 3):
-            raise ValueError("not a GGUF file of version 2 or 3")
-        count = struct.unpack_from("<Q", m, 16)[0]
-        pos, values, lengths = 24, {}, {}
+    count, key-value count, then each key, its type and its value). The file's first 4 MB are
+    read (SmolLM2's metadata, its vocabulary and merges included, is ~2 MB), more if the
+    metadata goes on: read, never mapped, so a file cut meanwhile is an error, not a SIGBUS."""
+    size = 1 << 22
+    with open(gguf_path, "rb") as f:
+        while True:
+            f.seek(0)
+            m = f.read(size)
+            try:
+                return _metadata(m)
+            except struct.error:                 # the metadata goes on past what was read
+                if len(m) < size:
+                    raise ValueError("the file ends inside its metadata") from None
+                size *= 4
 
-        def string(pos: int) -> tuple[str, int]:
-            n = struct.unpack_from("<Q", m, pos)[0]
-            return m[pos + 8:pos + 8 + n].decode("utf-8"), pos + 8 + n
 
-        def skip(kind: int, n: int, pos: int) -> int:
-            if kind in _SCALARS:
-                return pos + struct.calcsize(_SCALARS[kind]) * n
-            if kind != _STRING:
-                raise ValueError(f"array of type {kind}")
-            length = struct.Struct("<Q").unpack_from
-            for _ in range(n):
-                pos += 8 + length(m, pos)[0]
+def _metadata(m: bytes) -> tuple[dict, dict]:
+    """read_metadata on the file's first bytes `m`; struct.error when they end too soon."""
+    if m[:4] != b"GGUF" or struct.unpack_from("<I", m, 4)[0] not in (2, 3):
+        raise ValueError("not a GGUF file of version 2 or 3")
+    count = struct.unpack_from("<Q", m, 16)[0]
+    pos, values, lengths = 24, {}, {}
+
+    def string(pos: int) -> tuple[str, int]:
+        n = struct.unpack_from("<Q", m, pos)[0]
+        if pos + 8 + n > len(m):
+            raise struct.error("a string past the bytes read")
+        return m[pos + 8:pos + 8 + n].decode("utf-8"), pos + 8 + n
+
+    def skip(kind: int, n: int, pos: int) -> int:
+        if kind in _SCALARS:
+            pos += struct.calcsize(_SCALARS[kind]) * n
+            if pos > len(m):
+                raise struct.error("an array past the bytes read")
             return pos
+        if kind != _STRING:
+            raise ValueError(f"array of type {kind}")
+        length = struct.Struct("<Q").unpack_from
+        for _ in range(n):
+            pos += 8 + length(m, pos)[0]
+        if pos > len(m):
+            raise struct.error("an array past the bytes read")
+        return pos
 
-        for _ in range(count):
-            key, pos = string(pos)
-            kind = struct.unpack_from("<I", m, pos)[0]
-            pos += 4
-            if kind == _ARRAY:
-                inner, lengths[key] = struct.unpack_from("<IQ", m, pos)
-                pos = skip(inner, lengths[key], pos + 12)
-            elif kind == _STRING:
-                values[key], pos = string(pos)
-            else:
-                values[key] = struct.unpack_from(_SCALARS[kind], m, pos)[0]
-                pos += struct.calcsize(_SCALARS[kind])
-        return values, lengths
+    for _ in range(count):
+        key, pos = string(pos)
+        kind = struct.unpack_from("<I", m, pos)[0]
+        pos += 4
+        if kind == _ARRAY:
+            inner, lengths[key] = struct.unpack_from("<IQ", m, pos)
+            pos = skip(inner, lengths[key], pos + 12)
+        elif kind == _STRING:
+            values[key], pos = string(pos)
+        else:
+            values[key] = struct.unpack_from(_SCALARS[kind], m, pos)[0]
+            pos += struct.calcsize(_SCALARS[kind])
+    return values, lengths
 
 
 def _config(values: dict, lengths: dict, path: Path) -> LlamaConfig:

@@ -176,6 +176,7 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
                 # (n, vocab) log-probabilities of the row, only its log-sum-exp and one dot
                 kl[r] = np.maximum(final.neg_entropy - dot + lse, 0)
         del logits
+    model.check_logits_finite(top_probs, target_prob, kl)   # what the page writes: numbers
     tokens, _, _ = model.labels(ids)
     return LogitLens(ids=readonly(ids), tokens=tokens, rows=tuple(rows),
                      top_ids=readonly(top_ids), top_probs=readonly(top_probs),

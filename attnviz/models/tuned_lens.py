@@ -16,14 +16,16 @@ logit lens's at every layer on text it never saw (tests/test_tuned_lens.py holds
 transformers' hidden states). The last row needs no translator: it is the model's output.
 
 The translators (30 × 577 × 576 float32, 40 MB) are kept on disk beside the converted model
-(``attnviz.models.disk_cache``: written whole, checked on every load, fitted again when damaged,
-one process fitting while the others wait), so a server fits them once.
+(``attnviz.models.disk_cache``: written whole, read into memory and checked on every load,
+fitted again when damaged, one process fitting while the others wait), so a server fits them
+once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,8 +37,8 @@ from attnviz.core.arrays import readonly, whole_number
 from attnviz.i18n import Message
 from attnviz.models import disk_cache
 
-__all__ = ["NEW_TOKENS", "RIDGE", "TRAINING_PROMPTS", "TunedLens", "TunedProgress", "fit",
-           "load", "training_ids"]
+__all__ = ["NEW_TOKENS", "RIDGE", "TRAINING_PROMPTS", "TunedLens", "TunedProgress", "can_keep",
+           "fit", "load", "training_ids"]
 
 TRAINING_PROMPTS = (
     "Once upon a time, in a small village,",
@@ -178,6 +180,15 @@ def load(model, cache: Path | None = None,
         return _LOADED[key]
 
 
+def can_keep(model, cache: Path | None = None) -> bool:
+    """Whether a fit can be kept on disk: the nearest existing folder on the way to its cache
+    folder is writable. When not (a read-only cache), every process fits it for itself."""
+    place = cache_folder(model, cache).parent
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    return os.access(place, os.W_OK)
+
+
 def cache_folder(model, cache: Path | None = None) -> Path:
     """The folder of `model`'s translators: beside its converted weights (or under `cache`),
     named after what they are fitted from (``_stamp``)."""
@@ -235,17 +246,19 @@ def _load(model, folder: Path, tell) -> TunedLens:
 
 
 def _open_checked(folder: Path, model, shape) -> TunedLens | disk_cache.Damage | None:
-    """The translators mapped from `folder` if it proves whole (the manifest's sizes and
-    checksums, the array's shape and dtype); its Damage if not; None when there is none."""
+    """The translators read from `folder` into memory if it proves whole (the manifest's
+    sizes and checksums, of the bytes read; the array's shape and dtype); its Damage if not;
+    None when there is none."""
     try:
-        if not disk_cache.verify(folder, _stamp(model), {FILE, INFO}):
+        contents: dict[str, bytearray] = {}
+        if not disk_cache.verify(folder, _stamp(model), {FILE, INFO}, contents):
             return None
-        translators = np.load(folder / FILE, mmap_mode="r", allow_pickle=False)
+        translators = disk_cache.npy_array(contents[FILE], FILE)
         if translators.shape != shape or translators.dtype != _DTYPE:
             raise disk_cache.Damage(Message("model_cache.shape", file=FILE,
                                             shape=f"{translators.shape} {translators.dtype}",
                                             expected=f"{shape} {np.dtype(_DTYPE)}"))
-        tokens = int(json.loads((folder / INFO).read_text(encoding="utf-8"))["tokens"])
+        tokens = int(json.loads(bytes(contents[INFO]).decode("utf-8"))["tokens"])
     except disk_cache.Damage as damage:
         return damage
     except (OSError, ValueError, KeyError, TypeError) as exc:
