@@ -44,7 +44,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.models.lens import text_ids, token_id
 from attnviz.models.llama_layer import KVCache
 
-__all__ = ["WHERE", "Patching", "effect_shape", "patch", "patch_once"]
+__all__ = ["WHERE", "Patching", "effect_shape", "patch", "patch_once", "patch_work"]
 
 WHERE = ("resid", "attn", "mlp", "heads", "heads_pos")
 BATCH = 16                  # patched sequences run side by side
@@ -349,6 +349,21 @@ def effect_shape(model, where: str, n: int) -> tuple[int, int]:
     layers, heads = model.num_layers, model.num_heads
     return {"resid": (layers + 1, n), "attn": (layers, n), "mlp": (layers, n),
             "heads": (layers, heads), "heads_pos": (heads, n)}[where]
+
+
+def patch_work(model, where: str, clean_ids, corrupted_ids) -> tuple[int, int]:
+    """(patches, tokens) a patching of `where` runs for these prompts (ids of the same
+    length): the patches at a position before the first token the prompts differ in are not
+    run (they change nothing), and each patch computes the tokens from that first difference
+    on (the shared first tokens are computed once). Their product bounds the work: the tokens
+    the patched forward passes compute, each through the layers from the patched one on."""
+    clean_ids, corrupted_ids = np.asarray(clean_ids), np.asarray(corrupted_ids)
+    n = len(clean_ids)
+    differ = np.flatnonzero(clean_ids != corrupted_ids)
+    first = min(int(differ[0]) if differ.size else n, n - 1)
+    rows, columns = effect_shape(model, _check_where(where), n)
+    patches = rows * columns if where == "heads" else rows * (n - first)
+    return patches, n - first
 
 
 def _by_layer(where: str, layer: int | None, todo: list) -> list[tuple[int, list]]:
