@@ -105,6 +105,15 @@ def test_residual_patching_of_the_ioi_pair(torch, hf_decoder, monkeypatch):
     doc = json.loads(made["attnviz_patching_resid.json"]())
     assert doc["where"] == "resid" and doc["complete"] is True
     np.testing.assert_array_equal(np.array(doc["effect"]), z)
+    # the export says what it is: the model, the prompts and their tokens, the kind, the axes
+    assert str(saved["model"]) == doc["model"] == "SmolLM2-135M-Instruct"
+    assert str(saved["where"]) == "resid" and int(saved["layer"]) == -1
+    assert list(saved["prompts"]) == [IOI.clean, IOI.corrupted]
+    assert [doc["clean_prompt"], doc["corrupted_prompt"]] == [IOI.clean, IOI.corrupted]
+    assert "".join(saved["clean_tokens"]) == IOI.clean and len(saved["clean_tokens"]) == n
+    assert "".join(saved["corrupted_tokens"]) == IOI.corrupted
+    assert len(saved["axes"]) == 2 and "embeddings" in str(saved["axes"][0])
+    assert doc["axes"]["rows"] == str(saved["axes"][0]) and "position" in doc["axes"]["columns"]
 
 
 def _close_metric(at, clean: float, corrupted: float) -> bool:

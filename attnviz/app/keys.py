@@ -149,6 +149,7 @@ KEEP_EDITS_NPZ = "keep_edits_npz"       # the button saving the edits to a file
 DISMISS_LOST_EDITS = "dismiss_lost_edits"  # the button dismissing the lost-edits notice
 _section("links generate_view")
 GEN_FROM_LINK = "gen_from_link"         # tokens a link asks Generate to make again (its count)
+GEN_LINK_COUNT = "gen_link_count"       # (the link's recipe, that count): said until Generate is pressed
 
 # ---- widgets every page uses --------------------------------------------------------------------
 _section("widgets")
