@@ -72,21 +72,33 @@ def test_progress_is_monotone_and_reaches_the_total():
 
 def test_a_job_stops_when_every_learner_leaves_and_resume_goes_on_from_its_partial():
     queue = HeavyQueue(workers=1)
-    calls, gate = [], threading.Event()
-    job = queue.submit("s", counting_work(50, calls, gate), total=50, learner="a")
-    queue.submit("s", counting_work(50, calls, gate), total=50, learner="b")
+    calls, reached, release = [], threading.Event(), threading.Event()
+
+    def work(resume, progress, should_stop):
+        calls.append(resume)
+        done = list(resume or [])
+        while len(done) < 50:
+            if should_stop():
+                return done
+            done.append(len(done))
+            progress(len(done), 50)
+            if len(done) == 5 and resume is None:          # the first run holds here
+                reached.set()
+                release.wait(5)
+        return done
+
+    job = queue.submit("s", work, total=50, learner="a")
+    assert queue.submit("s", work, total=50, learner="b") is job
+    assert reached.wait(10)
     queue.leave(job, "a")
-    gate.set()
-    time.sleep(0.02)
     assert job.running and not job.stop.is_set()      # b still wants it
     queue.leave(job, "b")
+    release.set()
     assert job.wait(10)
-    assert job.ended == "stopped" and 0 < len(job.result) < 50
-    kept = list(job.result)
-    again = queue.submit("s", counting_work(50, calls), total=50, learner="a",
-                         done=len(kept))
-    assert again is not job and again.wait(10)
-    assert calls[-1] == kept                           # resumed from the partial result
+    assert job.ended == "stopped" and job.result == list(range(5))
+    again = queue.submit("s", work, total=50, learner="a", done=5)
+    assert again is not job and again.done == 5 and again.wait(10)
+    assert calls == [None, list(range(5))]             # resumed from the partial result
     assert again.ended == "finished" and again.result == list(range(50))
     queue.close()
 
