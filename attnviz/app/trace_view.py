@@ -39,6 +39,7 @@ MAX_PATCH_CHARS = 400       # a patching prompt's characters: a short sentence
 MAX_PATCH_TOKENS = 32       # and its tokens: residual patching is (L + 1) × n runs
 MAX_PATCH_WORK = 10_000     # one click's patches × the tokens each computes (patch_work)
 POLL_SECONDS = 1.0          # the running patching's progress, polled
+STOP_WAIT = 30.0            # s a Stop waits for the batch under way (its partial result)
 TOP_PATCHES = 5             # the strongest patches listed under the map
 
 THRESHOLD = 0.04            # the flow's default: the smallest importance an edge keeps
@@ -299,6 +300,8 @@ def _run(m, key, clean_ids, corrupted_ids, answers, where, layer):
             stopped = True
     work = _work(m, key, clean_ids, corrupted_ids, answers, where, layer)
     if stopped:
+        if job is not None and job.stop.is_set():   # nobody else wants it: its batch ends
+            job.wait(STOP_WAIT)                      # and its partial result is kept
         partial = queue.partial(key)
         done = partial.done if partial is not None else 0 if job is None else job.done
         st.info(t("trace.patch.stopped", done=done, total=size))
