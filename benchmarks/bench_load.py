@@ -5,6 +5,7 @@ protocol (no browsers), each with its own sentence in its link, moving across th
     python benchmarks/bench_load.py --sessions 10 --interval 2 --views 3 --memory-sessions 20
     python benchmarks/bench_load.py --url http://127.0.0.1:8501 [--pid PID]
     python benchmarks/bench_load.py --replicas 2         # two servers behind Debian's haproxy
+    python benchmarks/bench_load.py --patch 10 --settle 150   # a patching storm (issue 34)
 
 Each session speaks the browser's protocol on /_stcore/stream (subprotocol "streamlit" and a
 placeholder token, as the frontend sends without a token): its first BackMsg `rerun_script`
@@ -41,6 +42,11 @@ finished, `--duration` s) through the proxy with one replica and with K replicas
 `--without-cookie` is the control: the same proxy without its affinity cookie (round robin),
 where sessions that reconnect land on the other replica and lose their sentence.
 `--option runner.postScriptGC=false` (any Streamlit option) goes to the servers started.
+`--patch N`: a patching storm — N learners open Trace the answer's patching tab by a link with
+their own pair (`--patch-where`, default mlp), press Patch at once and poll its live fragment
+until the map is shown, while an observer opens a page a second: the observer's first chart
+(p95 budget 1 s), how many finished, the places and progress each saw, the server's CPU and
+RSS (and `--settle` s later).
 `--vary`: each session's link also sets its own sizes (d_model up to 256, up to 12 heads), seed,
 biases, causal mask and positions, so no two sessions share a trace.
 
@@ -85,6 +91,7 @@ MEMORY_BUDGET = 1.5        # RSS once the sessions are gone, against idle (issue
 PAGES = ("home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading")
 OBSERVED = ("steps", "home", "multihead", "inputs")      # --train: the observer's pages
 OBSERVER_P95_BUDGET = 3.0      # s, the observer's first chart while learners train (issue 19)
+STORM_P95_BUDGET = 1.0         # s, the observer's first chart during a patching storm (issue 34)
 LEAVER_STEPS = 1000            # --leave: the largest run the page allows (the work bound)
 WORD = re.compile(r"[a-z]+")
 
@@ -528,6 +535,7 @@ class Sent:
     fragment: str | None = None
     interval: float = 1.0
     stopped_polling: bool = False
+    charts: int = 0
 
 
 @dataclass
@@ -551,6 +559,9 @@ class Learner(Session):
     sends them), presses Train, then reruns the page's live fragment every second as the
     browser does (st.fragment(run_every=1)), until the finished run is shown."""
 
+    page = "train"                  # the page whose live fragment is polled
+    first_query = ""                # the link the page is first opened with
+
     async def send(self, *, page: str | None = None, widgets=(), fragment: str | None = None,
                    auto: bool = False) -> Sent:
         msg = BackMsg()
@@ -558,10 +569,10 @@ class Learner(Session):
         if page is not None and page in self.pages:
             rerun.page_script_hash = self.pages[page]
         elif page is not None:
-            rerun.query_string, rerun.page_name = "", page
+            rerun.query_string, rerun.page_name = self.first_query, page
         if fragment:
             rerun.fragment_id, rerun.is_auto_rerun = fragment, auto
-            rerun.page_script_hash = self.pages.get("train", "")
+            rerun.page_script_hash = self.pages.get(self.page, "")
         for widget in widgets:
             rerun.widget_states.widgets.append(widget)
         await self.ws.send(msg.SerializeToString())
@@ -581,6 +592,8 @@ class Learner(Session):
                     sent.texts.append("progress: " + e.progress.text)
                 elif etype in ("alert", "heading", "markdown"):
                     sent.texts.append(getattr(e, etype).body)
+                elif etype == "plotly_chart":
+                    sent.charts += 1
             elif kind == "new_session" and self._first_run:
                 self.result.session_ids.append(fwd.new_session.initialize.session_id)
                 self._first_run = False
@@ -650,6 +663,93 @@ class Learner(Session):
                 out.started = time.monotonic()
                 out.places.append(0)
             elif FINISHED_HEADING.search(text) and out.finished is None:
+                out.finished, out.heading = time.monotonic(), text
+
+
+@dataclass
+class PatcherResult(LearnerResult):
+    progress: list[int] = field(default_factory=list)     # patches done, as polled
+    total: int = 0
+
+
+PATCHING_PLACE = re.compile(r"your patching is number (\d+) in the queue")
+PATCHING_PROGRESS = re.compile(r"^progress: Patching: (\d+) of (\d+)")
+PATCHED = re.compile(r"^Logit difference ")          # the finished patching's first line
+ANIMALS = ("cat", "dog", "cow", "pig", "fox", "owl", "bee", "rat", "bat", "hen")
+
+
+def patching_link(index: int, where: str = "mlp") -> str:
+    """Learner `index`'s own pair (its number in both prompts, two animals differing at one
+    position), the patching tab open, in English."""
+    from urllib.parse import urlencode
+
+    from attnviz.i18n import render
+
+    a, b, c = (ANIMALS[(index + k) % len(ANIMALS)] for k in (0, 1, 3))
+    clean, corrupted = (f"Room {index}: the {a} chased the {x} into the" for x in (b, c))
+    return urlencode({"lang": "en", "model": "smollm2", "tr_pair": "custom",
+                      "tr_view": render("trace.tab.patching", "en"), "tr_where": where,
+                      "tr_clean": clean, "tr_corrupted": corrupted})
+
+
+class Patcher(Learner):
+    """A learner on Trace the answer's patching tab: opens its own pair by a link, presses
+    Patch, then polls the live fragment as the browser does until the effect map is shown."""
+
+    page = "trace"
+
+    def __init__(self, *args, where: str = "mlp"):
+        super().__init__(*args)
+        self.first_query = patching_link(self.index, where)
+
+    async def patch(self, start: float, deadline: float = 3600) -> PatcherResult:
+        out = PatcherResult(self.index)
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, start - loop.time()))
+        try:
+            await self.open(proxy=False)
+            sent = await self.send(page=self.page)
+            labels = [k for k in sent.buttons if k.startswith("Patch (")]
+            if not labels:
+                raise RuntimeError(f"no Patch button; the page said {sent.texts[-3:]}")
+            label = labels[0]
+            out.clicked = time.monotonic()
+            sent = await self.send(page=self.page, widgets=[
+                WidgetState(id=sent.buttons[label], trigger_value=True)])
+            end = loop.time() + deadline
+            while loop.time() < end:
+                self._note_patching(sent, out)
+                if out.finished is not None:
+                    break
+                if sent.fragment is None:
+                    raise RuntimeError(f"no live fragment to poll; the page said "
+                                       f"{sent.texts[-3:]}")
+                await asyncio.sleep(sent.interval)
+                fragment = sent.fragment
+                sent = await self.send(fragment=fragment, auto=True)
+                sent.fragment = sent.fragment or fragment
+        except Exception as exc:                        # noqa: BLE001 - reported, counted
+            out.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            try:
+                await self.close()
+            except Exception:                           # noqa: BLE001
+                pass
+        return out
+
+    @staticmethod
+    def _note_patching(sent: Sent, out: PatcherResult) -> None:
+        for text in sent.texts:
+            place, progress = PATCHING_PLACE.search(text), PATCHING_PROGRESS.search(text)
+            if place:
+                out.places.append(int(place.group(1)))
+            elif progress:
+                out.progress.append(int(progress.group(1)))
+                out.total = int(progress.group(2))
+                if out.started is None:
+                    out.started = time.monotonic()
+                    out.places.append(0)
+            elif PATCHED.search(text) and sent.charts and out.finished is None:
                 out.finished, out.heading = time.monotonic(), text
 
 
@@ -735,6 +835,50 @@ def train_phase(server: "Server", registry: Words, first_index: int, n: int, arg
           "may end just before one that started beside it)")
     print(f"    server RSS before {rss0:.0f} MB, peak {peak.peak:.0f} MB, now "
           f"{rss_mb([server.pid]):.0f} MB")
+    sys.stdout.flush()
+
+
+def storm_phase(server: "Server", registry: Words, first_index: int, n: int, args) -> None:
+    """N learners press Patch at once, each on its own pair, while an observer visits pages."""
+    async def go():
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        observer = asyncio.create_task(observe(server.url, registry, first_index + 10_000,
+                                               stop, args.timeout))
+        await asyncio.sleep(3.0)                   # the observer's first views: a baseline
+        t0 = loop.time()
+        patchers = [Patcher(first_index + k, registry.take(first_index + k), server.url,
+                            registry, args.timeout, where=args.patch_where) for k in range(n)]
+        results = await asyncio.gather(*(p.patch(t0 + 0.5 * k / max(1, n))
+                                         for k, p in enumerate(patchers)))
+        stop.set()
+        return results, await observer
+
+    cpu0 = cpu_seconds([server.pid])
+    with PeakRss([server.pid]) as peak:
+        rss0 = rss_mb([server.pid])
+        results, views = asyncio.run(go())
+    print(f"\n--patch {n}: {n} learners press Patch at once, each on its own pair "
+          f"({args.patch_where}), while an observer opens a page a second")
+    chart = [v.first_chart for v in views if v.first_chart is not None]
+    print(f"    observer: {len(views)} page views, first chart p50 {pct(chart, .5):.2f} s, "
+          f"p95 {pct(chart, .95):.2f} s, max {max(chart, default=float('nan')):.2f} s "
+          f"(budget p95 ≤ {STORM_P95_BUDGET:g} s: "
+          f"{'within' if pct(chart, .95) <= STORM_P95_BUDGET else 'OVER'})")
+    done = [r for r in results if r.finished is not None]
+    print(f"    patchings: {len(done)} of {n} finished; click to map "
+          + ", ".join(f"{r.finished - r.clicked:.1f} s" for r in
+                      sorted(done, key=lambda r: r.finished - r.clicked)))
+    for r in results:
+        print(f"      learner {r.index}: places {sorted(set(r.places), reverse=True)}, "
+              f"progress {r.progress[:3]}…{r.progress[-2:]} of {r.total}"
+              + (f"; {r.errors[0]}" if r.errors else ""))
+    print(f"    server CPU {cpu_seconds([server.pid]) - cpu0:.1f} s; RSS before {rss0:.0f} MB, "
+          f"peak {peak.peak:.0f} MB, now {rss_mb([server.pid]):.0f} MB")
+    if args.settle:
+        time.sleep(args.settle)
+        print(f"    RSS {args.settle:g} s after: {rss_mb([server.pid]):.0f} MB "
+              f"({rss_mb([server.pid]) / rss0:.2f}× before)")
     sys.stdout.flush()
 
 
@@ -939,15 +1083,20 @@ def make_words(args) -> Words:
 
 
 def training(args) -> None:
-    """--train N… and --leave: learners on the Train page, an observer on the others."""
+    """--train N…, --leave and --patch N…: learners on the Train page (or patching on Trace
+    the answer), an observer on the others."""
     registry = make_words(args)
     options = list(args.option)
     if args.leave:
         options.append(f"server.disconnectedSessionTTL={args.ttl:g}")
-    env = {"ATTNVIZ_TRAIN_WORKERS": str(args.workers)} if args.workers else None
+    env = {"ATTNVIZ_TRAIN_WORKERS": str(args.workers),
+           "ATTNVIZ_HEAVY_WORKERS": str(args.workers)} if args.workers else None
     server = Server(options, env)
     try:
         warm_up([server.url], registry, args.timeout)
+        if args.patch:
+            patching(server, registry, args)
+            return
 
         async def first_run():                 # torch's import and first steps: not measured
             learner = Learner(-2, registry.take(-2), server.url, registry, args.timeout)
@@ -970,6 +1119,25 @@ def training(args) -> None:
         print(f"load average after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     finally:
         server.stop()
+
+
+def patching(server: "Server", registry: Words, args) -> None:
+    """--patch N…: a warm-up patching (SmolLM2's load: not measured), then the storms."""
+    async def first_run():
+        return await Patcher(-2, registry.take(-2), server.url, registry, args.timeout,
+                             where=args.patch_where).patch(asyncio.get_running_loop().time())
+
+    warm = asyncio.run(first_run())
+    if warm.errors or warm.finished is None:
+        raise RuntimeError(f"the warm-up patching failed: {warm.errors}")
+    load = os.getloadavg()
+    print(f"server pid {server.pid}; heavy workers: {args.workers or 'one per core'} of "
+          f"{os.cpu_count()} cores; load average before {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f}")
+    index = 0
+    for n in args.patch:
+        storm_phase(server, registry, index, n, args)
+        index += n
 
 
 def single(args) -> None:
@@ -1076,6 +1244,12 @@ def main() -> None:
     parser.add_argument("--train", default="", metavar="N[,N…]",
                         help="N learners press Train at once while an observer opens pages "
                              "(one phase per N); only the training phases run")
+    parser.add_argument("--patch", default="", metavar="N[,N…]",
+                        help="a patching storm: N learners press Patch at once, each on its "
+                             "own pair, while an observer opens pages (one phase per N)")
+    parser.add_argument("--patch-where", default="mlp", choices=("resid", "attn", "mlp",
+                                                                 "heads"),
+                        help="with --patch: what each learner patches")
     parser.add_argument("--leave", action="store_true",
                         help="a learner starts the largest run and closes the page: time "
                              "until the run stops")
@@ -1106,7 +1280,8 @@ def main() -> None:
     VARY, TOKENS = args.vary, args.tokens
     args.sessions = [int(n) for n in args.sessions.split(",") if n.strip()]
     args.train = [int(n) for n in args.train.split(",") if n.strip()]
-    if args.train or args.leave:
+    args.patch = [int(n) for n in args.patch.split(",") if n.strip()]
+    if args.train or args.leave or args.patch:
         training(args)
     elif args.replicas > 1:
         replicated(args)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_link, page_in
+from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_link, page_in, shows
 
 TEXT = "The animal didn't cross the street because it was too tired"
 
@@ -40,6 +40,15 @@ def test_generate_brings_back_the_prompt_the_sampling_and_the_tokens_generated(d
     no_exceptions(at)
     assert link_of(at)["gen_tokens"] == "6"
     again = reopened(at, "pages/generate.py")
+    # the link generates nothing by itself (issue 34): its count waits in the box, said
+    assert "generate_run" not in again.session_state
+    assert again.number_input(key="gen_count").value == 6
+    assert shows(again.info, "generate.link.press", n=6)
+    assert not any("gen_from_link" in e.value for e in (*again.info, *again.warning))
+    [many] = [b for b in again.button if b.key == "gen_many"]
+    many.click().run()
+    no_exceptions(again)
+    assert not shows(again.info, "generate.link.press")
     gen = again.session_state["generate_run"]["generation"]
     # the same generation, made again from prompt, settings, seed and count
     assert list(gen.new_ids) == list(made.new_ids)
@@ -50,6 +59,22 @@ def test_generate_brings_back_the_prompt_the_sampling_and_the_tokens_generated(d
     assert again.select_slider(key="gen_step").value == 4
     assert again.selectbox(key="gen_layer").value == 3
     assert titles(again) == titles(at)
+
+
+@pytest.mark.slow
+def test_a_generation_made_on_this_server_is_shown_at_once_by_its_link(decoder):
+    """A learner presses Generate 3; a fresh session opening their link sees those tokens
+    without a press (no generation runs: the one made is reused)."""
+    prompt = "Two plus two is"
+    at = page_in("pages/generate.py", gen_prompt=prompt, gen_count=3)
+    [many] = [b for b in at.button if b.key == "gen_many"]
+    many.click().run()
+    no_exceptions(at)
+    made = at.session_state["generate_run"]["generation"]
+    assert link_of(at)["gen_tokens"] == "3"
+    again = reopened(at, "pages/generate.py")
+    assert again.session_state["generate_run"]["generation"] is made
+    assert not shows(again.info, "generate.link.press")
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ import pytest
 
 from attnviz.app import keys
 from attnviz.i18n import render, use_language
+from attnviz.models import heavy
 from attnviz.tutorials.patching_pairs import patching_pair
 from tests.apptest_helpers import (charts, heatmap_z, no_exceptions, open_link, page_in,
                                    plain, record_downloads, shows)
@@ -29,6 +30,15 @@ def patch_button(at):
     found = [b for b in at.button if b.key == keys.TR_PATCH]
     assert found, [b.key for b in at.button]
     return found[0]
+
+
+def patched(at):
+    """Patch pressed: the page queues the job and returns at once; the page again once the
+    server's queue has computed it."""
+    patch_button(at).click().run()
+    no_exceptions(at)
+    assert heavy.default_queue().wait_idle(300)
+    return at.run()
 
 
 def patching_page(lang: str = "en", **state):
@@ -74,7 +84,7 @@ def test_residual_patching_of_the_ioi_pair(torch, hf_decoder, monkeypatch):
     assert at.text_input(key=keys.TR_CLEAN).value == IOI.clean
     assert at.text_input(key=keys.TR_CORRUPTED).value == IOI.corrupted
     assert not effect_maps(at)                           # nothing runs before the click
-    patch_button(at).click().run()
+    patched(at)
     no_exceptions(at)
     [fig] = effect_maps(at)
     z = heatmap_z(fig)
@@ -96,6 +106,15 @@ def test_residual_patching_of_the_ioi_pair(torch, hf_decoder, monkeypatch):
     doc = json.loads(made["attnviz_patching_resid.json"]())
     assert doc["where"] == "resid" and doc["complete"] is True
     np.testing.assert_array_equal(np.array(doc["effect"]), z)
+    # the export says what it is: the model, the prompts and their tokens, the kind, the axes
+    assert str(saved["model"]) == doc["model"] == "SmolLM2-135M-Instruct"
+    assert str(saved["where"]) == "resid" and int(saved["layer"]) == -1
+    assert list(saved["prompts"]) == [IOI.clean, IOI.corrupted]
+    assert [doc["clean_prompt"], doc["corrupted_prompt"]] == [IOI.clean, IOI.corrupted]
+    assert "".join(saved["clean_tokens"]) == IOI.clean and len(saved["clean_tokens"]) == n
+    assert "".join(saved["corrupted_tokens"]) == IOI.corrupted
+    assert len(saved["axes"]) == 2 and "embeddings" in str(saved["axes"][0])
+    assert doc["axes"]["rows"] == str(saved["axes"][0]) and "position" in doc["axes"]["columns"]
 
 
 def _close_metric(at, clean: float, corrupted: float) -> bool:
@@ -130,7 +149,7 @@ def test_the_chinese_pair_compares_the_first_piece_of_its_answers_named_as_chara
                          count=2, token=f"`{answer}[1/2]`")
     if not effect_maps(at):             # the other language's result is every learner's
         with use_language(lang):
-            patch_button(at).click().run()
+            at = patched(at)
     no_exceptions(at)
     [line] = [plain(m) for m in at.markdown if "四[1/2]" in m.value]
     assert "六[1/2]" in line and "<0x" not in line and "\ufffd" not in line
@@ -169,10 +188,60 @@ def test_one_answer_typed_is_said():
     assert shows(at.error, "trace.patch.one_answer")
 
 
-def test_a_prompt_too_long_is_refused_with_its_count(decoder):
+def test_a_prompt_too_long_is_refused_with_its_count_once(decoder):
     long = "one two three four five six seven eight nine ten " * 4
     at = patching_page(tr_pair="custom", tr_clean=long, tr_corrupted=long)
     assert shows(at.error, "trace.patch.too_long", tokens=len(decoder.encode(long)), limit=32)
+    assert len(at.error) == 1
+    assert shows(at.caption, "trace.patch.limits", tokens=32)     # said before, too
+    assert not [b for b in at.button if b.key in (keys.TR_PATCH, keys.TR_STOP)]
+
+
+def test_an_answer_of_two_tokens_is_read_as_its_first_before_any_press(decoder):
+    """Issue 34.9: a two-token answer was accepted by the form and refused after the press;
+    now the form says, before any press, that its first token is compared (34.8)."""
+    assert len(decoder.encode("四")) == 2
+    at = patching_page(tr_pair="custom", tr_clean=FACTUAL.clean, tr_corrupted=FACTUAL.corrupted,
+                       tr_answer_clean=" Paris", tr_answer_corrupted="四")
+    no_exceptions(at)
+    assert not at.error
+    assert shows(at.caption, "trace.patch.answer.first_token", text="`四`", count=2,
+                 token="`四[1/2]`")
+    assert [b for b in at.button if b.key == keys.TR_PATCH]
+
+
+def test_the_work_of_one_click_is_said_before_and_bounded(decoder):
+    """The preset's work is said on the form (positions before the first difference are
+    neither patched nor recomputed); two 32-token prompts differing at their first token ask
+    for 31 × 32 patches of 32 tokens each: refused, with no button."""
+    clean, corrupted = decoder.encode(IOI.clean), decoder.encode(IOI.corrupted)
+    n, first = len(clean), int(np.flatnonzero(clean != corrupted)[0])
+    at = patching_page()
+    assert shows(at.caption, "trace.patch.budget", patches=31 * (n - first),
+                 tokens=n - first, work=31 * (n - first) ** 2, limit=10_000)
+    words = " cat" * 31
+    assert len(decoder.encode("A" + words)) == len(decoder.encode("B" + words)) == 32
+    at = patching_page(tr_pair="custom", tr_clean="A" + words, tr_corrupted="B" + words)
+    assert shows(at.error, "trace.patch.over_budget", patches=31 * 32, tokens=32,
+                 work=31 * 32 * 32, limit=10_000)
+    assert not [b for b in at.button if b.key == keys.TR_PATCH]
+
+
+def test_a_link_that_was_patched_restores_the_form_but_patches_nothing():
+    """tr_ran=1 for prompts nobody patched: the form comes back with the Patch button and a
+    word saying to press it; no job reaches the server's queue."""
+    queue = heavy.default_queue()
+    started = queue.started
+    at = open_link({"model": "smollm2", "tr_pair": "custom", "tr_where": "mlp",
+                    "tr_clean": "The cat sat on the mat", "tr_corrupted": "The dog sat on the mat",
+                    "tr_ran": "1", "tr_view": render("trace.tab.patching", "en")},
+                   "pages/trace.py")
+    no_exceptions(at)
+    assert at.text_input(key=keys.TR_CLEAN).value == "The cat sat on the mat"
+    assert shows(at.info, "trace.patch.from_link")
+    patch_button(at)
+    assert not effect_maps(at) and not [b for b in at.button if b.key == keys.TR_STOP]
+    assert queue.started == started and queue.status() == (0, 0)
 
 
 def test_a_link_of_a_patched_view_patches_again_in_a_fresh_session(torch, hf_decoder):
@@ -181,15 +250,18 @@ def test_a_link_of_a_patched_view_patches_again_in_a_fresh_session(torch, hf_dec
     rows are the 30 layers; a patch before the prompts' first difference changes nothing."""
     at = patching_page("zh", tr_pair="factual", tr_where="attn")
     with use_language("zh"):
-        patch_button(at).click().run()
+        patched(at)
     no_exceptions(at)
+    assert not [b for b in at.button if b.key == keys.TR_STOP]      # finished: no Stop left
     link = {k: v for k, v in at.query_params.items()}
     assert link[keys.TR_PAIR] == "factual" and link[keys.TR_WHERE] == "attn"
     assert link[keys.TR_RAN] == "1"
+    started = heavy.default_queue().started
     with use_language("zh"):
         again = open_link({k: v[0] if isinstance(v, list) else v for k, v in link.items()},
                           "pages/trace.py")
     no_exceptions(again)
+    assert heavy.default_queue().started == started         # shown, not computed again
     [before], [after] = effect_maps(at), effect_maps(again)
     z = heatmap_z(after)
     np.testing.assert_array_equal(z, heatmap_z(before))
@@ -366,7 +438,7 @@ def test_a_click_on_a_head_of_the_heads_map_opens_it_step_by_step():
     from tests.apptest_helpers import click_points
 
     at = patching_page(tr_pair="factual", tr_where="heads")
-    patch_button(at).click().run()
+    patched(at)
     [fig] = effect_maps(at)
     x, y = fig["data"][0]["x"], fig["data"][0]["y"]
     assert len(x) == 9 and len(y) == 30

@@ -38,6 +38,10 @@ from attnviz.app.text import (MAX_PROMPT_CHARS, at_limit, bound, code, literal, 
 LENS_TOP = 5                            # the tokens each row of a step's lens keeps (its hover)
 # a step's lens, once for every learner: (the text before the new token, the token) → the lens
 # of its last position, (rows, 1, d_model) streams ≈ 71 KB, and its top tokens as written
+# generations made from a prompt in one press, for any link asking for the same (prompt,
+# chat, temperature, seed, count): each step's attention rows, ≤ 40 × 30 × 9 × 553 floats
+_MADE = SizedCache(max_bytes=32 * 2**20, max_entries=32,
+                   size_of=lambda gen: sum(s.attentions.nbytes for s in gen.steps))
 _STEP_LENSES = SizedCache(max_bytes=16 * 2**20, max_entries=128,
                           size_of=lambda found: found[0].residuals.nbytes)
 
@@ -150,19 +154,28 @@ def controls() -> tuple[float, int, bool]:
 def from_link(m: DecoderModel, text: str, chat: bool, temperature: float,
               seed: int) -> Generation | None:
     """The generation a link asked for (its prompt, settings and number of tokens: one
-    generation is reproducible from them), made again once; None when it asked for none."""
+    generation is reproducible from them) when one was made already on this server; else the
+    link's count put in the "Generate N" box and said: a link never generates by itself."""
     count = st.session_state.pop(keys.GEN_FROM_LINK, 0)
     if not count:
         return None
-    try:
-        with st.spinner(t("generate.running", n=count)):
-            gen = m.generate(text, max_new_tokens=count, temperature=temperature, seed=seed,
-                             chat=chat)
-    except AttnvizInputError as exc:
-        cannot_run(exc)
-    st.session_state[keys.GENERATE_RUN] = {"recipe": (text, chat, temperature, seed),
-                                           "generation": gen}
-    return gen
+    gen = _MADE.peek((text, chat, temperature, seed, count))
+    if gen is not None:
+        st.session_state[keys.GENERATE_RUN] = {"recipe": (text, chat, temperature, seed),
+                                               "generation": gen}
+        return gen
+    st.session_state[keys.GEN_COUNT] = count
+    st.session_state[keys.GEN_LINK_COUNT] = ((text, chat, temperature, seed), count)
+    return None
+
+
+def link_notice(text: str, chat: bool, temperature: float, seed: int) -> None:
+    """What a link's generation needs: a press (said while the prompt and settings are the
+    link's, until the page generates)."""
+    recipe, count = st.session_state.get(keys.GEN_LINK_COUNT) or (None, 0)
+    if count and recipe == (text, chat, temperature, seed):
+        st.info(t("generate.link.press", n=count,
+                  button=t("generate.button.many", n=count)), icon=":material/link:")
 
 
 def buttons(m: DecoderModel, text: str, chat: bool, temperature: float, seed: int,
@@ -197,9 +210,13 @@ def buttons(m: DecoderModel, text: str, chat: bool, temperature: float, seed: in
                     else m.generate_more(gen, total - count)
         except AttnvizInputError as exc:
             cannot_run(exc)
+        linked = st.session_state.pop(keys.GEN_LINK_COUNT, None)
+        if count == 0:                 # one generation from the prompt: a link's, for anyone
+            _MADE.get((text, chat, temperature, seed, len(gen.steps)), lambda: gen)
         st.session_state[keys.GENERATE_RUN] = {"recipe": (text, chat, temperature, seed),
                                                "generation": gen}
-        st.session_state[keys.GEN_STEP] = len(gen.steps)
+        if not (linked and st.session_state.get(keys.GEN_STEP) in range(1, len(gen.steps) + 1)):
+            st.session_state[keys.GEN_STEP] = len(gen.steps)      # a link's step is kept
         st.rerun()                           # the buttons again, as the state now is
     if gen is not None and gen.stopped == "eos":
         st.info(t("generate.stopped.eos"))

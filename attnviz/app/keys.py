@@ -149,6 +149,7 @@ KEEP_EDITS_NPZ = "keep_edits_npz"       # the button saving the edits to a file
 DISMISS_LOST_EDITS = "dismiss_lost_edits"  # the button dismissing the lost-edits notice
 _section("links generate_view")
 GEN_FROM_LINK = "gen_from_link"         # tokens a link asks Generate to make again (its count)
+GEN_LINK_COUNT = "gen_link_count"       # (the link's recipe, that count): said until Generate is pressed
 
 # ---- widgets every page uses --------------------------------------------------------------------
 _section("widgets")
@@ -372,10 +373,9 @@ TR_LAYER = "tr_layer"                   # Patching: the layer of "each head at e
 TR_PATCH = "tr_patch"                   # Patching: the button starting it
 TR_STOP = "tr_stop"                     # Patching: the button stopping it
 TR_RESUME = "tr_resume"                 # Patching: the button going on after a stop
-TR_RAN = "tr_ran"                       # Patching: True once patched (a link patches again)
-TR_RUN_FOR = "tr_run_for"               # Patching: the settings patching was asked for
+TR_RAN = "tr_ran"                       # Patching: True once patched (a link shows it, never patches)
+TR_JOB = "tr_job"                       # Patching: (settings, the queue's job, this learner's token)
 TR_STOPPED_FOR = "tr_stopped_for"       # Patching: the settings whose patching was stopped
-TR_PARTIAL = "tr_partial"               # Patching: (settings, the partial result so far)
 TR_MAP = "tr_map"                       # Patching: the effect map
 TR_PICK = "tr_pick"                     # Patching: the head clicked on a heads map (where, layer, head)
 FL_POSITION = "fl_position"             # Information flow: the position traced

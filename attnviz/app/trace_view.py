@@ -4,16 +4,19 @@ and a corrupted prompt: which layer, position or head carries the answer) and in
 (Ferrando & Voita's contribution graph of the sidebar's sentence, from one position down to
 the tokens).
 
-Patching runs in chunks of about CHUNK_SECONDS: after each the partial result is kept in the
-session, so "Stop" (whose click ends the run at the next chunk) loses nothing and "Resume" goes
-on from it; a finished result is kept for every learner (the same prompts, answers and kind
-give the same numbers).
+Patching runs on the server's queue for heavy work (``attnviz.models.heavy``: a bounded number
+of workers, the rest waiting in order), one job per request whoever asks: the same prompts,
+answers and kind give the same numbers, so learners asking for them share one job, running or
+finished. The page polls its job (place in the queue, patches done); "Stop" leaves it (the job
+stops when no learner wants it, its partial result kept, "Resume" goes on from it). One click
+asks for at most MAX_PATCH_WORK (patches × tokens), said on the form before the press; a link
+restores the form and shows a result computed already, but never starts a patching.
 """
 
 from __future__ import annotations
 
 import math
-import time
+import uuid
 
 import numpy as np
 import streamlit as st
@@ -24,8 +27,8 @@ from attnviz.core.cache import SizedCache, nbytes, python_bytes
 from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import language, t
-from attnviz.models import registry
-from attnviz.models.patching import effect_shape
+from attnviz.models import heavy, registry
+from attnviz.models.patching import effect_shape, patch_work
 from attnviz.plot import figures, flow_figures
 from attnviz.tutorials.patching_pairs import PATCHING_PAIRS, patching_pair
 
@@ -34,7 +37,9 @@ PAIRS = tuple(p.name for p in PATCHING_PAIRS) + ("custom",)   # trace.patch.pair
 WHERE = ("resid", "attn", "mlp", "heads", "heads_pos")        # trace.patch.where.option.*
 MAX_PATCH_CHARS = 400       # a patching prompt's characters: a short sentence
 MAX_PATCH_TOKENS = 32       # and its tokens: residual patching is (L + 1) × n runs
-CHUNK_SECONDS = 2.0         # patching between two points where "Stop" can end the run
+MAX_PATCH_WORK = 10_000     # one click's patches × the tokens each computes (patch_work)
+POLL_SECONDS = 1.0          # the running patching's progress, polled
+STOP_WAIT = 30.0            # s a Stop waits for the batch under way (its partial result)
 TOP_PATCHES = 5             # the strongest patches listed under the map
 
 THRESHOLD = 0.04            # the flow's default: the smallest importance an edge keeps
@@ -185,16 +190,17 @@ def _answer_label(m, typed, token_id: int, fallback: str = "") -> str:
     return token_shown(fallback)
 
 
-def _prompt_ids(m, text: str) -> np.ndarray | None:
-    """The prompt's tokens (None, said, when empty or too long)."""
-    if not text.strip():
+def _prompt_ids(m, texts: tuple[str, str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both prompts' tokens (None, said once, when one is empty or too long)."""
+    if not all(text.strip() for text in texts):
         st.info(t("trace.patch.empty"))
         return None
-    ids = m.encode(text)
-    if len(ids) > MAX_PATCH_TOKENS:
-        st.error(t("trace.patch.too_long", tokens=len(ids), limit=MAX_PATCH_TOKENS))
+    ids = [m.encode(text) for text in texts]
+    longest = max(len(i) for i in ids)
+    if longest > MAX_PATCH_TOKENS:
+        st.error(t("trace.patch.too_long", tokens=longest, limit=MAX_PATCH_TOKENS))
         return None
-    return ids
+    return ids[0], ids[1]
 
 
 def _show_tokens(m, clean_ids: np.ndarray, corrupted_ids: np.ndarray) -> bool:
@@ -222,13 +228,49 @@ def patching_key(clean_ids, corrupted_ids, answers, where: str, layer: int | Non
             answers, where, layer)
 
 
-def _ask(key: tuple) -> None:
+def within_budget(m, where: str, clean_ids, corrupted_ids) -> bool:
+    """The work this patching asks for, said before the press: True when within
+    MAX_PATCH_WORK, else refused (said why, with what would fit)."""
+    patches, tokens = patch_work(m, where, clean_ids, corrupted_ids)
+    if patches * tokens > MAX_PATCH_WORK:
+        st.error(t("trace.patch.over_budget", patches=patches, tokens=tokens,
+                   work=patches * tokens, limit=MAX_PATCH_WORK))
+        return False
+    st.caption(t("trace.patch.budget", patches=patches, tokens=tokens, work=patches * tokens,
+                 limit=MAX_PATCH_WORK))
+    return True
+
+
+def _work(m, key, clean_ids, corrupted_ids, answers, where, layer):
+    """The patching as the queue runs it (``heavy.Work``): one ``patch`` call, resumed from a
+    stopped job's partial result; a finished result kept for every learner."""
+    def work(resume, progress, should_stop):
+        result = m.patch(clean_ids, corrupted_ids, answers=answers, where=where, layer=layer,
+                         resume=resume, progress=progress, should_stop=should_stop)
+        if result.complete:
+            _PATCHES.get(key, lambda: result)
+        return result
+    return work
+
+
+def _ask(key: tuple, work, size: int) -> None:
+    """on_click of Patch and Resume: this learner joins the server's job for these inputs
+    (a new one, resumed from a partial result, when none is queued or running)."""
+    from attnviz.app.train_view import alive_check
+
+    queue = heavy.default_queue()
+    token = uuid.uuid4().hex
+    partial = queue.partial(key)
+    job = queue.submit(key, work, total=size, learner=token, alive=alive_check(),
+                       done=0 if partial is None else partial.done)
     st.session_state[keys.TR_RAN] = True
-    st.session_state[keys.TR_RUN_FOR] = key
+    st.session_state[keys.TR_JOB] = (key, job, token)
     st.session_state[keys.TR_STOPPED_FOR] = None
 
 
-def _stop(key: tuple) -> None:
+def _stop(key: tuple, job, token: str) -> None:
+    """on_click of Stop: this learner leaves the job (it stops when nobody wants it)."""
+    heavy.default_queue().leave(job, token)
     st.session_state[keys.TR_STOPPED_FOR] = key
 
 
@@ -241,15 +283,17 @@ def patching_tab() -> None:
     if where == "heads_pos":
         layer = pretrained_view.pick_number("layer", m.num_layers, keys.TR_LAYER,
                                             default=m.num_layers - 1)
-    clean_ids, corrupted_ids = _prompt_ids(m, clean_text), _prompt_ids(m, corrupted_text)
-    if clean_ids is None or corrupted_ids is None:
+    st.caption(t("trace.patch.limits", tokens=MAX_PATCH_TOKENS, limit=MAX_PATCH_WORK))
+    ids = _prompt_ids(m, (clean_text, corrupted_text))
+    if ids is None:
         return
+    clean_ids, corrupted_ids = ids
     if not _show_tokens(m, clean_ids, corrupted_ids):
         return
+    if not within_budget(m, where, clean_ids, corrupted_ids):
+        return
     key = patching_key(clean_ids, corrupted_ids, answers, where, layer)
-    if st.session_state.get(keys.TR_RAN) and st.session_state.get(keys.TR_RUN_FOR) is None:
-        st.session_state[keys.TR_RUN_FOR] = key          # a link that was patched: again
-    result = _PATCHES.peek(key)
+    result = _PATCHES.peek(key)             # computed already, for any learner: shown at once
     if result is None:
         result = _run(m, key, clean_ids, corrupted_ids, answers, where, layer)
     if result is not None:
@@ -257,47 +301,60 @@ def patching_tab() -> None:
 
 
 def _run(m, key, clean_ids, corrupted_ids, answers, where, layer):
-    """The patching asked for: computed chunk by chunk (a partial one kept in the session,
-    resumed), with "Patch", "Stop" and "Resume" buttons and a progress bar. The result when
-    finished, or the partial one stopped."""
-    partial = st.session_state.get(keys.TR_PARTIAL)
-    partial = partial[1] if isinstance(partial, tuple) and partial[0] == key else None
-    asked = st.session_state.get(keys.TR_RUN_FOR) == key
-    stopped = st.session_state.get(keys.TR_STOPPED_FOR) == key
+    """The patching asked for, on the server's queue (``attnviz.models.heavy``): the Patch
+    button, then the place in the queue or the progress, live, with Stop; after a Stop, the
+    partial result and Resume. The result when finished, or the partial one stopped."""
+    queue = heavy.default_queue()
     size = int(np.prod(effect_shape(m, where, len(clean_ids))))
-    if not asked:
-        widgets.action_button(t("trace.patch.button", count=size), _ask, (key,),
-                              key=keys.TR_PATCH, type="primary", icon=":material/play_arrow:",
-                              help=t("trace.patch.button.help"))
-        return None
+    mine = st.session_state.get(keys.TR_JOB)
+    job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == key else (None, None)
+    stopped = st.session_state.get(keys.TR_STOPPED_FOR) == key
+    if job is not None and not stopped:
+        if job.running:
+            _live(key, job, token, size)
+            return None
+        if job.ended == "failed":
+            st.error(t("trace.patch.error", error=literal(job.error)))
+        elif job.result is not None and job.result.complete:
+            return _PATCHES.get(key, lambda: job.result)
+        else:
+            stopped = True
+    work = _work(m, key, clean_ids, corrupted_ids, answers, where, layer)
     if stopped:
-        done = 0 if partial is None else partial.done
+        if job is not None and job.stop.is_set():   # nobody else wants it: its batch ends
+            job.wait(STOP_WAIT)                      # and its partial result is kept
+        partial = queue.partial(key)
+        done = partial.done if partial is not None else 0 if job is None else job.done
         st.info(t("trace.patch.stopped", done=done, total=size))
-        widgets.action_button(t("trace.patch.resume"), _ask, (key,), key=keys.TR_RESUME,
-                              icon=":material/play_arrow:")
+        widgets.action_button(t("trace.patch.resume"), _ask, (key, work, size),
+                              key=keys.TR_RESUME, icon=":material/play_arrow:")
         return partial
-    widgets.action_button(t("trace.patch.stop"), _stop, (key,), key=keys.TR_STOP,
-                          icon=":material/stop:", rerun=False)
-    bar = st.progress(0.0 if partial is None else partial.done / size,
-                      text=t("trace.patch.progress", done=0 if partial is None
-                             else partial.done, total=size))
-    try:
-        while partial is None or not partial.complete:
-            started = time.monotonic()
-            partial = m.patch(clean_ids, corrupted_ids, answers=answers, where=where,
-                              layer=layer, resume=partial,
-                              should_stop=lambda: time.monotonic() - started > CHUNK_SECONDS)
-            st.session_state[keys.TR_PARTIAL] = (key, partial)
-            # a point where a click on Stop ends this run, the partial result kept
-            bar.progress(partial.done / size,
-                         text=t("trace.patch.progress", done=partial.done, total=size))
-    except AttnvizInputError as exc:
-        bar.empty()
-        st.error(t("trace.patch.error", error=literal(exc)))
-        return None
-    bar.empty()
-    st.session_state.pop(keys.TR_PARTIAL, None)
-    return _PATCHES.get(key, lambda: partial)
+    if job is None and st.session_state.get(keys.TR_RAN):
+        st.info(t("trace.patch.from_link"))          # a link restores, it does not compute
+    widgets.action_button(t("trace.patch.button", count=size), _ask, (key, work, size),
+                          key=keys.TR_PATCH, type="primary", icon=":material/play_arrow:",
+                          help=t("trace.patch.button.help"))
+    return None
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _live(key: tuple, job, token: str, size: int) -> None:
+    """The job's place in the queue or its progress, polled; Stop. The whole page again when
+    it has ended or this learner stopped."""
+    queue = heavy.default_queue()
+    if not job.running or not queue.wants(job, token):
+        st.rerun()
+    place = queue.place(job)
+    if place:
+        st.info(t("trace.patch.queue", place=place, workers=queue.workers),
+                icon=":material/hourglass_top:")
+    else:
+        st.progress(min(1.0, job.done / size),
+                    text=t("trace.patch.progress", done=job.done, total=size))
+    if len(job.learners) > 1:
+        st.caption(t("trace.patch.shared", count=len(job.learners)))
+    widgets.action_button(t("trace.patch.stop"), _stop, (key, job, token), key=keys.TR_STOP,
+                          icon=":material/stop:")
 
 
 def _pick_head(points: list[dict], where: str, layer: int | None, columns: int) -> None:

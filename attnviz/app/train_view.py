@@ -82,7 +82,7 @@ class LearnerThere:
         return now - self.gone_since < self.grace
 
 
-def _alive_check():
+def alive_check():
     """A callable telling the pool whether this page's learner is still there."""
     session_id = streamlit_compat.session_id()
     if session_id is None:
@@ -237,7 +237,7 @@ def current_job() -> training.TrainingJob | None:
 def _submit(config: toy.ToyConfig) -> None:
     """on_click of Train: queue the run on the server's pool (which checks its work again)."""
     try:
-        st.session_state[keys.TOY_JOB] = training.default_pool().submit(config, _alive_check())
+        st.session_state[keys.TOY_JOB] = training.default_pool().submit(config, alive_check())
     except AttnvizInputError as exc:
         st.session_state[keys.TOY_REFUSED] = exc          # said when shown, in that language
 

@@ -215,6 +215,7 @@ class DecoderModel(ConfigSizes):
     (``special_tokens=True`` reads typed control tokens as control tokens).
     """
 
+    model_name = MODEL_NAME          # a class attribute (not a field): what exports name
     config: gguf_llama.LlamaConfig
     path: Path
     cached_in: Path | None

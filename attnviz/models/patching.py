@@ -46,12 +46,19 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.models.lens import text_ids, token_id
 from attnviz.models.llama_layer import KVCache
 
-__all__ = ["WHERE", "Patching", "effect_shape", "patch", "patch_once"]
+__all__ = ["WHERE", "Patching", "effect_shape", "patch", "patch_once", "patch_work"]
 
 WHERE = ("resid", "attn", "mlp", "heads", "heads_pos")
 BATCH = 16                  # patched sequences run side by side
 _POINT = {"attn": "attn_out", "mlp": "mlp_out", "heads": "z", "heads_pos": "z"}
 _DTYPE = np.float32
+# what effect's rows and columns are, by where (an export says it)
+AXES = {"resid": ("layer boundary: 0 the embeddings, l the stream before layer l, the last "
+                  "after the last layer", "position in the prompts"),
+        "attn": ("layer (its attention output, after W_O)", "position in the prompts"),
+        "mlp": ("layer (its MLP output)", "position in the prompts"),
+        "heads": ("layer", "head (its z at every position)"),
+        "heads_pos": ("head of layer {layer} (its z)", "position in the prompts")}
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +83,15 @@ class Patching:
     corrupted: float
     metric: np.ndarray = field(repr=False)
     effect: np.ndarray = field(repr=False)
+    model: str = ""                                   # the model's name
+    clean_prompt: str = ""                            # both prompts as text
+    corrupted_prompt: str = ""
+
+    @property
+    def axes(self) -> tuple[str, str]:
+        """What the rows and the columns of effect and metric are."""
+        rows, columns = AXES[self.where]
+        return rows.format(layer=self.layer), columns.format(layer=self.layer)
 
     @property
     def complete(self) -> bool:
@@ -88,21 +104,34 @@ class Patching:
         return int((~np.isnan(self.metric)).sum())
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The result as arrays (``np.savez(file, **p.arrays())``): effect, metric, both
-        prompts' ids, the answers' ids, the unpatched metrics (clean, corrupted)."""
+        """The result as arrays (``np.savez(file, **p.arrays())``, read back without pickle):
+        effect, metric, both prompts' ids and tokens, the answers' ids and tokens, the
+        unpatched metrics (clean, corrupted); what was patched (where, layer: −1 for none),
+        the model, both prompts, and axes: what effect's rows and columns are."""
         return {"effect": np.asarray(self.effect), "metric": np.asarray(self.metric),
                 "clean_ids": np.asarray(self.clean_ids),
                 "corrupted_ids": np.asarray(self.corrupted_ids),
                 "answers": np.asarray(self.answers),
-                "clean_corrupted": np.array([self.clean, self.corrupted])}
+                "clean_corrupted": np.array([self.clean, self.corrupted]),
+                "clean_tokens": np.array(self.clean_tokens, dtype=str),
+                "corrupted_tokens": np.array(self.corrupted_tokens, dtype=str),
+                "answer_tokens": np.array(self.answer_tokens, dtype=str),
+                "where": np.array(self.where), "model": np.array(self.model),
+                "layer": np.array(-1 if self.layer is None else self.layer),
+                "prompts": np.array([self.clean_prompt, self.corrupted_prompt], dtype=str),
+                "axes": np.array(self.axes, dtype=str)}
 
     def to_json(self) -> str:
-        """The result as JSON (NaN, not computed, as null): where, layer, both prompts' tokens
-        and ids, the answers, both runs' metrics, effect and metric, complete."""
+        """The result as JSON (NaN, not computed, as null): the model, where, layer, what the
+        rows and columns are, both prompts, their tokens and ids, the answers, both runs'
+        metrics, effect and metric, complete."""
         def listed(a: np.ndarray) -> list:
             return [[None if np.isnan(v) else float(v) for v in row] for row in a]
 
-        return json.dumps({"where": self.where, "layer": self.layer,
+        rows, columns = self.axes
+        return json.dumps({"model": self.model, "where": self.where, "layer": self.layer,
+                "axes": {"rows": rows, "columns": columns},
+                "clean_prompt": self.clean_prompt, "corrupted_prompt": self.corrupted_prompt,
                 "clean_tokens": list(self.clean_tokens),
                 "corrupted_tokens": list(self.corrupted_tokens),
                 "clean_ids": [int(i) for i in self.clean_ids],
@@ -364,7 +393,9 @@ class _Runs:
                         corrupted_tokens=labels(self.corrupted_ids)[0],
                         answers=self.answers, answer_tokens=pieces, clean=float(self.clean),
                         corrupted=float(self.corrupted), metric=readonly(metric.copy()),
-                        effect=readonly(effect))
+                        effect=readonly(effect), model=getattr(self.model, "model_name", ""),
+                        clean_prompt=self.model.decode(self.clean_ids),
+                        corrupted_prompt=self.model.decode(self.corrupted_ids))
 
 
 def _shifted(target, start: int):
@@ -381,6 +412,21 @@ def effect_shape(model, where: str, n: int) -> tuple[int, int]:
     layers, heads = model.num_layers, model.num_heads
     return {"resid": (layers + 1, n), "attn": (layers, n), "mlp": (layers, n),
             "heads": (layers, heads), "heads_pos": (heads, n)}[where]
+
+
+def patch_work(model, where: str, clean_ids, corrupted_ids) -> tuple[int, int]:
+    """(patches, tokens) a patching of `where` runs for these prompts (ids of the same
+    length): the patches at a position before the first token the prompts differ in are not
+    run (they change nothing), and each patch computes the tokens from that first difference
+    on (the shared first tokens are computed once). Their product bounds the work: the tokens
+    the patched forward passes compute, each through the layers from the patched one on."""
+    clean_ids, corrupted_ids = np.asarray(clean_ids), np.asarray(corrupted_ids)
+    n = len(clean_ids)
+    differ = np.flatnonzero(clean_ids != corrupted_ids)
+    first = min(int(differ[0]) if differ.size else n, n - 1)
+    rows, columns = effect_shape(model, _check_where(where), n)
+    patches = rows * columns if where == "heads" else rows * (n - first)
+    return patches, n - first
 
 
 def _by_layer(where: str, layer: int | None, todo: list) -> list[tuple[int, list]]:

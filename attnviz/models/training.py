@@ -45,13 +45,14 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def default_workers() -> int:
-    """ATTNVIZ_TRAIN_WORKERS if set (a whole number ≥ 1), else one trainer per core."""
-    raw = os.environ.get(WORKERS_VARIABLE, "").strip()
+def default_workers(variable: str = WORKERS_VARIABLE) -> int:
+    """The environment's `variable` (ATTNVIZ_TRAIN_WORKERS; the heavy queue's is
+    ATTNVIZ_HEAVY_WORKERS) if set (a whole number ≥ 1), else one worker per core."""
+    raw = os.environ.get(variable, "").strip()
     if not raw:
         return cores()
     if not raw.isdigit() or int(raw) < 1:
-        raise AttnvizInputError("error.training.workers", variable=WORKERS_VARIABLE,
+        raise AttnvizInputError("error.training.workers", variable=variable,
                                 value=repr(raw))
     return int(raw)
 

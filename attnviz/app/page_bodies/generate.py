@@ -27,6 +27,8 @@ def render() -> None:
     temperature, seed, _ = generate_view.controls()
     gen = generate_view.current(*prompt, temperature, seed) \
         or generate_view.from_link(m, *prompt, temperature, seed)
+    if gen is None:
+        generate_view.link_notice(*prompt, temperature, seed)
     gen = generate_view.buttons(m, *prompt, temperature, seed, gen)
     if gen is None:
         st.info(t("generate.press", n=generate_view.MAX_NEW_TOKENS))
