@@ -123,8 +123,9 @@ import attnviz.app.links as links_module          # noqa: E402
 
 DEEP = "[" * 5000 + "]" * 5000                      # the issue's link: 5000 levels, 10 KB
 TOO_LONG = "\x00\u202e" + "9" * 30_000              # past every limit, with a NUL and an RLO
-EVERY_PARAMETER = [*attnviz.session.settings.Settings().__dict__, *attnviz.app.keys.LINK_DEFAULTS,
-                   "edits", "unsaved_edits"]
+# the settings one by one; the pages' picks (each read the same way: links._parse) all at once
+# in test_every_page_pick_is_bounded
+EVERY_PARAMETER = [*attnviz.session.settings.Settings().__dict__, "edits", "unsaved_edits"]
 USED_IN = {"x_text": "Matrix X", "q_text": "Q, K, V", "k_text": "Q, K, V", "v_text": "Q, K, V"}
 
 
@@ -150,6 +151,32 @@ def test_every_link_parameter_is_bounded(name, value):
         assert at.sidebar.warning, f"nothing says the link's {name} was refused"
     kept = at.session_state[name] if name in at.session_state else None
     assert not isinstance(kept, str) or len(kept) <= links_module.MAX_TEXT_CHARS
+
+
+def _pick_kind(name: str):
+    return links_module._kind(name, attnviz.app.keys.LINK_DEFAULTS[name])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hostile", ["nested", "too long"])
+def test_every_page_pick_is_bounded(hostile):
+    """A hostile value in every page pick a link carries, at once (the link under Streamlit's
+    512 K: a value just past each pick's longest; the 5000-deep nesting in those read as text
+    or lists): no traceback, the page draws, every pick refused is named, and no text kept is
+    longer than a text may be."""
+    picks = attnviz.app.keys.LINK_DEFAULTS
+    params = ({n: DEEP for n in picks if _pick_kind(n) in (str, list)} if hostile == "nested"
+              else {n: TOO_LONG[:links_module.MAX_CHARS[_pick_kind(n)] + 1] for n in picks})
+    at = open_link(params)
+    no_exceptions(at)
+    shown = _everything_shown(at)
+    assert "Traceback" not in shown and ".py" not in shown and "RecursionError" not in shown
+    assert charts(at), "the page still draws"
+    for name, value in params.items():
+        if len(value) > links_module.MAX_CHARS[_pick_kind(name)] or _pick_kind(name) is list:
+            assert shows(at.sidebar.warning, "link.bad_value", name=name), name
+        kept = at.session_state[name] if name in at.session_state else None
+        assert not isinstance(kept, str) or len(kept) <= links_module.MAX_TEXT_CHARS
 
 
 def test_many_unknown_parameters_make_one_short_notice():
@@ -224,3 +251,108 @@ def test_a_links_notices_on_generate_are_in_the_links_language():
     at = open_link_at({"lang": "zh", "colour": "1", "layer": "999"}, "pages/generate.py")
     said = " ".join(plain(w) for w in at.sidebar.warning)
     assert "“colour” 不是设置" in said and "layer='999' 超出了 0 到 29 的范围" in said, said
+
+
+# ---- issue 34.5: every value written to and read from a link is bounded; a value the page
+# ---- cannot use is said, as the other keys' are -------------------------------------------------
+
+def _page_with_picks():
+    """A page of three picks, as the app's pages make them (a choice, a layer kept in range, a
+    tab bar), between the link's reading and its notice of what the page replaced."""
+    import streamlit as st
+
+    from attnviz.app import keys, links
+
+    links.read_once()
+    st.radio("where", ["resid", "attn"], key=keys.TR_WHERE)
+    if st.session_state.get(keys.PT_LAYER) not in range(6):    # as pretrained_view.keep_in_range
+        st.session_state[keys.PT_LAYER] = 0
+    st.tabs(["One", "Two"], key=keys.PT_VIEW, on_change="rerun")
+    st.checkbox("switch", key=keys.LENS_SUBLAYERS)
+    links.say_replaced()
+    links.write()
+
+
+def _picks_page(link: dict) -> AppTest:
+    at = AppTest.from_function(_page_with_picks, default_timeout=TIMEOUT)
+    for key, value in link.items():
+        at.query_params[key] = value
+    at.run()
+    no_exceptions(at)
+    return at
+
+
+@pytest.mark.slow
+def test_a_link_value_the_page_cannot_use_is_said_with_what_it_uses():
+    """tr_where=nowhere, a layer of 10¹² and an unknown tab were replaced without a word."""
+    at = _picks_page({"tr_where": "nowhere", "pt_layer": str(10**12), "pt_view": "Three",
+                      "lens_sublayers": "1"})
+    assert at.session_state["tr_where"] == "resid" and at.session_state["pt_layer"] == 0
+    assert shows(at.sidebar.warning, "link.not_a_choice", name="tr_where", value="'nowhere'",
+                 used="'resid'")
+    assert shows(at.sidebar.warning, "link.not_a_choice", name="pt_layer",
+                 value=repr(str(10**12)), used="'0'")
+    assert shows(at.sidebar.warning, "link.not_a_choice", name="pt_view", value="'Three'",
+                 used="'One'")
+    assert len(at.sidebar.warning) == 3                 # the switch, used as it is, says nothing
+    at.run()                                            # said once; kept in the notices
+    assert len(at.session_state["link_notices"]) == 3
+
+
+@pytest.mark.slow
+def test_a_link_whose_picks_the_page_uses_says_nothing():
+    at = _picks_page({"tr_where": "attn", "pt_layer": "5", "pt_view": "Two"})
+    assert not at.sidebar.warning
+    assert (at.session_state["tr_where"], at.session_state["pt_layer"],
+            at.session_state["pt_view"]) == ("attn", 5, "Two")
+    assert dict(at.query_params) == {"tr_where": "attn", "pt_layer": "5", "pt_view": "Two"}
+
+
+@pytest.mark.slow
+def test_a_slider_value_beyond_its_range_is_moved_inside_with_a_notice():
+    """exp_dk=10¹² stopped the Experiments page (Streamlit refuses a slider's value beyond
+    its range)."""
+    from attnviz.tutorials.experiments import MAX_SCALING_D_K
+
+    at = _picks_page({"exp_dk": str(10**12)})
+    assert at.session_state["exp_dk"] == MAX_SCALING_D_K
+    assert shows(at.sidebar.warning, "link.clamped", name="exp_dk", used=MAX_SCALING_D_K)
+
+
+def _huge_picks():
+    import streamlit as st
+
+    from attnviz.app import keys, links
+
+    st.session_state[keys.MH_SECTION] = "x" * 12_500_000       # as a hostile client sends it
+    st.session_state[keys.TR_WHERE] = "y" * 1_000              # no choice the page offers
+    st.session_state[keys.EXPERIMENT] = "Masks & padding"
+    st.session_state[keys.EXP_CROSS_TEXT] = "z" * 30_000
+    links.write()
+
+
+@pytest.mark.slow
+def test_every_page_pick_written_into_the_link_is_bounded():
+    """A 12.5 MB tab value came back as a 12.2 MB query string."""
+    at = AppTest.from_function(_huge_picks, default_timeout=TIMEOUT)
+    at.run()
+    no_exceptions(at)
+    assert dict(at.query_params) == {"experiment": "Masks & padding"}
+    assert set(at.session_state["link_too_long"]) == {"mh_section", "exp_cross_text"}
+
+
+@pytest.mark.parametrize("name, kind", [("mh_section", "tab"), ("tr_where", "name"),
+                                        ("gen_seed", int), ("exp_cross_text", str)])
+def test_every_page_pick_read_from_a_link_is_bounded(name, kind):
+    too_long = "9" * (links_module.MAX_CHARS[kind] + 1)
+    with pytest.raises(ValueError):
+        links_module._parse(name, too_long, attnviz.app.keys.link_default(name)[1])
+    kept = "9" * links_module.MAX_CHARS[kind]
+    assert links_module._parse(name, kept, attnviz.app.keys.link_default(name)[1]) == (
+        int(kept) if kind is int else kept)
+
+
+def test_a_tables_toggle_is_a_pick_a_link_carries():
+    found, default = attnviz.app.keys.link_default("step_table_scores_shown")
+    assert found and default is False
+    assert not attnviz.app.keys.link_default("no_such_table_shown")[0]
