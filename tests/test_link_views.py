@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_link, page_in
+from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_link, page_in, shows
 
 TEXT = "The animal didn't cross the street because it was too tired"
 
@@ -376,3 +376,37 @@ def test_every_keyed_widget_of_the_page_comes_back_from_its_link(page, links_of_
     assert not unchanged, f"{page}: the test could not change {unchanged}"
     lost = [(k, s, after, back) for s, k, _, after, back in found if back != after]
     assert not lost, f"{page}: the link lost {lost}"
+
+
+@pytest.mark.slow
+def test_a_tab_named_in_the_other_language_opens_that_tab_without_a_notice():
+    """A link made in 中文 without lang= (the maker's browser was Chinese) opened in English:
+    the same tab, said in English, and nothing to say about it."""
+    from attnviz.i18n import render
+    from tests.test_links import open_link_at
+
+    at = open_link_at({"mh_section": render("multihead.tab.concat", "zh")}, "pages/multihead.py")
+    assert at.session_state["mh_section"] == render("multihead.tab.concat", "en")
+    assert not at.sidebar.warning
+    unknown = open_link_at({"mh_section": "Nope"}, "pages/multihead.py")
+    assert shows(unknown.sidebar.warning, "link.not_a_choice", name="mh_section", value="'Nope'")
+
+
+@pytest.mark.slow
+def test_train_opens_with_its_steps_and_a_link_brings_back_the_form():
+    """A bare /train showed an empty Steps box; a link lost the task, the steps and the run
+    (which no link can carry: the page says to train it again)."""
+    from attnviz.models.toy import DEFAULT_STEPS
+    from tests.test_links import open_link_at
+
+    bare = open_link_at({}, "pages/train.py")
+    assert bare.number_input(key="toy_steps").value == DEFAULT_STEPS["reverse"]
+    bare.selectbox(key="toy_task").set_value("shift").run()          # the default follows
+    assert bare.number_input(key="toy_steps").value == DEFAULT_STEPS["shift"]
+    assert shows(bare.info, "train.start")
+    at = open_link_at({"toy_task": "sort", "toy_steps": "123", "toy_seed": "9",
+                       "toy_step": "100"}, "pages/train.py")
+    assert at.selectbox(key="toy_task").value == "sort"
+    assert at.number_input(key="toy_steps").value == 123
+    assert at.number_input(key="toy_seed").value == 9
+    assert shows(at.info, "train.link.retrain") and not at.sidebar.warning

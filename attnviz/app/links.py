@@ -127,7 +127,7 @@ def say_replaced() -> None:
     said = []
     for name, value in asked.items():
         used = st.session_state.get(name, value)
-        if not _same(used, value):
+        if not _same(used, value) and not _one_message(used, value):
             said.append(Message("link.not_a_choice", name=name,
                                 value=repr(cut(_format(value), 40)),
                                 used=repr(cut(_format(used), 40))))
@@ -135,6 +135,19 @@ def say_replaced() -> None:
     with st.sidebar:
         for notice in said:
             st.warning(t("link.notice", notice=literal(notice)))
+
+
+def _one_message(used, value) -> bool:
+    """Whether `used` is the words of `value` in the page's language (a tab's label the page
+    gave again in its language: pretrained_view.keep_tab)."""
+    from attnviz.i18n import catalogue, language as page_language
+
+    if not (isinstance(used, str) and isinstance(value, str)):
+        return False
+    here = catalogue(page_language())
+    return any(value in entry.forms and used in here[msg_id].forms
+               for lang in languages() for msg_id, entry in catalogue(lang).items()
+               if msg_id in here)
 
 
 def _same(used, value) -> bool:
