@@ -264,6 +264,8 @@ def _page_with_picks():
     from attnviz.app import keys, links
 
     links.read_once()
+    with st.sidebar:
+        links.show_link_notices()                  # what reading the link said
     st.radio("where", ["resid", "attn"], key=keys.TR_WHERE)
     if st.session_state.get(keys.PT_LAYER) not in range(6):    # as pretrained_view.keep_in_range
         st.session_state[keys.PT_LAYER] = 0
@@ -295,8 +297,8 @@ def test_a_link_value_the_page_cannot_use_is_said_with_what_it_uses():
     assert shows(at.sidebar.warning, "link.not_a_choice", name="pt_view", value="'Three'",
                  used="'One'")
     assert len(at.sidebar.warning) == 3                 # the switch, used as it is, says nothing
-    at.run()                                            # said once; kept in the notices
-    assert len(at.session_state["link_notices"]) == 3
+    at.run()                          # said once after the page; then with the others
+    assert len(at.session_state["link_notices"]) == 3 and len(at.sidebar.warning) == 3
 
 
 @pytest.mark.slow
@@ -356,3 +358,22 @@ def test_a_tables_toggle_is_a_pick_a_link_carries():
     found, default = attnviz.app.keys.link_default("step_table_scores_shown")
     assert found and default is False
     assert not attnviz.app.keys.link_default("no_such_table_shown")[0]
+
+
+@pytest.mark.slow
+def test_trace_says_which_of_a_links_picks_it_could_not_use(decoder):
+    """The issue's link: tr_layer=30 (SmolLM2 has 30 layers: 0 to 29) and an unknown pair
+    were replaced without a word; an unknown tab too."""
+    from attnviz.i18n import render
+
+    at = open_link_at({"model": "smollm2", "tr_view": render("trace.tab.patching", "en"),
+                       "tr_where": "heads_pos", "tr_layer": "30", "tr_pair": "zzz"},
+                      "pages/trace.py")
+    assert at.session_state["tr_layer"] == decoder.num_layers - 1
+    assert shows(at.sidebar.warning, "link.not_a_choice", name="tr_layer", value="'30'",
+                 used=f"'{decoder.num_layers - 1}'")
+    assert shows(at.sidebar.warning, "link.not_a_choice", name="tr_pair", value="'zzz'")
+    assert at.session_state["tr_where"] == "heads_pos"          # a choice it has: kept, unsaid
+    assert len(at.sidebar.warning) == 2
+    tab = open_link_at({"model": "smollm2", "tr_view": "Nope"}, "pages/trace.py")
+    assert shows(tab.sidebar.warning, "link.not_a_choice", name="tr_view", value="'Nope'")
