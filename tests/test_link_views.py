@@ -244,16 +244,16 @@ def _changed(widget) -> WidgetState:
         p = widget.proto                        # threshold 0 is the heaviest view there is)
         up = widget.value + p.step
         widget.set_value(type(widget.value)(up if up <= p.max else widget.value - p.step))
-    elif isinstance(widget, et.NumberInput):
+    elif isinstance(widget, et.NumberInput):          # one step (back at the top)
         p, value = widget.proto, widget.value
-        if value is None:
+        step = p.step or 1
+        if value is None:                               # an empty box: its lowest, or 1
             value = p.min if p.has_min else 1
+        elif p.has_max and value + step > p.max:
+            value -= step
         else:
-            value = value + (p.step or 1)
-            if p.has_max and value > p.max:
-                value = p.min if p.has_min else value - 2 * (p.step or 1)
-        widget.set_value(type(widget.value or 0)(value) if isinstance(p.step, float) is False
-                         else value)
+            value += step
+        widget.set_value(int(value) if p.data_type == p.INT else float(value))
     else:                                                   # a text
         widget.set_value((widget.value or "") + " too")
     return widget._widget_state
@@ -296,29 +296,32 @@ def _value(at: AppTest, key: str):
     return at.session_state[key] if key in at.session_state else "(not in the session)"
 
 
-def _round_trip(at: AppTest, page: str, widgets: list[str]) -> tuple[dict, AppTest]:
-    """Change `widgets` on the page `at`, open its link fresh: ({key: (shown before, after the
-    change, after the link)}, the page after the change)."""
+def _round_trip(at: AppTest, page: str, widgets: list[str],
+                tabs: dict | None = None) -> tuple[dict, AppTest]:
+    """Change `widgets` on the page `at` (whose `tabs` {tab bar: first tab} are on another
+    tab), open its link fresh: ({key: (shown before, after the change, after the link)}, the
+    page after the change)."""
     picks, _ = _keyed(at)
-    before = {k: _value(at, k) for k in widgets}
+    before = {**{k: _value(at, k) for k in widgets}, **(tabs or {})}
     at = _set(at, {k: picks[k] for k in widgets})
-    after = {k: _value(at, k) for k in widgets}
+    after = {k: _value(at, k) for k in before}
     link = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
     again = _first_visit(page, {}, link)
-    return {k: (before[k], after[k], _value(again, k)) for k in widgets}, at
+    return {k: (before[k], after[k], _value(again, k)) for k in before}, at
 
 
 def _views(page: str):
-    """(state, the page opened fresh in that view) of every view of `page`: each variant,
-    each tab of its keyed tab bars."""
+    """(state, the page opened fresh in that view, {tab bar: its first tab}) of every view of
+    `page`: each variant, each other tab of its keyed tab bars (opened as a click does: the
+    tab bar's key holds the label)."""
     for variant in VARIANTS.get(page, [{}]):
         at = _first_visit(page, variant)
         tabs = _keyed(at)[1]
-        yield variant, at
+        yield variant, at, {}
         for key, (_, labels) in tabs.items():
             for label in labels[1:]:
                 state = {**variant, key: label}
-                yield state, _first_visit(page, state)
+                yield state, _first_visit(page, state), {key: labels[0]}
 
 
 @pytest.fixture(scope="module")
@@ -346,7 +349,7 @@ def _try_every_page(tried: set, found: dict, took: dict) -> None:
     for page in EVERY_PAGE:
         start = time.perf_counter()
         found[page] = []
-        for state, at in _views(page):
+        for state, at, tabs in _views(page):
             if keys.LANG in _keyed(at)[0] and keys.LANG not in tried:
                 # alone: the switch redraws every label in the other language, which this
                 # thread's AppTest could no longer send back
@@ -355,11 +358,12 @@ def _try_every_page(tried: set, found: dict, took: dict) -> None:
                 found[page] += [(state, k, *v) for k, v in result.items()]
             for _ in range(3):        # then the widgets a change showed (a sampling's seed)
                 new = [k for k in _keyed(at)[0] if k not in tried]
-                if not new:
+                if not new and not tabs:
                     break
                 tried |= set(new)
-                result, at = _round_trip(at, page, new)
-                stuck = [k for k, (before, after, _) in result.items() if after == before]
+                result, at = _round_trip(at, page, new, tabs)
+                tabs = {}
+                stuck = [k for k in new if result[k][1] == result[k][0]]
                 for key in stuck:                # did not hold beside the others: alone
                     result.update(_round_trip(_first_visit(page, state), page, [key])[0])
                 found[page] += [(state, k, *v) for k, v in result.items()]

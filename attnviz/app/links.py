@@ -1,8 +1,10 @@
 """The view's state in the URL, so a copied link reopens the same view.
 
-Settings that differ from the defaults, the page's picks (head, step, query…) and, when small,
-the edited matrices are written to ``st.query_params`` on every run; they are read once, when a
-session starts. A value that does not parse falls back to its default with a notice. Every
+Settings that differ from the defaults, the page's picks (head, step, query…: every widget a
+page keys, keys.LINK_DEFAULTS and keys.LINK_SUFFIXES) and, when small, the edited matrices are
+written to ``st.query_params`` on every run; they are read once, when a session starts. A value
+that does not parse falls back to its default with a notice; a pick the page then could not use
+(a layer beyond the model's, an unknown tab or choice) is said after its first run. Every
 parameter is bounded before it is used: its length (MAX_CHARS), its type (a whole number, a
 switch, one of the choices) and, for a typed matrix, its shape and nesting (the matrix must
 parse: a 5000-deep JSON list is refused by attnviz.core.inputs before it is read). A sentence is
@@ -33,8 +35,8 @@ OWN_PARAMS = (EDITS_PARAM, LEFT_OUT_PARAM, GEN_TOKENS_PARAM)
 MAX_EDITS_CHARS = 4000
 MAX_LINK_TEXT_CHARS = 2000    # a longer sentence or matrix text is left out of the link
 MATRIX_TEXTS = (keys.X_TEXT, keys.Q_TEXT, keys.K_TEXT, keys.V_TEXT)
-# the longest value each kind of parameter may have: free text (a sentence's box holds as
-# much: text.MAX_TEXT_CHARS; a matrix's more), a whole number, a name
+# the longest value each kind of parameter may have, written or read: free text (a sentence's
+# box holds as much: text.MAX_TEXT_CHARS; a matrix's more), a whole number, a name, a tab's label
 MAX_CHARS = {str: MAX_TEXT_CHARS, int: 30, float: 30, bool: 5, list: 2000, "name": 40,
              "tab": 100}
 NAMES = (keys.MODE, keys.PRESET, keys.INIT, keys.STEP, keys.MATRIX)   # one of a few choices: short
