@@ -377,3 +377,13 @@ def test_trace_says_which_of_a_links_picks_it_could_not_use(decoder):
     assert len(at.sidebar.warning) == 2
     tab = open_link_at({"model": "smollm2", "tr_view": "Nope"}, "pages/trace.py")
     assert shows(tab.sidebar.warning, "link.not_a_choice", name="tr_view", value="'Nope'")
+
+
+@pytest.mark.slow
+def test_a_links_notice_names_its_parameter_not_a_session_key():
+    """gen_tokens beyond Generate's most was said as “gen_from_link”, a key of the app's."""
+    from attnviz.app.generate_state import MAX_NEW_TOKENS
+
+    at = _picks_page({"gen_tokens": "99999"})
+    assert shows(at.sidebar.warning, "link.clamped", name="gen_tokens", used=MAX_NEW_TOKENS)
+    assert not any("gen_from_link" in plain(w) for w in at.sidebar.warning)

@@ -65,6 +65,7 @@ def read_once() -> None:
                 notices.append(Message("link.lang_invalid", value=cut(raw, 40),
                                        choices=", ".join(languages())))
             continue
+        param = name                      # as the link names it (the notices say so)
         if name == GEN_TOKENS_PARAM:
             name, default = keys.GEN_FROM_LINK, 0
         elif name in settings:
@@ -77,11 +78,11 @@ def read_once() -> None:
         try:
             value = _parse(name, raw, default)
         except ValueError as why:
-            notices.append(Message("link.bad_value", name=name, value=repr(cut(raw, 40)),
+            notices.append(Message("link.bad_value", name=param, value=repr(cut(raw, 40)),
                                    why=why.args[0]))
             continue
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = _clamped(name, raw, value, notices, default)
+            value = _clamped(name, raw, value, notices, default, param)
         st.session_state[name] = value
         if name in asked:
             asked[name] = value
@@ -191,14 +192,15 @@ def _left_out_names(raw: str) -> list[str]:
     return names or [Message("link.your_matrices")]
 
 
-def _clamped(name: str, raw: str, value, notices: list[str], default=0):
+def _clamped(name: str, raw: str, value, notices: list[str], default=0, param: str = ""):
     """`value` within its setting's bounds (a page's pick: at least 0, or its default when that
-    is below, as "every token" is; or its page's bounds), with a notice when it had to move."""
+    is below, as "every token" is; or its page's bounds), with a notice when it had to move
+    (naming the link's parameter `param`, `name` if not given)."""
     floor = min(0, default) if isinstance(default, int) else 0
     low, high = bounds(name) or _page_bounds().get(name, (floor, None))
     clamped = max(low, value) if high is None else min(max(low, value), high)
     if clamped != value:
-        notices.append(Message("link.clamped", name=name, value=repr(raw[:40]), low=low,
+        notices.append(Message("link.clamped", name=param or name, value=repr(raw[:40]), low=low,
                                high="…" if high is None else high, used=clamped))
     return clamped
 
