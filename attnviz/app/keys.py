@@ -139,6 +139,7 @@ _section("links")
 LINK_READ = "link_read"                 # True once the link was read
 LINK_TOO_LONG = "link_too_long"         # the settings left out of a too long link
 LINK_NOTICES = "link_notices"           # what reading the link said
+LINK_ASKED = "link_asked"               # the page picks the link gave, till the page ran
 LINK_HAS_EDITS = "link_has_edits"       # True: edits in the link; False: too large; None: none
 LINK_LOST_EDITS = "link_lost_edits"     # the matrices whose edits a reload or restart lost
 LINK_LOST_EDITS_TOAST = "link_lost_edits_toast"  # True once the lost edits were toasted
@@ -444,9 +445,23 @@ FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUER
 # the page picks a copied link carries, each with its default (attnviz.app.links): a link holds
 # those whose value differs from it. None: a default the page chooses (the model's last layer,
 # the text's most likely token, the prompt box's example), so any value there is carried,
-# read as LINK_KINDS says.
+# read as LINK_KINDS says. tests/test_link_views.py finds every keyed widget of every page
+# and holds each to a link.
 LINK_DEFAULTS = {
     HEAD: 0, STEP: "", QUERY: 0, VECTOR_QUERY: 0, MH_HEAD: 0, MATRIX: "", EDIT_HEAD: 0,
+    # every page's weights colour scale and chart image format; Step by step and Multi-head
+    WEIGHT_SCALE: None, IMAGE_FORMAT: "png", VECTOR_VIEW: False, MH_SECTION: "",
+    MH_COMPARE: "", MH_COMPARE_HEAD: 0,
+    # Experiments (its tab, and each tab's picks)
+    EXPERIMENT: "", EXP_DK: None, EXP_TIED_SOURCE: None, EXP_RAW_SOURCE: None,
+    EXP_SHUFFLE_SEED: 0, EXP_LEN: None, EXP_CAUSAL: False, EXP_CROSS_TEXT: None,
+    EXP_ROPE_SOURCE: None, EXP_ROPE_TEXT: None, EXP_ROPE_OFFSET: None, EXP_ROPE_LAYER: None,
+    EXP_ROPE_HEAD: None, EXP_ROPE_QUERY: None, EXP_ROPE_KEY: None, EXP_ROPE_D: None,
+    EXP_ROPE_SEED: None, EXP_ROPE_M: None, EXP_ROPE_N: None, EXP_ROPE_BASE: None,
+    EXP_SINK_TEXT: None,
+    # Train (its form; the checkpoint and sequence shown once a run is trained again)
+    TOY_TASK: None, TOY_LENGTH: None, TOY_VOCAB: None, TOY_LAYERS: None, TOY_HEADS: None,
+    TOY_D_MODEL: None, TOY_SEED: None, TOY_STEPS: None, TOY_STEP: None, TOY_EXAMPLE: None,
     # Pretrained model (tabs hold their label, in any language: pretrained_view.keep_tab)
     PT_VIEW: "", PT_LAYER: 0, PT_HEAD: 0, PT_HV_LAYER: 0,
     PT_HV_TOKEN: -1, PT_DEC_HV_TOKEN: -1,    # every token (pretrained_view.EVERY_TOKEN)
@@ -465,18 +480,48 @@ LINK_DEFAULTS = {
     # Generate (and the number of tokens generated: attnviz.app.links.GEN_TOKENS_PARAM)
     GEN_PROMPT: None, GEN_CHAT: False, GEN_SAMPLING: "greedy", GEN_TEMPERATURE: None,
     GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None}
-# what a link's text is read as, where the default does not say: int, float, bool, str, or
-# list (whole numbers separated by commas)
+# what a link's text is read as, where the default does not say: int, float, bool, str, list
+# (whole numbers separated by commas), "name" (one of a few choices) or "tab" (a tab's label)
 LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
               PT_HIDE_SPECIAL: bool, PT_DEC_LAYER: int, RO_LAYER: int, RO_TOKEN: int,
-              HS_COLUMN: str, AB_OTHER: str, AB_TARGET: int, LENS_POSITION: int, LENS_LAYER: int,
+              AB_OTHER: str, AB_TARGET: int, LENS_POSITION: int, LENS_LAYER: int,
               TR_CLEAN: str, TR_CORRUPTED: str, TR_ANSWER_CLEAN: str, TR_ANSWER_CORRUPTED: str,
               TR_LAYER: int, FL_POSITION: int, GEN_PROMPT: str,
-              GEN_TEMPERATURE: float, GEN_COUNT: int, GEN_STEP: int, GEN_LAYER: int}
+              GEN_TEMPERATURE: float, GEN_COUNT: int, GEN_STEP: int, GEN_LAYER: int,
+              EXP_DK: int, EXP_LEN: int, EXP_CROSS_TEXT: str, EXP_ROPE_TEXT: str,
+              EXP_ROPE_OFFSET: int, EXP_ROPE_LAYER: int, EXP_ROPE_HEAD: int, EXP_ROPE_QUERY: int,
+              EXP_ROPE_KEY: int, EXP_ROPE_D: int, EXP_ROPE_SEED: int, EXP_ROPE_M: int,
+              EXP_ROPE_N: int, EXP_ROPE_BASE: float, EXP_SINK_TEXT: str,
+              TOY_LENGTH: int, TOY_VOCAB: int, TOY_LAYERS: int, TOY_HEADS: int, TOY_D_MODEL: int,
+              TOY_SEED: int, TOY_STEPS: int, TOY_STEP: int, TOY_EXAMPLE: int,
+              # one of a few choices, and a tab (its label, in any language): short
+              WEIGHT_SCALE: "name", IMAGE_FORMAT: "name", EXP_TIED_SOURCE: "name",
+              EXP_RAW_SOURCE: "name", EXP_ROPE_SOURCE: "name", TOY_TASK: "name",
+              LENS_COLOUR: "name", LENS_KIND: "name", TR_PAIR: "name", TR_WHERE: "name",
+              GEN_SAMPLING: "name", HS_COLUMN: "name",
+              PT_VIEW: "tab", RD_VIEW: "tab", TR_VIEW: "tab", MH_SECTION: "tab",
+              EXPERIMENT: "tab"}
+# a pick a link carries only once the learner chose it (until then the page follows the input),
+# with the key saying so: reading it from a link marks it chosen
+LINK_CHOSEN = {WEIGHT_SCALE: WEIGHT_SCALE_CHOSEN}
+# the widgets beside a key that a link carries, by suffix, with their default (a table's
+# show/hide toggle: step_table_scores_shown=1)
+LINK_SUFFIXES = {SHOWN: False}
 
 # the bounds of a page's pick a link may carry, where "at least 0" is not enough (a value
 # beyond is moved inside, with a notice); Generate's are attnviz.app.generate_state's
 LINK_BOUNDS = {FL_THRESHOLD: (0.0, 1.0)}
+
+
+def link_default(name: str) -> tuple[bool, object]:
+    """Whether a link may carry `name` as a page's pick, and its default: LINK_DEFAULTS, or a
+    known key's LINK_SUFFIXES widget."""
+    if name in LINK_DEFAULTS:
+        return True, LINK_DEFAULTS[name]
+    for suffix, default in LINK_SUFFIXES.items():
+        if name.endswith(suffix.suffix) and known(name):
+            return True, default
+    return False, None
 
 
 def known(key: str) -> bool:

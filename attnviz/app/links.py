@@ -1,8 +1,10 @@
 """The view's state in the URL, so a copied link reopens the same view.
 
-Settings that differ from the defaults, the page's picks (head, step, query…) and, when small,
-the edited matrices are written to ``st.query_params`` on every run; they are read once, when a
-session starts. A value that does not parse falls back to its default with a notice. Every
+Settings that differ from the defaults, the page's picks (head, step, query…: every widget a
+page keys, keys.LINK_DEFAULTS and keys.LINK_SUFFIXES) and, when small, the edited matrices are
+written to ``st.query_params`` on every run; they are read once, when a session starts. A value
+that does not parse falls back to its default with a notice; a pick the page then could not use
+(a layer beyond the model's, an unknown tab or choice) is said after its first run. Every
 parameter is bounded before it is used: its length (MAX_CHARS), its type (a whole number, a
 switch, one of the choices) and, for a typed matrix, its shape and nesting (the matrix must
 parse: a 5000-deep JSON list is refused by attnviz.core.inputs before it is read). A sentence is
@@ -33,9 +35,10 @@ OWN_PARAMS = (EDITS_PARAM, LEFT_OUT_PARAM, GEN_TOKENS_PARAM)
 MAX_EDITS_CHARS = 4000
 MAX_LINK_TEXT_CHARS = 2000    # a longer sentence or matrix text is left out of the link
 MATRIX_TEXTS = (keys.X_TEXT, keys.Q_TEXT, keys.K_TEXT, keys.V_TEXT)
-# the longest value each kind of parameter may have: free text (a sentence's box holds as
-# much: text.MAX_TEXT_CHARS; a matrix's more), a whole number, a name
-MAX_CHARS = {str: MAX_TEXT_CHARS, int: 30, float: 30, bool: 5, list: 2000, "name": 40}
+# the longest value each kind of parameter may have, written or read: free text (a sentence's
+# box holds as much: text.MAX_TEXT_CHARS; a matrix's more), a whole number, a name, a tab's label
+MAX_CHARS = {str: MAX_TEXT_CHARS, int: 30, float: 30, bool: 5, list: 2000, "name": 40,
+             "tab": 100}
 NAMES = (keys.MODE, keys.PRESET, keys.INIT, keys.STEP, keys.MATRIX)   # one of a few choices: short
 MAX_UNKNOWN_SHOWN = 3         # unknown parameters named in the notice
 
@@ -46,10 +49,11 @@ def read_once() -> None:
         return
     st.session_state[keys.LINK_READ] = True
     params = st.query_params.to_dict()
-    notices = []
-    defaults = {**Settings().__dict__, **keys.LINK_DEFAULTS}
+    notices, asked = [], {}
+    settings = Settings().__dict__
     unknown = [name for name in params
-               if name not in (*OWN_PARAMS, keys.LANG) and name not in defaults]
+               if name not in (*OWN_PARAMS, keys.LANG, *settings)
+               and not keys.link_default(name)[0]]
     if unknown:
         shown = ", ".join(f"“{cut(name, 100)}”" for name in unknown[:MAX_UNKNOWN_SHOWN])
         more = len(unknown) - MAX_UNKNOWN_SHOWN
@@ -61,13 +65,16 @@ def read_once() -> None:
                 notices.append(Message("link.lang_invalid", value=cut(raw, 40),
                                        choices=", ".join(languages())))
             continue
-        param = name                      # as the link spells it (its notices name it)
+        param = name                      # as the link names it (the notices say so)
         if name == GEN_TOKENS_PARAM:
             name, default = keys.GEN_FROM_LINK, 0
-        elif name in OWN_PARAMS or name not in defaults:
-            continue
+        elif name in settings:
+            default = settings[name]
+        elif name not in OWN_PARAMS and keys.link_default(name)[0]:
+            default = keys.link_default(name)[1]
+            asked[name] = raw
         else:
-            default = defaults[name]
+            continue
         try:
             value = _parse(name, raw, default)
         except ValueError as why:
@@ -75,8 +82,12 @@ def read_once() -> None:
                                    why=why.args[0]))
             continue
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = _clamped(name, raw, value, notices, default, shown=param)
+            value = _clamped(name, raw, value, notices, default, param)
         st.session_state[name] = value
+        if name in asked:
+            asked[name] = value
+        if name in keys.LINK_CHOSEN:
+            st.session_state[keys.LINK_CHOSEN[name]] = True
         if name == keys.SENTENCE:
             drop_invisible(name)          # the sidebar's box shows it as the tokens read it
     if params.get(keys.MODE) == TOY_MODE:
@@ -103,6 +114,52 @@ def read_once() -> None:
         st.session_state[keys.LINK_LOST_EDITS] = _left_out_names(params[LEFT_OUT_PARAM])
         st.session_state[keys.LINK_LOST_EDITS_TOAST] = True      # said where one is looking, once
     st.session_state[keys.LINK_NOTICES] = notices
+    st.session_state[keys.LINK_ASKED] = {     # switches and free texts are used as they are
+        n: v for n, v in asked.items()
+        if _kind(n, keys.link_default(n)[1]) not in (bool, str) and not isinstance(v, bool)}
+
+
+def say_replaced() -> None:
+    """After the first run of a session opened by a link: the page picks the page could not
+    use as the link gave them (a layer beyond the model's, a tab or a choice it does not have,
+    a number beyond its widget's range), said as the other notices are (also in the sidebar
+    now: the page drew after them). Switches are never replaced; texts are kept as typed."""
+    asked = st.session_state.pop(keys.LINK_ASKED, None)
+    if not asked:
+        return
+    said = []
+    for name, value in asked.items():
+        used = st.session_state.get(name, value)
+        if not _same(used, value) and not _one_message(used, value):
+            said.append(Message("link.not_a_choice", name=name,
+                                value=repr(cut(_format(value), 40)),
+                                used=repr(cut(_format(used), 40))))
+    st.session_state[keys.LINK_NOTICES] = [*st.session_state.get(keys.LINK_NOTICES, []), *said]
+    with st.sidebar:
+        for notice in said:
+            st.warning(t("link.notice", notice=literal(notice)))
+
+
+def _one_message(used, value) -> bool:
+    """Whether `used` is the words of `value` in the page's language (a tab's label the page
+    gave again in its language: pretrained_view.keep_tab)."""
+    from attnviz.i18n import catalogue, language as page_language
+
+    if not (isinstance(used, str) and isinstance(value, str)):
+        return False
+    here = catalogue(page_language())
+    return any(value in entry.forms and used in here[msg_id].forms
+               for lang in languages() for msg_id, entry in catalogue(lang).items()
+               if msg_id in here)
+
+
+def _same(used, value) -> bool:
+    if isinstance(used, float) or isinstance(value, float):
+        try:
+            return abs(float(used) - float(value)) <= 1e-9 * max(1.0, abs(float(value)))
+        except (TypeError, ValueError):
+            return False
+    return used == value
 
 
 def _layer_of_model(s: Settings, params: dict, notices: list) -> None:
@@ -135,32 +192,34 @@ def _left_out_names(raw: str) -> list[str]:
     return names or [Message("link.your_matrices")]
 
 
-def _clamped(name: str, raw: str, value, notices: list[str], default=0,
-             shown: str | None = None):
+def _clamped(name: str, raw: str, value, notices: list[str], default=0, param: str = ""):
     """`value` within its setting's bounds (a page's pick: at least 0, or its default when that
-    is below, as "every token" is; or its page's bounds), with a notice (naming `shown`, the
-    link's parameter, default `name`) when it had to move."""
+    is below, as "every token" is; or its page's bounds), with a notice when it had to move
+    (naming the link's parameter `param`, `name` if not given)."""
     floor = min(0, default) if isinstance(default, int) else 0
     low, high = bounds(name) or _page_bounds().get(name, (floor, None))
     clamped = max(low, value) if high is None else min(max(low, value), high)
     if clamped != value:
-        notices.append(Message("link.clamped", name=shown or name, value=repr(raw[:40]), low=low,
+        notices.append(Message("link.clamped", name=param or name, value=repr(raw[:40]), low=low,
                                high="…" if high is None else high, used=clamped))
     return clamped
 
 
 def _page_bounds() -> dict:
-    """The numbers a page bounds itself (Generate's sampling and count, the flow's threshold),
-    by key."""
+    """The numbers a page bounds itself (Generate's sampling and count, the flow's threshold,
+    Experiments' sliders: a value beyond a slider's range would stop the page), by key."""
     from attnviz.app import generate_state
+    from attnviz.tutorials import experiments
 
-    return {**generate_state.LINK_BOUNDS, **keys.LINK_BOUNDS}
+    sliders = {keys.EXP_DK: (1, experiments.MAX_SCALING_D_K),
+               keys.EXP_ROPE_OFFSET: (1, experiments.MAX_ROPE_OFFSET)}
+    return {**generate_state.LINK_BOUNDS, **sliders, **keys.LINK_BOUNDS}
 
 
 def _parse(name: str, raw: str, default):
     """The link's `raw` text as a value of the setting `name` (whose default is `default`, or
     whose kind keys.LINK_KINDS says); ValueError saying why not."""
-    kind = "name" if name in NAMES else keys.LINK_KINDS.get(name, type(default))
+    kind = _kind(name, default)
     if len(raw) > MAX_CHARS[kind]:
         raise ValueError(Message("link.why.too_long", chars=MAX_CHARS[kind]))
     if kind is list:
@@ -191,6 +250,11 @@ def _parse(name: str, raw: str, default):
     return raw
 
 
+def _kind(name: str, default):
+    """What a link's value of `name` is read as (see keys.LINK_KINDS), hence its longest."""
+    return "name" if name in NAMES else keys.LINK_KINDS.get(name, type(default))
+
+
 def write() -> None:
     """Put the current state into the URL (only what differs from the defaults)."""
     s = Settings.from_mapping(st.session_state)
@@ -200,10 +264,17 @@ def write() -> None:
     for name in too_long:
         del params[name]
     st.session_state[keys.LINK_TOO_LONG] = too_long
-    for name, default in keys.LINK_DEFAULTS.items():
+    for name, default in _picks():
         value = st.session_state.get(name)
-        if value is not None and value != default and _linkable(value):
-            params[name] = _format(value)
+        if value is None or value == default or not _linkable(value):
+            continue
+        if name in keys.LINK_CHOSEN and not st.session_state.get(keys.LINK_CHOSEN[name]):
+            continue                               # the page's own choice: not the learner's
+        shown = _format(value)
+        if len(shown) <= MAX_CHARS[_kind(name, default)]:      # what read_once accepts back
+            params[name] = shown
+        elif len(shown) > MAX_LINK_TEXT_CHARS:     # said as a too long setting is (a longer
+            too_long.append(name)                  # name or tab is no choice the page offers)
     made = _generated_tokens()
     if made:
         params[GEN_TOKENS_PARAM] = str(made)
@@ -230,6 +301,15 @@ def write() -> None:
         st.session_state.pop(keys.LINK_LOST_EDITS, None)         # edits again: the old loss is past
     if params != st.query_params.to_dict():
         st.query_params.from_dict(params)
+
+
+def _picks():
+    """(key, default) of every page pick session state holds that a link carries."""
+    yield from keys.LINK_DEFAULTS.items()
+    for name in list(st.session_state.keys()):
+        found, default = keys.link_default(name)
+        if found and name not in keys.LINK_DEFAULTS:
+            yield name, default
 
 
 def _linkable(value) -> bool:

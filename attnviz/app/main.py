@@ -35,6 +35,7 @@ def run(pages_dir: Path | None = None) -> None:
         finally:
             # again after the page: its own picks (a layer, a tab, Generate's tokens) are
             # final only now; a page that stopped early (st.stop) still has its link
+            links.say_replaced()
             links.write()
 
 

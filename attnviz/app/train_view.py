@@ -93,11 +93,14 @@ def alive_check():
 # ---- the form ----------------------------------------------------------------------------------
 
 def _task_changed() -> None:
-    """A task that needs more layers (induction) gets them."""
+    """A task that needs more layers (induction) gets them; steps that were a task's default
+    become this one's."""
     task = TASKS[st.session_state[keys.TOY_TASK]]
     layers = st.session_state.get(keys.TOY_LAYERS, 1)
     if isinstance(layers, int) and not isinstance(layers, bool):
         st.session_state[keys.TOY_LAYERS] = max(layers, task.min_layers)
+    if st.session_state.get(keys.TOY_STEPS) in toy.DEFAULT_STEPS.values():
+        st.session_state[keys.TOY_STEPS] = toy.DEFAULT_STEPS[task.name]
 
 
 def _number(value) -> bool:
@@ -152,8 +155,9 @@ def form() -> toy.ToyConfig | None:
             st.session_state[key] = default
     if st.session_state.get(keys.TOY_TASK) not in TASKS:
         st.session_state[keys.TOY_TASK] = "reverse"
-    if not _number(st.session_state.get(keys.TOY_STEPS)):
-        st.session_state[keys.TOY_STEPS] = None
+    steps = st.session_state.get(keys.TOY_STEPS, "first visit")
+    if not (steps is None or _number(steps)):           # a cleared box stays empty (the default)
+        st.session_state[keys.TOY_STEPS] = toy.DEFAULT_STEPS[st.session_state[keys.TOY_TASK]]
     task = st.selectbox(t("train.task.label"), list(TASKS), key=keys.TOY_TASK,
                         on_change=_task_changed,
                         format_func=lambda name: t("train.task.option", task=task_name(name),

@@ -9,6 +9,9 @@ from attnviz.i18n import t
 from attnviz.describe.labels import concat_labels, feature_labels
 from attnviz.app import baseline, compare_view, keys, scales, widgets
 from attnviz.app import decoder_view
+from attnviz.app.pretrained_view import keep_tab
+
+TABS = ("z", "concat", "output", "second")     # its tabs' labels: multihead.tab.<tab>
 
 
 def render() -> None:
@@ -76,6 +79,8 @@ def render() -> None:
                 t("multihead.tab.output"): output_tab}
     if view.settings.mode == Mode.SENTENCE:
         SECTIONS[t("multihead.tab.second")] = lambda: compare_view.sentence_tab(view)
+    # a link's (or the other language's) label of a tab: this language's
+    keep_tab(keys.MH_SECTION, [f"multihead.tab.{tab}" for tab in TABS])
     # only the open tab is drawn: every chart on a page is drawn before the first one shows
     for tab, draw in zip(st.tabs(list(SECTIONS), key=keys.MH_SECTION, on_change="rerun"),
                          SECTIONS.values()):

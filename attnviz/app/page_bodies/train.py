@@ -5,7 +5,7 @@ import streamlit as st
 
 from attnviz.i18n import t
 from attnviz.models import training
-from attnviz.app import state, train_view
+from attnviz.app import keys, state, train_view
 
 
 def render() -> None:
@@ -23,7 +23,9 @@ def render() -> None:
 
     run = train_view.finished_run()
     if run is None:
-        if job is None or not job.running:
+        if job is None and st.session_state.get(keys.TOY_STEP) is not None:   # from a link
+            st.info(t("train.link.retrain", button=t("train.button.train")))
+        elif job is None or not job.running:
             st.info(t("train.start"))
         st.stop()
 
