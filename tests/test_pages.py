@@ -395,7 +395,7 @@ def test_homes_map_links_every_page_and_names_both_real_models():
     """Home's map of pages leads to every other page (issue 27.11: it left out Read the model,
     Train and Generate) and its Pretrained card names both models the page runs."""
     at = open_page("pages/home.py")
-    linked = [link.proto.page for link in at.get("page_link")]
+    linked = [link.proto.page for link in at.main.get("page_link")]
     assert linked == ["inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
                       "train", "generate"]
     captions = [c.value for c in at.caption]

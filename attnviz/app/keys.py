@@ -121,6 +121,11 @@ FIX = Family("fix_")
 _section("language")
 LANG = "lang"                           # the page's language (zh / en); also the link's parameter
 LANG_DRAWN = "lang_drawn"               # the language the browser's widgets were last drawn in
+_section("main")
+APP_RAN = "app_ran"                     # True once a run of the app finished in this session
+LOADING_NOTICE = "loading_notice"       # the first visit's notice of what is loading (a container)
+_section("navigation")
+NAV_LINKS = "nav_links"                 # the sidebar's links to every page (a container)
 _section("scales")
 WEIGHT_SCALE = "weight_scale"           # the weights' colour scale
 WEIGHT_SCALE_CHOSEN = "weight_scale_chosen"  # True once the user picked a scale
