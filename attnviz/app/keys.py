@@ -178,6 +178,7 @@ _section("page_bodies.home")
 HOME_GRID = "home_grid"                 # Home's map of every head's weights
 HOME_OUTPUT = "home_output"             # Home's map of the output
 HOME_FILES = "home_files"               # Home's downloads (the base of their keys)
+HOME_START = "home_start"               # Home's button: Step by step on a tutorial's preset
 _section("page_bodies.steps")
 STEP = "step"                           # the step Step by step shows
 # Step by step's previous / next buttons (step_go_-1, step_go_+1)
