@@ -12,7 +12,7 @@ import pytest
 from attnviz.i18n import t
 from attnviz.models import decoder_reading
 from tests.apptest_helpers import (charts, click_points, decode, heatmap_z, no_exceptions,
-                                   page_alone, shown_tokens)
+                                   page_alone, shown_tokens, shows)
 from tests.i18n_walker import english_sentences, visible_texts
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
@@ -251,6 +251,7 @@ def test_the_logit_lens_grid_ends_in_the_models_own_next_tokens(decoder):
     no_exceptions(at)
     assert not at.error
     assert "Logit lens" in [tab.label for tab in at.tabs]
+    assert shows(at.caption, "reading.lens.same")      # the same lens as Trace the answer's
     grid = titled(at, "Logit lens")
     cells = grid["data"][0]
     z = heatmap_z(grid)                                        # (rows, n)
