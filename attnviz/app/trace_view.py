@@ -17,7 +17,8 @@ import time
 import numpy as np
 import streamlit as st
 
-from attnviz.app import keys, model_loading, pretrained_view, reading_view, widgets
+from attnviz.app import (keys, language, model_loading, pretrained_view, reading_view,
+                         widgets)
 from attnviz.app.text import at_limit, bound, code, literal, token_line
 from attnviz.core.cache import SizedCache
 from attnviz.core.errors import AttnvizInputError
@@ -101,7 +102,7 @@ def _fill_pair() -> None:
 def _patch_inputs() -> tuple[str, str, tuple[str, str] | None, str, int | None]:
     """The preset, both prompts, both answers, what to patch (and the layer of heads_pos)."""
     if st.session_state.get(keys.TR_PAIR) not in PAIRS:
-        st.session_state[keys.TR_PAIR] = PAIRS[0]
+        st.session_state[keys.TR_PAIR] = language.default(keys.TR_PAIR, PAIRS[0])
     if st.session_state.get(keys.TR_CLEAN) is None:         # a fresh session: the preset's
         _fill_pair()
     st.selectbox(t("trace.patch.pair.label"), PAIRS, key=keys.TR_PAIR, persist_state="session",
