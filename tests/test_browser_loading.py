@@ -2,7 +2,8 @@
 GGUF is converted: tens of seconds) — each page that needs SmolLM2, opened meanwhile, shows its
 title and a progress bar within seconds, then draws once the load is done. Issue 34.6: a fresh
 server's first page says what is loading from the moment Streamlit draws anything, in the
-browser's language, and never lists the file names of pages/. Under CI=true these never
+browser's language, and never lists the file names of pages/; 34.10: the sentence box's
+counter is not drawn over its text. Under CI=true these never
 skip."""
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ WATCH_JS = """() => {
     new MutationObserver(look).observe(document, {subtree: true, childList: true,
                                                   characterData: true});
 }"""
+# how far the edited sentence box's text runs under its counter of characters ("59/20000"
+# drawn inside the box, issue 34.10): the text's right edge minus the counter's left one
+COUNTER_OVERLAP_JS = """() => {
+    const box = document.querySelector('[data-testid="stSidebar"] [data-testid="stTextInput"]');
+    const input = box.querySelector('input'), counter = box.querySelector(
+        '[data-testid="InputInstructions"]');
+    const text_right = input.getBoundingClientRect().right
+        - parseFloat(getComputedStyle(input).paddingRight);
+    return text_right - counter.getBoundingClientRect().left;
+}"""
 NOTICE_WITHIN_MS = 2_000     # after Streamlit first draws its frame (the script's first moments)
 PAGE_FILES = {"app"} | {p.stem for p in (ROOT / "pages").glob("*.py")}
 
@@ -96,6 +107,11 @@ def first_visit(browser, url: str, locale: str) -> dict:
         seen = page.evaluate("window.__seen")
         seen["notice_after"] = page.locator(
             '[class*="st-key-loading_notice"] [data-testid="stAlert"]').is_visible()
+        box = page.locator('[data-testid="stSidebar"] [data-testid="stTextInput"] input').first
+        box.click()                                  # the sentence box, edited: its counter
+        page.keyboard.press("End")
+        page.locator('[data-testid="InputInstructions"]').first.wait_for()
+        seen["text_past_counter_px"] = page.evaluate(COUNTER_OVERLAP_JS)
         assert not exceptions(page)
         return seen
     finally:
@@ -118,3 +134,4 @@ def test_a_fresh_servers_first_page_says_what_loads_and_never_lists_file_names(b
         assert seen["notice"] - seen["app"] <= NOTICE_WITHIN_MS, (lang, seen)
         assert seen["notice"] <= seen["title"] < seen["chart"], (lang, seen)
         assert not seen["notice_after"], lang                    # gone once the page is drawn
+        assert seen["text_past_counter_px"] <= 0, (lang, seen)  # the text stops before it

@@ -27,6 +27,7 @@ def run(pages_dir: Path | None = None) -> None:
     threads.start_once()           # one BLAS thread, the memory sweeper (see attnviz.app.threads)
     language.activate()            # first: the page titles below are in the session's language
     st.set_page_config(page_title=t("app.page_title"), page_icon=str(ICON), layout="wide")
+    st.html(APP_CSS)               # style sheets only: Streamlit gives them no place on the page
     notice = loading_notice()
     with navigation.app_navigation(pages_dir) as page:
         navigation.sidebar_links()
@@ -46,6 +47,13 @@ def run(pages_dir: Path | None = None) -> None:
         finally:
             settle_notice(notice)
 
+
+# a text box's counter of characters ("59/20000", drawn inside the box while it is edited) is
+# kept clear of the text: the text stops before it
+APP_CSS = """<style>
+[data-testid="stTextInput"]:has([data-testid="InputInstructions"]) input
+{ padding-right: 5rem; }
+</style>"""
 
 # hides the notice once the browser has drawn the main area: until then Streamlit draws a grey
 # placeholder (stSkeleton) for each element whose code is still arriving (on a first visit, the
