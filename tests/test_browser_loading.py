@@ -3,7 +3,8 @@ GGUF is converted: tens of seconds) — each page that needs SmolLM2, opened mea
 title and a progress bar within seconds, then draws once the load is done. Issue 34.6: a fresh
 server's first page says what is loading from the moment Streamlit draws anything, in the
 browser's language, and never lists the file names of pages/; 34.10: the sentence box's
-counter is not drawn over its text. Under CI=true these never
+counter is not drawn over its text, and Experiments' nine tabs are all in sight at 1024 px.
+Under CI=true these never
 skip."""
 
 from __future__ import annotations
@@ -123,10 +124,24 @@ def shown(msg_id: str, lang: str) -> str:
     return re.sub(r"\*\*", "", i18n.render(msg_id, lang))
 
 
+def tabs_hidden_px(browser, url: str) -> int:
+    """How much of Experiments' row of tabs is out of sight at 1024 px (scrolled away)."""
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    try:
+        page = context.new_page()
+        page.goto(url + "/experiments")
+        wait_for_app(page, timeout_ms=120_000)
+        return page.evaluate("""() => { const tabs = document.querySelector('[role="tablist"]');
+                                        return tabs.scrollWidth - tabs.clientWidth; }""")
+    finally:
+        context.close()
+
+
 def test_a_fresh_servers_first_page_says_what_loads_and_never_lists_file_names(browser):
     with streamlit_server(120) as (url, _):
         visits = {"en": first_visit(browser, url, "en-US"),      # the server's first page
                   "zh": first_visit(browser, url, "zh-CN")}      # a later learner's first
+        assert tabs_hidden_px(browser, url) <= 0           # 34.10: all 9 tabs in sight
     for lang, seen in visits.items():
         assert seen["links"], lang                               # the app's own links ...
         assert not PAGE_FILES & set(seen["links"]), (lang, seen["links"])   # ... never files

@@ -53,6 +53,10 @@ def run(pages_dir: Path | None = None) -> None:
 APP_CSS = """<style>
 [data-testid="stTextInput"]:has([data-testid="InputInstructions"]) input
 { padding-right: 5rem; }
+.st-key-experiment [role="tablist"] { flex-wrap: wrap; row-gap: 0.25rem; }
+.st-key-experiment [data-baseweb="tab-highlight"] { display: none; }
+.st-key-experiment [role="tab"][aria-selected="true"]
+{ box-shadow: inset 0 -3px 0 currentColor; }
 </style>"""
 
 # hides the notice once the browser has drawn the main area: until then Streamlit draws a grey
