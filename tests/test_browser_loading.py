@@ -4,8 +4,7 @@ title and a progress bar within seconds, then draws once the load is done. Issue
 server's first page says what is loading from the moment Streamlit draws anything, in the
 browser's language, and never lists the file names of pages/; 34.10: the sentence box's
 counter is not drawn over its text, and Experiments' nine tabs are all in sight at 1024 px.
-Under CI=true these never
-skip."""
+Under CI=true these never skip."""
 
 from __future__ import annotations
 
