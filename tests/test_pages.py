@@ -414,6 +414,17 @@ def test_home_says_its_weights_are_random_and_starts_a_tutorial_on_step_by_step(
     assert not shows(at.info, "home.random.notice")
 
 
+def test_the_preset_box_names_each_preset_in_full_sight_with_its_title_below():
+    """Issue 34.10: the presets' titles were cut in the sidebar's box (260 px): the box names
+    each by a short name (at most 26 characters fit at 1024 px), its full title below."""
+    at = open_page("pages/home.py", mode="Preset", preset="thinking_machines")
+    box = at.sidebar.selectbox(key="preset")
+    assert box.options == [t(f"preset.{name}.short") for name in PRESET_NAMES]
+    assert max(len(name) for name in box.options) <= 26
+    assert shows(at.sidebar.caption, "sidebar.preset.about",
+                 title=t("preset.thinking_machines.title"))
+
+
 def test_homes_map_links_every_page_and_names_both_real_models():
     """Home's map of pages leads to every other page (issue 27.11: it left out Read the model,
     Train and Generate) and its Pretrained card names both models the page runs."""
