@@ -41,6 +41,7 @@ _GAP = re.compile(r"[\s,.;:!?'\"“”‘’()\[\]/&*+\-–—0-9]*")     # betw
 _LATEX = re.compile(r"\$\$.*?\$\$|\$[^$]*\$|\\\(.*?\\\)", re.S)
 _CODE = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
 _TAGS = re.compile(r"<[^>]+>")
+_STYLE = re.compile(r"<style>.*?</style>", re.S)       # CSS (app/main.py's): never shown
 _HOVER = re.compile(r"%\{[^}]*\}|<extra>.*?</extra>")
 _URL = re.compile(r"https?://\S+")
 
@@ -128,7 +129,8 @@ def chart_texts(fig: dict) -> list[tuple[str, str]]:
 
 def prose(text: str, ignore=()) -> str:
     """`text` without what is not prose in a language: LaTeX, code spans, HTML tags, hover
-    placeholders, addresses, and the `ignore` strings (longest first)."""
+    placeholders, addresses, style sheets, and the `ignore` strings (longest first)."""
+    text = _STYLE.sub(" ", text)
     text = _HOVER.sub(" ", text)
     text = html.unescape(_TAGS.sub(" ", text))
     text = _LATEX.sub(" ", text)

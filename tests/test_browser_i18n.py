@@ -28,7 +28,7 @@ SHOTS = Path(os.environ.get("ATTNVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="a
 # Text cut off by its box: wider than the box shows (an ellipsis, or hidden overflow)
 CLIPPED_JS = """() => {
     const sel = ['h1', 'h2', 'h3', '[data-testid="stWidgetLabel"] p', 'button p',
-                 '[data-testid="stSidebarNavLink"] span', '[data-testid="stPageLink"] p',
+                 '[data-testid="stPageLink"] p',
                  '[data-testid="stExpander"] summary p', '[data-testid="stCaptionContainer"]'];
     const out = [];
     document.querySelectorAll(sel.join(',')).forEach(el => {
@@ -85,7 +85,8 @@ def lang_in(page) -> str | None:
 def nav_links(page) -> list[str]:
     """The navigation's page titles (each link's text starts with its icon's ligature name)."""
     return [re.sub(r"^[a-z_]+", "", text) for text in page.eval_on_selector_all(
-        '[data-testid="stSidebarNavLink"]', "els => els.map(e => e.textContent.trim())")]
+        '[data-testid="stSidebar"] .st-key-nav_links [data-testid="stPageLink"]',
+        "els => els.map(e => e.textContent.trim())")]
 
 
 def click_language(page, name: str, heading: str) -> None:

@@ -421,3 +421,18 @@ def test_a_grid_of_heads_keeps_every_label_by_using_fewer_columns():
                                              MultiHeadWeights.random(16, 4)), few)
     assert sum(1 for name in fig.layout.to_plotly_json() if name.startswith("xaxis")) == 4
     assert fig.layout.xaxis4.domain[0] > 0.5 and fig.layout.xaxis.domain[1] < 0.5  # one row
+
+
+def test_x_rows_are_tokens_and_q_k_v_columns_are_their_projections_columns():
+    """Issue 34.10: X's rows are titled "token" (the input is not yet queries), and Q's, K's,
+    V's columns are named as W_Q's, W_K's, W_V's columns are (q0 …, k0 …, v0 …), not d0 …"""
+    from attnviz.i18n import t
+
+    x = embed_tokens(["a", "b", "c"], 4)
+    tr = trace_attention(x, MultiHeadWeights.random(4, 2, seed=0))
+    fig = figures.step_figure(tr, "x")
+    assert fig.layout.yaxis.title.text == t("figure.axis.token")
+    assert fig.layout.xaxis.title.text == t("figure.axis.feature")
+    for step in ("q", "k", "v"):
+        assert list(figures.step_figure(tr, step).data[0].x) == [f"{step}0", f"{step}1"], step
+    assert list(figures.step_figure(tr, "z").data[0].x) == ["d0", "d1"]

@@ -72,6 +72,21 @@ def test_lang_zh_in_the_link_gives_chinese_titles_and_sidebar():
 
 
 @pytest.mark.slow
+def test_a_chinese_page_starts_from_a_chinese_sentence_which_its_link_keeps():
+    """Issue 34.10: in 中文 the default sentence is Chinese (tutorial 000's, translated), not
+    English; the link carries it, so an English page opened from it shows the same tokens.
+    Only the default: an English page still starts from the English one."""
+    zh = app(link={"lang": "zh"})
+    assert shown_tokens(zh) == ["动", "物", "没", "有", "过", "马", "路", "，", "因", "为", "它",
+                                "太", "累", "了"]
+    link = dict(zh.query_params)
+    assert link["sentence"] == "动物没有过马路，因为它太累了"
+    opened = app(link={**link, "lang": "en"})
+    assert shown_tokens(opened) == shown_tokens(zh)
+    assert shown_tokens(app())[:2] == ["The", "animal"]
+
+
+@pytest.mark.slow
 def test_the_switch_changes_the_language_and_the_link():
     at = app()
     assert nav_titles(at) == NAV_EN and at.title[0].value == "Self-attention, one step at a time"
@@ -117,7 +132,8 @@ def test_the_train_page_has_the_switch_and_keeps_the_link():
     assert language_switch(at).value == "en"
     at = app("pages/train.py", lang="zh")
     assert at.sidebar.caption[0].value == i18n.render("sidebar.own_settings", "zh")
-    assert dict(at.query_params) == {"lang": "zh"}
+    # the language, and the Chinese default sentence (an English page would not start from it)
+    assert dict(at.query_params) == {"lang": "zh", "sentence": "动物没有过马路，因为它太累了"}
 
 
 @pytest.mark.slow
@@ -147,7 +163,8 @@ def test_a_lang_no_catalogue_has_falls_back_with_a_notice():
 
 @pytest.mark.slow
 def test_the_pages_numbers_do_not_depend_on_the_language():
-    en, zh = app(), app(link={"lang": "zh"})
+    en = app()
+    zh = app(link={"lang": "zh", "sentence": en.session_state["sentence"]})   # the same input
     assert shown_tokens(en) == shown_tokens(zh)
     assert [c["data"][0]["z"] for c in charts(en)] == [c["data"][0]["z"] for c in charts(zh)]
 

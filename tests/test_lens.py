@@ -336,16 +336,17 @@ def test_the_grid_writes_each_cells_top_token_and_colours_it_by_its_probability(
     from attnviz.plot.lens_figures import lens_grid, rank_line, top_bars
 
     probs = np.array([[[0.9, 0.1], [0.5, 0.3]], [[0.6, 0.2], [0.4, 0.35]]])   # (R, n, k)
-    labels = [[["a<b", "c"], ["␣d", "e"]], [["f", "g"], ["h", "i"]]]
+    labels = [[["a<b", "c"], ["␣d", "e"]], [["f", "g"], ["␣Eiffel", "i"]]]
     fig = lens_grid(probs, labels, row_labels=["embeddings", "after layer 0"],
                     col_labels=["The", "␣cat"], title="lens", hover_top=2)
     cell = fig.data[0]
     np.testing.assert_array_equal(np.asarray(cell.z), probs[..., 0])
-    assert [list(row) for row in cell.text] == [["a&lt;b", "␣d"], ["f", "h"]]
+    # a cell writes at most 6 characters (issue 34.10: they overflowed their cells at 1024 px)
+    assert [list(row) for row in cell.text] == [["a&lt;b", "␣d"], ["f", "␣Eiff…"]]
     marks = fig.data[1]                                  # the hovers: one marker per cell
     assert list(marks.x) == ["0: The", "1: ␣cat"] * 2
     assert list(marks.y) == ["embeddings"] * 2 + ["after layer 0"] * 2
-    assert marks.customdata[3] == "h  0.400<br>i  0.350" and cell.hoverinfo == "skip"
+    assert marks.customdata[3] == "␣Eiffel  0.400<br>i  0.350" and cell.hoverinfo == "skip"
     assert list(cell.y) == ["embeddings", "after layer 0"] and (cell.zmin, cell.zmax) == (0, 1)
     bars = top_bars(["x", "y"], [0.7, 0.2], title="top")
     assert list(bars.data[0].x) == [0.7, 0.2] and list(bars.data[0].y) == ["1. x", "2. y"]

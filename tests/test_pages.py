@@ -9,7 +9,7 @@ from tests.apptest_helpers import (PAGES, button, chart_bytes, charts, decode, h
                                    no_exceptions, open_page, page_alone, plain, shown_tokens,
                                    shows)
 from tests.message_helpers import cell_at
-from attnviz.i18n import Message
+from attnviz.i18n import Message, t
 
 DEFAULT = "The animal didn't cross the street because it was too tired"
 
@@ -391,11 +391,45 @@ def test_the_second_sentence_tab_is_only_for_the_sentence_input():
     assert "Second sentence" not in [t.label for t in at.tabs]
 
 
+def test_home_says_its_weights_are_random_and_starts_a_tutorial_on_step_by_step():
+    """Issue 34.6: Home's default (tutorial 000's sentence) runs on random weights and says so
+    (with the sidebar's seed), asks nobody to look for "it" → "animal" there, and its start
+    button opens Step by step on tutorial 003's worked example, its numbers as the tutorial
+    has them; a preset's own weights get no such notice."""
+    at = open_page("pages/home.py")
+    assert shows(at.info, "home.random.notice", seed=0), [plain(i) for i in at.info]
+    assert shows(at.info, "home.random.it")
+    assert at.main.get("page_link")                 # the map, right below the start ...
+    headers = [h.value for h in at.subheader]
+    assert headers.index(t("home.start.subheader")) < headers.index(t("home.steps.subheader")) \
+        < headers.index(t("home.weights.subheader"))               # ... above the charts
+    at.button(key="home_start").click().run()
+    no_exceptions(at)
+    assert at.title[0].value == t("steps.title")
+    assert (at.session_state["mode"], at.session_state["preset"]) == ("Preset", "three_inputs")
+    tutorial_003_x = [[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]]    # its three inputs
+    np.testing.assert_array_equal(heatmap_z(charts(at)[0]), tutorial_003_x)
+    at.switch_page("pages/home.py")
+    at.run()
+    assert not shows(at.info, "home.random.notice")
+
+
+def test_the_preset_box_names_each_preset_in_full_sight_with_its_title_below():
+    """Issue 34.10: the presets' titles were cut in the sidebar's box (260 px): the box names
+    each by a short name (at most 26 characters fit at 1024 px), its full title below."""
+    at = open_page("pages/home.py", mode="Preset", preset="thinking_machines")
+    box = at.sidebar.selectbox(key="preset")
+    assert box.options == [t(f"preset.{name}.short") for name in PRESET_NAMES]
+    assert max(len(name) for name in box.options) <= 26
+    assert shows(at.sidebar.caption, "sidebar.preset.about",
+                 title=t("preset.thinking_machines.title"))
+
+
 def test_homes_map_links_every_page_and_names_both_real_models():
     """Home's map of pages leads to every other page (issue 27.11: it left out Read the model,
     Train and Generate) and its Pretrained card names both models the page runs."""
     at = open_page("pages/home.py")
-    linked = [link.proto.page for link in at.get("page_link")]
+    linked = [link.proto.page for link in at.main.get("page_link")]
     assert linked == ["inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
                       "train", "generate"]
     captions = [c.value for c in at.caption]

@@ -12,7 +12,7 @@ import pytest
 from attnviz.i18n import t
 from attnviz.models import decoder_reading
 from tests.apptest_helpers import (charts, click_points, decode, heatmap_z, no_exceptions,
-                                   page_alone, shown_tokens)
+                                   page_alone, shown_tokens, shows)
 from tests.i18n_walker import english_sentences, visible_texts
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
@@ -252,6 +252,7 @@ def test_the_logit_lens_grid_ends_in_the_models_own_next_tokens(decoder):
     no_exceptions(at)
     assert not at.error
     assert "Logit lens" in [tab.label for tab in at.tabs]
+    assert shows(at.caption, "reading.lens.same")      # the same lens as Trace the answer's
     grid = titled(at, "Logit lens")
     cells = grid["data"][0]
     z = heatmap_z(grid)                                        # (rows, n)
@@ -262,7 +263,8 @@ def test_the_logit_lens_grid_ends_in_the_models_own_next_tokens(decoder):
     best = probs.argmax(-1)
     expected = [token_shown(decoder.piece_after(run.ids[:i + 1], int(j)))
                 for i, j in enumerate(best)]
-    assert cells["text"][-1] == expected                       # the last row: the model's
+    cut = [e if len(e) <= 6 else e[:5] + "…" for e in expected]   # a cell holds 6 characters
+    assert cells["text"][-1] == cut                            # the last row: the model's
     assert expected[-1] == "␣Paris"
     np.testing.assert_allclose(z[-1], probs[np.arange(len(best)), best], atol=1e-6)
     assert cells["y"][0] == "embeddings" and cells["y"][-1] == "after layer 29"

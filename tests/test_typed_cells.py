@@ -41,3 +41,18 @@ def test_a_bias_is_one_row_and_a_matrix_without_heads_is_named_without_one():
     np.testing.assert_array_equal(new, BASE[:1])
     assert problems == ["b_O, row 1 (bias), column 2 (q1): '1e400' is too large (the largest "
                         "number is about 1.8e308)"]
+
+
+def test_a_cell_shows_four_digits_and_keeps_its_exact_value_when_closed_unchanged():
+    """Issue 34.10: a cell shows -9.023e-05, not -9.022799322427888e-05 cut by its border; a
+    cell opened and closed as shown keeps every digit, and a new number typed lands."""
+    from attnviz.session.edits import cell_text
+
+    exact = -9.022799322427888e-05
+    assert [cell_text(v) for v in (exact, 0.5, 250.0, 1e308)] == ["-9.023e-05", "0.5", "250",
+                                                                    "1e+308"]
+    base = np.array([[exact, 1 / 3]])
+    changes = {0: {"q0": "-9.023e-05", "q1": "0.3"}}           # q0 as shown; q1 typed anew
+    new, problems = typed_cells(base, base, "w_q", 0, changes, ["d0"], ["q0", "q1"])
+    assert problems == []
+    assert new.tolist() == [[exact, 0.3]]

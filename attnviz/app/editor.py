@@ -113,17 +113,19 @@ def _editing() -> None:
 
 
 def _editor(mount: EditorMount) -> None:
-    """The matrix as editable text cells: each shows its number exactly (shortest round-trip
-    decimal) and a typed cell is stored exactly as written, or refused with a message naming
-    the cell (a numeric cell editor would silently drop letters: 1e-3 became −13)."""
+    """The matrix as editable text cells: each shows its number to a few digits
+    (edits.cell_text) and keeps it exactly; a typed cell is stored exactly as written, or
+    refused with a message naming the cell (a numeric cell editor would silently drop letters:
+    1e-3 became −13, so the cells are text, not st.column_config.NumberColumn)."""
     if mount.base.size > EDITOR_MAX_CELLS:
         st.caption(t("edit.too_large", rows=mount.base.shape[0], cols=mount.base.shape[1]))
         return
     rows, cols = unique(mount.rows), unique(mount.cols)
-    frame = pd.DataFrame([[repr(float(v)) for v in row] for row in mount.base], index=rows,
-                         columns=cols)
+    frame = pd.DataFrame([[edits.cell_text(float(v)) for v in row] for row in mount.base],
+                         index=rows, columns=cols)
     st.data_editor(frame, key=mount.key, on_change=apply_editor_changes,
                    args=(mount.key,), disabled=["_index"], width="stretch")
+    st.caption(t("edit.cells.digits", digits=edits.CELL_DIGITS))
     if mount.problems:
         st.error(literal("; ".join(map(str, mount.problems))) + t(
             "edit.kept_previous", count=len(mount.problems)))

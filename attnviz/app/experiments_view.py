@@ -20,7 +20,7 @@ from attnviz.describe.labels import feature_labels
 from attnviz.session.view import View
 from attnviz.tutorials.presets import load_preset
 from attnviz.core.weights import MultiHeadWeights
-from attnviz.app import keys, scales, widgets
+from attnviz.app import keys, language, scales, widgets
 from attnviz.app.text import MAX_TEXT_CHARS, at_limit, literal, token_line
 
 YOUR_X = "your input X"            # the source radios' second value (the first: "tutorial")
@@ -181,9 +181,10 @@ def masks_tab(view: View) -> None:
 
 def cross_tab(view: View) -> None:
     st.markdown(t("experiments.cross.intro", code="`forward(query, key, value)`"))
-    other = st.text_input(t("experiments.cross.second"), "Le chat est assis",
-                          persist_state="session", key=keys.EXP_CROSS_TEXT,
-                          max_chars=MAX_TEXT_CHARS)
+    st.session_state.setdefault(keys.EXP_CROSS_TEXT,
+                                language.default(keys.EXP_CROSS_TEXT, "Le chat est assis"))
+    other = st.text_input(t("experiments.cross.second"), persist_state="session",
+                          key=keys.EXP_CROSS_TEXT, max_chars=MAX_TEXT_CHARS)
     at_limit(other, MAX_TEXT_CHARS)
     try:
         other_tokens, _ = truncate(tokenize(other), 64)

@@ -23,7 +23,7 @@ from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.models.decoder import MAX_TOKENS, MODEL_NAME, DecoderModel, Generation
 from attnviz.plot import generate_figures, lens_figures
-from attnviz.app import keys, reading_view, widgets
+from attnviz.app import keys, language, reading_view, widgets
 from attnviz.app.generate_state import (DEFAULT_PROMPT, MAX_NEW_TOKENS, MAX_SEED, SAMPLINGS,
                                         TEMPERATURES, current)
 from attnviz.app.text import (MAX_PROMPT_CHARS, at_limit, bound, code, literal, token_line,
@@ -66,7 +66,8 @@ def token_count(text: str, chat: bool) -> int:
 def prompt(m: DecoderModel) -> tuple[str, bool] | None:
     """The prompt box and the chat-template switch; the prompt the model reads, (text, chat)
     (None when the prompt is empty, which is said)."""
-    st.session_state.setdefault(keys.GEN_PROMPT, DEFAULT_PROMPT)
+    st.session_state.setdefault(keys.GEN_PROMPT,
+                                language.default(keys.GEN_PROMPT, DEFAULT_PROMPT))
     st.session_state.setdefault(keys.GEN_CHAT, False)
     bound(keys.GEN_PROMPT, MAX_PROMPT_CHARS)
     # persist_state: the page's choices stay when the learner visits another page and returns

@@ -121,6 +121,11 @@ FIX = Family("fix_")
 _section("language")
 LANG = "lang"                           # the page's language (zh / en); also the link's parameter
 LANG_DRAWN = "lang_drawn"               # the language the browser's widgets were last drawn in
+_section("main")
+APP_RAN = "app_ran"                     # True once a run of the app finished in this session
+LOADING_NOTICE = "loading_notice"       # the first visit's notice of what is loading (a container)
+_section("navigation")
+NAV_LINKS = "nav_links"                 # the sidebar's links to every page (a container)
 _section("scales")
 WEIGHT_SCALE = "weight_scale"           # the weights' colour scale
 WEIGHT_SCALE_CHOSEN = "weight_scale_chosen"  # True once the user picked a scale
@@ -175,6 +180,7 @@ _section("page_bodies.home")
 HOME_GRID = "home_grid"                 # Home's map of every head's weights
 HOME_OUTPUT = "home_output"             # Home's map of the output
 HOME_FILES = "home_files"               # Home's downloads (the base of their keys)
+HOME_START = "home_start"               # Home's button: Step by step on a tutorial's preset
 _section("page_bodies.steps")
 STEP = "step"                           # the step Step by step shows
 # Step by step's previous / next buttons (step_go_-1, step_go_+1)

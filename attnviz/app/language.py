@@ -36,6 +36,24 @@ def activate() -> str:
     return lang
 
 
+# What a page starts with when it is in Chinese (only these: the tutorials' presets keep their
+# own texts and numbers). A link carries any of them that differs from the English default.
+ZH_DEFAULTS = {
+    keys.SENTENCE: "动物没有过马路，因为它太累了",        # tutorial 000's sentence
+    keys.GEN_PROMPT: "中国的首都是",
+    keys.EXP_CROSS_TEXT: "猫坐在垫子上",
+    keys.TR_PAIR: "weekday_zh",
+}
+
+
+def default(key: str, value):
+    """The default of `key` on this page: `value` (the English one), or its Chinese one
+    (ZH_DEFAULTS) when the session's language is Chinese."""
+    if st.session_state.get(keys.LANG) == "zh":
+        return ZH_DEFAULTS.get(key, value)
+    return value
+
+
 def link_value() -> str | None:
     """What the link carries: the session's language when it is not the browser's own."""
     lang = st.session_state.get(keys.LANG)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from attnviz.app import gc_tuning, language, links, navigation, sidebar, threads
+# only what the first moments need: links and the sidebar (pandas, the figures: about a second
+# on a fresh server) are imported in run(), once the loading notice is on the page
+from attnviz.app import gc_tuning, keys, language, navigation, threads
 from attnviz.i18n import t
 
 # a local file: a ":material/…:" page icon is fetched from a font host on the internet
@@ -25,18 +27,70 @@ def run(pages_dir: Path | None = None) -> None:
     threads.start_once()           # one BLAS thread, the memory sweeper (see attnviz.app.threads)
     language.activate()            # first: the page titles below are in the session's language
     st.set_page_config(page_title=t("app.page_title"), page_icon=str(ICON), layout="wide")
+    st.html(APP_CSS)               # style sheets only: Streamlit gives them no place on the page
+    notice = loading_notice()
     with navigation.app_navigation(pages_dir) as page:
+        navigation.sidebar_links()
+        from attnviz.app import links, sidebar   # after the notice and the links (see above)
+
         gc_tuning.freeze_long_lived()      # the modules' objects out of Streamlit's collection
-        # before the page: a page that stops (st.stop) ends the run
-        sidebar.render(inputs=page.url_path not in OWN_SETTINGS,
-                       real_model=page.url_path in REAL_MODEL)
         try:
-            page.run()
+            # before the page: a page that stops (st.stop) ends the run
+            sidebar.render(inputs=page.url_path not in OWN_SETTINGS,
+                           real_model=page.url_path in REAL_MODEL)
+            try:
+                page.run()
+            finally:
+                # again after the page: its own picks (a layer, a tab, Generate's tokens) are
+                # final only now; a page that stopped early (st.stop) still has its link
+                links.say_replaced()
+                links.write()
         finally:
-            # again after the page: its own picks (a layer, a tab, Generate's tokens) are
-            # final only now; a page that stopped early (st.stop) still has its link
-            links.say_replaced()
-            links.write()
+            settle_notice(notice)
+
+
+# a text box's counter of characters ("59/20000", drawn inside the box while it is edited) is
+# kept clear of the text: the text stops before it
+APP_CSS = """<style>
+[data-testid="stTextInput"]:has([data-testid="InputInstructions"]) input
+{ padding-right: 5rem; }
+.st-key-experiment [role="tablist"] { flex-wrap: wrap; row-gap: 0.25rem; }
+.st-key-experiment [data-baseweb="tab-highlight"] { display: none; }
+.st-key-experiment [role="tab"][aria-selected="true"]
+{ box-shadow: inset 0 -3px 0 currentColor; }
+</style>"""
+
+# hides the notice once the browser has drawn the main area: until then Streamlit draws a grey
+# placeholder (stSkeleton) for each element whose code is still arriving (on a first visit, the
+# charts' for seconds after the script has finished), then each chart's box stays empty until
+# plotly has drawn it
+_HIDE_WHEN_DRAWN = f"""<style>
+body:not(:has([data-testid="stMain"] [data-testid="stSkeleton"],
+              [data-testid="stMain"] [data-testid="stPlotlyChart"] > div:empty))
+.st-key-{keys.LOADING_NOTICE} {{ display: none; }}
+</style>"""
+
+
+def loading_notice():
+    """The top of the main area: on a session's first run, a notice of what is loading (a
+    fresh server's first page takes seconds: Python's libraries, the page's numbers, then the
+    browser draws its charts); empty on every later run. Returns what :func:`settle_notice`
+    needs at the end of the run."""
+    slot = st.empty()               # made on every run: the page's elements keep their places
+    if st.session_state.get(keys.APP_RAN):
+        return None
+    with slot.container(key=keys.LOADING_NOTICE):
+        st.info(t("app.loading"), icon=":material/hourglass_top:")
+        return st.empty()           # for the CSS that hides the notice (settle_notice)
+
+
+def settle_notice(css) -> None:
+    """At the end of a run (`css`: :func:`loading_notice`'s answer): after the session's first,
+    the notice stays while the browser still loads the page's elements, then hides by itself;
+    later runs have none."""
+    if css is not None:
+        css.markdown(_HIDE_WHEN_DRAWN, unsafe_allow_html=True)   # the app's own CSS, no input
+    st.session_state[keys.APP_RAN] = True
 
 
 def page_file(path: str) -> None:

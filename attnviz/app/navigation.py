@@ -23,6 +23,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from attnviz.app import keys
 from attnviz.i18n import t
 
 # (name, icon), in the navigation's order; the first is the default page
@@ -68,13 +69,26 @@ def app_navigation(pages_dir: Path | None = None):
     st.navigation also switches off, for the whole process, Streamlit's old folder-based
     multipage mode, which a folder named ``pages`` beside the main script (app.py's) starts
     and which runs ``pages/<name>.py`` by itself for a fresh server's first request to
-    ``/<name>`` (attnviz.app.main.page_file)."""
+    ``/<name>`` (attnviz.app.main.page_file).
+
+    Streamlit's own navigation is hidden (``client.showSidebarNavigation = false`` in the
+    app's config): in that folder mode a fresh server's first page would list the files of
+    ``pages/`` by name until this navigation ran. The app draws its own links instead
+    (:func:`sidebar_links`), in the session's language from the first moment they show."""
     registered = pages(pages_dir)
     token = _RUN_PAGES.set(registered)
     try:
-        yield st.navigation(list(registered.values()))
+        yield st.navigation(list(registered.values()), position="hidden")
     finally:
         _RUN_PAGES.reset(token)
+
+
+def sidebar_links() -> None:
+    """A link to every page at the top of the sidebar, in the navigation's order; the page
+    shown is highlighted (st.page_link marks the current page)."""
+    with st.sidebar.container(key=keys.NAV_LINKS):
+        for name, icon in PAGES:
+            st.page_link(page(name), label=t(f"nav.{name}"), icon=icon)
 
 
 def in_app_run() -> bool:

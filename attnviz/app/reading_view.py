@@ -730,6 +730,7 @@ def lens_tab(run: DecoderRun) -> None:
     from attnviz.plot import lens_figures
 
     st.caption(t("reading.lens.caption"))
+    st.caption(t("reading.lens.same", reading=t("nav.reading"), trace=t("nav.trace")))
     m = chosen_model().load()
     kind = _option_radio("reading.lens.kind", LENS_KINDS, keys.LENS_KIND)
     fitted = tuned_lens(m) if kind == "tuned" else None

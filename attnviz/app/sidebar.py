@@ -31,6 +31,11 @@ def preset_title(name: str) -> str:
     return t(f"preset.{name}.title")
 
 
+def preset_short(name: str) -> str:
+    """A preset's name short enough for the sidebar's box (its full title is said below it)."""
+    return t(f"preset.{name}.short")
+
+
 def render(inputs: bool = True, real_model: bool = False) -> None:
     """The sidebar; without `inputs` (a page with its own settings) only a line saying so; with
     `real_model` (a page that runs the pretrained model on the sentence) the sentence and the
@@ -62,8 +67,10 @@ def render(inputs: bool = True, real_model: bool = False) -> None:
             text.at_limit(st.session_state[keys.SENTENCE], text.MAX_TEXT_CHARS)
         elif mode == Mode.PRESET:
             st.selectbox(t("sidebar.preset.label"), PRESET_NAMES, persist_state="session",
-                         key=keys.PRESET, format_func=preset_title)
-            st.caption(t(f"preset.{st.session_state[keys.PRESET]}.description"))
+                         key=keys.PRESET, format_func=preset_short)
+            name = st.session_state[keys.PRESET]
+            st.caption(t("sidebar.preset.about", title=preset_title(name),
+                         description=t(f"preset.{name}.description")))
         elif mode == Mode.MATRIX_X:
             st.text_area(t("sidebar.x_text.label"), persist_state="session", key=keys.X_TEXT,
                          height=120, max_chars=text.MAX_MATRIX_CHARS, help=t("sidebar.x_text.help"))

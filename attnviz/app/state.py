@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from attnviz.app import keys, links, text
+from attnviz.app import keys, language, links, text
 from attnviz.session.edits import make_edit
 from attnviz.session.build import build_view
 from attnviz.session.settings import TOY_MODE, Settings, ToyChoice, weights_signature
@@ -19,7 +19,7 @@ def init() -> None:
     links.read_once()
     for name, default in Settings().__dict__.items():
         if name not in st.session_state:
-            st.session_state[name] = default
+            st.session_state[name] = language.default(name, default)
     for name, limit in text.SETTINGS_LIMITS.items():   # before the sidebar's boxes are drawn
         text.bound(name, limit)
     st.session_state.setdefault(keys.EDITS, {})

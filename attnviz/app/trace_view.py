@@ -22,6 +22,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz.app import keys, model_loading, pretrained_view, reading_view, widgets
+from attnviz.app import language as app_language
 from attnviz.app.text import at_limit, bound, code, literal, token_line, token_notation
 from attnviz.core.cache import SizedCache, nbytes, python_bytes
 from attnviz.core.errors import AttnvizInputError
@@ -114,7 +115,7 @@ def _fill_pair() -> None:
 def _patch_inputs() -> tuple[str, str, tuple[str, str] | None, str, int | None]:
     """The preset, both prompts, both answers, what to patch (and the layer of heads_pos)."""
     if st.session_state.get(keys.TR_PAIR) not in PAIRS:
-        st.session_state[keys.TR_PAIR] = PAIRS[0]
+        st.session_state[keys.TR_PAIR] = app_language.default(keys.TR_PAIR, PAIRS[0])
     if st.session_state.get(keys.TR_CLEAN) is None:         # a fresh session: the preset's
         _fill_pair()
     st.selectbox(t("trace.patch.pair.label"), PAIRS, key=keys.TR_PAIR, persist_state="session",

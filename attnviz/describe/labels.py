@@ -137,6 +137,10 @@ def matrix_labels(name: str, shape: tuple[int, int], tokens, num_heads: int,
     return rows, feature_labels(n_cols, prefix.get(name, "d"))
 
 
+# the steps whose features are a projection's columns, labelled as that projection's are
+STEP_FEATURES = {"q": "q", "q_rotated": "q", "k": "k", "k_rotated": "k", "v": "v"}
+
+
 @dataclass(frozen=True)
 class Layout:
     """One step of one head as a table: a 2-D array with its raw (unescaped) labels."""
@@ -151,8 +155,9 @@ class Layout:
 def step_layout(trace, step_name: str, head: int = 0, tokens_q=None, tokens_k=None,
                 query: int | None = None) -> Layout:
     """The step `step_name` of `head` laid out as (array, row labels, column labels): queries
-    and keys by their tokens, the concatenation's columns by head (h0·d0 …), other features
-    d0, d1, …; weighted values (n_q, n_k, d_v) as one query's keys × features. Figures,
+    and keys by their tokens, the concatenation's columns by head (h0·d0 …), Q's, K's and V's
+    features as their projections' columns (q0 …, k0 …, v0 …), other features d0, d1, …;
+    weighted values (n_q, n_k, d_v) as one query's keys × features. Figures,
     tables, the CSV files and the vector view all lay steps out here."""
     step = trace.step(step_name)
     tokens_q, tokens_k = trace_tokens(trace, tokens_q, tokens_k)
@@ -163,7 +168,8 @@ def step_layout(trace, step_name: str, head: int = 0, tokens_q=None, tokens_k=No
         query = whole_number(query, "query", low=0, high=trace.n_q - 1)
         a, axes = a[query], axes[1:]                         # (n_k, d_v)
     names = {"query": tokens_q, "key": tokens_k}
-    rows, cols = (names.get(ax) or feature_labels(n) for ax, n in zip(axes, a.shape))
+    prefix = STEP_FEATURES.get(step.name, "d")        # Q's columns are W_Q's: q0, q1, …
+    rows, cols = (names.get(ax) or feature_labels(n, prefix) for ax, n in zip(axes, a.shape))
     if step.name == "concat":
         cols = concat_labels(trace.num_heads, trace.d_v)
     return Layout(a, rows, cols, axes[0], axes[1])

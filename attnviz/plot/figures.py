@@ -271,7 +271,8 @@ def step_figure(trace: AttentionTrace, step_name: str, *, head: int = 0, tokens_
         The figure's byte budget, as in :func:`heatmap` (default FIGURE_MAX_BYTES).
 
     Rows and columns follow the step's axes: "query" rows/columns get `tokens_q`, "key" ones
-    `tokens_k`, "feature" ones ``d0, d1, …``. The "weights" step uses the fixed 0–1 scale, every
+    `tokens_k`, "feature" ones ``d0, d1, …`` (Q's, K's, V's: ``q0 …``, ``k0 …``, ``v0 …``,
+    as W_Q's, W_K's, W_V's columns). The "weights" step uses the fixed 0–1 scale, every
     other step the diverging one; "masked_scores" and "weights" mark the masked cells.
     """
     step = trace.step(step_name)
@@ -290,8 +291,8 @@ def step_figure(trace: AttentionTrace, step_name: str, *, head: int = 0, tokens_
     masked = _step_mask(trace, head) if step.name in ("masked_scores", "weights") else None
     return heatmap(a, row_labels=row_labels, col_labels=col_labels, title=title,
                    kind="weights" if step.name == "weights" else "signed", masked=masked,
-                   row_title=_axis_title(axes[0]), col_title=_axis_title(axes[1]),
-                   weight_scale=weight_scale,
+                   row_title=_axis_title("token" if step.name == "x" else axes[0]),
+                   col_title=_axis_title(axes[1]), weight_scale=weight_scale,
                    max_bytes=max_bytes)
 
 
@@ -935,5 +936,6 @@ def _facet_height(n_rows: int) -> int:
 
 
 def _axis_title(axis: str) -> str:
-    """A step's axis ("query", "key", "feature") as an axis title in the active language."""
+    """A step's axis ("query", "key", "feature"; "token" for X's rows: the input is not yet
+    queries) as an axis title in the active language."""
     return t(f"figure.axis.{axis}")

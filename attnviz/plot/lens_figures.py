@@ -23,6 +23,9 @@ from attnviz.plot.figures import (NARROW_WIDTH, _category_axis, _esc, _labels, c
 
 ROW_PX = 18                 # a row of the grid
 COLUMN_PX = 56              # a position of the grid: room for a short token
+# the characters a cell writes (10 px text): a column narrowed to ~45 px (the page's width at
+# 1024 px, 9 positions) holds 6; a longer token is cut with "…" (its hover has it whole)
+CELL_CHARS = 6
 HOVER_TOP = 5               # the tokens each cell's hover lists
 LINE_HEIGHT = 320
 
@@ -46,7 +49,7 @@ def lens_grid(top_probs, top_labels, *, row_labels, col_labels, title: str,
     rows = _labels(row_labels, rows_n, "row_labels")
     cols = [f"{i}: {c}" for i, c in enumerate(_labels(col_labels, n, "col_labels"))]
     top = min(hover_top, k)
-    text = [[_esc(top_labels[r][i][0]) for i in range(n)] for r in range(rows_n)]
+    text = [[_esc(_cell_text(top_labels[r][i][0])) for i in range(n)] for r in range(rows_n)]
     hover = [["<br>".join(f"{_esc(top_labels[r][i][j])}  {probs[r, i, j]:.3f}"
                           for j in range(top)) for i in range(n)] for r in range(rows_n)]
     z = probs[..., 0] if colour is None else np.asarray(colour, dtype=np.float64)   # (R, n)
@@ -72,6 +75,11 @@ def lens_grid(top_probs, top_labels, *, row_labels, col_labels, title: str,
     _category_axis(fig.layout.xaxis, cols, t("figure.lens.position"), plot_px=width - 160)
     _category_axis(fig.layout.yaxis, rows, t("figure.lens.row"))
     return fig
+
+
+def _cell_text(label: str) -> str:
+    """A cell's token, cut to CELL_CHARS characters (the last an ellipsis) when longer."""
+    return label if len(label) <= CELL_CHARS else label[:CELL_CHARS - 1] + "…"
 
 
 def top_bars(labels, probs, *, title: str, width: int = NARROW_WIDTH) -> go.Figure:

@@ -48,6 +48,7 @@ CATALOGUE = {e.name: e for e in (
     Editable("b_v", "b_V", ("bias", "v feature"), True),
     Editable("b_o", "b_O", ("bias", "output feature"), False),
 )}
+CELL_DIGITS = 4                  # significant digits an editor's cell shows (its heatmap: 3)
 MAX_ENCODED_CHARS = 100_000      # longer link text is refused before it is decoded
 MAX_DECODED_BYTES = 4 << 20      # nor is more than this inflated from it (no zip bomb)
 
@@ -111,13 +112,21 @@ def with_cells(current: np.ndarray, name: str, head: int | None, changes: dict,
     return new
 
 
+def cell_text(value: float) -> str:
+    """An editor cell's text: `value` to CELL_DIGITS significant digits, as short as it goes
+    (1, 0.25, -9.023e-05). The cell keeps the exact value until another is typed into it
+    (typed_cells); the paste box and the exports have every digit."""
+    return f"{value:.{CELL_DIGITS}g}"
+
+
 def typed_cells(base: np.ndarray, previous: np.ndarray, name: str, head: int | None,
                 changes: dict, rows: list[str], cols: list[str]) -> tuple[np.ndarray, list[str]]:
     """The 2-D slice an editor holds after every cell typed into it: a copy of `base` (the slice
     the editor was opened on) with each cell of `changes` (its edited_rows, {row index:
-    {column label: text}}, all its edits so far) set exactly as written. A cell whose text is
-    refused keeps its value in `previous` (the slice as stored before this change) and its
-    problem, naming the cell, is listed; the other cells still land.
+    {column label: text}}, all its edits so far) set exactly as written. A cell given back its
+    own shown text (cell_text: a cell opened and closed unchanged) keeps its exact value. A
+    cell whose text is refused keeps its value in `previous` (the slice as stored before this
+    change) and its problem, naming the cell, is listed; the other cells still land.
     Returns (new slice, problems)."""
     new = np.array(base, dtype=np.float64, copy=True)          # (rows, cols)
     shown, problems = matrix_name(name, head), []
@@ -129,6 +138,8 @@ def typed_cells(base: np.ndarray, previous: np.ndarray, name: str, head: int | N
                                                       matrix=shown)))
                 continue
             col = cols.index(str(col_label))
+            if value == cell_text(base[row, col]):
+                continue
             where = cell_name(shown, row + 1, col + 1, rows[row], cols[col])
             try:
                 new[row, col] = number_at("" if value is None else value, where)

@@ -58,7 +58,9 @@ def in_use(s: Settings, toy: ToyChoice | None = None) -> InUse:
                            rope_fixed=Message("in_use.preset.rope_given", tutorial=p.tutorial))
         return replace(odd or use, kv_heads=p.weights.num_kv_heads, kv_fixed=why)
     why = Message("in_use.qkv.kv_rope") if s.mode == Mode.QKV else Message("in_use.toy.kv_rope")
-    return replace(use, kv_fixed=why, rope=False, rope_fixed=why)
+    # one K/V head per head (the toy's torch MultiheadAttention; typed Q, K, V: one head)
+    return replace(use, kv_heads=use.kv_heads or use.num_heads, kv_fixed=why, rope=False,
+                   rope_fixed=why)
 
 
 def _sizes_in_use(s: Settings, toy: ToyChoice | None = None) -> InUse:
