@@ -136,11 +136,28 @@ def tabs_hidden_px(browser, url: str) -> int:
         context.close()
 
 
+def notice_left_on(browser, url: str) -> bool:
+    """Whether a first visit's loading notice is still visible once `url` is drawn."""
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        page.goto(url)
+        wait_for_app(page, timeout_ms=120_000)
+        page.wait_for_timeout(1500)
+        return page.locator('[class*="st-key-loading_notice"] [data-testid="stAlert"]'
+                            ).is_visible()
+    finally:
+        context.close()
+
+
 def test_a_fresh_servers_first_page_says_what_loads_and_never_lists_file_names(browser):
     with streamlit_server(120) as (url, _):
         visits = {"en": first_visit(browser, url, "en-US"),      # the server's first page
                   "zh": first_visit(browser, url, "zh-CN")}      # a later learner's first
         assert tabs_hidden_px(browser, url) <= 0           # 34.10: all 9 tabs in sight
+        # a page that ends early (st.stop: Generate before its button) writes nothing after
+        # it: the notice still goes once the page is drawn
+        assert not notice_left_on(browser, url + "/generate")
     for lang, seen in visits.items():
         assert seen["links"], lang                               # the app's own links ...
         assert not PAGE_FILES & set(seen["links"]), (lang, seen["links"])   # ... never files

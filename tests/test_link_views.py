@@ -224,6 +224,8 @@ def _not_a_pick(node) -> str | None:
     for kind, why in NOT_PICKS.items():
         if isinstance(node, kind):
             return why
+    if type(node) is et.Block:        # st.container(key=…): its key names a place for CSS
+        return "a container: it holds elements, no value of its own"
     raise AssertionError(f"a keyed {type(node).__name__} {node.key!r}: say how a link keeps it")
 
 

@@ -54,6 +54,16 @@ def default(key: str, value):
     return value
 
 
+def in_link(key: str, value, english) -> bool:
+    """Whether a link carries `value` of `key`, whose English default is `english`: when it is
+    not that default, and always for a key whose default depends on the language in a Chinese
+    session (opened elsewhere, the link may be read in either language; its receiver's default
+    is that language's, not necessarily this session's)."""
+    if value != english:
+        return True
+    return key in ZH_DEFAULTS and st.session_state.get(keys.LANG) == "zh"
+
+
 def link_value() -> str | None:
     """What the link carries: the session's language when it is not the browser's own."""
     lang = st.session_state.get(keys.LANG)

@@ -259,14 +259,15 @@ def write() -> None:
     """Put the current state into the URL (only what differs from the defaults)."""
     s = Settings.from_mapping(st.session_state)
     params = {name: _format(value) for name, value in s.__dict__.items()
-              if value != getattr(Settings(), name)}
+              if language.in_link(name, value, getattr(Settings(), name))}
     too_long = [name for name, value in params.items() if len(value) > MAX_LINK_TEXT_CHARS]
     for name in too_long:
         del params[name]
     st.session_state[keys.LINK_TOO_LONG] = too_long
     for name, default in _picks():
         value = st.session_state.get(name)
-        if value is None or value == default or not _linkable(value):
+        if value is None or not language.in_link(name, value, default) \
+                or not _linkable(value):
             continue
         if name in keys.LINK_CHOSEN and not st.session_state.get(keys.LINK_CHOSEN[name]):
             continue                               # the page's own choice: not the learner's

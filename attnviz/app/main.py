@@ -70,6 +70,16 @@ body:not(:has([data-testid="stMain"] [data-testid="stSkeleton"],
 .st-key-{keys.LOADING_NOTICE} {{ display: none; }}
 </style>"""
 
+# the same, written with the notice itself: once the run has ended (Streamlit's "running" status
+# gone) and the browser has drawn the main area. A page that stops early (st.stop) writes nothing
+# after it, :func:`settle_notice`'s copy included, so the notice must carry its own end
+_HIDE_WHEN_DONE = f"""<style>
+body:not(:has([data-testid="stStatusWidget"],
+              [data-testid="stMain"] [data-testid="stSkeleton"],
+              [data-testid="stMain"] [data-testid="stPlotlyChart"] > div:empty))
+.st-key-{keys.LOADING_NOTICE} {{ display: none; }}
+</style>"""
+
 
 def loading_notice():
     """The top of the main area: on a session's first run, a notice of what is loading (a
@@ -81,6 +91,7 @@ def loading_notice():
         return None
     with slot.container(key=keys.LOADING_NOTICE):
         st.info(t("app.loading"), icon=":material/hourglass_top:")
+        st.markdown(_HIDE_WHEN_DONE, unsafe_allow_html=True)       # the app's own CSS, no input
         return st.empty()           # for the CSS that hides the notice (settle_notice)
 
 
@@ -88,9 +99,9 @@ def settle_notice(css) -> None:
     """At the end of a run (`css`: :func:`loading_notice`'s answer): after the session's first,
     the notice stays while the browser still loads the page's elements, then hides by itself;
     later runs have none."""
+    st.session_state[keys.APP_RAN] = True      # first: after st.stop no element can be written
     if css is not None:
         css.markdown(_HIDE_WHEN_DRAWN, unsafe_allow_html=True)   # the app's own CSS, no input
-    st.session_state[keys.APP_RAN] = True
 
 
 def page_file(path: str) -> None:
