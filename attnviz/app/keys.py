@@ -364,6 +364,12 @@ LENS_KIND = "lens_kind"                 # Logit lens: each layer read by the "lo
 LENS_KL = "lens_kl"                     # Logit lens (tuned): both lenses' KL across the rows
 LENS_TUNED_WAITED = "lens_tuned_waited"  # Logit lens (tuned): the fit this learner waited for,
                                         # whose outcome is said to them once
+LENS_TUNED_FIT = "lens_tuned_fit"       # Logit lens (tuned): the button starting the fit
+LENS_TUNED_CANCEL = "lens_tuned_cancel"  # Logit lens (tuned): the button leaving the fit
+LENS_TUNED_JOB = "lens_tuned_job"       # Logit lens (tuned): (the fit's key, the queue's job,
+                                        # this learner's token) while they wait for it
+LENS_TUNED_CANCELLED = "lens_tuned_cancelled"  # Logit lens (tuned): True after a Cancel
+                                        # (said once)
 
 # ---- Trace the answer ---------------------------------------------------------------------------
 _section("page_bodies.trace")

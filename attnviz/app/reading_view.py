@@ -4,9 +4,8 @@ value-weighted attention, head statistics and head ablation. Every word through 
 
 from __future__ import annotations
 
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+import uuid
 
 import numpy as np
 import pandas as pd
@@ -24,7 +23,7 @@ from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats
                                   is_punctuation, shares_on_keys)
 from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import languages, render, t, use_language
-from attnviz.models import registry
+from attnviz.models import heavy, registry
 from attnviz.models.decoder import DecoderModel, DecoderRun
 from attnviz.models.pretrained import MIN_TOKENS, PretrainedTrace, cached_run
 from attnviz.plot import budget, figures, reading_figures
@@ -662,48 +661,147 @@ def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool, tuned: bool = False
     return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers, tuned), compute)
 
 
-_TUNED_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnviz-tuned-lens")
-_TUNED_LOCK = threading.Lock()
-_TUNED: dict[str, tuple[Future, list]] = {}      # model path → (its load, the stages seen)
+FIT_POLL_SECONDS = 1.0      # the tuned lens's fit, polled while it runs
+# the fit's seconds as `python benchmarks/bench_tuned_lens.py` measured it here (README: one idle
+# core, 52.4 s); said until this process has timed a fit of its own
+BENCH_FIT_SECONDS = 52
+_FIT_SECONDS: dict[str, float] = {}     # model path → the wall seconds of its last fit here
+_FIT_STAGES: dict[str, list] = {}       # model path → the stages its fit under way has told
+
+
+class _Cancelled(Exception):
+    """Raised from the fit's progress callback when nobody waits for it any more."""
+
+
+def _fit_key(m: DecoderModel) -> tuple:
+    return ("tuned_lens", str(m.path))
+
+
+def _fit_work(m: DecoderModel):
+    """The tuned lens's fit as the server's queue runs it (``heavy.Work``): ``m.tuned_lens``,
+    whose stages are kept for the page; between two training texts, a job nobody waits for
+    any more is given up (nothing written, the next press starts over)."""
+    from attnviz.models import tuned_lens as tl
+
+    units = len(tl.TRAINING_PROMPTS) + 2                   # each text, the maps, the writing
+
+    def work(resume, progress, should_stop):
+        stages = _FIT_STAGES[str(m.path)] = []
+        started = time.monotonic()
+
+        def tell(stage) -> None:
+            stages.append(stage)
+            if stage.stage == "generating":
+                progress(stage.done, units)
+                if should_stop():
+                    raise _Cancelled
+            elif stage.stage in ("fitting", "writing"):
+                progress(units - 2 + (stage.stage == "writing"), units)
+
+        try:
+            found = m.tuned_lens(progress=tell)
+        except _Cancelled:
+            return None
+        if found.outcome != "verified":
+            _FIT_SECONDS[str(m.path)] = time.monotonic() - started
+        progress(units, units)
+        return found
+
+    return work, units
+
+
+def _ask_fit(m: DecoderModel) -> None:
+    """on_click of "Fit the tuned lens": this learner joins the server's one fit of the model."""
+    from attnviz.app.train_view import alive_check
+
+    work, units = _fit_work(m)
+    token = uuid.uuid4().hex
+    job = heavy.default_queue().submit(_fit_key(m), work, total=units, learner=token,
+                                       alive=alive_check())
+    st.session_state[keys.LENS_TUNED_JOB] = (_fit_key(m), job, token)
+    st.session_state[keys.LENS_TUNED_WAITED] = True             # told how it ended, once
+
+
+def _cancel_fit() -> None:
+    """on_click of Cancel: this learner stops waiting (the fit stops when nobody waits)."""
+    mine = st.session_state.pop(keys.LENS_TUNED_JOB, None)
+    if isinstance(mine, tuple):
+        heavy.default_queue().leave(mine[1], mine[2])
+    st.session_state[keys.LENS_TUNED_WAITED] = None
+    st.session_state[keys.LENS_TUNED_CANCELLED] = True
+
+
+@st.fragment(run_every=FIT_POLL_SECONDS)
+def _fit_live(m: DecoderModel, job, token: str) -> None:
+    """The fit's place in the queue or its stage, polled, with Cancel; the whole page again
+    when it has ended."""
+    queue = heavy.default_queue()
+    if not job.running or not queue.wants(job, token):
+        st.rerun()
+    place = queue.place(job)
+    stages = _FIT_STAGES.get(str(m.path)) or []
+    stage = stages[-1] if stages and place == 0 else None
+    if place:
+        st.info(t("reading.lens.tuned.queue", place=place, workers=queue.workers),
+                icon=":material/hourglass_top:")
+    elif stage is not None and stage.stage in ("generating", "fitting", "writing"):
+        st.progress(stage.fraction, text=t(f"reading.lens.tuned.progress.{stage.stage}",
+                                            done=stage.done + 1, total=stage.total))
+    else:
+        st.progress(0.0, text=t("reading.lens.tuned.loading"))
+    st.caption(t("reading.lens.tuned.other_tabs"))
+    if len(job.learners) > 1:
+        st.caption(t("reading.lens.tuned.shared", count=len(job.learners)))
+    widgets.action_button(t("reading.lens.tuned.cancel"), _cancel_fit, (),
+                          key=keys.LENS_TUNED_CANCEL, icon=":material/stop:")
+
+
+def _fit_offer(m: DecoderModel) -> None:
+    """The button starting the fit, with its time as measured on this server."""
+    from attnviz.models.tuned_lens import can_keep
+
+    seconds = _FIT_SECONDS.get(str(m.path))
+    st.info(t("reading.lens.tuned.not_fitted") + " " + (
+        t("reading.lens.tuned.estimate.last", seconds=round(seconds)) if seconds is not None
+        else t("reading.lens.tuned.estimate.bench", seconds=BENCH_FIT_SECONDS)))
+    if not can_keep(m):
+        st.info(t("reading.lens.tuned.not_kept"))
+    widgets.action_button(t("reading.lens.tuned.fit"), _ask_fit, (m,),
+                          key=keys.LENS_TUNED_FIT, type="primary",
+                          icon=":material/play_arrow:")
 
 
 def tuned_lens(m: DecoderModel):
-    """The model's tuned lens, with a progress bar while it is fitted (the first time on this
-    machine: about a minute) and, to the learner who waited for that fit only, once, a notice
-    when a damaged copy on disk was fitted again or the fit cannot be kept on disk; None,
-    said in an error, when it cannot be had (the page then reads the logit lens). The load
-    runs in a thread of its own, once for every learner: a page that reruns (a click
-    elsewhere) or a second learner meanwhile waits for the same fit, never restarts it."""
-    from attnviz.models.tuned_lens import can_keep
+    """The model's tuned lens when it is at hand (fitted in this process, or kept whole on
+    disk: read at once); else None, and the page reads the logit lens with, in its place, a
+    button fitting it on the server's queue for heavy work (``attnviz.models.heavy``: one fit
+    for every learner, never started by a link or the radio), then the fit's progress, polled,
+    with Cancel. To the learner who waited for the fit only, once, a notice when a damaged copy
+    on disk was fitted again or the fit cannot be kept on disk."""
+    from attnviz.models import tuned_lens as tl
 
-    with _TUNED_LOCK:
-        entry = _TUNED.get(str(m.path))
-        if entry is None or (entry[0].done() and entry[0].exception() is not None):
-            stages: list = []
-            entry = _TUNED[str(m.path)] = (_TUNED_POOL.submit(m.tuned_lens,
-                                                              progress=stages.append), stages)
-    future, stages = entry
-    if not future.done():
-        st.session_state[keys.LENS_TUNED_WAITED] = id(future)     # told how it ended, once
-        slot = st.empty()
-        with slot.container(), st.spinner(t("reading.lens.tuned.loading")):
-            if not can_keep(m):
-                st.info(t("reading.lens.tuned.not_kept"))
-            bar = st.empty()
-            while not future.done():
-                stage = stages[-1] if stages else None
-                if stage is not None and stage.stage in ("generating", "fitting", "writing"):
-                    bar.progress(stage.fraction, text=t(
-                        f"reading.lens.tuned.progress.{stage.stage}", done=stage.done + 1,
-                        total=stage.total))
-                time.sleep(0.3)
-        slot.empty()
     try:
-        found = future.result()
+        found = tl.kept(m)
     except (AttnvizInputError, OSError, MemoryError) as exc:   # the page reads the logit lens
         st.error(t("reading.lens.tuned.failed", error=literal(exc)))
         return None
-    if st.session_state.pop(keys.LENS_TUNED_WAITED, None) == id(future):
+    mine = st.session_state.get(keys.LENS_TUNED_JOB)
+    job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == _fit_key(m) else \
+        (None, None)
+    if found is None and job is not None and job.running:
+        _fit_live(m, job, token)
+        return None
+    st.session_state.pop(keys.LENS_TUNED_JOB, None)
+    if job is not None and job.running:          # at hand meanwhile (another process fitted it)
+        heavy.default_queue().leave(job, token)
+    if found is None and job is not None and job.ended == "failed":
+        st.error(t("reading.lens.tuned.failed", error=literal(job.error)))
+    if found is None:
+        if st.session_state.pop(keys.LENS_TUNED_CANCELLED, None):
+            st.info(t("reading.lens.tuned.cancelled"))
+        _fit_offer(m)
+        return None
+    if st.session_state.pop(keys.LENS_TUNED_WAITED, None):
         if found.reason is not None:
             st.info(t(f"reading.lens.tuned.{found.outcome}", reason=literal(found.reason)))
         elif found.outcome == "in_memory":
