@@ -348,6 +348,10 @@ AB_MASK = "ab_mask"                     # Ablation: the map of what is off
 AB_OTHER = "ab_other"                   # Ablation: the second sentence
 AB_TARGET = "ab_target"                 # Ablation (SmolLM2): the next token measured
 AB_RANK = "ab_rank"                     # Ablation: the button ranking every head
+AB_RANK_STOP = "ab_rank_stop"           # Ablation (SmolLM2): the button leaving the ranking
+AB_RANK_JOB = "ab_rank_job"             # Ablation (SmolLM2): (the ranking's key, the queue's
+                                        # job, this learner's token) while they wait for it
+AB_RANK_STOPPED = "ab_rank_stopped"     # Ablation (SmolLM2): True after a Stop (said once)
 AB_TOP = "ab_top"                       # Ablation: the ranking's top heads
 AB_MAP = "ab_map"                       # Ablation: the ranking's map
 LENS_SUBLAYERS = "lens_sublayers"       # Logit lens: True adds the rows after each attention

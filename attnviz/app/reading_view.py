@@ -30,6 +30,7 @@ from attnviz.plot import budget, figures, reading_figures
 
 RANKING_MAX_TOKENS = 64       # the ablation view reads at most this many tokens of each text
 DECODER_MAX_TOKENS = 64       # SmolLM2 reads at most this many tokens of the text on this page
+POLL_SECONDS = 1.0            # a heavy job under way (the ranking, the tuned lens's fit), polled
 TOP_TARGETS = 10              # the next tokens whose log-probability the ranking keeps
 KEPT_COLOUR, OFF_COLOUR = "#c6dbef", "#d6604d"   # the ablation's map of heads in use
 # the second sentence's default, in the interface's language (message id)
@@ -573,29 +574,86 @@ def decoder_ablation(run: DecoderRun) -> None:
     decoder_ranking(run, target, full)
 
 
-def decoder_ranking(run: DecoderRun, target: int, full: float) -> None:
-    """"Rank every head" on the decoder: each of the 270 heads removed alone, the change in
-    log p(target); computed once per text for every learner (every top-10 target kept)."""
+class _Cancelled(Exception):
+    """Raised from a heavy job's progress callback when nobody waits for it any more."""
+
+
+def _ranking_work(m: DecoderModel, run: DecoderRun, key: tuple):
+    """The ranking as the server's queue runs it (``heavy.Work``): a layer's heads at a time,
+    given up between two layers when nobody waits for it any more; kept for every learner."""
     from attnviz.models.decoder_reading import single_head_logprobs
 
+    ids, _ = _targets(run)
+
+    def work(resume, progress, should_stop):
+        def tell(done: int, total: int) -> None:
+            progress(done, total)
+            if done < total and should_stop():
+                raise _Cancelled
+
+        try:
+            found = ids, single_head_logprobs(m, run, ids, on_progress=tell)
+        except _Cancelled:
+            return None
+        return _DECODER_RANKINGS.get(key, lambda: found)
+
+    return work
+
+
+def _ask_ranking(m: DecoderModel, run: DecoderRun, key: tuple) -> None:
+    """on_click of "Rank every head": this learner joins the server's job for this text."""
+    from attnviz.app.train_view import alive_check
+
+    token = uuid.uuid4().hex
+    job = heavy.default_queue().submit(key, _ranking_work(m, run, key), total=m.num_layers,
+                                       learner=token, alive=alive_check())
+    st.session_state[keys.AB_RANK_JOB] = (key, job, token)
+
+
+def _stop_ranking() -> None:
+    """on_click of Stop: this learner stops waiting (the ranking stops when nobody waits)."""
+    mine = st.session_state.pop(keys.AB_RANK_JOB, None)
+    if isinstance(mine, tuple):
+        heavy.default_queue().leave(mine[1], mine[2])
+    st.session_state[keys.AB_RANK_STOPPED] = True
+
+
+def _ranking_job(m: DecoderModel, run: DecoderRun, key: tuple) -> None:
+    """The button, or this learner's job under way (polled, with Stop), or how it ended."""
+    mine = st.session_state.get(keys.AB_RANK_JOB)
+    job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == key else (None, None)
+    if job is not None and job.running:
+        _live(job, token, "reading.decoder_ranking", _ranking_progress, _stop_ranking,
+              keys.AB_RANK_STOP)
+        return
+    if job is not None and job.ended == "failed":
+        st.error(t("reading.decoder_ranking.failed", error=literal(job.error)))
+    if st.session_state.pop(keys.AB_RANK_STOPPED, None):
+        st.info(t("reading.decoder_ranking.stopped"))
+    st.session_state.pop(keys.AB_RANK_JOB, None)
+    widgets.action_button(t("reading.ranking.button"), _ask_ranking, (m, run, key),
+                          key=keys.AB_RANK, icon=":material/sort:")
+
+
+def _ranking_progress(job) -> tuple[float, str]:
+    return job.done / job.total, (t("reading.decoder_ranking.progress", done=job.done,
+                                    total=job.total) if job.done
+                                  else t("reading.ranking.progress_start"))
+
+
+def decoder_ranking(run: DecoderRun, target: int, full: float) -> None:
+    """"Rank every head" on the decoder: each of the 270 heads removed alone, the change in
+    log p(target); computed once per text for every learner (every top-10 target kept), on the
+    server's queue for heavy work when a learner presses the button (``_ranking_job``)."""
     m = chosen_model().load()
     st.subheader(t("reading.decoder_ranking.subheader"))
     st.caption(t("reading.decoder_ranking.caption", heads=m.num_layers * m.num_heads))
-    key = (chosen_model().name, run.ids.tobytes())
-    clicked = st.button(t("reading.ranking.button"), key=keys.AB_RANK, icon=":material/sort:")
-    if not (clicked or key in _DECODER_RANKINGS):
+    key = ("decoder_ranking", chosen_model().name, run.ids.tobytes())
+    found = _DECODER_RANKINGS.peek(key)          # computed already, for any learner
+    if found is None:
+        _ranking_job(m, run, key)
         return
-    bar = st.progress(0.0, text=t("reading.ranking.progress_start"))
-    ids, _ = _targets(run)
-
-    def compute():
-        return ids, single_head_logprobs(
-            m, run, ids, on_progress=lambda done, total: bar.progress(
-                done / total, text=t("reading.decoder_ranking.progress", done=done,
-                                     total=total)))
-
-    ranked_ids, logprobs = _DECODER_RANKINGS.get(key, compute)          # (L, H, TOP_TARGETS)
-    bar.empty()
+    ranked_ids, logprobs = found                                       # (L, H, TOP_TARGETS)
     change = logprobs[..., list(ranked_ids).index(target)] - full      # (L, H)
     order = np.argsort(change.ravel(), kind="stable")                  # most harmful first
     layer, head = np.unravel_index(order, change.shape)
@@ -661,16 +719,11 @@ def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool, tuned: bool = False
     return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers, tuned), compute)
 
 
-FIT_POLL_SECONDS = 1.0      # the tuned lens's fit, polled while it runs
 # the fit's seconds as `python benchmarks/bench_tuned_lens.py` measured it here (README: one idle
 # core, 52.4 s); said until this process has timed a fit of its own
 BENCH_FIT_SECONDS = 52
 _FIT_SECONDS: dict[str, float] = {}     # model path → the wall seconds of its last fit here
 _FIT_STAGES: dict[str, list] = {}       # model path → the stages its fit under way has told
-
-
-class _Cancelled(Exception):
-    """Raised from the fit's progress callback when nobody waits for it any more."""
 
 
 def _fit_key(m: DecoderModel) -> tuple:
@@ -731,29 +784,40 @@ def _cancel_fit() -> None:
     st.session_state[keys.LENS_TUNED_CANCELLED] = True
 
 
-@st.fragment(run_every=FIT_POLL_SECONDS)
-def _fit_live(m: DecoderModel, job, token: str) -> None:
-    """The fit's place in the queue or its stage, polled, with Cancel; the whole page again
-    when it has ended."""
+def _fit_progress(m: DecoderModel):
+    """The fit's progress as its stages tell it: (share done, in words)."""
+    def progress(job) -> tuple[float, str]:
+        stages = _FIT_STAGES.get(str(m.path)) or []
+        stage = stages[-1] if stages else None
+        if stage is None or stage.stage not in ("generating", "fitting", "writing"):
+            return 0.0, t("reading.lens.tuned.loading")
+        return stage.fraction, t(f"reading.lens.tuned.progress.{stage.stage}",
+                                 done=stage.done + 1, total=stage.total)
+    return progress
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _live(job, token: str, messages: str, progress, leave, leave_key: str) -> None:
+    """A heavy job of this page under way, polled: its place in the server's queue, or
+    `progress(job)` (share done, in words) while it computes; that the page stays usable; how
+    many learners wait for it; the button leaving it (`leave`). The whole page again once the
+    job has ended or this learner left it. `messages`: the prefix of its .queue, .other_tabs,
+    .shared and .stop message ids."""
     queue = heavy.default_queue()
-    if not job.running or not queue.wants(job, token):
-        st.rerun()
     place = queue.place(job)
-    stages = _FIT_STAGES.get(str(m.path)) or []
-    stage = stages[-1] if stages and place == 0 else None
+    if not (job.running and queue.wants(job, token)):
+        st.rerun()
     if place:
-        st.info(t("reading.lens.tuned.queue", place=place, workers=queue.workers),
+        st.info(t(f"{messages}.queue", place=place, workers=queue.workers),
                 icon=":material/hourglass_top:")
-    elif stage is not None and stage.stage in ("generating", "fitting", "writing"):
-        st.progress(stage.fraction, text=t(f"reading.lens.tuned.progress.{stage.stage}",
-                                            done=stage.done + 1, total=stage.total))
     else:
-        st.progress(0.0, text=t("reading.lens.tuned.loading"))
-    st.caption(t("reading.lens.tuned.other_tabs"))
+        share, words = progress(job)
+        st.progress(min(1.0, share), text=words)
+    st.caption(t(f"{messages}.other_tabs"))
     if len(job.learners) > 1:
-        st.caption(t("reading.lens.tuned.shared", count=len(job.learners)))
-    widgets.action_button(t("reading.lens.tuned.cancel"), _cancel_fit, (),
-                          key=keys.LENS_TUNED_CANCEL, icon=":material/stop:")
+        st.caption(t(f"{messages}.shared", count=len(job.learners)))
+    widgets.action_button(t(f"{messages}.stop"), leave, (), key=leave_key,
+                          icon=":material/stop:")
 
 
 def _fit_offer(m: DecoderModel) -> None:
@@ -789,7 +853,8 @@ def tuned_lens(m: DecoderModel):
     job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == _fit_key(m) else \
         (None, None)
     if found is None and job is not None and job.running:
-        _fit_live(m, job, token)
+        _live(job, token, "reading.lens.tuned", _fit_progress(m), _cancel_fit,
+              keys.LENS_TUNED_CANCEL)
         return None
     st.session_state.pop(keys.LENS_TUNED_JOB, None)
     if job is not None and job.running:          # at hand meanwhile (another process fitted it)
