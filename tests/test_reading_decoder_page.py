@@ -156,8 +156,12 @@ def test_heads_off_change_the_next_tokens_log_probability(torch, decoder, run):
 
 
 def test_ranking_every_head_is_each_head_removed_alone(decoder, run):
+    from attnviz.models import heavy
+
     at = decoder_page(rd_view="Ablation")
-    at.button(key="ab_rank").click().run(timeout=1200)    # 270 heads: minutes on a busy machine
+    at.button(key="ab_rank").click().run()           # on the server's queue: the page goes on
+    assert heavy.default_queue().wait_idle(1200)     # 270 heads: minutes on a busy machine
+    at.run()
     no_exceptions(at)
     top = frame_with(at, "change")
     assert len(top) == 10 and (np.diff(top["change"].to_numpy()) >= 0).all()
@@ -174,6 +178,46 @@ def test_ranking_every_head_is_each_head_removed_alone(decoder, run):
         top["change"][0], abs=1e-6)
     again = decoder_page(rd_view="Ablation")               # computed once for every learner
     assert len(frame_with(again, "change")) == 10
+
+
+def test_a_ranking_under_way_leaves_the_page_usable_and_stops_when_nobody_waits(monkeypatch):
+    """The press puts the ranking on the server's queue (a link or a rerun never does): the
+    page shows its progress with Stop; Stop ends the job (nobody else waits), says so, and
+    offers the button again."""
+    import threading
+    import time
+
+    from attnviz.models import heavy
+
+    queue = heavy.HeavyQueue(workers=1)
+    monkeypatch.setattr(heavy, "default_queue", lambda: queue)
+    layers_done, ended = [], threading.Event()
+
+    def slowly(model, run, targets, on_progress=None):     # a layer every 20 ms, until stopped
+        try:
+            for layer in range(10_000):
+                time.sleep(0.02)
+                layers_done.append(layer)
+                on_progress(min(layer + 1, 29), 30)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(decoder_reading, "single_head_logprobs", slowly)
+    at = page_alone(PAGE, model="smollm2", sentence="A ranking stopped half way",
+                    rd_view="Ablation")
+    assert queue.started == 0 and not layers_done
+    at.button(key="ab_rank").click().run()
+    no_exceptions(at)
+    assert [b.key for b in at.button if b.key == "ab_rank_stop"]
+    assert shows(at.caption, "reading.decoder_ranking.other_tabs")
+    at.button(key="ab_rank_stop").click().run()
+    assert ended.wait(10) and queue.wait_idle(10) and queue.started == 1
+    assert shows(at.info, "reading.decoder_ranking.stopped")
+    assert [b.key for b in at.button if b.key == "ab_rank"] and not frame_has(at, "change")
+
+
+def frame_has(at, column: str) -> bool:
+    return any(column in d.value.columns for d in at.dataframe)
 
 
 @pytest.mark.parametrize("tab", ["注意力展开", "值加权", "头的统计", "消融", "logit 透镜"])

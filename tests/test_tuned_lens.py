@@ -15,7 +15,7 @@ from attnviz.app import keys
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import render, use_language
 from attnviz.models import tuned_lens as tl
-from tests.apptest_helpers import charts, decode, no_exceptions, page_in, shows
+from tests.apptest_helpers import button, charts, decode, no_exceptions, page_in, shows
 from tests.message_helpers import raises_message
 
 pytestmark = pytest.mark.slow
@@ -156,6 +156,21 @@ def test_a_copy_on_disk_is_read_checked_and_a_damaged_one_fitted_again(decoder, 
     assert tl._open_checked(copy, decoder, shape).outcome == "verified"
 
 
+def test_kept_reads_a_whole_copy_and_never_fits(decoder, tuned, tmp_path):
+    """``kept``: None where no copy is (no fit started: no folder made) or a damaged one is;
+    a whole copy read, the same numbers."""
+    assert tl.kept(decoder, tmp_path / "none") is None
+    assert not (tmp_path / "none").exists()
+    copy = tl.cache_folder(decoder, tmp_path / "cut")
+    shutil.copytree(tl.cache_folder(decoder), copy)
+    (copy / tl.FILE).write_bytes((copy / tl.FILE).read_bytes()[:-100])
+    assert tl.kept(decoder, tmp_path / "cut") is None
+    shutil.copytree(tl.cache_folder(decoder), tl.cache_folder(decoder, tmp_path / "whole"))
+    read = tl.kept(decoder, tmp_path / "whole")
+    assert read.outcome == "verified"
+    np.testing.assert_array_equal(read.translators, tuned.translators)
+
+
 # ---- on the page -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -179,7 +194,9 @@ def test_the_lens_tab_shows_the_tuned_lens_beside_the_logit_lens(torch, decoder,
     best = tuned_logp.argmax(-1)                                      # (L + 1, n)
     written = np.array(grid["data"][0]["text"], dtype=object)        # (L + 1, n), lens order
     for r, i in zip(*np.nonzero(clear)):
-        assert written[r, i] == token_shown(tok.decode([best[r, i]])), (r, i)   # ␣, ↵ …
+        shown = token_shown(tok.decode([best[r, i]]))                  # ␣, ↵ …
+        cut = shown if len(shown) <= 6 else shown[:5] + "…"           # a cell holds 6 characters
+        assert written[r, i] == cut, (r, i)
     [kl] = [f for f in charts(at) if len(f["data"]) == 2 and f["data"][0]["type"] == "scatter"]
     lines = {trace["name"]: decode(trace["y"]) for trace in kl["data"]}
     logit_name, tuned_name = (render(f"reading.lens.kind.option.{k}", lang)
@@ -216,28 +233,40 @@ def test_a_link_brings_the_tuned_lens_back(tuned):
 def test_a_tuned_lens_that_cannot_be_had_is_said_and_the_logit_lens_shown(monkeypatch):
     """When the fit fails (here: the error a model with a non-finite logit gives), the tab
     says so in an error and draws the logit lens, no traceback; the next visit tries again."""
-    from attnviz.app import reading_view
     from attnviz.models.decoder import MODEL_NAME, DecoderModel
     from attnviz.models.finite import not_finite
 
     def broken(self, cache_dir=None, progress=None):
         raise not_finite(MODEL_NAME, "logits")
 
-    monkeypatch.setattr(reading_view, "_TUNED", {})          # the failed fit is kept here
-    with monkeypatch.context() as patched:
-        patched.setattr(DecoderModel, "tuned_lens", broken)
-        at = page_in("pages/trace.py", "en", model="smollm2", sentence=HELD_OUT[1],
-                     **{keys.LENS_KIND: "tuned"})
+    queue = on_a_queue_of_its_own(monkeypatch)
+    monkeypatch.setattr(tl, "kept", lambda model, cache=None: None)
+    monkeypatch.setattr(DecoderModel, "tuned_lens", broken)
+    at = page_in("pages/trace.py", "en", model="smollm2", sentence=HELD_OUT[1],
+                 **{keys.LENS_KIND: "tuned"})
+    button(at, render("reading.lens.tuned.fit", "en")).click().run()
+    said = [shows(at.error, "reading.lens.tuned.failed")]      # failed at once, or …
+    assert queue.wait_idle(30)
+    at.run()
     no_exceptions(at)
-    assert shows(at.error, "reading.lens.tuned.failed")
+    said.append(shows(at.error, "reading.lens.tuned.failed"))  # … said in the next run
+    assert said in ([True, False], [False, True]), said
     titles = [f["layout"]["title"]["text"] for f in charts(at)]
     assert render("reading.lens.grid_title", "en") in titles
     assert not any(title.startswith("KL(") for title in titles)
-    again = page_in("pages/trace.py", "en", model="smollm2", sentence=HELD_OUT[1],
-                    **{keys.LENS_KIND: "tuned"})
-    assert not again.error
-    assert render("reading.lens.tuned.grid_title", "en") in [
-        f["layout"]["title"]["text"] for f in charts(again)]
+    at.run()                                    # said once; the button offers the fit again
+    no_exceptions(at)
+    assert not at.error
+    assert render("reading.lens.tuned.fit", "en") in [b.label for b in at.button]
+
+
+def on_a_queue_of_its_own(monkeypatch):
+    """The server's queue for heavy work, a new one for this test (one worker)."""
+    from attnviz.models import heavy
+
+    queue = heavy.HeavyQueue(workers=1)
+    monkeypatch.setattr(heavy, "default_queue", lambda: queue)
+    return queue
 
 
 # ---- what the learner is told -------------------------------------------------------------------
@@ -251,14 +280,15 @@ def identity_lens(decoder, outcome: str, reason=None):
     return tl.TunedLens(translators, 1, decoder.config.rms_eps, outcome, reason)
 
 
-def slow_fit(found):
-    """DecoderModel.tuned_lens as a fit of a second that ends in `found`."""
+def slow_fit(found, fitted: list):
+    """DecoderModel.tuned_lens as a fit of a second that ends in `found` (added to `fitted`)."""
     import time
 
     def fit(self, cache_dir=None, progress=None):
         tell = progress or (lambda stage: None)
         tell(tl.TunedProgress("generating", 0, 16))
         time.sleep(1.0)
+        fitted.append(found)
         tell(tl.TunedProgress("done"))
         return found
 
@@ -279,16 +309,20 @@ def test_how_a_fit_ended_is_said_once_to_the_learner_who_waited_for_it(
     """The learner whose page waited for the fit is told, once, that a damaged copy was fitted
     again or that the fit cannot be kept on disk; their next rerun and a later learner, who
     get the lens at once, are not (issue 34: the notice was shown to every later learner)."""
-    from attnviz.app import reading_view
     from attnviz.i18n import Message
     from attnviz.models.decoder import DecoderModel
 
     found = identity_lens(decoder, outcome,
                           None if reason is None else Message(reason, file=tl.FILE))
-    monkeypatch.setattr(reading_view, "_TUNED", {})
-    monkeypatch.setattr(DecoderModel, "tuned_lens", slow_fit(found))
+    fitted = []
+    queue = on_a_queue_of_its_own(monkeypatch)
+    monkeypatch.setattr(tl, "kept", lambda model, cache=None: fitted[0] if fitted else None)
+    monkeypatch.setattr(DecoderModel, "tuned_lens", slow_fit(found, fitted))
     state = dict(model="smollm2", sentence=f"Told once: {msg_id}", **{keys.LENS_KIND: "tuned"})
     waited = page_in("pages/trace.py", "en", **state)
+    button(waited, render("reading.lens.tuned.fit", "en")).click().run()
+    assert queue.wait_idle(30) and fitted
+    waited.run()
     assert notices(waited, msg_id) == 1, [i.value for i in waited.info]
     waited.run()
     no_exceptions(waited)
@@ -322,3 +356,57 @@ def test_a_read_only_cache_cannot_keep_a_fit(decoder, tmp_path):
     finally:
         subprocess.run(["chattr", "-i", str(place)], capture_output=True)
         place.chmod(0o755)
+
+
+def test_the_fit_starts_only_on_a_press_once_for_every_learner(decoder, monkeypatch):
+    """A link with lens_kind=tuned and no tuned lens at hand starts no fit: the logit lens and
+    the button "Fit the tuned lens"; a press puts one job on the server's queue, a second
+    learner's press joins it (one fit), and the fit stops once both have cancelled."""
+    import threading
+    import time
+
+    from attnviz.models.decoder import DecoderModel
+    from tests.apptest_helpers import open_link
+
+    queue = on_a_queue_of_its_own(monkeypatch)
+    monkeypatch.setattr(tl, "kept", lambda model, cache=None: None)
+    fits, ended = [], threading.Event()
+
+    def fitting(model, cache_dir=None, progress=None):    # a fit that runs until stopped
+        fits.append(model.path)
+        try:
+            for i in range(10_000):
+                progress(tl.TunedProgress("generating", i % 16, 16))
+                time.sleep(0.02)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(DecoderModel, "tuned_lens", fitting)
+    link = {"model": "smollm2", "sentence": HELD_OUT[0], "lens_kind": "tuned"}
+    learners = [open_link(link, "pages/trace.py") for _ in range(2)]
+    for at in learners:
+        no_exceptions(at)
+        assert shows(at.info, "reading.lens.tuned.not_fitted")
+        assert render("reading.lens.grid_title", "en") in [
+            f["layout"]["title"]["text"] for f in charts(at)]
+    assert queue.started == 0 and queue.status() == (0, 0) and not fits
+
+    for at in learners:
+        button(at, render("reading.lens.tuned.fit", "en")).click().run()
+        no_exceptions(at)
+        assert shows(at.caption, "reading.lens.tuned.other_tabs")
+    jobs = [at.session_state[keys.LENS_TUNED_JOB][1] for at in learners]
+    assert jobs[0] is jobs[1] and len(jobs[0].learners) == 2
+    deadline = time.monotonic() + 30
+    while not fits and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fits == [decoder.path] and queue.started == 1
+
+    cancel = render("reading.lens.tuned.stop", "en")
+    button(learners[0], cancel).click().run()
+    assert shows(learners[0].info, "reading.lens.tuned.cancelled")
+    assert not ended.wait(1.5) and jobs[0].running          # the other learner still waits
+    button(learners[1], cancel).click().run()
+    assert ended.wait(10) and queue.wait_idle(10)
+    assert jobs[0].ended == "stopped" and fits == [decoder.path]
+    assert render("reading.lens.tuned.fit", "en") in [b.label for b in learners[1].button]

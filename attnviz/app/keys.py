@@ -348,6 +348,10 @@ AB_MASK = "ab_mask"                     # Ablation: the map of what is off
 AB_OTHER = "ab_other"                   # Ablation: the second sentence
 AB_TARGET = "ab_target"                 # Ablation (SmolLM2): the next token measured
 AB_RANK = "ab_rank"                     # Ablation: the button ranking every head
+AB_RANK_STOP = "ab_rank_stop"           # Ablation (SmolLM2): the button leaving the ranking
+AB_RANK_JOB = "ab_rank_job"             # Ablation (SmolLM2): (the ranking's key, the queue's
+                                        # job, this learner's token) while they wait for it
+AB_RANK_STOPPED = "ab_rank_stopped"     # Ablation (SmolLM2): True after a Stop (said once)
 AB_TOP = "ab_top"                       # Ablation: the ranking's top heads
 AB_MAP = "ab_map"                       # Ablation: the ranking's map
 LENS_SUBLAYERS = "lens_sublayers"       # Logit lens: True adds the rows after each attention
@@ -364,6 +368,12 @@ LENS_KIND = "lens_kind"                 # Logit lens: each layer read by the "lo
 LENS_KL = "lens_kl"                     # Logit lens (tuned): both lenses' KL across the rows
 LENS_TUNED_WAITED = "lens_tuned_waited"  # Logit lens (tuned): the fit this learner waited for,
                                         # whose outcome is said to them once
+LENS_TUNED_FIT = "lens_tuned_fit"       # Logit lens (tuned): the button starting the fit
+LENS_TUNED_CANCEL = "lens_tuned_cancel"  # Logit lens (tuned): the button leaving the fit
+LENS_TUNED_JOB = "lens_tuned_job"       # Logit lens (tuned): (the fit's key, the queue's job,
+                                        # this learner's token) while they wait for it
+LENS_TUNED_CANCELLED = "lens_tuned_cancelled"  # Logit lens (tuned): True after a Cancel
+                                        # (said once)
 
 # ---- Trace the answer ---------------------------------------------------------------------------
 _section("page_bodies.trace")

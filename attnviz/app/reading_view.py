@@ -4,9 +4,8 @@ value-weighted attention, head statistics and head ablation. Every word through 
 
 from __future__ import annotations
 
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+import uuid
 
 import numpy as np
 import pandas as pd
@@ -24,13 +23,14 @@ from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats
                                   is_punctuation, shares_on_keys)
 from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import languages, render, t, use_language
-from attnviz.models import registry
+from attnviz.models import heavy, registry
 from attnviz.models.decoder import DecoderModel, DecoderRun
 from attnviz.models.pretrained import MIN_TOKENS, PretrainedTrace, cached_run
 from attnviz.plot import budget, figures, reading_figures
 
 RANKING_MAX_TOKENS = 64       # the ablation view reads at most this many tokens of each text
 DECODER_MAX_TOKENS = 64       # SmolLM2 reads at most this many tokens of the text on this page
+POLL_SECONDS = 1.0            # a heavy job under way (the ranking, the tuned lens's fit), polled
 TOP_TARGETS = 10              # the next tokens whose log-probability the ranking keeps
 KEPT_COLOUR, OFF_COLOUR = "#c6dbef", "#d6604d"   # the ablation's map of heads in use
 # the second sentence's default, in the interface's language (message id)
@@ -574,29 +574,86 @@ def decoder_ablation(run: DecoderRun) -> None:
     decoder_ranking(run, target, full)
 
 
-def decoder_ranking(run: DecoderRun, target: int, full: float) -> None:
-    """"Rank every head" on the decoder: each of the 270 heads removed alone, the change in
-    log p(target); computed once per text for every learner (every top-10 target kept)."""
+class _Cancelled(Exception):
+    """Raised from a heavy job's progress callback when nobody waits for it any more."""
+
+
+def _ranking_work(m: DecoderModel, run: DecoderRun, key: tuple):
+    """The ranking as the server's queue runs it (``heavy.Work``): a layer's heads at a time,
+    given up between two layers when nobody waits for it any more; kept for every learner."""
     from attnviz.models.decoder_reading import single_head_logprobs
 
+    ids, _ = _targets(run)
+
+    def work(resume, progress, should_stop):
+        def tell(done: int, total: int) -> None:
+            progress(done, total)
+            if done < total and should_stop():
+                raise _Cancelled
+
+        try:
+            found = ids, single_head_logprobs(m, run, ids, on_progress=tell)
+        except _Cancelled:
+            return None
+        return _DECODER_RANKINGS.get(key, lambda: found)
+
+    return work
+
+
+def _ask_ranking(m: DecoderModel, run: DecoderRun, key: tuple) -> None:
+    """on_click of "Rank every head": this learner joins the server's job for this text."""
+    from attnviz.app.train_view import alive_check
+
+    token = uuid.uuid4().hex
+    job = heavy.default_queue().submit(key, _ranking_work(m, run, key), total=m.num_layers,
+                                       learner=token, alive=alive_check())
+    st.session_state[keys.AB_RANK_JOB] = (key, job, token)
+
+
+def _stop_ranking() -> None:
+    """on_click of Stop: this learner stops waiting (the ranking stops when nobody waits)."""
+    mine = st.session_state.pop(keys.AB_RANK_JOB, None)
+    if isinstance(mine, tuple):
+        heavy.default_queue().leave(mine[1], mine[2])
+    st.session_state[keys.AB_RANK_STOPPED] = True
+
+
+def _ranking_job(m: DecoderModel, run: DecoderRun, key: tuple) -> None:
+    """The button, or this learner's job under way (polled, with Stop), or how it ended."""
+    mine = st.session_state.get(keys.AB_RANK_JOB)
+    job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == key else (None, None)
+    if job is not None and job.running:
+        _live(job, token, "reading.decoder_ranking", _ranking_progress, _stop_ranking,
+              keys.AB_RANK_STOP)
+        return
+    if job is not None and job.ended == "failed":
+        st.error(t("reading.decoder_ranking.failed", error=literal(job.error)))
+    if st.session_state.pop(keys.AB_RANK_STOPPED, None):
+        st.info(t("reading.decoder_ranking.stopped"))
+    st.session_state.pop(keys.AB_RANK_JOB, None)
+    widgets.action_button(t("reading.ranking.button"), _ask_ranking, (m, run, key),
+                          key=keys.AB_RANK, icon=":material/sort:")
+
+
+def _ranking_progress(job) -> tuple[float, str]:
+    return job.done / job.total, (t("reading.decoder_ranking.progress", done=job.done,
+                                    total=job.total) if job.done
+                                  else t("reading.ranking.progress_start"))
+
+
+def decoder_ranking(run: DecoderRun, target: int, full: float) -> None:
+    """"Rank every head" on the decoder: each of the 270 heads removed alone, the change in
+    log p(target); computed once per text for every learner (every top-10 target kept), on the
+    server's queue for heavy work when a learner presses the button (``_ranking_job``)."""
     m = chosen_model().load()
     st.subheader(t("reading.decoder_ranking.subheader"))
     st.caption(t("reading.decoder_ranking.caption", heads=m.num_layers * m.num_heads))
-    key = (chosen_model().name, run.ids.tobytes())
-    clicked = st.button(t("reading.ranking.button"), key=keys.AB_RANK, icon=":material/sort:")
-    if not (clicked or key in _DECODER_RANKINGS):
+    key = ("decoder_ranking", chosen_model().name, run.ids.tobytes())
+    found = _DECODER_RANKINGS.peek(key)          # computed already, for any learner
+    if found is None:
+        _ranking_job(m, run, key)
         return
-    bar = st.progress(0.0, text=t("reading.ranking.progress_start"))
-    ids, _ = _targets(run)
-
-    def compute():
-        return ids, single_head_logprobs(
-            m, run, ids, on_progress=lambda done, total: bar.progress(
-                done / total, text=t("reading.decoder_ranking.progress", done=done,
-                                     total=total)))
-
-    ranked_ids, logprobs = _DECODER_RANKINGS.get(key, compute)          # (L, H, TOP_TARGETS)
-    bar.empty()
+    ranked_ids, logprobs = found                                       # (L, H, TOP_TARGETS)
     change = logprobs[..., list(ranked_ids).index(target)] - full      # (L, H)
     order = np.argsort(change.ravel(), kind="stable")                  # most harmful first
     layer, head = np.unravel_index(order, change.shape)
@@ -662,48 +719,154 @@ def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool, tuned: bool = False
     return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers, tuned), compute)
 
 
-_TUNED_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnviz-tuned-lens")
-_TUNED_LOCK = threading.Lock()
-_TUNED: dict[str, tuple[Future, list]] = {}      # model path → (its load, the stages seen)
+# the fit's seconds as `python benchmarks/bench_tuned_lens.py` measured it here (README: one idle
+# core, 52.4 s); said until this process has timed a fit of its own
+BENCH_FIT_SECONDS = 52
+_FIT_SECONDS: dict[str, float] = {}     # model path → the wall seconds of its last fit here
+_FIT_STAGES: dict[str, list] = {}       # model path → the stages its fit under way has told
+
+
+def _fit_key(m: DecoderModel) -> tuple:
+    return ("tuned_lens", str(m.path))
+
+
+def _fit_work(m: DecoderModel):
+    """The tuned lens's fit as the server's queue runs it (``heavy.Work``): ``m.tuned_lens``,
+    whose stages are kept for the page; between two training texts, a job nobody waits for
+    any more is given up (nothing written, the next press starts over)."""
+    from attnviz.models import tuned_lens as tl
+
+    units = len(tl.TRAINING_PROMPTS) + 2                   # each text, the maps, the writing
+
+    def work(resume, progress, should_stop):
+        stages = _FIT_STAGES[str(m.path)] = []
+        started = time.monotonic()
+
+        def tell(stage) -> None:
+            stages.append(stage)
+            if stage.stage == "generating":
+                progress(stage.done, units)
+                if should_stop():
+                    raise _Cancelled
+            elif stage.stage in ("fitting", "writing"):
+                progress(units - 2 + (stage.stage == "writing"), units)
+
+        try:
+            found = m.tuned_lens(progress=tell)
+        except _Cancelled:
+            return None
+        if found.outcome != "verified":
+            _FIT_SECONDS[str(m.path)] = time.monotonic() - started
+        progress(units, units)
+        return found
+
+    return work, units
+
+
+def _ask_fit(m: DecoderModel) -> None:
+    """on_click of "Fit the tuned lens": this learner joins the server's one fit of the model."""
+    from attnviz.app.train_view import alive_check
+
+    work, units = _fit_work(m)
+    token = uuid.uuid4().hex
+    job = heavy.default_queue().submit(_fit_key(m), work, total=units, learner=token,
+                                       alive=alive_check())
+    st.session_state[keys.LENS_TUNED_JOB] = (_fit_key(m), job, token)
+    st.session_state[keys.LENS_TUNED_WAITED] = True             # told how it ended, once
+
+
+def _cancel_fit() -> None:
+    """on_click of Cancel: this learner stops waiting (the fit stops when nobody waits)."""
+    mine = st.session_state.pop(keys.LENS_TUNED_JOB, None)
+    if isinstance(mine, tuple):
+        heavy.default_queue().leave(mine[1], mine[2])
+    st.session_state[keys.LENS_TUNED_WAITED] = None
+    st.session_state[keys.LENS_TUNED_CANCELLED] = True
+
+
+def _fit_progress(m: DecoderModel):
+    """The fit's progress as its stages tell it: (share done, in words)."""
+    def progress(job) -> tuple[float, str]:
+        stages = _FIT_STAGES.get(str(m.path)) or []
+        stage = stages[-1] if stages else None
+        if stage is None or stage.stage not in ("generating", "fitting", "writing"):
+            return 0.0, t("reading.lens.tuned.loading")
+        return stage.fraction, t(f"reading.lens.tuned.progress.{stage.stage}",
+                                 done=stage.done + 1, total=stage.total)
+    return progress
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _live(job, token: str, messages: str, progress, leave, leave_key: str) -> None:
+    """A heavy job of this page under way, polled: its place in the server's queue, or
+    `progress(job)` (share done, in words) while it computes; that the page stays usable; how
+    many learners wait for it; the button leaving it (`leave`). The whole page again once the
+    job has ended or this learner left it. `messages`: the prefix of its .queue, .other_tabs,
+    .shared and .stop message ids."""
+    queue = heavy.default_queue()
+    place = queue.place(job)
+    if not (job.running and queue.wants(job, token)):
+        st.rerun()
+    if place:
+        st.info(t(f"{messages}.queue", place=place, workers=queue.workers),
+                icon=":material/hourglass_top:")
+    else:
+        share, words = progress(job)
+        st.progress(min(1.0, share), text=words)
+    st.caption(t(f"{messages}.other_tabs"))
+    if len(job.learners) > 1:
+        st.caption(t(f"{messages}.shared", count=len(job.learners)))
+    widgets.action_button(t(f"{messages}.stop"), leave, (), key=leave_key,
+                          icon=":material/stop:")
+
+
+def _fit_offer(m: DecoderModel) -> None:
+    """The button starting the fit, with its time as measured on this server."""
+    from attnviz.models.tuned_lens import can_keep
+
+    seconds = _FIT_SECONDS.get(str(m.path))
+    st.info(t("reading.lens.tuned.not_fitted") + " " + (
+        t("reading.lens.tuned.estimate.last", seconds=round(seconds)) if seconds is not None
+        else t("reading.lens.tuned.estimate.bench", seconds=BENCH_FIT_SECONDS)))
+    if not can_keep(m):
+        st.info(t("reading.lens.tuned.not_kept"))
+    widgets.action_button(t("reading.lens.tuned.fit"), _ask_fit, (m,),
+                          key=keys.LENS_TUNED_FIT, type="primary",
+                          icon=":material/play_arrow:")
 
 
 def tuned_lens(m: DecoderModel):
-    """The model's tuned lens, with a progress bar while it is fitted (the first time on this
-    machine: about a minute) and, to the learner who waited for that fit only, once, a notice
-    when a damaged copy on disk was fitted again or the fit cannot be kept on disk; None,
-    said in an error, when it cannot be had (the page then reads the logit lens). The load
-    runs in a thread of its own, once for every learner: a page that reruns (a click
-    elsewhere) or a second learner meanwhile waits for the same fit, never restarts it."""
-    from attnviz.models.tuned_lens import can_keep
+    """The model's tuned lens when it is at hand (fitted in this process, or kept whole on
+    disk: read at once); else None, and the page reads the logit lens with, in its place, a
+    button fitting it on the server's queue for heavy work (``attnviz.models.heavy``: one fit
+    for every learner, never started by a link or the radio), then the fit's progress, polled,
+    with Cancel. To the learner who waited for the fit only, once, a notice when a damaged copy
+    on disk was fitted again or the fit cannot be kept on disk."""
+    from attnviz.models import tuned_lens as tl
 
-    with _TUNED_LOCK:
-        entry = _TUNED.get(str(m.path))
-        if entry is None or (entry[0].done() and entry[0].exception() is not None):
-            stages: list = []
-            entry = _TUNED[str(m.path)] = (_TUNED_POOL.submit(m.tuned_lens,
-                                                              progress=stages.append), stages)
-    future, stages = entry
-    if not future.done():
-        st.session_state[keys.LENS_TUNED_WAITED] = id(future)     # told how it ended, once
-        slot = st.empty()
-        with slot.container(), st.spinner(t("reading.lens.tuned.loading")):
-            if not can_keep(m):
-                st.info(t("reading.lens.tuned.not_kept"))
-            bar = st.empty()
-            while not future.done():
-                stage = stages[-1] if stages else None
-                if stage is not None and stage.stage in ("generating", "fitting", "writing"):
-                    bar.progress(stage.fraction, text=t(
-                        f"reading.lens.tuned.progress.{stage.stage}", done=stage.done + 1,
-                        total=stage.total))
-                time.sleep(0.3)
-        slot.empty()
     try:
-        found = future.result()
+        found = tl.kept(m)
     except (AttnvizInputError, OSError, MemoryError) as exc:   # the page reads the logit lens
         st.error(t("reading.lens.tuned.failed", error=literal(exc)))
         return None
-    if st.session_state.pop(keys.LENS_TUNED_WAITED, None) == id(future):
+    mine = st.session_state.get(keys.LENS_TUNED_JOB)
+    job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == _fit_key(m) else \
+        (None, None)
+    if found is None and job is not None and job.running:
+        _live(job, token, "reading.lens.tuned", _fit_progress(m), _cancel_fit,
+              keys.LENS_TUNED_CANCEL)
+        return None
+    st.session_state.pop(keys.LENS_TUNED_JOB, None)
+    if job is not None and job.running:          # at hand meanwhile (another process fitted it)
+        heavy.default_queue().leave(job, token)
+    if found is None and job is not None and job.ended == "failed":
+        st.error(t("reading.lens.tuned.failed", error=literal(job.error)))
+    if found is None:
+        if st.session_state.pop(keys.LENS_TUNED_CANCELLED, None):
+            st.info(t("reading.lens.tuned.cancelled"))
+        _fit_offer(m)
+        return None
+    if st.session_state.pop(keys.LENS_TUNED_WAITED, None):
         if found.reason is not None:
             st.info(t(f"reading.lens.tuned.{found.outcome}", reason=literal(found.reason)))
         elif found.outcome == "in_memory":

@@ -38,7 +38,7 @@ from attnviz.i18n import Message
 from attnviz.models import disk_cache
 
 __all__ = ["NEW_TOKENS", "RIDGE", "TRAINING_PROMPTS", "TunedLens", "TunedProgress", "can_keep",
-           "fit", "load", "training_ids"]
+           "fit", "kept", "load", "training_ids"]
 
 TRAINING_PROMPTS = (
     "Once upon a time, in a small village,",
@@ -178,6 +178,23 @@ def load(model, cache: Path | None = None,
             _LOADED[key] = _load(model, folder, tell)
         tell(TunedProgress("done"))
         return _LOADED[key]
+
+
+def kept(model, cache: Path | None = None) -> TunedLens | None:
+    """The model's tuned lens when it can be had without a fit: made before in this process,
+    or a whole copy in its cache folder (read and checked, ~40 MB: well under a second; then
+    kept for this process, as ``load`` keeps it). None when it would have to be fitted (none
+    on disk, or a damaged copy). Never waits for a fit under way in this process."""
+    folder = cache_folder(model, cache)
+    key = (str(model.path), str(folder))
+    found = _LOADED.get(key)
+    if found is not None:
+        return found
+    shape = (model.num_layers, model.d_model + 1, model.d_model)
+    found = _open_checked(folder, model, shape)
+    if not isinstance(found, TunedLens):
+        return None
+    return _LOADED.setdefault(key, found)
 
 
 def can_keep(model, cache: Path | None = None) -> bool:
