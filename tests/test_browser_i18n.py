@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from attnviz.i18n import render
 from tests.browser_helpers import exceptions, running_app, wait_for_app
 from tests.test_browser_layout import layout_problems
 
@@ -163,10 +164,11 @@ def test_after_a_switch_the_choices_show_in_the_new_language(browser, strict_app
     try:
         sidebar = page.locator('[data-testid="stSidebar"]')
         preset = sidebar.locator('[data-testid="stSelectbox"] input[role="combobox"]').first
-        assert preset.input_value().startswith("两个查询，直接给出 Q K V")
+        assert preset.input_value() == render("preset.two_queries.short", "zh")
         assert sidebar.get_by_role("radio", name="教程示例", exact=True).is_checked()
         click_language(page, "English", TITLE_EN)
-        page.wait_for_function(SELECTED_PRESET_JS, arg="Two queries", timeout=30_000)
+        page.wait_for_function(SELECTED_PRESET_JS, arg=render("preset.two_queries.short", "en"),
+                               timeout=30_000)
         assert sidebar.get_by_role("radio", name="Preset", exact=True).is_checked()
         click_language(page, "中文", TITLE_ZH)
         page.wait_for_function(SELECTED_PRESET_JS, arg="两个查询", timeout=30_000)

@@ -75,7 +75,8 @@ def no_overflow(page) -> list[str]:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("size", SIZES, ids=["1400", "1024"])
 def test_every_tab_draws_in_both_languages_and_sizes(browser, app_url, lang, size):
-    context, page = open_trace(browser, app_url, lang, size)
+    # the IOI pair in both languages (a Chinese session's own first pair is the weekday one)
+    context, page = open_trace(browser, app_url, lang, size, "&tr_pair=ioi")
     try:
         for tab in ("lens", "patching", "flow"):
             [label] = texts(lang, f"trace.tab.{tab}")
