@@ -23,7 +23,9 @@ PAGE = "pages/generate.py"
 
 
 def page(lang: str = "en", **state) -> AppTest:
-    """app.py around the Generate page, in `lang`, with this state."""
+    """app.py around the Generate page, in `lang`, with this state (the prompt PROMPT unless
+    given: a Chinese session's own default prompt is Chinese)."""
+    state.setdefault("gen_prompt", PROMPT)
     return page_in(PAGE, lang, **state)
 
 
