@@ -146,7 +146,8 @@ def test_attnviz_app_gives_streamlit_the_shipped_config_and_the_callers_options_
     args = cli.streamlit_args(["--server.port", "8600", "--server.fileWatcherType", "poll"])
     assert args[:2] == ["run", str(cli.MAIN)]
     pairs = dict(zip(args[2::2], args[3::2]))          # the last value of an option wins
-    assert pairs == {"--client.toolbarMode": "minimal", "--browser.gatherUsageStats": "false",
+    assert pairs == {"--client.toolbarMode": "minimal", "--client.showSidebarNavigation": "false",
+                     "--browser.gatherUsageStats": "false",
                      "--browser.serverAddress": "localhost", "--server.headless": "true",
                      "--server.fileWatcherType": "poll", "--server.maxUploadSize": "20",
                      "--server.maxMessageSize": "13", "--server.maxWidgetStateSize": "13",
