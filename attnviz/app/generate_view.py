@@ -46,11 +46,19 @@ _STEP_LENSES = SizedCache(max_bytes=16 * 2**20, max_entries=128,
                           size_of=lambda found: found[0].residuals.nbytes)
 
 
-@lru_cache(maxsize=64)                  # keys of at most MAX_PROMPT_CHARS: ≤ 64 × 32 KB
+# the next-token bars of a prompt, once for every learner: keys of at most MAX_PROMPT_CHARS
+_NEXT = SizedCache(max_bytes=4 * 2**20, max_entries=64)
+# a link's prompt of more tokens than this draws its next-token bars only when pressed: one
+# forward pass over them costs ~1.8 s of server CPU at 512 tokens (~0.4 s at 128), and a link
+# opened by a class costs at most 1 s each (issue 34)
+LINK_BARS_TOKENS = 128
+
+
 def next_tokens(text: str, chat: bool, k: int = 10) -> list[tuple[str, float]]:
     """The model's k most likely next tokens after the prompt (numbers and tokens only: the
     same in every language)."""
-    return DecoderModel.load().next_tokens(text, k=k, chat=chat)
+    return _NEXT.get((text, chat, k),
+                     lambda: DecoderModel.load().next_tokens(text, k=k, chat=chat))
 
 
 def prompt_ids(m: DecoderModel, text: str, chat: bool):
@@ -115,14 +123,32 @@ def cannot_run(exc: AttnvizInputError) -> None:
 
 
 def next_token_bars(text: str, chat: bool) -> None:
+    st.subheader(t("generate.next.subheader"))
+    if not _asked_for(text, chat):
+        return
     try:
         top = next_tokens(text, chat)
     except AttnvizInputError as exc:
         cannot_run(exc)
-    st.subheader(t("generate.next.subheader"))
     st.caption(t("generate.next.caption", total=sum(p for _, p in top)))
     widgets.chart(generate_figures.next_token_bars(top, title=t("figure.generate.next.title")),
                   key=keys.GEN_NEXT_BARS)
+
+
+def _asked_for(text: str, chat: bool) -> bool:
+    """False while the prompt is a link's, longer than LINK_BARS_TOKENS and its bars not yet
+    computed on this server: a button computes them (the prompt typed or pressed: True)."""
+    if st.session_state.get(keys.GEN_LINK_PROMPT) != text or _NEXT.peek((text, chat, 10)):
+        return True
+    tokens = min(token_count(text, chat), MAX_TOKENS)
+    if tokens <= LINK_BARS_TOKENS:
+        return True
+    button = t("generate.next.button")
+    if st.button(button, key=keys.GEN_NEXT_SHOW):
+        st.session_state.pop(keys.GEN_LINK_PROMPT, None)
+        return True
+    st.info(t("generate.next.press", tokens=tokens, button=button), icon=":material/link:")
+    return False
 
 
 def controls() -> tuple[float, int, bool]:

@@ -156,6 +156,7 @@ DISMISS_LOST_EDITS = "dismiss_lost_edits"  # the button dismissing the lost-edit
 _section("links generate_view")
 GEN_FROM_LINK = "gen_from_link"         # tokens a link asks Generate to make again (its count)
 GEN_LINK_COUNT = "gen_link_count"       # (the link's recipe, that count): said until Generate is pressed
+GEN_LINK_PROMPT = "gen_link_prompt"     # a link's prompt: its next-token bars wait for a press when long
 
 # ---- widgets every page uses --------------------------------------------------------------------
 _section("widgets")
@@ -416,6 +417,7 @@ GEN_NEXT = "gen_next"                   # the button adding one token
 GEN_MANY = "gen_many"                   # the button adding gen_count tokens
 GEN_RESET = "gen_reset"                 # the button starting again
 GEN_NEXT_BARS = "gen_next_bars"         # the next token's candidates
+GEN_NEXT_SHOW = "gen_next_show"         # the button computing them for a link's long prompt
 GEN_STEP_BARS = "gen_step_bars"         # the step's weights over the cache
 GEN_LENS = "gen_lens"                   # the step's logit lens: its position after each layer
 GEN_ROW_MAP = "gen_row_map"             # every head's row at the step

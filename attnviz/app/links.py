@@ -84,6 +84,8 @@ def read_once() -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = _clamped(name, raw, value, notices, default, param)
         st.session_state[name] = value
+        if name == keys.GEN_PROMPT:       # its next-token bars: a press when long (generate_view)
+            st.session_state[keys.GEN_LINK_PROMPT] = value
         if name in asked:
             asked[name] = value
         if name in keys.LINK_CHOSEN:
