@@ -7,7 +7,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from attnviz.core.cache import SizedCache, nbytes
+from attnviz.core.cache import SizedCache, nbytes, per_process
 
 MB = 2**20
 
@@ -237,3 +237,24 @@ def test_token_vectors_keep_no_token_text_once_the_tokens_are_gone():
     finally:
         tracemalloc.stop()
     assert kept < 0.5 * MB, f"{kept / MB:.2f} MB kept"
+
+
+def test_per_process_makes_one_object_for_threads_asking_at_once():
+    made = []
+
+    class Thing:
+        def __init__(self):
+            made.append(self)
+            time.sleep(0.05)             # a slow make: the other threads ask meanwhile
+
+        def close(self):
+            pass
+
+    get = per_process(Thing)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(get())) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(made) == 1 and all(g is made[0] for g in got) and len(got) == 8

@@ -24,6 +24,7 @@ in the core, which notebooks use without streamlit.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import gc
@@ -183,6 +184,22 @@ class SizedCache:
             self._entries.clear()
             self._sizes.clear()
             self._used.clear()
+
+
+def per_process(make: Callable[[], T]) -> Callable[[], T]:
+    """A function giving the process's one object made by `make`: made at its first call (two
+    threads calling at once get the same one), closed when the process exits (its close())."""
+    made: list[T] = []
+    lock = threading.Lock()
+
+    def get() -> T:
+        with lock:
+            if not made:
+                made.append(make())
+                atexit.register(made[0].close)
+            return made[0]
+
+    return get
 
 
 # ---- giving memory back ---------------------------------------------------------------------

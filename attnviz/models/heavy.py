@@ -26,7 +26,6 @@ server's process started on first use, ``ATTNVIZ_HEAVY_WORKERS`` of them (defaul
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import logging
 import threading
@@ -35,6 +34,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
+from attnviz.core.cache import per_process
 from attnviz.core.errors import AttnvizInputError
 from attnviz.models.training import default_workers
 
@@ -269,15 +269,5 @@ class HeavyQueue:
             job.error, job.ended = exc, "failed"
 
 
-_QUEUE: HeavyQueue | None = None
-_QUEUE_LOCK = threading.Lock()
-
-
-def default_queue() -> HeavyQueue:
-    """The server's queue (one per process), made on first use."""
-    global _QUEUE
-    with _QUEUE_LOCK:
-        if _QUEUE is None:
-            _QUEUE = HeavyQueue()
-            atexit.register(_QUEUE.close)
-        return _QUEUE
+# the server's queue (one per process), made on first use
+default_queue: Callable[[], HeavyQueue] = per_process(HeavyQueue)

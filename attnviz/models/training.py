@@ -18,7 +18,6 @@ torch is imported by the trainers only (``attnviz.models.toy`` on first use).
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import logging
 import os
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from attnviz.models import toy_plan
+from attnviz.core.cache import per_process
 from attnviz.core.errors import AttnvizInputError
 
 WORKERS_VARIABLE = "ATTNVIZ_TRAIN_WORKERS"   # trainers of the server's pool (default: cores)
@@ -247,15 +247,5 @@ def _train(job: TrainingJob, check_every: float) -> None:
     toy_plan.RATE.record(job)
 
 
-_POOL: TrainingPool | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def default_pool() -> TrainingPool:
-    """The server's pool (one per process), made on first use with `default_workers()`."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = TrainingPool()
-            atexit.register(_POOL.close)
-        return _POOL
+# the server's pool (one per process), made on first use with `default_workers()`
+default_pool: Callable[[], TrainingPool] = per_process(TrainingPool)
