@@ -613,10 +613,8 @@ class Learner(Session):
         """Open the Train page at loop time `start`, set `sizes` (label → value), press Train
         and follow the run to its end (or, with `leave`, close the page once it trains)."""
         out = LearnerResult(self.index)
-        loop = asyncio.get_running_loop()
-        await asyncio.sleep(max(0.0, start - loop.time()))
-        try:
-            await self.open(proxy=False)
+
+        async def steps() -> None:
             sent = await self.send(page="train")
             if sizes:
                 states = []
@@ -628,22 +626,18 @@ class Learner(Session):
             click = WidgetState(id=sent.buttons["Train"], trigger_value=True)
             out.clicked = time.monotonic()
             sent = await self.send(page="train", widgets=[click])
-            end = loop.time() + deadline
-            while loop.time() < end:
-                self._note(sent, out)
-                if out.finished is not None:
-                    break
-                if leave and out.started is not None:
-                    await self.close()
-                    out.left = time.monotonic()
-                    return out
-                if sent.fragment is None:
-                    raise RuntimeError(f"no live fragment to poll; the page said "
-                                       f"{sent.texts[-3:]}")
-                await asyncio.sleep(sent.interval)
-                fragment = sent.fragment
-                sent = await self.send(fragment=fragment, auto=True)
-                sent.fragment = sent.fragment or fragment
+            await self.follow(sent, out, self._note, deadline, leave)
+
+        return await self.visit(out, start, steps)
+
+    async def visit(self, out: LearnerResult, start: float, steps) -> LearnerResult:
+        """Open a session at loop time `start`, run `steps`, close it; an error is counted in
+        `out`, never raised."""
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, start - loop.time()))
+        try:
+            await self.open(proxy=False)
+            await steps()
         except Exception as exc:                        # noqa: BLE001 - reported, counted
             out.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
@@ -652,6 +646,27 @@ class Learner(Session):
             except Exception:                           # noqa: BLE001
                 pass
         return out
+
+    async def follow(self, sent: Sent, out: LearnerResult, note, deadline: float,
+                     leave: bool = False) -> None:
+        """Rerun the page's live fragment as the browser does, `note`-ing each reply into
+        `out`, until the work finished (or, with `leave`, close the page once it started)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline
+        while loop.time() < end:
+            note(sent, out)
+            if out.finished is not None:
+                return
+            if leave and out.started is not None:
+                await self.close()
+                out.left = time.monotonic()
+                return
+            if sent.fragment is None:
+                raise RuntimeError(f"no live fragment to poll; the page said {sent.texts[-3:]}")
+            await asyncio.sleep(sent.interval)
+            fragment = sent.fragment
+            sent = await self.send(fragment=fragment, auto=True)
+            sent.fragment = sent.fragment or fragment
 
     @staticmethod
     def _note(sent: Sent, out: LearnerResult) -> None:
@@ -704,38 +719,18 @@ class Patcher(Learner):
 
     async def patch(self, start: float, deadline: float = 3600) -> PatcherResult:
         out = PatcherResult(self.index)
-        loop = asyncio.get_running_loop()
-        await asyncio.sleep(max(0.0, start - loop.time()))
-        try:
-            await self.open(proxy=False)
+
+        async def steps() -> None:
             sent = await self.send(page=self.page)
             labels = [k for k in sent.buttons if k.startswith("Patch (")]
             if not labels:
                 raise RuntimeError(f"no Patch button; the page said {sent.texts[-3:]}")
-            label = labels[0]
             out.clicked = time.monotonic()
             sent = await self.send(page=self.page, widgets=[
-                WidgetState(id=sent.buttons[label], trigger_value=True)])
-            end = loop.time() + deadline
-            while loop.time() < end:
-                self._note_patching(sent, out)
-                if out.finished is not None:
-                    break
-                if sent.fragment is None:
-                    raise RuntimeError(f"no live fragment to poll; the page said "
-                                       f"{sent.texts[-3:]}")
-                await asyncio.sleep(sent.interval)
-                fragment = sent.fragment
-                sent = await self.send(fragment=fragment, auto=True)
-                sent.fragment = sent.fragment or fragment
-        except Exception as exc:                        # noqa: BLE001 - reported, counted
-            out.errors.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            try:
-                await self.close()
-            except Exception:                           # noqa: BLE001
-                pass
-        return out
+                WidgetState(id=sent.buttons[labels[0]], trigger_value=True)])
+            await self.follow(sent, out, self._note_patching, deadline)
+
+        return await self.visit(out, start, steps)
 
     @staticmethod
     def _note_patching(sent: Sent, out: PatcherResult) -> None:
