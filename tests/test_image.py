@@ -52,7 +52,6 @@ pytestmark = pytest.mark.deploy
 SMOLLM2 = "pretrained?model=smollm2"          # the Pretrained page with the decoder chosen
 SMOLLM2_AGAIN = SMOLLM2 + "&sentence=Another+text+for+the+decoder+to+read"   # a new run
 APP_PORT = 8501                                # the image's own, inside its network namespace
-TAG = f"localhost/attnviz-test:{os.getpid()}"
 
 
 def say(request, line: str) -> None:
@@ -79,12 +78,13 @@ def image(request, tmp_path_factory):
         yield given
         return
     log = tmp_path_factory.mktemp("image") / "build.log"
-    seconds = ih.build_image(TAG, log)
-    size = int(ih.run(["podman", "image", "inspect", "--format", "{{.Size}}", TAG]).stdout)
-    say(request, f"built {TAG} in {seconds['image']:.0f} s (the base: "
-                 f"{seconds['base']:.0f} s, 0 when cached); {size / 1e9:.2f} GB; log {log}")
-    yield TAG
-    ih.remove_image(TAG)
+    with ih.image_in_use(log) as (tag, seconds):
+        size = int(ih.run(["podman", "image", "inspect", "--format", "{{.Size}}", tag]).stdout)
+        done = (f"built {tag} in {seconds['image']:.0f} s" if seconds["image"] else
+                f"{tag} was there (built before from the same files): used again")
+        say(request, f"{done} (the base: {seconds['base']:.0f} s, 0 when cached); "
+                     f"{size / 1e9:.2f} GB; log {log}")
+        yield tag
 
 
 def image_config(tag: str) -> dict:
