@@ -16,10 +16,13 @@ Debian bookworm base made here (tests/image_helpers.py says how), then
   the other's sessions keep theirs.
 
 Marked `deploy`. Needs podman, buildah, debootstrap and runc (.ci/run installs them); under
-CI=true a missing one fails instead of skipping. The build takes most of the time: about 5
-minutes here with the base cached (ATTNVIZ_IMAGE_CACHE and podman's store), 2 more without
-(the whole file: 8 minutes with a cold base); the image is removed afterwards, the base kept.
-ATTNVIZ_TEST_IMAGE=<tag> runs the tests on an image built before (not under CI=true).
+CI=true a missing one fails instead of skipping. The image is built once and used again: it is
+tagged by the digest of the files and settings it is made from (tests/image_helpers.py;
+tests/test_image_digest.py), kept in podman's store, and built only when that tag is missing,
+with buildah's layer cache (a change to the app alone: seconds; from nothing but the base:
+about 5 minutes here, 13 at a load average of 15–22; the base 2 more). The whole file: about
+4 minutes with the image there. ATTNVIZ_TEST_IMAGE=<tag> runs the tests on another image built
+before (not under CI=true).
 """
 
 from __future__ import annotations
