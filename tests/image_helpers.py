@@ -289,7 +289,9 @@ def image_inputs(root: Path) -> dict[str, Path]:
     leave out; by path relative to root, in order."""
     ignored = _ignore_patterns(root)
     found: dict[str, Path] = {}
-    for name in ["Dockerfile", ".dockerignore", *copy_sources(root / "Dockerfile")]:
+    names = ["Dockerfile", ".dockerignore", *copy_sources(root / "Dockerfile")]
+    for name in dict.fromkeys(n for n in names         # a folder copied whole once
+                              if not any(n.startswith(o + "/") for o in names)):
         matches = sorted(root.glob(name)) if glob.has_magic(name) else [root / name]
         for top in matches:
             if not top.exists():
