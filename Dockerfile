@@ -24,12 +24,19 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# The layers go from what changes least to what changes most, so that a rebuild starts at the
+# first one whose files changed and reuses those before it: the system (fonts, the user), the
+# Python packages (requirements, constraints; SmolLM2's GGUF comes with them), the models made
+# ready by the code that does it, then the app.
+
 # Debian's own version of the fonts, not a pinned one: bookworm replaces a package's old
 # version in its archive when it ships a fix, so a pin would break the build, not fix it.
+# The unprivileged user the server runs as (by number, so any host resolves it).
 # hadolint ignore=DL3008
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends fonts-noto-cjk \
-    && rm -rf /var/lib/apt/lists/*
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 attnviz
 
 WORKDIR /app
 
@@ -44,24 +51,33 @@ RUN if [ -n "$TORCH_INDEX_URL" ]; then pip install --index-url "$TORCH_INDEX_URL
     && pip install -c constraints.txt -r requirements.txt \
     && pip install --no-deps -r requirements-nodeps.txt
 
-COPY .streamlit ./.streamlit
-COPY attnviz ./attnviz
-COPY pages ./pages
-COPY app.py ./
-
-# Fail the build, not the first learner, if a model cannot load offline from its package;
-# then the unprivileged user the server runs as (by number, so any host resolves it).
+# Fail the build, not the first learner, if a model cannot load offline from its package.
 # SmolLM2's GGUF is converted once, here, into a cache every user of the image reads and none
 # can write (its name holds the GGUF's time in whole seconds, which an image layer keeps, so
 # the containers find it: tests/test_image.py times their first SmolLM2 page); its tuned
-# lens is fitted here too (about a minute), so no learner waits for it.
+# lens is fitted here too (about a minute), so no learner waits for it. Only the code this
+# runs is copied for it (the package's numpy core and its models: no app, plots or message
+# catalogues), so a change to the app does not make the models again; a module it comes to
+# import that is not copied here fails this step.
 ENV ATTNVIZ_CACHE_DIR=/opt/attnviz-cache
+COPY attnviz/__init__.py ./attnviz/
+COPY attnviz/i18n/__init__.py ./attnviz/i18n/
+COPY attnviz/core ./attnviz/core
+COPY attnviz/describe ./attnviz/describe
+COPY attnviz/io ./attnviz/io
+COPY attnviz/models ./attnviz/models
+COPY attnviz/tutorials ./attnviz/tutorials
 RUN HF_HUB_OFFLINE=1 OPENBLAS_NUM_THREADS=1 python -c "from attnviz.models.pretrained import PretrainedModel; \
 from attnviz.models.decoder import DecoderModel; \
 print(PretrainedModel.load().max_tokens, DecoderModel.load().num_layers, \
 DecoderModel.load().tuned_lens().tokens)" \
-    && chmod -R a+rX,go-w /opt/attnviz-cache \
-    && useradd --create-home --uid 10001 attnviz
+    && chmod -R a+rX,go-w /opt/attnviz-cache
+
+# The app, last: the whole package (over the part above), its pages and settings.
+COPY .streamlit ./.streamlit
+COPY attnviz ./attnviz
+COPY pages ./pages
+COPY app.py ./
 USER 10001
 
 # No network at run time: no hub downloads, no usage statistics. Where the server listens

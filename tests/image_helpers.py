@@ -7,20 +7,28 @@
   system as a tar under ATTNVIZ_IMAGE_CACHE (default ~/.cache/attnviz-image) and the images in
   podman's own store; each is remade only when missing (the Python base also when its
   Containerfile changes);
-- the image: `buildah bud --isolation chroot` of the Dockerfile with BASE set to that base and
-  pip set up as this machine's pip is (read from `pip config list` when the build runs: its
-  indexes and find-links folders mounted read-only at their own paths, its CA bundle and a
-  pip.conf naming them mounted on /mnt, which every Debian image has empty, so nothing of them
-  stays in the image);
+- the image: `buildah bud --isolation chroot --layers` of the Dockerfile with BASE set to that
+  base and pip set up as this machine's pip is (read from `pip config list` when the build
+  runs: its indexes and find-links folders mounted read-only at their own paths, its CA bundle
+  and a pip.conf naming them mounted on /mnt, which every Debian image has empty, so nothing of
+  them stays in the image). It is tagged IMAGE_REPO:<digest>, the digest of everything it is
+  made of (`image_digest`: the files the Dockerfile copies, the build arguments, the base's id,
+  the pip set-up), and an image of that tag is used again instead of built; when one is built,
+  buildah's layer cache reuses the layers before the first one whose files changed (the build
+  context is a copy of those files at one fixed time: `stage_context`). The tagged images
+  beyond the newest KEEP are removed (`remove_stale_images`), with the layers only they used;
 - containers: `podman run --runtime runc` (crun refuses this machine's hybrid cgroups) with
   ulimits of 1024 (podman's defaults are refused here).
 
-    python -m tests.image_helpers build [TAG]      # build, print the seconds it took
+    python -m tests.image_helpers build [TAG]      # build (default: the test's tag, reused
+                                                   # when there); print the tag and seconds
     python -m tests.image_helpers up TAG N         # N replicas behind haproxy, until ^C
 """
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -31,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
@@ -43,6 +52,10 @@ BASE_FILE = ROOT / "deploy" / "python-bookworm.Containerfile"
 RUN = ["podman", "run", "--pull", "never", "--runtime", "runc",
        "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
 PIP_MOUNT = "/mnt"          # the generated pip.conf and the CA bundle, inside the build
+BUILD = ["buildah", "bud", "--isolation", "chroot", "--format", "docker", "--layers"]
+IMAGE_REPO = "localhost/attnviz-image"      # the tests' image, tagged by image_digest
+KEEP = 2                    # IMAGE_REPO's tags kept: the one in use and the newest other
+CONTEXT_TIME = 315532800    # 1980-01-01: the time of every file of the staged build context
 
 
 def missing_tools() -> list[str]:
@@ -142,11 +155,11 @@ def pip_folders(options: dict[str, str]) -> list[Path]:
 
 
 @contextmanager
-def pip_setup():
-    """The build's pip set up as this machine's: yields (build arguments, volume options) for
-    buildah bud. The pip.conf is written afresh from `pip config list` (the CA bundle under
-    its new name), in a temporary folder mounted read-only on /mnt; every local index and
-    find-links folder is mounted read-only at its own path."""
+def pip_setup() -> Iterator[tuple[dict[str, str], list[str], Path]]:
+    """The build's pip set up as this machine's: yields (build arguments, volume options for
+    buildah bud, the folder mounted on /mnt). The pip.conf is written afresh from `pip config
+    list` (the CA bundle under its new name), in a temporary folder mounted read-only on /mnt;
+    every local index and find-links folder is mounted read-only at its own path."""
     options = pip_options()
     volumes: list[str] = []
     for path in pip_folders(options):
@@ -165,9 +178,8 @@ def pip_setup():
         (Path(tmp) / "pip.conf").write_text("\n".join(lines) + "\n")
         volumes += ["-v", f"{tmp}:{PIP_MOUNT}:ro"]
         # torch from wherever this pip finds it (an empty TORCH_INDEX_URL: pip's own indexes)
-        args = ["--build-arg", "TORCH_INDEX_URL=",
-                "--build-arg", f"PIP_CONFIG_FILE={PIP_MOUNT}/pip.conf"]
-        yield args, volumes
+        args = {"TORCH_INDEX_URL": "", "PIP_CONFIG_FILE": f"{PIP_MOUNT}/pip.conf"}
+        yield args, volumes, Path(tmp)
 
 
 # ---- the base --------------------------------------------------------------------------------
@@ -225,28 +237,190 @@ def python_base(log: Path) -> str:
 
 
 @contextmanager
-def cache_lock():
-    """One process at a time makes the base (two test runs at once share the cache)."""
-    import fcntl
-
+def cache_lock() -> Iterator[None]:
+    """One process at a time makes the base, builds an image or removes one: two test runs at
+    once (two pytest processes, or two checkouts) share the cache and podman's store, and the
+    second finds what the first built."""
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
 
-def build_image(tag: str, log: Path) -> dict[str, float]:
-    """The Dockerfile built into `tag` on the Python base; the seconds the base took (about 0
-    when it was there) and the image's build."""
+# ---- what the image is made of ----------------------------------------------------------------
+
+def _ignore_patterns(root: Path) -> list[re.Pattern]:
+    """.dockerignore's patterns as regular expressions on a path relative to the context (a
+    folder's pattern matches what it holds; `**/` any folders, `*` and `?` within one name)."""
+    path = root / ".dockerignore"
+    patterns = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("!"):
+            raise ValueError(f".dockerignore's exceptions are not read here: {line}")
+        regex = re.escape(line.strip("/"))
+        regex = (regex.replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*")
+                 .replace(r"\*", "[^/]*").replace(r"\?", "[^/]"))
+        patterns.append(re.compile(regex + r"(?:/.*)?\Z"))
+    return patterns
+
+
+def copy_sources(dockerfile: Path) -> list[str]:
+    """The context's paths that the Dockerfile's COPY and ADD lines name (not --from a stage)."""
+    sources = []
+    for line in re.sub(r"\\\n", " ", dockerfile.read_text()).splitlines():
+        words = line.split()
+        if not words or words[0].upper() not in ("COPY", "ADD"):
+            continue
+        if any(w.startswith("--from") for w in words):
+            continue
+        args = [w for w in words[1:] if not w.startswith("--")]
+        if args[0].startswith("[") or any("://" in a for a in args):
+            raise ValueError(f"not read here (JSON form or a URL): {line}")
+        sources += args[:-1]
+    return sources
+
+
+def image_inputs(root: Path) -> dict[str, Path]:
+    """What a build of root's Dockerfile reads of its context: the Dockerfile, .dockerignore and
+    every file its COPY lines name (a folder: every file in it) that .dockerignore does not
+    leave out; by path relative to root, in order."""
+    ignored = _ignore_patterns(root)
+    found: dict[str, Path] = {}
+    names = ["Dockerfile", ".dockerignore", *copy_sources(root / "Dockerfile")]
+    for name in dict.fromkeys(n for n in names         # a folder copied whole once
+                              if not any(n.startswith(o + "/") for o in names)):
+        matches = sorted(root.glob(name)) if glob.has_magic(name) else [root / name]
+        for top in matches:
+            if not top.exists():
+                if name == ".dockerignore":
+                    continue
+                raise FileNotFoundError(f"the Dockerfile copies {name}, which {root} lacks")
+            for path in [top] if top.is_file() else sorted(top.rglob("*")):
+                rel = path.relative_to(root).as_posix()
+                if path.is_file() and (name in ("Dockerfile", ".dockerignore")
+                                       or not any(p.match(rel) for p in ignored)):
+                    found[rel] = path
+    return dict(sorted(found.items()))
+
+
+def _mode(path: Path) -> int:
+    """The mode a file has in the staged context: 0o755 if it is executable, else 0o644."""
+    return 0o755 if path.stat().st_mode & 0o111 else 0o644
+
+
+def stage_context(root: Path, dest: Path) -> None:
+    """root's build context copied into the empty folder `dest`: the files of image_inputs,
+    each with the mode _mode gives it, every file and folder with the time CONTEXT_TIME
+    (buildah's layer cache keys a COPY by its files' times as well as their bytes: a fresh
+    clone, or a file saved again unchanged, would miss it)."""
+    for rel, path in image_inputs(root).items():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        target.chmod(_mode(path))
+    for folder, dirs, files in os.walk(dest, topdown=False):
+        for name in [*files, *dirs, ""]:
+            os.utime(Path(folder) / name, (CONTEXT_TIME, CONTEXT_TIME))
+
+
+def image_digest(root: Path, base_id: str, build_args: dict[str, str],
+                 mounted: Path | None = None) -> str:
+    """The SHA-256 of what a build of root's Dockerfile is made from: the build command
+    (BUILD), the base image's id, the build arguments, each of image_inputs (its path, its
+    mode in the staged context and its bytes) and each file of the folder `mounted` on /mnt
+    (the build's pip.conf and CA bundle). Not the packages the build's pip finds: requirements
+    and constraints pin their versions."""
+    h = hashlib.sha256()
+
+    def add(*parts: str | bytes) -> None:
+        for part in parts:
+            data = part.encode() if isinstance(part, str) else part
+            h.update(len(data).to_bytes(8, "big") + data)
+
+    add(" ".join(BUILD), base_id, json.dumps(build_args, sort_keys=True))
+    for rel, path in image_inputs(root).items():
+        add("context", rel, oct(_mode(path)), path.read_bytes())
+    for path in sorted(mounted.iterdir()) if mounted is not None else []:
+        add("mounted", path.name, path.read_bytes())
+    return h.hexdigest()
+
+
+# ---- the image ----------------------------------------------------------------------------------
+
+def _in_use(tag: str) -> Path:
+    """The file a test run holds a shared lock on while it uses IMAGE_REPO's `tag`."""
+    return CACHE / f"in-use-{tag.rsplit(':', 1)[1]}.lock"
+
+
+def _build_or_reuse(log: Path, tag: str | None) -> tuple[str, dict[str, float]]:
+    """Under cache_lock: the Dockerfile built on the Python base into `tag`, or by default
+    into IMAGE_REPO:<its image_digest>, unless that one is there already; (the tag, the
+    seconds the base took (about 0 when it was there) and the build's (0 when reused))."""
     t0 = time.monotonic()
-    with cache_lock():
-        base = python_base(log)
+    base = python_base(log)
     base_seconds = time.monotonic() - t0
-    with pip_setup() as (args, volumes):
-        seconds = _timed(["buildah", "bud", "--isolation", "chroot", "--format", "docker",
-                          "--layers=false", "--build-arg", f"BASE={base}", *args, *volumes,
-                          "-t", tag, "-f", str(ROOT / "Dockerfile"), str(ROOT)], log, 1800)
-    return {"base": base_seconds, "image": seconds}
+    with (pip_setup() as (args, volumes, mounted),
+          tempfile.TemporaryDirectory(prefix="attnviz-context-") as context):
+        stage_context(ROOT, Path(context))
+        digest = image_digest(Path(context), image_id(base), args, mounted)
+        tag = tag or f"{IMAGE_REPO}:{digest[:16]}"
+        if tag.startswith(IMAGE_REPO + ":") and image_exists(tag):
+            return tag, {"base": base_seconds, "image": 0.0}
+        build_args = [f"--build-arg={k}={v}" for k, v in {"BASE": base, **args}.items()]
+        seconds = _timed([*BUILD, *build_args, *volumes, "-t", tag,
+                          "-f", f"{context}/Dockerfile", context], log, 1800)
+    return tag, {"base": base_seconds, "image": seconds}
+
+
+def build_image(log: Path, tag: str | None = None) -> tuple[str, dict[str, float]]:
+    """The image built, or found built (_build_or_reuse), one process at a time."""
+    with cache_lock():
+        return _build_or_reuse(log, tag)
+
+
+@contextmanager
+def image_in_use(log: Path) -> Iterator[tuple[str, dict[str, float]]]:
+    """IMAGE_REPO's image of this checkout, built or found built (_build_or_reuse), held
+    while the with-block uses it: no other run removes it meanwhile; the stale ones are
+    removed (remove_stale_images). Yields (its tag, the seconds of _build_or_reuse)."""
+    with cache_lock():
+        tag, seconds = _build_or_reuse(log, None)
+        held = open(_in_use(tag), "a")
+        fcntl.flock(held, fcntl.LOCK_SH)
+        remove_stale_images(tag)
+    try:
+        yield tag, seconds
+    finally:
+        held.close()
+
+
+def image_tags() -> list[str]:
+    """IMAGE_REPO's tags, the newest image first."""
+    listed = json.loads(run(["podman", "images", "--filter", f"reference={IMAGE_REPO}",
+                             "--format", "json"]).stdout or "[]")
+    tags = [(image["Created"], name) for image in listed for name in image.get("Names") or []
+            if name.startswith(IMAGE_REPO + ":")]
+    return [name for _, name in sorted(tags, reverse=True)]
+
+
+def remove_stale_images(current: str, keep: int = KEEP) -> list[str]:
+    """Under cache_lock: IMAGE_REPO's tags but `current` and the newest keep − 1 others,
+    removed (`podman rmi`, which also removes the layers no other image uses), except one a
+    test run holds (_in_use) or a container was made from; the tags removed."""
+    removed = []
+    for tag in [t for t in image_tags() if t != current][keep - 1:]:
+        with open(_in_use(tag), "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue                                    # a test run is using it
+            if subprocess.run(["podman", "rmi", tag], capture_output=True).returncode == 0:
+                removed.append(tag)
+                _in_use(tag).unlink()
+    return removed
 
 
 # ---- containers ------------------------------------------------------------------------------
@@ -309,10 +483,6 @@ def stream_client(container: Container, url: str, pages: list[str],
     source = (ROOT / "tests" / "stream_client.py").read_text(encoding="utf-8")
     done = container.exec("python", "-", url, *pages, input=source, timeout=timeout)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-
-
-def remove_image(tag: str) -> None:
-    subprocess.run(["podman", "rmi", "-f", tag], capture_output=True)
 
 
 @contextmanager
@@ -380,9 +550,9 @@ def replicas_up(image: str, n: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["build"]:
-        name = sys.argv[2] if len(sys.argv) > 2 else "localhost/attnviz:latest"
         build_log = Path(tempfile.mkstemp(prefix="attnviz-build-", suffix=".log")[1])
-        print(json.dumps({**build_image(name, build_log), "log": str(build_log)}))
+        built, times = build_image(build_log, sys.argv[2] if len(sys.argv) > 2 else None)
+        print(json.dumps({"tag": built, **times, "log": str(build_log)}))
     elif sys.argv[1:2] == ["up"] and len(sys.argv) == 4:
         replicas_up(sys.argv[2], int(sys.argv[3]))
     else:

@@ -16,10 +16,13 @@ Debian bookworm base made here (tests/image_helpers.py says how), then
   the other's sessions keep theirs.
 
 Marked `deploy`. Needs podman, buildah, debootstrap and runc (.ci/run installs them); under
-CI=true a missing one fails instead of skipping. The build takes most of the time: about 5
-minutes here with the base cached (ATTNVIZ_IMAGE_CACHE and podman's store), 2 more without
-(the whole file: 8 minutes with a cold base); the image is removed afterwards, the base kept.
-ATTNVIZ_TEST_IMAGE=<tag> runs the tests on an image built before (not under CI=true).
+CI=true a missing one fails instead of skipping. The image is built once and used again: it is
+tagged by the digest of the files and settings it is made from (tests/image_helpers.py;
+tests/test_image_digest.py), kept in podman's store, and built only when that tag is missing,
+with buildah's layer cache (a change to the app alone: seconds; from nothing but the base:
+about 5 minutes here, 13 at a load average of 15–22; the base 2 more). The whole file: about
+4 minutes with the image there. ATTNVIZ_TEST_IMAGE=<tag> runs the tests on another image built
+before (not under CI=true).
 """
 
 from __future__ import annotations
@@ -52,7 +55,6 @@ pytestmark = pytest.mark.deploy
 SMOLLM2 = "pretrained?model=smollm2"          # the Pretrained page with the decoder chosen
 SMOLLM2_AGAIN = SMOLLM2 + "&sentence=Another+text+for+the+decoder+to+read"   # a new run
 APP_PORT = 8501                                # the image's own, inside its network namespace
-TAG = f"localhost/attnviz-test:{os.getpid()}"
 
 
 def say(request, line: str) -> None:
@@ -79,12 +81,13 @@ def image(request, tmp_path_factory):
         yield given
         return
     log = tmp_path_factory.mktemp("image") / "build.log"
-    seconds = ih.build_image(TAG, log)
-    size = int(ih.run(["podman", "image", "inspect", "--format", "{{.Size}}", TAG]).stdout)
-    say(request, f"built {TAG} in {seconds['image']:.0f} s (the base: "
-                 f"{seconds['base']:.0f} s, 0 when cached); {size / 1e9:.2f} GB; log {log}")
-    yield TAG
-    ih.remove_image(TAG)
+    with ih.image_in_use(log) as (tag, seconds):
+        size = int(ih.run(["podman", "image", "inspect", "--format", "{{.Size}}", tag]).stdout)
+        done = (f"built {tag} in {seconds['image']:.0f} s" if seconds["image"] else
+                f"{tag} was there (built before from the same files): used again")
+        say(request, f"{done} (the base: {seconds['base']:.0f} s, 0 when cached); "
+                     f"{size / 1e9:.2f} GB; log {log}")
+        yield tag
 
 
 def image_config(tag: str) -> dict:
