@@ -82,8 +82,8 @@ def test_the_html_repr_is_a_small_table_with_every_text_escaped():
 
 # ---- the top-level names ------------------------------------------------------------------------
 
-# SPEC.md's public API (tests outside the project call these names) and what the README and docs/python.md show:
-# nothing else, no helper of the package's own __init__
+# SPEC.md's public API (tests outside the project call these names) and what the README and
+# docs/python.md show: nothing else, no helper of the package's own __init__
 PUBLIC = {"MultiHeadWeights", "trace_attention", "trace_qkv", "AttentionTrace", "tokenize",
           "embed_tokens", "sinusoidal_positions", "parse_matrix", "report_html",
           "PretrainedModel", "attention_rollout", "head_stats", "diff", "toy", "DecoderModel",
