@@ -82,8 +82,8 @@ def test_the_html_repr_is_a_small_table_with_every_text_escaped():
 
 # ---- the top-level names ------------------------------------------------------------------------
 
-# SPEC.md's public API (tests outside the project call these names) and what the README shows:
-# nothing else, no helper of the package's own __init__
+# SPEC.md's public API (tests outside the project call these names) and what the README and
+# docs/python.md show: nothing else, no helper of the package's own __init__
 PUBLIC = {"MultiHeadWeights", "trace_attention", "trace_qkv", "AttentionTrace", "tokenize",
           "embed_tokens", "sinusoidal_positions", "parse_matrix", "report_html",
           "PretrainedModel", "attention_rollout", "head_stats", "diff", "toy", "DecoderModel",
@@ -206,10 +206,10 @@ def test_grouped_query_and_rotary_traces_map_kv_heads_once_and_the_rotations():
     assert caught.value.msg_id == "error.whole_number" and caught.value.params["name"] == "layer"
 
 
-def test_the_table_of_names_is_documented_once_in_the_module_and_the_readme():
+def test_the_table_of_names_is_documented_once_in_the_module_and_the_python_guide():
     import attnviz.core.hook_names as hn
     for step, hook in HOOK_NAMES.items():
         assert re.search(rf"``{hook}``", hn.__doc__), hook
-    readme = open(attnviz.__file__.replace("attnviz/__init__.py", "README.md"),
-                  encoding="utf-8").read()
-    assert "to_transformer_lens_names" in readme and "hook_attn_scores" in readme
+    guide = open(attnviz.__file__.replace("attnviz/__init__.py", "docs/python.md"),
+                 encoding="utf-8").read()
+    assert "to_transformer_lens_names" in guide and "hook_attn_scores" in guide

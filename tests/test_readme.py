@@ -47,3 +47,58 @@ def test_the_run_commands_package_brings_every_requirement():
               for line in (ROOT / "requirements.txt").read_text().splitlines()
               if line.strip() and not line.startswith("#")}
     assert needed <= declared, needed - declared
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def anchors(markdown: str) -> set[str]:
+    """The ids GitHub gives a file's headings: lower case, every character but letters, digits,
+    `_`, `-` and spaces dropped, spaces as `-`; a repeated id gets -1, -2, …"""
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", FENCE.sub("", markdown), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        count = seen.get(slug, -1) + 1
+        seen[slug] = count
+    return {slug if n == 0 else f"{slug}-{n}" for slug, last in seen.items()
+            for n in range(last + 1)}
+
+
+def test_github_anchors_as_github_writes_them():
+    text = "# Inputs & weights\n## What a page reads: the bounds\n## 中文\n## Tests\n## Tests\n"
+    assert anchors(text) == {"inputs--weights", "what-a-page-reads-the-bounds", "中文", "tests",
+                             "tests-1"}
+
+
+def test_every_relative_link_in_the_readme_and_docs_reaches_a_file_and_its_heading():
+    checked = 0
+    for doc in DOCS:
+        for target in LINK.findall(FENCE.sub("", doc.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z]+:", target):              # http:, https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (doc.parent / path).resolve() if path else doc
+            assert file.is_file(), f"{doc.name}: {target} is no file"
+            if anchor:
+                assert anchor in anchors(file.read_text(encoding="utf-8")), \
+                    f"{doc.name}: {target} names no heading of {file.name}"
+            checked += 1
+    assert checked > 40          # the README's pages, docs, pictures; the docs' own links
+
+
+NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:–\d+(?:[.,]\d+)*)?")
+
+
+def test_every_number_the_readme_quotes_is_written_in_the_benchmarks():
+    """The README's "Measured" section and its 中文 twin quote docs/benchmarks.md: each number
+    (a range as one) is written there as it is quoted."""
+    measured = README.split("\n## Measured\n", 1)[1].split("\n## ", 1)[0]
+    chinese = README.split("**实测**", 1)[1].split("\n\n", 1)[0]
+    benchmarks = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    for quoted in (measured, chinese):
+        numbers = NUMBER.findall(re.sub(r"\]\([^)]*\)", "]", quoted))     # not the links
+        assert len(numbers) >= 8, numbers
+        for number in numbers:
+            assert re.search(rf"(?<![\w.–]){re.escape(number)}(?![\d–])", benchmarks), number
