@@ -6,7 +6,7 @@ trace's blocks on every core and has no thread of ours.
 numpy's OpenBLAS starts one thread per core. A class's server runs one Streamlit process per
 core (docs/deploy.md), and SmolLM2's forward passes are many small matrix products: under load a
 second BLAS thread mostly waits for the scheduler, and generation measured 10–20× slower with
-two threads than with one (benchmarks/bench_decoder.py, README's measured section). The app
+two threads than with one (benchmarks/bench_decoder.py, docs/benchmarks.md). The app
 therefore limits BLAS, and the engine's element-wise blocks (attnviz.core.engine.set_threads),
 to ``ATTNVIZ_BLAS_THREADS`` threads (default 1) once, when it starts, and starts the sweeper that
 gives the shared caches' idle memory back (attnviz.core.cache.start_sweeper)."""
