@@ -719,8 +719,8 @@ def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool, tuned: bool = False
     return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers, tuned), compute)
 
 
-# the fit's seconds as `python benchmarks/bench_tuned_lens.py` measured it here (docs/benchmarks.md: one idle
-# core, 52.4 s); said until this process has timed a fit of its own
+# the fit's seconds as `python benchmarks/bench_tuned_lens.py` measured it here
+# (docs/benchmarks.md: one idle core, 52.4 s); said until this process has timed a fit of its own
 BENCH_FIT_SECONDS = 52
 _FIT_SECONDS: dict[str, float] = {}     # model path → the wall seconds of its last fit here
 _FIT_STAGES: dict[str, list] = {}       # model path → the stages its fit under way has told
