@@ -353,10 +353,10 @@ def told(stage):
     if stage != "reading":
         return
     lock = gguf_llama.cache_folder(Path(sys.argv[2]))
-    inode = os.stat(lock.parent / f".{lock.name}.lock").st_ino
+    st = os.stat(lock.parent / f".{lock.name}.lock")
+    file = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"   # as the kernel
     deadline = time.monotonic() + 120
-    while not any(" -> " in line and line.split()[6].endswith(f":{inode}")
-                  for line in open("/proc/locks")):
+    while not any(" -> " in line and line.split()[6] == file for line in open("/proc/locks")):
         assert time.monotonic() < deadline, "no other process waited for the lock"
         time.sleep(0.005)
 """
