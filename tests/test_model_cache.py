@@ -1,13 +1,21 @@
-"""SmolLM2's converted-model cache proves itself (issue 26): each kind of damage — a cut, an
-emptied or overwritten .npy, flipped bytes in a weight, a config.json that disagrees with the
-GGUF, a cut tokenizer, a missing file, a folder where a file should be, a file where the folder
-should be, a killed conversion's leftover — is found by a FRESH process, which loads a correct
-model (its logits equal to a clean load's, bit for bit), says what was wrong, and leaves one
-cache folder, byte for byte the good one, and nothing else. Concurrent starts convert once;
-a damaged read-only cache is converted in memory; the SmolLM2 pages say the cache was rebuilt.
+"""The converted-model cache proves itself (issue 26): each kind of damage — a cut, an emptied
+or overwritten .npy, flipped bytes in a weight, a config.json that disagrees with the GGUF, a
+cut tokenizer, a missing file, a folder where a file should be, a file where the folder should
+be, a killed conversion's leftover — is found by a FRESH process, which loads a correct model
+(its logits equal to a clean load's, bit for bit), says what was wrong, and leaves one cache
+folder, byte for byte the good one, and nothing else. Concurrent starts convert once; a damaged
+read-only cache is converted in memory; the SmolLM2 pages say the cache was rebuilt.
 
-Every damaged cache is a copy of the session's good one in a tmp_path (the shared cache is
-never touched), pointed at with ATTNVIZ_CACHE_DIR; each copy is deleted when its test ends."""
+The damage and repair do not depend on the model's size, so they are tested on a tiny
+Llama-architecture GGUF written by gguf's own writer as llama.cpp writes SmolLM2's
+(tests/tiny_llama.py: 2 layers, d_model 16, grouped-query heads, W_Q/W_K in llama.cpp's
+permuted layout, a byte-level BPE vocabulary), whose logits are checked against transformers'
+Llama on the same weights; one test converts the real SmolLM2 end to end in a fresh process.
+A fresh process is pointed at a GGUF by ``DecoderModel.load(path)`` and at a cache place by
+ATTNVIZ_CACHE_DIR; a page's process at the tiny GGUF by ``decoder.package_file``, the one
+place the default model's file is found. Every damaged cache is a copy of the module's good
+one in a tmp_path (the session's own cache is never touched); each copy is deleted when its
+test ends."""
 
 from __future__ import annotations
 
@@ -15,11 +23,9 @@ import filecmp
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,18 +33,29 @@ import pytest
 
 from attnviz.models import gguf_llama
 from attnviz.models.decoder import package_file
+from tests import tiny_llama
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXT = "The capital of France is"
+TEXT = "The capital of France is the"
 TIMEOUT = 600
 
-# a fresh process: load the model (printing each stage as it is told), save the logits of TEXT
+# a fresh process: load the model of the GGUF argv[2] (printing each stage as it is told), save
+# the logits of TEXT to argv[1]; PRELUDE (a test's own) runs first, and `told(stage)` after
+# each stage is printed
 LOAD = f"""
 import json, sys
+from pathlib import Path
 import numpy as np
 sys.path.insert(0, {str(ROOT)!r})
 from attnviz import DecoderModel
-m = DecoderModel.load(progress=lambda p: print("stage", p.stage, flush=True))
+from attnviz.models import gguf_llama
+def told(stage):
+    pass
+PRELUDE
+def tell(p):
+    print("stage", p.stage, flush=True)
+    told(p.stage)
+m = DecoderModel.load(sys.argv[2], progress=tell)
 np.save(sys.argv[1], m.run({TEXT!r}).logits)
 r = m.cache_report
 print(json.dumps({{"outcome": r.outcome, "reason": r.reason and r.reason.msg_id,
@@ -46,33 +63,62 @@ print(json.dumps({{"outcome": r.outcome, "reason": r.reason and r.reason.msg_id,
 """
 
 
+def load_script(prelude: str = "") -> str:
+    return LOAD.replace("PRELUDE", prelude)
+
+
 def env_for(root: Path) -> dict:
     return {**os.environ, "ATTNVIZ_CACHE_DIR": str(root), "OPENBLAS_NUM_THREADS": "1"}
 
 
-def load_in_fresh_process(root: Path, out: Path) -> tuple[dict, np.ndarray]:
-    """(the process's cache report, the logits of TEXT) from a new interpreter whose cache
-    is under `root`."""
-    done = subprocess.run([sys.executable, "-c", LOAD, str(out)], capture_output=True,
-                          text=True, env=env_for(root), cwd=ROOT, timeout=TIMEOUT)
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1]), np.load(out)
+def start(root: Path, gguf: Path, out: Path, prelude: str = "") -> subprocess.Popen:
+    """A fresh process loading `gguf` with its cache under `root` (see LOAD)."""
+    return subprocess.Popen([sys.executable, "-c", load_script(prelude), str(out), str(gguf)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env_for(root), cwd=ROOT)
+
+
+def finished(p: subprocess.Popen, out: Path) -> tuple[dict, np.ndarray]:
+    """(the process's cache report, the logits of TEXT) once `p` (see `start`) has ended."""
+    stdout, stderr = p.communicate(timeout=TIMEOUT)
+    assert p.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    return json.loads(stdout.strip().splitlines()[-1]), np.load(out)
+
+
+def load_in_fresh_process(root: Path, out: Path, gguf: Path) -> tuple[dict, np.ndarray]:
+    """(the process's cache report, the logits of TEXT) from a new interpreter loading `gguf`
+    whose cache is under `root`."""
+    return finished(start(root, gguf, out), out)
 
 
 @pytest.fixture(scope="module")
-def good(decoder) -> Path:
-    """The session's cache folder (a whole one: the session's model was loaded from it)."""
-    if decoder.cached_in is None:
-        pytest.skip("the session's model runs from memory: no cache folder to copy")
-    return decoder.cached_in
+def tiny(tmp_path_factory) -> tuple[Path, dict]:
+    """The tiny GGUF (tests/tiny_llama.py) and its weights in transformers' layout."""
+    path = tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf"
+    return path, tiny_llama.write(path)
 
 
 @pytest.fixture(scope="module")
-def clean(good, tmp_path_factory) -> np.ndarray:
+def gguf(tiny) -> Path:
+    return tiny[0]
+
+
+@pytest.fixture(scope="module")
+def good(gguf, tmp_path_factory) -> Path:
+    """The tiny model's cache folder, converted by a fresh process into an empty place."""
+    place = tmp_path_factory.mktemp("good")
+    report, _ = load_in_fresh_process(place, place.parent / "good-logits.npy", gguf)
+    folder = gguf_llama.cache_folder(gguf, place)
+    assert report == {"outcome": "converted", "reason": None, "cached_in": str(folder)}
+    return folder
+
+
+@pytest.fixture(scope="module")
+def clean(good, gguf, tmp_path_factory) -> np.ndarray:
     """The logits of TEXT from a fresh process reading the good cache where it is."""
     report, logits = load_in_fresh_process(good.parent,
-                                           tmp_path_factory.mktemp("clean") / "logits.npy")
+                                           tmp_path_factory.mktemp("clean") / "logits.npy", gguf)
     assert report["outcome"] == "verified" and report["cached_in"] == str(good)
     return logits
 
@@ -104,6 +150,44 @@ def assert_one_good_folder(root: Path, good: Path) -> None:
     assert (mismatch, errors) == ([], [])
 
 
+# ---- the tiny model is a model: transformers' Llama gives its numbers --------------------------
+
+@pytest.mark.reference
+def test_the_tiny_gguf_loads_as_transformers_llama_on_its_weights(torch, tiny, clean, tmp_path):
+    """The logits a fresh process computes from the tiny GGUF (float16 matrices, W_Q and W_K
+    permuted as llama.cpp writes them) are transformers' LlamaForCausalLM's on the weights
+    written; " the" is the one token its merges make."""
+    from attnviz import DecoderModel
+
+    gguf, weights = tiny
+    m = DecoderModel.load(gguf, cache_dir=tmp_path)
+    ids = [int(i) for i in m.encode(TEXT)]
+    assert m.encode(" the").tolist() == [tiny_llama.tokens().index("Ġthe")]
+    assert clean.shape == (len(ids), len(tiny_llama.tokens()))
+    np.testing.assert_allclose(clean, tiny_llama.reference_logits(torch, weights, ids),
+                               rtol=1e-5, atol=1e-4)      # float32 sums of 16 to 24 terms
+
+
+# ---- the real SmolLM2, end to end --------------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_real_smollm2_converted_by_a_fresh_process_is_the_sessions_cache(decoder, root,
+                                                                           tmp_path):
+    """SmolLM2's own GGUF (Q4_1, 30 layers, 49,152 tokens) converted by a fresh process on an
+    empty cache: "converted", the folder byte for byte the one the session's model was read
+    from, the logits of TEXT the session model's."""
+    if decoder.cached_in is None:
+        pytest.skip("the session's model runs from memory: no cache folder to compare with")
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy", package_file())
+    assert report == {"outcome": "converted", "reason": None,
+                      "cached_in": str(root / decoder.cached_in.name)}
+    assert_one_good_folder(root, decoder.cached_in)
+    # the same weights, byte for byte; the sums' order may differ with the BLAS threads (the
+    # fresh process has one): float32 rounding, ~1e-6 of the largest logit
+    session = decoder.run(TEXT).logits
+    np.testing.assert_allclose(logits, session, rtol=0, atol=1e-4 * np.abs(session).max())
+
+
 # ---- each damage, found and repaired by a fresh process ----------------------------------------
 
 def cut_to_half(folder: Path, name: str) -> None:
@@ -117,17 +201,21 @@ def overwrite(folder: Path, name: str, at: int, data: bytes) -> None:
         f.write(data)
 
 
-def flip_bytes(folder: Path, name: str, at: int, n: int = 256) -> None:
-    with open(folder / name, "r+b") as f:
+def flip_bytes(folder: Path, name: str, at: int | None = None, n: int = 256) -> None:
+    """Flip `n` bytes of file `name` from `at` (default: from the middle of its data)."""
+    path = folder / name
+    at = path.stat().st_size // 2 if at is None else at
+    with open(path, "r+b") as f:
         f.seek(at)
         data = f.read(n)
         f.seek(at)
         f.write(bytes(b ^ 0xFF for b in data))
 
 
-def with_31_layers(folder: Path, rewrite_manifest: bool) -> None:
+def with_a_layer_more(folder: Path, rewrite_manifest: bool) -> None:
+    """config.json saying one layer more (2 → 3, as SmolLM2's 30 → 31: the same size)."""
     config = json.loads((folder / "config.json").read_text())
-    config["num_layers"] = 31
+    config["num_layers"] += 1
     (folder / "config.json").write_text(json.dumps(config))
     if rewrite_manifest:
         manifest_agreeing(folder, "config.json")
@@ -171,10 +259,9 @@ DAMAGES = {
     "npy emptied": (lambda f: os.truncate(f / "o.npy", 0), "model_cache.size"),
     "npy header overwritten": (lambda f: overwrite(f, "gate_up.npy", 0, b"\0" * 64),
                                "model_cache.checksum"),
-    "256 bytes of embed flipped": (lambda f: flip_bytes(f, "embed.npy", 50_000_000),
-                                   "model_cache.checksum"),
-    "config.json with 31 layers": (lambda f: with_31_layers(f, False), "model_cache.checksum"),
-    "config.json with 31 layers, manifest agreeing": (lambda f: with_31_layers(f, True),
+    "256 bytes of embed flipped": (lambda f: flip_bytes(f, "embed.npy"), "model_cache.checksum"),
+    "config.json with a layer more": (lambda f: with_a_layer_more(f, False), "model_cache.checksum"),
+    "config.json with a layer more, manifest agreeing": (lambda f: with_a_layer_more(f, True),
                                                       "model_cache.config"),
     "tokenizer.json cut": (lambda f: cut_to_half(f, "tokenizer.json"), "model_cache.size"),
     "tokenizer.json unparsable, manifest agreeing": (
@@ -194,45 +281,47 @@ DAMAGES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_a_fresh_process_rebuilds_a_damaged_cache_once_and_loads_the_right_model(
-        damage, good, clean, root, tmp_path):
+        damage, gguf, good, clean, root, tmp_path):
     do, reason = DAMAGES[damage]
     do(copy_of(good, root))
-    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy", gguf)
     assert report == {"outcome": "rebuilt", "reason": reason,
                       "cached_in": str(root / good.name)}
     np.testing.assert_array_equal(logits, clean)
     assert_one_good_folder(root, good)   # byte for byte the copy a start finds whole (`clean`)
 
 
+# killed (SIGKILL, as by the OOM killer or `kill -9`) while writing its copy: once the first
+# array is in the temporary folder, the process kills itself — at that point, every time
+KILLED_WHILE_WRITING = """
+import os, signal
+save = np.save
+def save_then_die(file, a, *args, **kwargs):
+    save(file, a, *args, **kwargs)
+    if ".tmp-" in str(file):
+        os.kill(os.getpid(), signal.SIGKILL)
+np.save = save_then_die
+"""
+
+
 @pytest.mark.slow
-def test_a_killed_conversions_leftover_is_removed_by_the_next_start(good, clean, root,
+def test_a_killed_conversions_leftover_is_removed_by_the_next_start(gguf, good, clean, root,
                                                                     tmp_path):
     folder = root / good.name
-    p = subprocess.Popen([sys.executable, "-c", LOAD, str(tmp_path / "killed.npy")],
-                         stdout=subprocess.PIPE, text=True, env=env_for(root), cwd=ROOT)
-    try:
-        for line in p.stdout:                # converting: kill it while it writes its copy
-            if line.strip() == "stage writing":
-                break
-        deadline = time.monotonic() + 60
-        while not any(any(tmp.iterdir()) for tmp in root.glob(f"{good.name}.tmp-*")):
-            assert time.monotonic() < deadline and p.poll() is None
-            time.sleep(0.005)
-        os.kill(p.pid, signal.SIGKILL)
-    finally:
-        p.kill()
-        p.wait()
+    p = start(root, gguf, tmp_path / "killed.npy", KILLED_WHILE_WRITING)
+    stdout, _ = p.communicate(timeout=TIMEOUT)
+    assert p.returncode == -9 and "stage writing" in stdout.splitlines()
     left = list(root.glob(f"{good.name}.tmp-*"))
     assert len(left) == 1 and any(left[0].iterdir()) and not folder.exists()
 
-    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy", gguf)
     assert report["outcome"] == "converted"
     np.testing.assert_array_equal(logits, clean)
     assert_one_good_folder(root, good)
 
 
 @pytest.mark.slow
-def test_leftovers_beside_a_whole_cache_are_removed_and_nothing_else(good, clean, root,
+def test_leftovers_beside_a_whole_cache_are_removed_and_nothing_else(gguf, good, clean, root,
                                                                      tmp_path):
     copy_of(good, root)
     old_style = Path(tempfile.mkdtemp(prefix=good.name + ".", dir=root))   # attnviz before
@@ -245,7 +334,7 @@ def test_leftovers_beside_a_whole_cache_are_removed_and_nothing_else(good, clean
     others[1].mkdir()
     others[2].write_text("keep me")
 
-    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy", gguf)
     assert report["outcome"] == "verified"
     np.testing.assert_array_equal(logits, clean)
     assert not old_style.exists() and not new_style.exists()
@@ -255,18 +344,34 @@ def test_leftovers_beside_a_whole_cache_are_removed_and_nothing_else(good, clean
     assert_one_good_folder(root, good)
 
 
+# the process that converts goes on only once another process waits for the cache's lock (a
+# blocked flock on the lock file, "->" in /proc/locks): the two starts overlap every time, not
+# only when the conversion happens to be slow enough
+CONVERTS_WHILE_ANOTHER_WAITS = """
+import os, time
+def told(stage):
+    if stage != "reading":
+        return
+    lock = gguf_llama.cache_folder(Path(sys.argv[2]))
+    st = os.stat(lock.parent / f".{lock.name}.lock")
+    file = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"   # as the kernel
+    deadline = time.monotonic() + 120
+    while not any(" -> " in line and line.split()[6] == file for line in open("/proc/locks")):
+        assert time.monotonic() < deadline, "no other process waited for the lock"
+        time.sleep(0.005)
+"""
+
+
 @pytest.mark.slow
-def test_two_processes_started_at_once_on_an_empty_cache_convert_once(good, clean, root,
+def test_two_processes_started_at_once_on_an_empty_cache_convert_once(gguf, good, clean, root,
                                                                       tmp_path):
-    procs = [subprocess.Popen([sys.executable, "-c", LOAD, str(tmp_path / f"{i}.npy")],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env_for(root), cwd=ROOT) for i in range(2)]
+    procs = [start(root, gguf, tmp_path / f"{i}.npy", CONVERTS_WHILE_ANOTHER_WAITS)
+             for i in range(2)]
     reports = []
     for i, p in enumerate(procs):
-        out, err = p.communicate(timeout=TIMEOUT)
-        assert p.returncode == 0, err
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-        np.testing.assert_array_equal(np.load(tmp_path / f"{i}.npy"), clean)
+        report, logits = finished(p, tmp_path / f"{i}.npy")
+        reports.append(report)
+        np.testing.assert_array_equal(logits, clean)
     # one converted; the other waited for it and read its copy
     assert sorted(r["outcome"] for r in reports) == ["converted", "verified"]
     assert {r["cached_in"] for r in reports} == {str(root / good.name)}
@@ -274,10 +379,10 @@ def test_two_processes_started_at_once_on_an_empty_cache_convert_once(good, clea
 
 
 @pytest.mark.slow
-def test_a_damaged_read_only_cache_is_converted_in_memory_and_left_as_it_is(good, clean,
+def test_a_damaged_read_only_cache_is_converted_in_memory_and_left_as_it_is(gguf, good, clean,
                                                                            root, tmp_path):
     folder = copy_of(good, root)
-    flip_bytes(folder, "embed.npy", 50_000_000)
+    flip_bytes(folder, "embed.npy")
     (root / f".{good.name}.lock").touch()          # as a baked image has it
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     if os.geteuid() == 0:                # root writes through permissions: make it immutable
@@ -288,7 +393,7 @@ def test_a_damaged_read_only_cache_is_converted_in_memory_and_left_as_it_is(good
         folder.chmod(0o555)
         root.chmod(0o555)
     try:
-        report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+        report, logits = load_in_fresh_process(root, tmp_path / "logits.npy", gguf)
     finally:
         subprocess.run(["chattr", "-i", str(root), str(folder)], capture_output=True)
         root.chmod(0o755)
@@ -310,7 +415,7 @@ import json, os, sys
 import numpy as np
 sys.path.insert(0, {str(ROOT)!r})
 from attnviz import DecoderModel
-m = DecoderModel.load()
+m = DecoderModel.load(sys.argv[1])
 def numbers():
     g = m.generate({TEXT!r}, max_new_tokens=3)
     return {{"logits": m.run({TEXT!r}).logits.tolist(),
@@ -324,7 +429,7 @@ for name in ("embed.npy", "gate_up.npy", "final_norm.npy"):
         size = os.fstat(f.fileno()).st_size
         for at in range(128, size, 1 << 16):
             f.seek(at)
-            f.write(bytes([255]) * 256)
+            f.write(bytes([255]) * min(256, size - at))
 after = numbers()
 print(json.dumps({{"same": before == after, "outcome": m.cache_report.outcome,
                   "finite": bool(np.isfinite(np.asarray(after["logits"])).all())}}))
@@ -333,17 +438,17 @@ print(json.dumps({{"same": before == after, "outcome": m.cache_report.outcome,
 
 @pytest.mark.slow
 def test_a_cache_cut_and_overwritten_under_a_running_process_changes_nothing_there(
-        good, clean, root, tmp_path):
+        gguf, good, clean, root, tmp_path):
     """The process lives (no SIGBUS), computes the same logits, generation probabilities and
     lens probabilities as before the damage, none NaN; the next start finds the damage and
     rebuilds the cache (the logits of a clean load)."""
     copy_of(good, root)
-    done = subprocess.run([sys.executable, "-c", UNDER], capture_output=True, text=True,
-                          env=env_for(root), cwd=ROOT, timeout=TIMEOUT)
+    done = subprocess.run([sys.executable, "-c", UNDER, str(gguf)], capture_output=True,
+                          text=True, env=env_for(root), cwd=ROOT, timeout=TIMEOUT)
     assert done.returncode == 0, (done.returncode, done.stderr)       # -7: killed by SIGBUS
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {
         "same": True, "outcome": "verified", "finite": True}
-    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy")
+    report, logits = load_in_fresh_process(root, tmp_path / "logits.npy", gguf)
     # the first problem found: the smallest damaged file's (files are checked smallest first)
     assert (report["outcome"], report["reason"]) == ("rebuilt", "model_cache.checksum")
     np.testing.assert_array_equal(logits, clean)
@@ -415,17 +520,23 @@ def test_the_config_read_from_the_gguf_header_is_the_one_ggufs_reader_gives():
 
 # ---- the pages -------------------------------------------------------------------------------
 
-# a fresh process: open one page in AppTest on the damaged cache; what it shows
+# a fresh process: open one page in AppTest on the damaged cache of the GGUF argv[3], served as
+# the app's SmolLM2 (decoder.package_file: where the default model's file is found); what it
+# shows
 PAGE = f"""
 import json, sys
+from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
+from attnviz.models import decoder
+decoder.package_file = lambda: Path(sys.argv[3])
 from tests.apptest_helpers import page_in
 from attnviz.i18n import t
 from attnviz.app.text import literal
-from attnviz.models.decoder import DecoderModel
 at = page_in(sys.argv[1], **json.loads(sys.argv[2]))
-report = DecoderModel.load().cache_report
+model = decoder.DecoderModel.load()
+report = model.cache_report
 print(json.dumps({{"outcome": report.outcome, "reason": report.reason.msg_id,
+                  "layers": model.num_layers,
                   "notice": t("model_loading.rebuilt", reason=literal(report.reason)),
                   "warnings": [w.value for w in at.warning],
                   "errors": [e.value for e in at.error],
@@ -433,26 +544,26 @@ print(json.dumps({{"outcome": report.outcome, "reason": report.reason.msg_id,
 """
 
 PAGES = {
-    "pages/generate.py": ({}, lambda f: flip_bytes(f, "embed.npy", 50_000_000),
-                          "model_cache.checksum"),
+    "pages/generate.py": ({}, lambda f: flip_bytes(f, "embed.npy"), "model_cache.checksum"),
     "pages/pretrained.py": ({"model": "smollm2", "sentence": TEXT},
                             lambda f: cut_to_half(f, "tokenizer.json"), "model_cache.size"),
     "pages/reading.py": ({"model": "smollm2", "sentence": TEXT},
-                         lambda f: with_31_layers(f, False), "model_cache.checksum"),
+                         lambda f: with_a_layer_more(f, False), "model_cache.checksum"),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", list(PAGES))
-def test_the_smollm2_pages_say_the_cache_was_damaged_and_rebuilt(page, good, root):
+def test_the_smollm2_pages_say_the_cache_was_damaged_and_rebuilt(page, gguf, good, root):
     state, do, reason = PAGES[page]
     do(copy_of(good, root))
-    done = subprocess.run([sys.executable, "-c", PAGE, page, json.dumps(state)],
+    done = subprocess.run([sys.executable, "-c", PAGE, page, json.dumps(state), str(gguf)],
                           capture_output=True, text=True, env=env_for(root), cwd=ROOT,
                           timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout.strip().splitlines()[-1])
     assert (shown["exceptions"], shown["errors"]) == ([], [])
+    assert shown["layers"] == tiny_llama.SIZES["num_layers"]     # the page's model: the tiny one
     assert (shown["outcome"], shown["reason"]) == ("rebuilt", reason)
     assert shown["notice"] in shown["warnings"]
     assert_one_good_folder(root, good)

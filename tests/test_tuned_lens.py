@@ -128,10 +128,14 @@ def test_no_sublayers_with_the_tuned_lens(decoder, tuned):
 
 # ---- kept on disk -----------------------------------------------------------------------------
 
-def test_a_copy_on_disk_is_read_checked_and_a_damaged_one_fitted_again(decoder, tuned, tmp_path):
+def test_a_copy_on_disk_is_read_checked_and_a_damaged_one_fitted_again(decoder, tuned, tmp_path,
+                                                                      monkeypatch):
     """The folder copied elsewhere is read whole ("verified", the same numbers); cut or with a
-    byte changed it is found damaged (each reason's id); loaded damaged, it is fitted again
-    ("refitted", the reason said) to the same translators."""
+    byte changed it is found damaged (each reason's id). A fit kept on disk ("fitted") and
+    loaded damaged from a copy is fitted again ("refitted", the reason said) to the same
+    translators. Those two fits are small — two of the prompts, four sampled tokens each
+    (TRAINING_PROMPTS and NEW_TOKENS, which the folder's stamp holds): what the disk does with
+    a fit does not depend on its size."""
     folder = tl.cache_folder(decoder)
     assert folder.is_dir() and tl.cache_folder(decoder, tmp_path).parent == tmp_path
     copy = tl.cache_folder(decoder, tmp_path)
@@ -141,19 +145,32 @@ def test_a_copy_on_disk_is_read_checked_and_a_damaged_one_fitted_again(decoder, 
     assert read.outcome == "verified"
     np.testing.assert_array_equal(read.translators, tuned.translators)
 
-    data = copy / tl.FILE
-    whole = data.read_bytes()
-    data.write_bytes(whole[:-100])
-    assert tl._open_checked(copy, decoder, shape).reason.msg_id == "model_cache.size"
-    data.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))
-    assert tl._open_checked(copy, decoder, shape).reason.msg_id == "model_cache.checksum"
+    def damage(copy):
+        data = copy / tl.FILE
+        whole = data.read_bytes()
+        data.write_bytes(whole[:-100])
+        assert tl._open_checked(copy, decoder, shape).reason.msg_id == "model_cache.size"
+        data.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))
+        assert tl._open_checked(copy, decoder, shape).reason.msg_id == "model_cache.checksum"
+
+    damage(copy)
+    monkeypatch.setattr(tl, "TRAINING_PROMPTS", tl.TRAINING_PROMPTS[:2])
+    monkeypatch.setattr(tl, "NEW_TOKENS", 4)
+    fitted = tl.load(decoder, tmp_path / "small")
+    assert fitted.outcome == "fitted" and fitted.reason is None
+    assert fitted.tokens == sum(len(decoder.encode(p)) for p in tl.TRAINING_PROMPTS) + 2 * 4
+    small = tl.cache_folder(decoder, tmp_path / "small")
+    assert small.name != copy.name                   # another stamp: another folder
+    damaged = tl.cache_folder(decoder, tmp_path / "damaged")
+    shutil.copytree(small, damaged)
+    damage(damaged)
 
     stages = []
-    again = tl.load(decoder, tmp_path, progress=lambda s: stages.append(s.stage))
+    again = tl.load(decoder, tmp_path / "damaged", progress=lambda s: stages.append(s.stage))
     assert again.outcome == "refitted" and again.reason.msg_id == "model_cache.checksum"
     assert {"damaged", "generating", "fitting", "writing", "done"} <= set(stages)
-    np.testing.assert_allclose(again.translators, tuned.translators, atol=1e-4)
-    assert tl._open_checked(copy, decoder, shape).outcome == "verified"
+    np.testing.assert_allclose(again.translators, fitted.translators, atol=1e-4)
+    assert tl._open_checked(damaged, decoder, shape).outcome == "verified"
 
 
 def test_kept_reads_a_whole_copy_and_never_fits(decoder, tuned, tmp_path):
