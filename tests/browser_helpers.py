@@ -40,9 +40,10 @@ def running_app(timeout: float = 90, *, script: Path = ROOT / "app.py", cwd: Pat
 
 @contextmanager
 def streamlit_server(timeout: float = 90, *, script: Path = ROOT / "app.py", cwd: Path = ROOT,
-                     port: int | None = None, options: tuple[str, ...] = ()):
-    """`running_app`, with more Streamlit command-line `options` ("--server.x", "value", …);
-    yields (the base URL, the server's process)."""
+                     port: int | None = None, options: tuple[str, ...] = (),
+                     env: dict[str, str] | None = None):
+    """`running_app`, with more Streamlit command-line `options` ("--server.x", "value", …)
+    and more environment variables `env`; yields (the base URL, the server's process)."""
     port = port or free_port()
     log = tempfile.TemporaryFile()           # not a pipe: a long run must never block on it
     proc = subprocess.Popen(
@@ -50,7 +51,7 @@ def streamlit_server(timeout: float = 90, *, script: Path = ROOT / "app.py", cwd
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--server.headless", "true", "--browser.gatherUsageStats", "false", *options],
         cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
         try:
@@ -108,28 +109,159 @@ def page_at(browser, url: str, heading: str):
         context.close()
 
 
-def open_tab(page, name: str) -> None:
-    """Click one of the page's tabs (only the open one is drawn) and wait for its charts."""
-    page.get_by_role("tab", name=name).click()
-    page.wait_for_timeout(300)
-    wait_for_app(page)
+def open_tab(page, name: str, timeout_ms: int = 60_000) -> None:
+    """Click one of the page's tabs (only the open one is drawn: a click on another than the
+    open one reruns the script) and wait until that run has ended and a chart is drawn."""
+    click_tab(page, page.get_by_role("tab", name=name), timeout_ms)
+    wait_for_app(page, timeout_ms)
+
+
 
 
 def type_sentence(page, text: str) -> None:
-    """Paste `text` into the sidebar's Sentence box and press Enter, as a person does."""
+    """Paste `text` into the sidebar's Sentence box and press Enter, as a person does (a text
+    other than the one in the box: Enter then reruns the script); wait for that run."""
     box = page.get_by_role("textbox", name="Sentence")
     box.fill(text)
-    box.press("Enter")
-    page.wait_for_timeout(500)
+    with a_run(page):
+        box.press("Enter")
     wait_for_app(page)
 
 
 def wait_for_app(page, timeout_ms: int = 60_000) -> None:
-    """Wait until the script has finished running and a heatmap is drawn."""
+    """Wait until the script has finished running, connected, and the page is drawn: a
+    heatmap among its charts, every chart drawn, no element still a placeholder."""
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=timeout_ms)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
-        timeout=timeout_ms)
+    wait_for_idle(page, timeout_ms)
+
+
+# Streamlit's app root says what the script is doing and how the browser is connected
+# (data-test-script-state: initial, running, notRunning …; data-test-connection-state:
+# CONNECTED …), the attributes Streamlit's own browser tests read. (Its status widget, the
+# "running" figure, is never drawn here: a wait for it to be gone passes at once.)
+IDLE_JS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    return app !== null && app.getAttribute('data-test-script-state') === 'notRunning'
+        && app.getAttribute('data-test-connection-state') === 'CONNECTED'
+        && !document.querySelector('[data-testid="stMain"] [data-testid="stSkeleton"],'
+                                   + ' [data-testid="stPlotlyChart"] > div:empty');
+}"""
+
+
+def wait_for_idle(page, timeout_ms: int = 60_000) -> None:
+    """Wait until the script is not running, the browser is connected and every element of
+    the main area is drawn (charts too); a page with no chart passes."""
+    page.wait_for_function(IDLE_JS, timeout=timeout_ms)
+
+
+# the open tab's panel has what the run drew into it (a tab is drawn only while open: a tab just
+# clicked is empty until the run it starts has drawn it), and the run has ended
+TAB_DRAWN_JS = """(name) => {
+    const tab = Array.from(document.querySelectorAll('[role="tab"][aria-selected="true"]'))
+        .find(el => el.textContent.trim() === name);
+    const panel = tab && document.getElementById(tab.getAttribute('aria-controls'));
+    return !!panel && panel.querySelector('[data-testid="stElementContainer"]') !== null
+        && (%s)();
+}""" % IDLE_JS
+
+
+def click_tab(page, tab, timeout_ms: int = 60_000) -> None:
+    """Click the `tab` (a locator) and wait until it is open, the run the click starts has
+    ended and its panel is drawn."""
+    wait_for_idle(page, timeout_ms)
+    tab.click()
+    page.wait_for_function(TAB_DRAWN_JS, arg=tab.text_content().strip(), timeout=timeout_ms)
+
+
+# Each run the script begins and each connection lost, counted from before an action (the
+# first call installs the counter), so that a wait cannot pass before the run the action
+# starts has even begun
+RUNS_JS = """() => {
+    if (!window.__attnvizRuns) {
+        const runs = window.__attnvizRuns = {begun: 0, lost: 0, state: null, connection: null};
+        const look = () => {
+            const app = document.querySelector('[data-testid="stApp"]');
+            if (app === null) return;
+            const state = app.getAttribute('data-test-script-state');
+            const connection = app.getAttribute('data-test-connection-state');
+            const on = state === 'running' || state === 'rerunRequested';
+            if (on && runs.state !== 'running' && runs.state !== 'rerunRequested')
+                runs.begun += 1;
+            if (connection !== 'CONNECTED' && runs.connection === 'CONNECTED') runs.lost += 1;
+            runs.state = state;
+            runs.connection = connection;
+        };
+        look();
+        new MutationObserver(look).observe(document.documentElement, {
+            subtree: true, childList: true, attributes: true,
+            attributeFilter: ['data-test-script-state', 'data-test-connection-state']});
+    }
+    return window.__attnvizRuns.begun;
+}"""
+RUN_ENDED_JS = f"""(begun) => {{
+    const runs = window.__attnvizRuns;          // none: the action loaded a new document
+    return (!runs || runs.begun > begun) && ({IDLE_JS})();
+}}"""
+
+
+def runs_begun(page) -> int:
+    """How many runs of the script this document has seen begin since it was first asked."""
+    return page.evaluate(RUNS_JS)
+
+
+def wait_for_run_after(page, begun: int, timeout_ms: int = 60_000) -> None:
+    """Wait until a run begun after `runs_begun` said `begun` has ended and is drawn."""
+    page.wait_for_function(RUN_ENDED_JS, arg=begun, timeout=timeout_ms)
+
+
+@contextmanager
+def a_run(page, timeout_ms: int = 60_000):
+    """`with a_run(page): <click>`: the block's action starts a run of the script; wait until
+    that run has ended and is drawn. Waits first for the run before it to end (an action
+    during a run restarts it: no new run is seen to begin)."""
+    wait_for_idle(page, timeout_ms)
+    begun = runs_begun(page)
+    yield
+    wait_for_run_after(page, begun, timeout_ms)
+
+
+def connections_lost(page) -> int:
+    """How many times this document has lost its connection since `runs_begun` was first
+    asked."""
+    runs_begun(page)
+    return page.evaluate("() => window.__attnvizRuns.lost")
+
+
+def wait_for_reconnect(page, lost: int, timeout_ms: int = 60_000) -> None:
+    """Wait until the connection, lost since `connections_lost` said `lost`, is back."""
+    page.wait_for_function(f"""(lost) => window.__attnvizRuns.lost > lost && ({IDLE_JS})()""",
+                           arg=lost, timeout=timeout_ms)
+
+
+# Every chart's size and plot area, the page's fonts: what plotly's automargin changes in its
+# second layout pass (a label measured longer than the margin moves the plot area)
+LAYOUT_JS = """() => document.fonts.status + '|' + Array.from(
+    document.querySelectorAll('.js-plotly-plot')).map(el => {
+        const r = el.getBoundingClientRect(), size = (el._fullLayout || {})._size || {};
+        return [r.left, r.top, r.width, r.height, size.l, size.r, size.t, size.b,
+                el.querySelectorAll('text').length].join(',');
+    }).join(';')"""
+SETTLED_JS = f"""(frames) => {{
+    const now = ({LAYOUT_JS})();
+    const s = window.__attnvizLayout = window.__attnvizLayout || {{last: null, same: 0}};
+    const idle = ({IDLE_JS})();
+    s.same = idle && now === s.last && !now.startsWith('loading') ? s.same + 1 : 0;
+    s.last = now;
+    return s.same >= frames;
+}}"""
+
+
+def wait_for_layout(page, frames: int = 10, timeout_ms: int = 30_000) -> None:
+    """Wait until the script has ended, the page is drawn and every chart's place, size and
+    plot area (plotly's automargin draws twice) have held still for `frames` animation frames
+    in a row, with the page's fonts loaded."""
+    page.evaluate("() => { window.__attnvizLayout = null; }")
+    page.wait_for_function(SETTLED_JS, arg=frames, polling="raf", timeout=timeout_ms)
 
 
 # plotly keeps numpy arrays as {dtype, bdata (base64), shape} in fig.data: decode them here
@@ -192,7 +324,7 @@ def type_into_first_cell(page, text: str) -> None:
     page.keyboard.press("Control+Home")
     page.keyboard.press("ArrowRight")
     page.keyboard.press("Enter")
-    page.wait_for_timeout(200)
+    page.locator(CELL_EDITOR).first.wait_for(timeout=10_000)    # the cell's text box is open
     page.keyboard.press("Control+A")
     page.keyboard.type(text, delay=30)
     page.keyboard.press("Enter")

@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, settings
 
 from attnviz import i18n
 from attnviz.app import gc_tuning
-from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, running_app
+from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, streamlit_server
 
 # a message id no catalogue has, an untranslated entry or an unfilled placeholder fails the test
 # that shows it (MissingMessage) instead of being logged while English is shown, as in the app
@@ -82,8 +82,11 @@ def browser():
 
 @pytest.fixture(scope="session")
 def app_url():
-    """The app served on a free local port for the whole test session."""
-    with running_app() as url:
+    """The app served on a free local port for the whole test session, with missing messages
+    raising (ATTNVIZ_I18N_STRICT=1, as in the tests: a missing message is an exception on the
+    page). Every browser test that needs no fresh server or server option of its own shares it
+    (each browser context is its own session)."""
+    with streamlit_server(env={"ATTNVIZ_I18N_STRICT": "1"}) as (url, _):
         yield url
 
 

@@ -25,6 +25,18 @@ def page(browser, app_url):
     context.close()
 
 
+@pytest.fixture(scope="module")
+def home(browser, app_url):
+    """One tab at Home for the tests that only open pages and read them: each goes on from
+    where the last one left it, by the navigation's links."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.goto(app_url)
+    wait_for_app(pg)
+    yield pg
+    context.close()
+
+
 def wait_for_tick(page, text: str) -> None:
     """Wait until some heatmap's axis label contains `text` (an x axis of many tokens may show
     one label in two; the y axis beside it shows them all)."""
@@ -53,10 +65,10 @@ def test_chinese_sentence_renders(page):
     ("Inputs & weights", "Inputs & weights"), ("Step by step", "Step by step"),
     ("Multi-head", "Multi-head attention"), ("Experiments", "Experiments"),
     ("Home", "Self-attention, one step at a time")])
-def test_every_page_opens_without_exception(page, link, title):
-    open_page(page, link, title)
-    assert page.locator(".js-plotly-plot").count() >= 1
-    assert not exceptions(page)
+def test_every_page_opens_without_exception(home, link, title):
+    open_page(home, link, title)
+    assert home.locator(".js-plotly-plot").count() >= 1, link
+    assert not exceptions(home), link
 
 
 def test_html_in_the_sentence_shows_as_text(page):

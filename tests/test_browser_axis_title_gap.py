@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from attnviz.i18n import t, use_language
-from tests.browser_helpers import exceptions, wait_for_app
+from tests.browser_helpers import exceptions, wait_for_app, wait_for_layout
 
 pytestmark = pytest.mark.browser
 
@@ -38,7 +38,7 @@ def test_the_ablation_maps_layer_title_stands_clear_of_its_labels_in_chinese(bro
         wait_for_app(page)
         page.wait_for_function(f"(title) => ({GAPS_JS})(title) !== undefined", arg=layer,
                                timeout=60_000)
-        page.wait_for_timeout(1000)                      # automargin's second layout pass
+        wait_for_layout(page)                            # automargin's second layout pass
         gaps = page.evaluate(f"({GAPS_JS})", layer)
         assert not exceptions(page)
         assert gaps["y"] >= MIN_GAP_PX and gaps["x"] >= 0, gaps

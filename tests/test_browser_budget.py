@@ -95,7 +95,6 @@ def test_a_512_token_map_on_the_row_scale_draws_and_hovers_the_true_weight(brows
                         "cols": 512, "custom": "Float32Array",
                         "bar": "weight<br>(÷ row max)"}
         page.evaluate(f"() => ({MAP_JS})().scrollIntoView({{block: 'center'}})")
-        page.wait_for_timeout(300)
         picture = page.locator(".js-plotly-plot .heatmaplayer image").first
         assert picture.get_attribute("href").startswith("data:image/png")
         shot = np.asarray(Image.open(io.BytesIO(picture.screenshot())).convert("RGB"))
@@ -123,7 +122,6 @@ def test_a_pooled_map_hovers_the_true_largest_weight_of_its_block(browser, app_u
         page.wait_for_function(f"() => ({chart})()", timeout=60_000)
         assert not exceptions(page)
         page.evaluate(f"() => ({chart})().scrollIntoView({{block: 'center'}})")
-        page.wait_for_timeout(300)
         subtitle = page.evaluate(f"() => ({chart})().layout.title.subtitle.text")
         assert subtitle.startswith("pooled: each cell the largest of")
         rows, cols = page.evaluate(f"() => [({chart})()._fullData[0].y,"

@@ -3,7 +3,7 @@ Under CI=true these never skip."""
 
 import pytest
 
-from tests.browser_helpers import alerts, exceptions, page_at, wait_for_app
+from tests.browser_helpers import a_run, alerts, exceptions, page_at, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -24,12 +24,12 @@ def test_plus_on_d_model_moves_16_to_20_with_4_heads_and_the_heatmaps_are_drawn(
     with page_at(browser, app_url, "Self-attention, one step at a time") as page:
         box = number_input(page, "d_model")
         assert box.locator("input").input_value() == "16"
-        box.get_by_test_id("stNumberInputStepUp").click()
+        with a_run(page):
+            box.get_by_test_id("stNumberInputStepUp").click()
         page.wait_for_function(
             """() => Array.from(document.querySelectorAll('[data-testid="stNumberInput"]'))
                 .some(el => el.innerText.includes('d_model')
                             && el.querySelector('input').value === '20')""", timeout=30_000)
-        page.wait_for_timeout(300)
         wait_for_app(page)
         # the output (n × d_model) is drawn 20 wide: the click reached the computation
         page.wait_for_function(f"() => ({SHAPES_JS})().some(s => s[1] === 20)",

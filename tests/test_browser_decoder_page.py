@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.browser_helpers import exceptions, open_tab
+from tests.browser_helpers import exceptions, open_tab, wait_for_idle
 
 pytestmark = pytest.mark.browser
 
@@ -28,8 +28,7 @@ SHOTS = Path(os.environ.get("ATTNVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="a
 
 def wait_drawn(page) -> None:
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
-                           timeout=60_000)
+    wait_for_idle(page, 60_000)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_helpers import exceptions, wait_for_app
+from tests.browser_helpers import click_tab, exceptions, wait_for_app, wait_for_layout
 from tests.test_browser_i18n import CLIPPED_JS
 from tests.test_browser_layout import layout_problems
 
@@ -30,10 +30,9 @@ METRIC_LABELS_CLIPPED_JS = CLIPPED_JS.replace(
 
 
 def open_tab(page, name: str) -> None:
-    page.get_by_role("tab", name=name).click()
-    page.wait_for_timeout(500)
+    click_tab(page, page.get_by_role("tab", name=name), timeout_ms=120_000)
     wait_for_app(page, timeout_ms=120_000)
-    page.wait_for_timeout(800)                     # plotly's second layout pass (automargin)
+    wait_for_layout(page)                          # plotly's second layout pass (automargin)
 
 
 @pytest.mark.parametrize("lang", TABS)

@@ -5,7 +5,7 @@ SmolLM2 gives for that row (computed here by DecoderModel.generate in the test's
 import numpy as np
 import pytest
 
-from tests.browser_helpers import DECODE_Z_JS, exceptions
+from tests.browser_helpers import DECODE_Z_JS, exceptions, wait_for_idle
 
 pytestmark = pytest.mark.browser
 
@@ -48,7 +48,7 @@ def test_generate_five_tokens_and_see_the_fifth_tokens_attention_row(browser, ap
         count.fill("5")
         count.press("Enter")
         page.get_by_role("button", name="Generate 5").wait_for(timeout=30_000)
-        page.wait_for_timeout(500)
+        wait_for_idle(page)                        # the run that drew it has ended
         page.get_by_role("button", name="Generate 5").click()
         page.get_by_role("heading", name="New token 5", exact=True).wait_for(timeout=120_000)
         page.wait_for_function(f"() => ({CHART_JS})('New token 5') !== null", timeout=60_000)

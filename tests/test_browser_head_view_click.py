@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import pytest
 
 from attnviz.i18n import t, use_language
-from tests.browser_helpers import exceptions, open_tab, wait_for_app
+from tests.browser_helpers import exceptions, open_tab, wait_for_app, wait_for_layout
 
 pytestmark = pytest.mark.browser
 
@@ -71,7 +71,6 @@ def click_label(page, side: str, row: int, where: str) -> None:
         el.querySelectorAll('.scatterlayer .trace')[curve].querySelectorAll('text')[row]
             .scrollIntoView({{block: 'center'}});
     }}""", [side, row])
-    page.wait_for_timeout(300)
     text, left, top, right, bottom = page.evaluate(f"({LABELS_JS})", side)[row]
     far = left + 2 if side == "queries" else right - 2
     x = (left + right) / 2 if where == "middle" else far
@@ -85,7 +84,7 @@ def wait_highlight(page, label: str, lang: str) -> None:
     page.wait_for_function("([el, want]) => el.value === want",
                            arg=[box.element_handle(), label], timeout=30_000)
     wait_for_app(page)
-    page.wait_for_timeout(300)
+    wait_for_layout(page)                           # the chart redrawn with its new lines
 
 
 def test_clicking_a_token_highlights_its_lines_and_again_every_token_minilm(browser, app_url):

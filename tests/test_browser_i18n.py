@@ -1,7 +1,8 @@
 """中文 / English in headless Chromium (issue 21): Home in Chinese from the link, nothing
 clipped at a wide and a small window, the switch in the sidebar, the browser's own language on
 a first visit, the choice kept through a reload and a page change. The app runs with
-ATTNVIZ_I18N_STRICT=1: a missing message would be an exception on the page. Screenshots go to
+ATTNVIZ_I18N_STRICT=1 (the session's `app_url`): a missing message would be an exception on the
+page. Screenshots go to
 $ATTNVIZ_SCREENSHOTS (default: a temporary folder). Under CI=true these never skip."""
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from attnviz.i18n import render
-from tests.browser_helpers import exceptions, running_app, wait_for_app
+from tests.browser_helpers import (a_run, exceptions, open_tab, wait_for_app, wait_for_idle,
+                                   wait_for_layout)
 from tests.test_browser_layout import layout_problems
 
 pytestmark = pytest.mark.browser
@@ -42,21 +44,6 @@ CLIPPED_JS = """() => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def strict_app_url():
-    """The app with missing messages raising (as in the tests), on its own port."""
-    old = os.environ.get("ATTNVIZ_I18N_STRICT")
-    os.environ["ATTNVIZ_I18N_STRICT"] = "1"
-    try:
-        with running_app() as url:
-            yield url
-    finally:
-        if old is None:
-            del os.environ["ATTNVIZ_I18N_STRICT"]
-        else:
-            os.environ["ATTNVIZ_I18N_STRICT"] = old
-
-
 def open_home(browser, url: str, heading: str, *, size=(1400, 1000), locale="en-US"):
     context = browser.new_context(viewport={"width": size[0], "height": size[1]},
                                   locale=locale)
@@ -64,7 +51,7 @@ def open_home(browser, url: str, heading: str, *, size=(1400, 1000), locale="en-
     page.goto(url)
     page.get_by_role("heading", name=heading).first.wait_for(timeout=90_000)
     wait_for_app(page, timeout_ms=90_000)
-    page.wait_for_timeout(600)                     # plotly's second layout pass (automargin)
+    wait_for_layout(page)                          # plotly's second layout pass (automargin)
     return context, page
 
 
@@ -72,10 +59,8 @@ def shoot(page, name: str) -> None:
     """Screenshots of the window at the top of the page and scrolled to its end (the page
     scrolls inside Streamlit's main block, which a full-page shot does not see)."""
     page.locator("h1").first.scroll_into_view_if_needed()
-    page.wait_for_timeout(300)
     page.screenshot(path=str(SHOTS / f"{name}_top.png"))
     page.locator('[data-testid="stExpander"]').last.scroll_into_view_if_needed()
-    page.wait_for_timeout(300)
     page.screenshot(path=str(SHOTS / f"{name}_end.png"))
 
 
@@ -91,16 +76,17 @@ def nav_links(page) -> list[str]:
 
 
 def click_language(page, name: str, heading: str) -> None:
-    page.locator('[data-testid="stSidebar"]').get_by_role("radio", name=name,
-                                                          exact=True).click()
+    with a_run(page):
+        page.locator('[data-testid="stSidebar"]').get_by_role("radio", name=name,
+                                                              exact=True).click()
     page.get_by_role("heading", name=heading).first.wait_for(timeout=60_000)
     wait_for_app(page)
-    page.wait_for_timeout(500)
+    wait_for_layout(page)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_home_in_chinese_fits_and_switches_to_english(browser, strict_app_url, size):
-    context, page = open_home(browser, f"{strict_app_url}/?lang=zh", TITLE_ZH, size=size)
+def test_home_in_chinese_fits_and_switches_to_english(browser, app_url, size):
+    context, page = open_home(browser, f"{app_url}/?lang=zh", TITLE_ZH, size=size)
     try:
         assert nav_links(page) == NAV_ZH
         shoot(page, f"home_zh_{size[0]}x{size[1]}")
@@ -120,8 +106,8 @@ def test_home_in_chinese_fits_and_switches_to_english(browser, strict_app_url, s
 
 
 def test_a_chinese_browser_gets_chinese_and_the_choice_survives_reload_and_pages(
-        browser, strict_app_url):
-    context, page = open_home(browser, strict_app_url, TITLE_ZH, locale="zh-CN")
+        browser, app_url):
+    context, page = open_home(browser, app_url, TITLE_ZH, locale="zh-CN")
     try:
         assert lang_in(page) is None and nav_links(page) == NAV_ZH
         click_language(page, "English", TITLE_EN)
@@ -132,7 +118,7 @@ def test_a_chinese_browser_gets_chinese_and_the_choice_survives_reload_and_pages
         page.wait_for_function("() => !location.search.includes('lang=')", timeout=30_000)
     finally:
         context.close()
-    context, page = open_home(browser, strict_app_url, TITLE_EN)        # an English browser
+    context, page = open_home(browser, app_url, TITLE_EN)        # an English browser
     try:
         click_language(page, "中文", TITLE_ZH)
         page.wait_for_function("() => location.search.includes('lang=zh')", timeout=30_000)
@@ -155,11 +141,11 @@ SELECTED_PRESET_JS = """(start) => Array.from(document.querySelectorAll(
     .some(el => el.value.startsWith(start))"""
 
 
-def test_after_a_switch_the_choices_show_in_the_new_language(browser, strict_app_url):
+def test_after_a_switch_the_choices_show_in_the_new_language(browser, app_url):
     # the browser matches a widget's value to the label it drew last: without the values
     # given again on the switch, the preset would keep its Chinese title and the input radio
     # would show nothing selected
-    url = f"{strict_app_url}/?lang=zh&mode=Preset&preset=two_queries"
+    url = f"{app_url}/?lang=zh&mode=Preset&preset=two_queries"
     context, page = open_home(browser, url, TITLE_ZH)
     try:
         sidebar = page.locator('[data-testid="stSidebar"]')
@@ -193,7 +179,7 @@ def open_page(browser, url: str, heading: str, size):
     page.goto(url)
     page.get_by_role("heading", name=heading).first.wait_for(timeout=90_000)
     wait_for_app(page, timeout_ms=90_000)
-    page.wait_for_timeout(800)
+    wait_for_layout(page)
     return context, page
 
 
@@ -218,8 +204,8 @@ PAGES_ZH = [("steps", "逐步计算", "逐步计算"), ("multihead", "多头注�
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("path, heading, _", PAGES_ZH, ids=[p[0] for p in PAGES_ZH])
-def test_the_step_pages_in_chinese_fit(browser, strict_app_url, size, path, heading, _):
-    context, page = open_page(browser, f"{strict_app_url}/{path}?lang=zh", heading, size)
+def test_the_step_pages_in_chinese_fit(browser, app_url, size, path, heading, _):
+    context, page = open_page(browser, f"{app_url}/{path}?lang=zh", heading, size)
     tag = f"{path}_zh_{size[0]}x{size[1]}"
     try:
         check_chinese(page, f"{tag}_top")
@@ -230,19 +216,17 @@ def test_the_step_pages_in_chinese_fit(browser, strict_app_url, size, path, head
             page.get_by_text("显示向量视图").first.click()
             page.get_by_text("每个值向量 × 它的权重").first.wait_for(timeout=30_000)
             wait_for_app(page)
-            page.wait_for_timeout(800)
+            wait_for_layout(page)
             page.get_by_text("每个值向量 × 它的权重").first.scroll_into_view_if_needed()
             check_chinese(page, f"{tag}_vector")
         elif path == "multihead":               # every tab
             for tab in ("拼接", "W_O 与输出", "第二个句子"):
-                page.get_by_role("tab", name=tab).click()
-                wait_for_app(page)
-                page.wait_for_timeout(800)
+                open_tab(page, tab)
+                wait_for_layout(page)
                 page.get_by_role("tab", name=tab).scroll_into_view_if_needed()
                 check_chinese(page, f"{tag}_{tab.split()[0]}")
         else:
             page.get_by_text("粘贴或上传").first.scroll_into_view_if_needed()
-            page.wait_for_timeout(300)
             check_chinese(page, f"{tag}_editor")
     finally:
         context.close()
@@ -250,7 +234,7 @@ def test_the_step_pages_in_chinese_fit(browser, strict_app_url, size, path, head
 
 # ---- Generate and Train in Chinese (issue 21): the two pages with their own settings ----------
 
-def test_generate_and_train_in_chinese_fit(browser, strict_app_url):
+def test_generate_and_train_in_chinese_fit(browser, app_url):
     """Both sizes: nothing clipped or overlapping, no exception, no English sentence in the
     page (Generate's English prompt and its tokens aside); Generate's chart titles Chinese."""
     prompt = "The capital of France is"
@@ -260,14 +244,12 @@ def test_generate_and_train_in_chinese_fit(browser, strict_app_url):
                                           locale="en-US")
             page = context.new_page()
             try:
-                page.goto(f"{strict_app_url}/{path}?lang=zh")
+                page.goto(f"{app_url}/{path}?lang=zh")
                 page.get_by_role("heading", name=heading).first.wait_for(timeout=120_000)
                 if path == "generate":                   # Train has no chart before a run
                     page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=120_000)
-                page.wait_for_function(
-                    "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
-                    timeout=120_000)
-                page.wait_for_timeout(800)
+                wait_for_idle(page, 120_000)
+                wait_for_layout(page)
                 page.screenshot(path=str(SHOTS / f"{path}_zh_{size[0]}x{size[1]}.png"))
                 assert not exceptions(page)
                 assert layout_problems(page) == []

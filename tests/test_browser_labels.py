@@ -40,8 +40,10 @@ TICKS_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map
 })"""
 
 
-@pytest.fixture(params=SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.fixture(scope="module", params=SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def page(request, browser):
+    """One tab at each window size for the module: each test opens its own address in it
+    (a new session of the app each time)."""
     width, height = request.param
     context = browser.new_context(viewport={"width": width, "height": height})
     yield context.new_page()
@@ -73,8 +75,7 @@ def test_read_the_model_labels_never_cover_each_other(page, app_url, lang, tabs)
     over them); which labels a narrow map thins is held in tests/test_figures.py."""
     open_view(page, f"{app_url}/reading?lang={lang}")
     for tab in tabs:
-        open_tab(page, tab)
-        page.wait_for_timeout(500)
+        open_tab(page, tab)                          # its run ended, its layout still
         for chart in charts(page):
             assert not chart["overlaps"], (tab, chart["title"], chart["overlaps"])
         assert layout_problems(page) == [], tab

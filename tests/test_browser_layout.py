@@ -15,7 +15,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.browser_helpers import exceptions, wait_for_app
+from tests.browser_helpers import (a_run, click_tab, exceptions, wait_for_app,
+                                   wait_for_layout)
 
 pytestmark = pytest.mark.browser
 
@@ -92,19 +93,22 @@ def open_view(page, url: str, tab: str | None = None) -> None:
     wait_for_app(page, timeout_ms=90_000)
     if tab:
         open_tab(page, tab)
-    page.wait_for_timeout(500)                       # plotly's second layout pass (automargin)
+    wait_for_layout(page)                            # plotly's second layout pass (automargin)
 
 
 def open_tab(page, tab: str) -> None:
-    if tab.startswith("toggle:"):
-        page.get_by_text(tab.removeprefix("toggle:"), exact=True).click()
-    elif tab.startswith("button:"):
-        page.get_by_role("button", name=tab.removeprefix("button:")).click()
+    """Click a tab, a "toggle:<label>" or a "button:<label>"; wait for the run the click starts
+    and for plotly's second layout pass."""
+    if tab.startswith(("toggle:", "button:")):
+        with a_run(page, timeout_ms=90_000):
+            if tab.startswith("toggle:"):
+                page.get_by_text(tab.removeprefix("toggle:"), exact=True).click()
+            else:
+                page.get_by_role("button", name=tab.removeprefix("button:")).click()
     else:
-        page.get_by_role("tab", name=tab).click()
-    page.wait_for_timeout(300)
+        click_tab(page, page.get_by_role("tab", name=tab), timeout_ms=90_000)
     wait_for_app(page)
-    page.wait_for_timeout(300)
+    wait_for_layout(page)
 
 
 def problems_in_each_tab(page, url: str, tabs: list) -> dict:
@@ -123,8 +127,10 @@ def layout_problems(page) -> list[str]:
     return page.evaluate(LAYOUT_PROBLEMS_JS)
 
 
-@pytest.fixture(params=SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.fixture(scope="module", params=SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def page(request, browser):
+    """One tab at each window size for the module: each test opens its own address in it
+    (a new session of the app each time)."""
     width, height = request.param
     context = browser.new_context(viewport={"width": width, "height": height})
     yield context.new_page()

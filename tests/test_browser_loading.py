@@ -102,8 +102,7 @@ def first_visit(browser, url: str, locale: str) -> dict:
         context.add_init_script(f"({WATCH_JS})()")
         page = context.new_page()
         page.goto(url)
-        wait_for_app(page, timeout_ms=120_000)
-        page.wait_for_timeout(500)
+        wait_for_app(page, timeout_ms=120_000)    # the run ended, every element drawn
         seen = page.evaluate("window.__seen")
         seen["notice_after"] = page.locator(
             '[class*="st-key-loading_notice"] [data-testid="stAlert"]').is_visible()
@@ -142,8 +141,7 @@ def notice_left_on(browser, url: str) -> bool:
     try:
         page = context.new_page()
         page.goto(url)
-        wait_for_app(page, timeout_ms=120_000)
-        page.wait_for_timeout(1500)
+        wait_for_app(page, timeout_ms=120_000)    # the run ended, every element drawn
         return page.locator('[class*="st-key-loading_notice"] [data-testid="stAlert"]'
                             ).is_visible()
     finally:

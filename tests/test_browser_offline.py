@@ -5,7 +5,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.browser_helpers import exceptions, open_page, wait_for_app
+from tests.browser_helpers import exceptions, open_page, wait_for_app, wait_for_layout
 
 pytestmark = pytest.mark.browser
 
@@ -42,7 +42,7 @@ def test_every_page_stays_on_this_machine(browser, app_url):
     referenced = set(page.evaluate(REFERENCED_URLS_JS))
     for link, title in PAGES:
         open_page(page, link, title)
-        page.wait_for_timeout(500)      # icons and fonts load after the charts
+        wait_for_layout(page)           # icons and fonts load after the charts: all loaded
         referenced |= set(page.evaluate(REFERENCED_URLS_JS))
         assert not exceptions(page), link
     context.close()

@@ -19,6 +19,13 @@ def page(browser, app_url):
         yield pg
 
 
+@pytest.fixture(scope="module")
+def shared(browser, app_url):
+    """One tab at /reading for the tests that only open its tabs and read them."""
+    with page_at(browser, f"{app_url}/reading", "Read the model") as pg:
+        yield pg
+
+
 def metric_value(page, label: str) -> str:
     metric = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
     return metric.locator('[data-testid="stMetricValue"]').inner_text()
@@ -27,12 +34,12 @@ def metric_value(page, label: str) -> str:
 @pytest.mark.parametrize("tab, title", [
     ("Rollout", "Rollout after layer 0"), ("Value-weighted", "Layer 0, head 0: ‖α f(x)‖"),
     ("Head statistics", "mean row entropy (bits)"), ("Ablation", "Heads in use")])
-def test_each_tab_draws_its_chart(page, tab, title):
-    open_tab(page, tab)
-    page.wait_for_function(f"() => ({CHART_TITLES_JS})().some(t => t.startsWith({title!r}))",
-                           timeout=30_000)
-    assert page.locator(".js-plotly-plot .main-svg").count() >= 1
-    assert not exceptions(page)
+def test_each_tab_draws_its_chart(shared, tab, title):
+    open_tab(shared, tab)
+    shared.wait_for_function(
+        f"() => ({CHART_TITLES_JS})().some(t => t.startsWith({title!r}))", timeout=30_000)
+    assert shared.locator(".js-plotly-plot .main-svg").count() >= 1, tab
+    assert not exceptions(shared), tab
 
 
 def test_switching_a_layer_off_changes_the_similarity_and_ranking_draws(page):

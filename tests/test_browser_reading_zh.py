@@ -1,14 +1,15 @@
 """Read the model on SmolLM2 in Chinese, in headless Chromium (issues 21 and 22): each tab at a
 wide and a small window draws its charts with Chinese titles, nothing clipped, no layout
-problem, no exception (the app runs with ATTNVIZ_I18N_STRICT=1). Screenshots go to
-$ATTNVIZ_SCREENSHOTS (default: a temporary folder). Under CI=true these never skip."""
+problem, no exception (the app runs with ATTNVIZ_I18N_STRICT=1: conftest's `app_url`).
+Screenshots go to $ATTNVIZ_SCREENSHOTS (default: a temporary folder). Under CI=true these never
+skip."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.browser_helpers import exceptions
-from tests.test_browser_i18n import CLIPPED_JS, SHOTS, open_home, strict_app_url  # noqa: F401
+from tests.browser_helpers import exceptions, wait_for_layout
+from tests.test_browser_i18n import CLIPPED_JS, SHOTS, open_home
 from tests.test_browser_layout import layout_problems
 from tests.i18n_walker import CJK
 
@@ -22,8 +23,8 @@ TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot .gtit
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_read_the_model_on_smollm2_in_chinese_fits(browser, strict_app_url, size):  # noqa: F811
-    context, page = open_home(browser, f"{strict_app_url}/reading?lang=zh&model=smollm2",
+def test_read_the_model_on_smollm2_in_chinese_fits(browser, app_url, size):
+    context, page = open_home(browser, f"{app_url}/reading?lang=zh&model=smollm2",
                               "解读模型", size=size)
     try:
         assert "SmolLM2-135M-Instruct（解码器" in page.locator(
@@ -32,7 +33,7 @@ def test_read_the_model_on_smollm2_in_chinese_fits(browser, strict_app_url, size
             page.get_by_role("tab", name=tab).click()
             page.locator(".js-plotly-plot .gtitle", has_text=title).first.wait_for(
                 timeout=180_000)
-            page.wait_for_timeout(800)
+            wait_for_layout(page, timeout_ms=120_000)
             page.screenshot(path=str(SHOTS / f"reading_smollm2_zh_{i}_{size[0]}x{size[1]}.png"))
             assert not exceptions(page), tab
             assert layout_problems(page) == [], tab

@@ -5,7 +5,8 @@ a sub-page alone first; neither may lose the click."""
 
 import pytest
 
-from tests.browser_helpers import free_port, running_app, wait_for_app
+from tests.browser_helpers import (a_run, connections_lost, free_port, running_app,
+                                   wait_for_app, wait_for_layout, wait_for_reconnect)
 
 pytestmark = pytest.mark.browser
 
@@ -14,13 +15,15 @@ def _step_title(page) -> str:
     return page.locator('[data-testid="stHeading"]').nth(1).inner_text()
 
 
-def _settled_title(page) -> str:
-    """The step's title once the page has finished every run the click started."""
-    page.wait_for_timeout(1_500)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
-    page.wait_for_timeout(1_500)
+def _click_and_settle(page, button: str) -> str:
+    """Click `button`; the step's title once the page has finished every run the click started
+    (a run begun, then no run for as long as the charts take to hold still)."""
+    with a_run(page, timeout_ms=30_000):
+        page.get_by_role("button", name=button).click()
+    wait_for_layout(page)
     return _step_title(page)
+
+
 
 
 def test_the_first_click_after_a_server_restart_is_not_lost(browser):
@@ -32,17 +35,15 @@ def test_the_first_click_after_a_server_restart_is_not_lost(browser):
             page.goto(f"{url}/steps?sentence=one+two+three")
             wait_for_app(page)
             assert _step_title(page).startswith("Input X")
-            page.get_by_role("button", name="Next ▶").click()
-            assert _settled_title(page).startswith("Queries Q")
+            assert _click_and_settle(page, "Next ▶").startswith("Queries Q")
+            lost = connections_lost(page)
         with running_app(port=port):                 # a new server on the same address
-            page.wait_for_timeout(6_000)             # the browser reconnects (nothing reruns)
+            wait_for_reconnect(page, lost)           # the browser reconnects (nothing reruns)
             assert _step_title(page).startswith("Queries Q")
-            page.get_by_role("button", name="Next ▶").click()
-            assert _settled_title(page).startswith("Keys K")
-            page.get_by_role("button", name="Next ▶").click()    # and the ones after it
-            assert _settled_title(page).startswith("Values V")
-            page.get_by_role("button", name="◀ Previous").click()
-            assert _settled_title(page).startswith("Keys K")
+            assert _click_and_settle(page, "Next ▶").startswith("Keys K")
+            # and the ones after it
+            assert _click_and_settle(page, "Next ▶").startswith("Values V")
+            assert _click_and_settle(page, "◀ Previous").startswith("Keys K")
             assert page.get_by_role("textbox", name="Sentence").input_value() == \
                 "one two three"                          # app.py's sidebar is there
     finally:
@@ -88,13 +89,14 @@ def test_edits_too_large_for_the_link_are_never_lost_silently(browser, tmp_path)
             with page.expect_download(timeout=30_000) as download:
                 page.get_by_role("button", name="Keep my edits: download the .npz").click()
             download.value.save_as(npz)
+            lost = connections_lost(page)
         with running_app(port=port):                 # a new server on the same address
-            page.wait_for_timeout(6_000)             # the browser reconnects (nothing reruns)
+            wait_for_reconnect(page, lost)           # the browser reconnects (nothing reruns)
             page.get_by_role("radio", name="W_Q").click()       # the first click after it
             lost = page.get_by_text("Your edits of X were lost")
             lost.first.wait_for(timeout=60_000)
-            page.get_by_role("radio", name="X", exact=True).click()
-            page.wait_for_timeout(1_500)
+            with a_run(page, timeout_ms=30_000):
+                page.get_by_role("radio", name="X", exact=True).click()
             wait_for_app(page)
             assert not np.array_equal(np.array(first_heatmap(page)["z"]), shown)   # generated
             uploader = page.locator('[data-testid="stFileUploader"]').filter(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from attnviz.i18n import t, use_language
-from tests.browser_helpers import alerts, exceptions, wait_for_app
+from tests.browser_helpers import alerts, click_tab, exceptions, wait_for_app, wait_for_idle
 from tests.message_helpers import message_pattern
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -44,10 +44,8 @@ def open_trace(browser, url: str, lang: str, size: tuple[int, int], query: str =
 def open_tab(page, name: str) -> None:
     """Click a tab and wait for the script to finish (the patching tab has no chart before
     a run)."""
-    page.get_by_role("tab", name=name).click()
-    page.wait_for_timeout(500)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
+    click_tab(page, page.get_by_role("tab", name=name), timeout_ms=120_000)
+    wait_for_idle(page, 120_000)
 
 
 def titles_cut(page) -> list[str]:
@@ -89,10 +87,6 @@ def test_every_tab_draws_in_both_languages_and_sizes(browser, app_url, lang, siz
                     page.locator(".js-plotly-plot")).first.wait_for(timeout=60_000)
                 if page.get_by_role("button", name=start).count():
                     page.get_by_role("button", name=start).click()
-                page.wait_for_function(
-                    "() => document.querySelectorAll('.js-plotly-plot').length > 0 &&"
-                    " !document.querySelector('[data-testid=\"stStatusWidget\"]')",
-                    timeout=120_000)
                 wait_for_app(page, 120_000)
             if tab == "flow":
                 page.wait_for_function(f"() => ({FLOW_JS})()", timeout=60_000)
@@ -136,7 +130,10 @@ def test_patching_stops_keeping_what_it_computed_and_resumes(browser, app_url):
         page.get_by_role("button", name=start).click()
         page.get_by_role("button", name=stop).wait_for(timeout=30_000)
         page.locator('[data-testid="stProgress"]').first.wait_for(timeout=30_000)
-        page.wait_for_timeout(2_500)                     # at least one chunk done
+        page.wait_for_function("""() => {               // at least one chunk done
+            const bar = document.querySelector('[data-testid="stProgress"] [role="progressbar"]');
+            return bar !== null && Number(bar.getAttribute('aria-valuenow')) > 0;
+        }""", timeout=60_000)
         page.get_by_role("button", name=stop).click()
         page.get_by_role("button", name=resume).wait_for(timeout=60_000)
         wait_for_app(page)
@@ -161,7 +158,6 @@ def test_patching_stops_keeping_what_it_computed_and_resumes(browser, app_url):
         # a click on the cell of layer 23, head 4 opens that head (the map's hovers and clicks
         # are an invisible marker's at each cell's centre: plotly's heatmaps answer no click)
         page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
-        page.wait_for_timeout(500)
         x, y = page.evaluate("""() => {
             const gd = document.querySelector('.js-plotly-plot');
             const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
@@ -188,7 +184,6 @@ def test_a_click_on_a_heads_edge_of_the_flow_names_it_and_opens_it(browser, app_
         open_tab(page, label)
         page.wait_for_function(f"() => ({FLOW_JS})()", timeout=60_000)
         page.evaluate(f"() => ({FLOW_JS})().scrollIntoView({{block: 'center'}})")
-        page.wait_for_timeout(500)
         x, y, data = page.evaluate(f"""() => {{
             const gd = ({FLOW_JS})();
             const curve = gd.data.findIndex(tr => tr.meta === 'head');

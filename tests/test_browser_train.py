@@ -4,7 +4,7 @@ on Step by step. Under CI=true these never skip."""
 
 import pytest
 
-from tests.browser_helpers import exceptions, first_heatmap, wait_for_app
+from tests.browser_helpers import a_run, exceptions, first_heatmap, wait_for_app, wait_for_idle
 
 pytestmark = pytest.mark.browser
 
@@ -22,9 +22,9 @@ def train_60_steps(page, app_url: str) -> None:
     assert page.get_by_role("textbox", name="Sentence").count() == 0   # not used here
     steps = page.get_by_role("spinbutton", name="Steps")
     steps.fill("60")
-    steps.press("Enter")
+    with a_run(page, timeout_ms=120_000):                 # the number reaches the server
+        steps.press("Enter")
     train = page.get_by_test_id("stButton").get_by_role("button", name="Train")
-    page.wait_for_timeout(500)                            # the number reaches the server
     train.click()
     # (no wait for the progress bar's "Training reverse": a 60-step run can end between polls)
     page.get_by_text("Weights after training step").wait_for(timeout=120_000)
@@ -79,7 +79,7 @@ def test_a_typed_99999_is_kept_shown_as_an_error_and_turns_train_off(browser, ap
         page.get_by_role("heading", name="Train attention yourself").wait_for(timeout=60_000)
         train = page.get_by_test_id("stButton").get_by_role("button", name="Train")
         train.wait_for(timeout=60_000)
-        page.wait_for_timeout(1000)                                 # the first run has ended
+        wait_for_idle(page)                                         # the first run has ended
         assert train.is_enabled()
         for label, message in (("Length", "Length must be a whole number from 3 to 16, "
                                           "not 99999."),
@@ -133,8 +133,8 @@ def test_a_run_stops_once_streamlit_has_dropped_the_learners_session(browser, tm
         steps = page.get_by_role("spinbutton", name="Steps")
         steps.wait_for(timeout=90_000)
         steps.fill("5000")
-        steps.press("Enter")
-        page.wait_for_timeout(500)
+        with a_run(page, timeout_ms=120_000):            # the number reaches the server
+            steps.press("Enter")
         page.get_by_test_id("stButton").get_by_role("button", name="Train").click()
         page.get_by_text("Training reverse").wait_for(timeout=60_000)
         assert "left" not in log_path.read_text()
