@@ -16,40 +16,68 @@ TIMEOUT = 120
 PAGES = ("pages/home.py", "pages/inputs.py", "pages/steps.py", "pages/multihead.py")
 
 
-def open_page(page: str, **state) -> AppTest:
-    """Run app.py once (sidebar and defaults), seed `state`, then run `page`."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.run()
-    if page != "pages/home.py":
-        at.switch_page(page)
-        at.run()
-    return at
-
-
-def open_link(params: dict, page: str | None = None) -> AppTest:
-    """Open app.py with the link's `params` (a first visit), then `page` if given."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    for key, value in params.items():
+def open_page(page: str = "pages/home.py", *, params: dict | None = None,
+              locale: str | None = None, timeout: float = TIMEOUT, **state) -> AppTest:
+    """The one way the tests open a page: `page` as a session's first run, nothing before it
+    (a link opened, a fresh server's first request): app.py with the link's query `params`,
+    the browser's `locale`, the seeded session `state`, switched to `page` before its first
+    run, so Streamlit runs app.py's navigation straight to it (the page file runs the app
+    around itself, attnviz.app.main.page_file); one run. No page may raise (a learner sees no
+    traceback): checked here."""
+    at = shared_components(AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout))
+    for key, value in (params or {}).items():
         at.query_params[key] = value
-    at.run()
-    if page:
-        at.switch_page(page)
-        at.run()
-    return at
-
-
-def page_in(page: str, lang: str = "en", **state) -> AppTest:
-    """app.py around `page`, in `lang`, with this state; no exception."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params["lang"] = lang
+    if locale:
+        at.context["locale"] = locale
     for key, value in state.items():
         at.session_state[key] = value
     at.switch_page(page)
     at.run()
     no_exceptions(at)
     return at
+
+
+_COMPONENTS: list = []
+
+
+def shared_components(at: AppTest) -> AppTest:
+    """`at` with the test process's one registry of the installed packages' custom components.
+    Each new AppTest finds them again at its first run (Streamlit 1.67, PR #15488: it reads the
+    metadata of every installed distribution, 1-5 s here, often more than the page itself);
+    what is installed does not change while the tests run, so it is found once. Streamlit
+    keeps the registry in AppTest._bidi_component_manager (None until the first run): a
+    release that renames it fails here, not silently slow."""
+    from streamlit.components.v2.component_manager import BidiComponentManager
+
+    assert getattr(at, "_bidi_component_manager", "absent") is None, "Streamlit changed AppTest"
+    if not _COMPONENTS:
+        manager = BidiComponentManager()
+        manager.discover_and_register_components(start_file_watching=False)
+        _COMPONENTS.append(manager)
+    at._bidi_component_manager = _COMPONENTS[0]
+    return at
+
+
+class Runs:
+    """One run per distinct opening, shared by the tests that only read it (module- or
+    class-scoped fixtures): `runs(page, params=…, **state)` opens it the first time (with
+    :func:`open_page`) and gives the same AppTest afterwards. A test that clicks, types or
+    sets a widget opens its own page instead."""
+
+    def __init__(self):
+        self._runs: dict = {}
+
+    def __call__(self, page: str = "pages/home.py", **how) -> AppTest:
+        key = (page, repr(sorted(how.items(), key=lambda kv: kv[0])))
+        if key not in self._runs:
+            self._runs[key] = open_page(page, **how)
+        return self._runs[key]
+
+
+def check_all(failures: list[str]) -> None:
+    """One assertion for a loop of cases over shared runs: every failed case named (page,
+    language, element) and what it found, not only the first."""
+    assert not failures, "\n".join(failures)
 
 
 def record_downloads(monkeypatch) -> dict:
@@ -66,18 +94,6 @@ def record_downloads(monkeypatch) -> dict:
 
     monkeypatch.setattr(MediaFileManager, "add_deferred", record)
     return made
-
-
-def page_alone(page: str, **state) -> AppTest:
-    """`page` as a session's very first run (a fresh server's first request, a link without
-    parameters), with the seeded `state` and nothing before it: Streamlit runs the page file,
-    which runs the app (sidebar, navigation) around itself (attnviz.app.main.page_file)."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.switch_page(page)
-    at.run()
-    return at
 
 
 def charts(at: AppTest) -> list[dict]:

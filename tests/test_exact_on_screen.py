@@ -9,15 +9,13 @@ import io
 import numpy as np
 import pytest
 
-from streamlit.testing.v1 import AppTest
 
 import attnviz
 from attnviz.io import matrix_files
 from attnviz.i18n import Message
 from tests.message_helpers import cell_at, raises_message
 
-from tests.apptest_helpers import (ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_page,
-                                   plain, shows)
+from tests.apptest_helpers import ROOT, charts, heatmap_z, no_exceptions, open_page, plain, shows
 
 ARTICLE_003_OUTPUT = [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]      # tutorial 003, as printed
 
@@ -149,10 +147,7 @@ def test_two_queries_labels_its_keys_as_keys():
     ("max_tokens", "100000", 512), ("seed", "-1", 0), ("layer", "9", 5), ("d_k", "-2", 0),
 ])
 def test_out_of_range_numbers_in_a_link_are_clamped_with_a_notice(param, raw, used):
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params[param] = raw
-    at.run()
-    no_exceptions(at)
+    at = open_page(params={param: raw})
     assert at.session_state[param] == used
     notices = [plain(w) for w in at.sidebar.warning]
     assert any(param in n and raw in n and str(used) in n for n in notices), notices

@@ -8,7 +8,7 @@ import pytest
 
 import attnviz
 from attnviz.tutorials import experiments
-from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page
+from tests.apptest_helpers import Runs, charts, decode, heatmap_z, no_exceptions, open_page
 
 W = attnviz.MultiHeadWeights.random(16, 2, seed=1)
 TOKENS = attnviz.tokenize("the quick brown fox jumps over the lazy dog")
@@ -87,8 +87,17 @@ def metrics(at) -> dict[str, str]:
 
 
 def open_tab(tab: str, **state):
-    """The Experiments page with one tab open (only the open tab is computed and drawn)."""
+    """The Experiments page with one tab open (only the open tab is computed and drawn), in a
+    run of its own (for a test that sets its widgets)."""
     return open_page("pages/experiments.py", experiment=tab, **state)
+
+
+@pytest.fixture(scope="module")
+def tab_run():
+    """The Experiments page with one tab open, one run per tab shared by the tests that only
+    read it."""
+    runs = Runs()
+    return lambda tab: runs("pages/experiments.py", experiment=tab)
 
 
 TABS = ("√d_k scaling", "Tied vs separate Q/K", "Raw softmax(XXᵀ)X", "Word order & positions",
@@ -96,11 +105,10 @@ TABS = ("√d_k scaling", "Tied vs separate Q/K", "Raw softmax(XXᵀ)X", "Word o
 
 
 @pytest.mark.slow
-def test_page_shows_each_experiments_proof():
+def test_page_shows_each_experiments_proof(tab_run):
     m = {}
     for tab in TABS:
-        at = open_tab(tab)
-        no_exceptions(at)
+        at = tab_run(tab)
         assert charts(at), tab
         m.update(metrics(at))
     assert float(m["variance of q·k"]) == pytest.approx(64, rel=0.1)
@@ -114,8 +122,8 @@ def test_page_shows_each_experiments_proof():
 
 
 @pytest.mark.slow
-def test_only_the_open_tab_is_drawn():
-    assert set(metrics(open_tab("Masks & padding"))) == {"largest weight on a masked cell"}
+def test_only_the_open_tab_is_drawn(tab_run):
+    assert set(metrics(tab_run("Masks & padding"))) == {"largest weight on a masked cell"}
 
 
 @pytest.mark.slow
@@ -228,12 +236,11 @@ def test_the_histogram_sends_its_counts_not_every_sample():
     assert len(hist.proto.spec) < 30_000
 
 
-def test_on_the_scaling_tab_one_colour_means_unscaled_and_another_scaled_everywhere():
+def test_on_the_scaling_tab_one_colour_means_unscaled_and_another_scaled_everywhere(tab_run):
     """Issue 18 item 11: the histogram drew q·k in red and the softmax bars drew the scaled row
     in red (the theme's second colour). Every trace of the tab is named by what it shows; its
     colour must follow whether it is scaled (the name divides by √d_k) or not."""
-    at = open_tab("√d_k scaling")
-    no_exceptions(at)
+    at = tab_run("√d_k scaling")
     colours = {"scaled": set(), "unscaled": set()}
     traces = [tr for fig in charts(at) for tr in fig["data"]]
     assert len(traces) == 4                          # two histograms, two rows of bars

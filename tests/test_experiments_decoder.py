@@ -14,9 +14,8 @@ import pytest
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import use_language
 from attnviz.tutorials import experiments
-from tests.apptest_helpers import charts, decode, no_exceptions, plain
+from tests.apptest_helpers import charts, decode, no_exceptions, open_page, plain
 from tests.i18n_walker import CJK, english_runs
-from tests.test_i18n_app import app
 
 TEXT = "The capital of France is"
 
@@ -237,8 +236,8 @@ def metric_values(at) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_rope_tab_shows_the_same_score_for_every_shift_random_q_k():
-    at = app("pages/experiments.py", experiment=ROPE_TAB, exp_rope_source="random",
-             exp_rope_offset=300)
+    at = open_page("pages/experiments.py", experiment=ROPE_TAB, exp_rope_source="random",
+                   exp_rope_offset=300)
     assert not at.error
     q, k = np.random.default_rng(0).standard_normal((2, 64))  # seed 0, d_k 64: the defaults
     shown = metric_values(at)
@@ -261,7 +260,7 @@ def test_the_rope_tab_shows_the_same_score_for_every_shift_random_q_k():
 
 @pytest.mark.slow
 def test_the_rope_tab_on_a_smollm2_head(decoder):
-    at = app("pages/experiments.py", experiment=ROPE_TAB, exp_rope_layer=5, exp_rope_head=7)
+    at = open_page("pages/experiments.py", experiment=ROPE_TAB, exp_rope_layer=5, exp_rope_head=7)
     assert not at.error
     tr = decoder.run(TEXT).trace(5)
     n = tr.q.shape[1]
@@ -277,7 +276,7 @@ def test_the_rope_tab_on_a_smollm2_head(decoder):
 
 def test_the_sink_tab_shows_transformers_numbers(hf_sink):
     attentions, before, after, tokenizer = hf_sink
-    at = app("pages/experiments.py", experiment=SINK_TAB)
+    at = open_page("pages/experiments.py", experiment=SINK_TAB)
     assert not at.error
     shown = metric_values(at)
     assert float(shown["mean weight on the first token"]) == pytest.approx(
@@ -299,15 +298,15 @@ def test_the_sink_tab_shows_transformers_numbers(hf_sink):
 def test_the_decoder_tabs_say_what_is_wrong_in_the_page_in_both_languages():
     for lang, empty, short in (("en", "the text is empty", "only one token"),
                                ("zh", "文本是空的", "文本只有一个词元")):
-        at = app("pages/experiments.py", link={"lang": lang}, experiment=SINK_TAB,
-                 exp_sink_text="")
+        at = open_page("pages/experiments.py", params={"lang": lang}, experiment=SINK_TAB,
+                       exp_sink_text="")
         assert any(empty in e.value for e in at.error), [e.value for e in at.error]
-        at = app("pages/experiments.py", link={"lang": lang}, experiment=SINK_TAB,
-                 exp_sink_text="Hi")
+        at = open_page("pages/experiments.py", params={"lang": lang}, experiment=SINK_TAB,
+                       exp_sink_text="Hi")
         assert any(short in e.value for e in at.error), [e.value for e in at.error]
         assert at.title and at.tabs                     # the page goes on around the error
-        at = app("pages/experiments.py", link={"lang": lang}, experiment=ROPE_TAB,
-                 exp_rope_source="random", exp_rope_d=7)
+        at = open_page("pages/experiments.py", params={"lang": lang}, experiment=ROPE_TAB,
+                       exp_rope_source="random", exp_rope_d=7)
         assert [e.value for e in at.error] != []
         assert re.search("7", at.error[0].value)
 
@@ -315,7 +314,7 @@ def test_the_decoder_tabs_say_what_is_wrong_in_the_page_in_both_languages():
 def test_the_chinese_page_keeps_the_open_tab_named_in_english():
     with use_language("zh"):
         label = experiments_tab_label("sink")
-    at = app("pages/experiments.py", link={"lang": "zh"}, experiment=SINK_TAB)
+    at = open_page("pages/experiments.py", params={"lang": "zh"}, experiment=SINK_TAB)
     no_exceptions(at)
     assert at.session_state["experiment"] == label
     assert "第一个词元上的平均权重" in metric_values(at)

@@ -8,8 +8,7 @@ import pytest
 import attnviz
 from attnviz.session.settings import Settings
 from attnviz.app.baseline import Pin
-from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page,
-                                   page_alone)
+from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
 
@@ -24,32 +23,29 @@ HEADS = dict(TOY, d_model=64, num_heads=16)         # the most facets
 MODEL = dict(sentence=TEXT, max_tokens=512)
 PIN = Pin(Settings(sentence=WORDS, max_tokens=512, d_model=1024, num_heads=1, seed=1), {})
 
-# (id, page, seeded state, first: the page as the session's first run, else after Home)
+# (id, page, seeded state); each page is opened as the session's first run (open_page)
 CASES = [
-    ("home-16-heads", "pages/home.py", HEADS, False),
-    ("home-d1024", "pages/home.py", WIDE, False),
-    ("home-causal", "pages/home.py", dict(HEADS, causal=True), False),
-    *[(f"inputs-{m}", "pages/inputs.py", dict(WIDE, matrix=m), False) for m in ("x", "w_q", "w_o")],
-    *[(f"steps-{s}", "pages/steps.py", dict(WIDE, step=s, vector_view=True), False)
+    ("home-16-heads", "pages/home.py", HEADS),
+    ("home-d1024", "pages/home.py", WIDE),
+    ("home-causal", "pages/home.py", dict(HEADS, causal=True)),
+    *[(f"inputs-{m}", "pages/inputs.py", dict(WIDE, matrix=m)) for m in ("x", "w_q", "w_o")],
+    *[(f"steps-{s}", "pages/steps.py", dict(WIDE, step=s, vector_view=True))
       for s in ("x", "q", "scores", "weights", "weighted_values", "z", "concat", "output")],
     ("steps-weights-causal", "pages/steps.py",
-     dict(WIDE, step="weights", causal=True, vector_view=True), False),
-    ("steps-masked-causal", "pages/steps.py", dict(WIDE, step="masked_scores", causal=True),
-     False),
+     dict(WIDE, step="weights", causal=True, vector_view=True)),
+    ("steps-masked-causal", "pages/steps.py", dict(WIDE, step="masked_scores", causal=True)),
     ("steps-weights-baseline", "pages/steps.py",
-     dict(WIDE, step="weights", vector_view=True, baseline=PIN), False),
-    ("steps-output-baseline", "pages/steps.py", dict(WIDE, step="output", baseline=PIN), False),
+     dict(WIDE, step="weights", vector_view=True, baseline=PIN)),
+    ("steps-output-baseline", "pages/steps.py", dict(WIDE, step="output", baseline=PIN)),
     ("steps-pretrained", "pages/steps.py",
-     dict(MODEL, mode="Pretrained model", step="weights", vector_view=True), False),
-    *[(f"multihead-{name}", "pages/multihead.py", dict(WIDE, mh_section=s), False)
+     dict(MODEL, mode="Pretrained model", step="weights", vector_view=True)),
+    *[(f"multihead-{name}", "pages/multihead.py", dict(WIDE, mh_section=s))
       for name, s in (("z", "Each head's Z"), ("concat", "Concatenation"),
                       ("w_o", "W_O and output"))],
-    ("multihead-16-heads", "pages/multihead.py", dict(HEADS, mh_section="W_O and output"),
-     False),
+    ("multihead-16-heads", "pages/multihead.py", dict(HEADS, mh_section="W_O and output")),
     ("multihead-second-sentence", "pages/multihead.py",
-     dict(WIDE, mh_section="Second sentence", mh_compare=WORDS + " x"), False),
-    *[(f"experiments-{name}", "pages/experiments.py", dict(WIDE, experiment=tab, **extra),
-       False)
+     dict(WIDE, mh_section="Second sentence", mh_compare=WORDS + " x")),
+    *[(f"experiments-{name}", "pages/experiments.py", dict(WIDE, experiment=tab, **extra))
       for name, tab, extra in (
           ("scaling", "√d_k scaling", {}),
           ("tied", "Tied vs separate Q/K", {"exp_tied_source": "your input X"}),
@@ -57,14 +53,14 @@ CASES = [
           ("order", "Word order & positions", {}), ("masks", "Masks & padding", {}),
           ("cross", "Cross-attention", {"exp_cross_text": WORDS}),
           ("bug", "Bug: scale after softmax", {}))],
-    ("pretrained-one-head", "pages/pretrained.py", dict(MODEL, pt_view="One head"), True),
+    ("pretrained-one-head", "pages/pretrained.py", dict(MODEL, pt_view="One head")),
     ("pretrained-second-sentence", "pages/pretrained.py",
-     dict(MODEL, pt_view="One head", pt_compare=TEXT.replace("animal", "dog")), True),
+     dict(MODEL, pt_view="One head", pt_compare=TEXT.replace("animal", "dog"))),
     ("pretrained-model-view", "pages/pretrained.py",
-     dict(MODEL, pt_view="Model view: every layer and head"), True),
+     dict(MODEL, pt_view="Model view: every layer and head")),
     ("pretrained-head-view", "pages/pretrained.py",
-     dict(MODEL, pt_view="Head view: one layer, every head"), True),
-    *[(f"reading-{tab}", "pages/reading.py", dict(MODEL, rd_view=tab), True)
+     dict(MODEL, pt_view="Head view: one layer, every head")),
+    *[(f"reading-{tab}", "pages/reading.py", dict(MODEL, rd_view=tab))
       for tab in ("Rollout", "Value-weighted", "Head statistics", "Ablation")],
 ]
 
@@ -73,15 +69,14 @@ def sent_bytes(at) -> int:
     return sum(len(c.proto.spec.encode("utf-8")) for c in at.get("plotly_chart"))
 
 
-@pytest.mark.parametrize("page, state, alone", [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
-def test_every_page_at_the_largest_inputs_stays_within_the_figure_budget(page, state, alone):
+@pytest.mark.parametrize("page, state", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_every_page_at_the_largest_inputs_stays_within_the_figure_budget(page, state):
     sizes = {}
     at = None
     for scale in SCALES:
         seeded = dict(state, weight_scale=scale, weight_scale_chosen=True)
         if at is None:
-            at = page_alone(page, **seeded) if alone else open_page(page, **seeded)
+            at = open_page(page, **seeded)
         else:                                           # the same session, another scale
             at.session_state["weight_scale"] = scale
             at.run()
@@ -94,8 +89,8 @@ def test_every_page_at_the_largest_inputs_stays_within_the_figure_budget(page, s
 def test_the_pretrained_head_at_512_tokens_is_sent_whole_on_the_row_scale():
     """Within the budget without pooling the page's main map: every weight, exactly."""
     weights = attnviz.PretrainedModel.load().run(TEXT, max_tokens=512).attentions[0, 0]
-    at = page_alone("pages/pretrained.py", **MODEL, pt_view="One head", pt_layer=0, pt_head=0,
-                    weight_scale="row", weight_scale_chosen=True)
+    at = open_page("pages/pretrained.py", **MODEL, pt_view="One head", pt_layer=0, pt_head=0,
+                   weight_scale="row", weight_scale_chosen=True)
     no_exceptions(at)
     fig = charts(at)[0]
     true = decode(fig["data"][0]["customdata"])

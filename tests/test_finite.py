@@ -21,7 +21,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import Message, use_language
 from attnviz.models import decoder_reading, pretrained
-from tests.apptest_helpers import button, charts, no_exceptions, page_alone, page_in, plain
+from tests.apptest_helpers import button, charts, no_exceptions, open_page, plain
 
 # a text no other test runs: the pages' caches (shared by every session) hold no clean run of it
 TEXT = "Numbers that are not finite are never drawn as data"
@@ -154,7 +154,7 @@ def test_weights_changed_after_use_give_the_error_not_nan_probabilities(changed_
 def test_generate_says_the_error_not_nan_when_weights_changed_after_use(monkeypatch,
                                                                         changed_after_use):
     serve(monkeypatch, DecoderModel, changed_after_use)
-    at = page_in("pages/generate.py", gen_prompt=STALE_TEXT)
+    at = open_page("pages/generate.py", params={"lang": "en"}, gen_prompt=STALE_TEXT)
     shows_the_error_and_no_chart(at, raised(lambda: changed_after_use.next_tokens(STALE_TEXT)))
     written = " ".join(plain(e) for e in [*at.markdown, *at.caption, *at.info, *at.warning])
     assert not re.search(r"\bnan\b", written, re.I), written      # "nan%" of the issue
@@ -282,14 +282,14 @@ def smollm2_damaged(monkeypatch, issue_damage):
 ])
 @pytest.mark.slow
 def test_smollm2_pages_show_the_error_not_a_chart(smollm2_damaged, page, state):
-    at = page_alone(page, model="smollm2", sentence=TEXT, **state)
+    at = open_page(page, model="smollm2", sentence=TEXT, **state)
     shows_the_error_and_no_chart(at, smollm2_damaged)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_generate_shows_the_error_not_the_next_token_bars(smollm2_damaged, lang):
-    at = page_in("pages/generate.py", lang, gen_prompt=TEXT)
+    at = open_page("pages/generate.py", params={"lang": lang}, gen_prompt=TEXT)
     shows_the_error_and_no_chart(at, smollm2_damaged, lang)
 
 
@@ -299,16 +299,15 @@ def test_generate_shows_the_error_not_the_next_token_bars(smollm2_damaged, lang)
 ])
 @pytest.mark.slow
 def test_the_experiments_smollm2_tabs_show_the_error_not_a_chart(smollm2_damaged, state):
-    from tests.test_i18n_app import app
-
-    shows_the_error_and_no_chart(app("pages/experiments.py", **state), smollm2_damaged)
+    shows_the_error_and_no_chart(open_page("pages/experiments.py", **state), smollm2_damaged)
 
 
 @pytest.mark.slow
 def test_a_generation_that_overflows_is_said_with_its_layer_and_token(monkeypatch, decoder,
                                                                      overflow_3):
     text = TEXT + " (generated)"
-    at = page_in("pages/generate.py", gen_prompt=text, gen_count=3)   # clean: the bars drawn
+    # clean: the bars drawn
+    at = open_page("pages/generate.py", params={"lang": "en"}, gen_prompt=text, gen_count=3)
     serve(monkeypatch, DecoderModel, overflow_3)
     exc = raised(lambda: overflow_3.generate(text, 3))
     assert_where(exc, "scores", layer=3, token=1)
@@ -337,7 +336,7 @@ def minilm_damaged(monkeypatch, minilm):
 def test_minilm_pages_show_the_error_not_a_chart(minilm_damaged, page, state):
     exc = raised(lambda: minilm_damaged.run(TEXT))
     assert_where(exc, "embeddings")
-    at = page_alone(page, sentence=TEXT, **state)
+    at = open_page(page, sentence=TEXT, **state)
     shows_the_error_and_no_chart(at, exc)
 
 
@@ -349,7 +348,7 @@ def test_read_the_model_says_when_only_the_second_sentence_cannot_be_embedded(mo
     serve(monkeypatch, PretrainedModel, damaged)
     exc = raised(lambda: damaged.embed(OTHER, max_tokens=64))
     assert_where(exc, "embeddings")
-    at = page_alone("pages/reading.py", sentence=TEXT, rd_view="Ablation", ab_other=OTHER)
+    at = open_page("pages/reading.py", sentence=TEXT, rd_view="Ablation", ab_other=OTHER)
     no_exceptions(at)
     assert any(str(exc) in plain(e) for e in at.error), [e.value for e in at.error]
     assert not at.metric                     # no similarity drawn from it

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from attnviz.i18n import t, use_language
 from attnviz.plot.budget import PAGE_MAX_BYTES
 from attnviz.app import generate_view
-from tests.apptest_helpers import (chart_bytes, charts, decode, no_exceptions, page_in, plain,
+from tests.apptest_helpers import (chart_bytes, charts, decode, no_exceptions, open_page, plain,
                                    shows)
 from tests.i18n_walker import chinese_outside, english_sentences, visible_texts
 
@@ -26,7 +26,7 @@ def page(lang: str = "en", **state) -> AppTest:
     """app.py around the Generate page, in `lang`, with this state (the prompt PROMPT unless
     given: a Chinese session's own default prompt is Chinese)."""
     state.setdefault("gen_prompt", PROMPT)
-    return page_in(PAGE, lang, **state)
+    return open_page(PAGE, params={"lang": lang}, **state)
 
 
 def click(at: AppTest, key: str, lang: str = "en") -> AppTest:

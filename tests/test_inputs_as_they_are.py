@@ -12,8 +12,8 @@ from attnviz.session.edits import Edit
 from attnviz.session.build import build_view
 from attnviz.session.settings import Settings, weights_signature
 from attnviz.app import links
-from tests.apptest_helpers import (ROOT, TIMEOUT, charts, heatmap_z, no_exceptions, open_page,
-                                   plain, shown_tokens, shows)
+from tests.apptest_helpers import (TIMEOUT, charts, heatmap_z, no_exceptions, open_page, plain,
+                                   shared_components, shown_tokens, shows)
 
 BUDGET = 3_000_000          # bytes of figures a page sends (SPEC), counted as UTF-8
 
@@ -123,15 +123,11 @@ def test_a_full_width_paste_in_q_k_v_is_read():
 
 def _large_edit_session():
     """A session whose X (11 tokens × 64) is edited with numbers too many for the link."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     state = dict(d_model=64, num_heads=4)
-    for key, value in state.items():
-        at.session_state[key] = value
     s = Settings(**state)
     tokens = attnviz.tokenize(s.sentence)
     x = np.random.default_rng(7).standard_normal((len(tokens), 64))
-    at.session_state["edits"] = {weights_signature(s): {"x": Edit(x, tuple(tokens))}}
-    at.run()
+    at = open_page(**state, edits={weights_signature(s): {"x": Edit(x, tuple(tokens))}})
     return at, s, x
 
 
@@ -151,11 +147,7 @@ def test_after_a_restart_the_link_says_which_edits_were_lost():
     of a session with too-large edits: the matrices are the generated ones, and the page says
     that the edits of X were lost and where the .npz loads back."""
     first, _, _ = _large_edit_session()
-    again = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    for key, value in dict(first.query_params).items():
-        again.query_params[key] = value
-    again.run()
-    no_exceptions(again)
+    again = open_page(params=dict(first.query_params))
     assert shows(again.sidebar.warning, "link.edits_lost", names="X")
     assert shows(again.toast, "link.edits_lost_toast", names="X")
     assert [u.proto.label for u in again.get("file_uploader")] == \
@@ -179,7 +171,7 @@ st.session_state.update(d_model=64, num_heads=4)
 restored = links.restore_edits({buf.getvalue()!r}, "attnviz_trace.npz")
 st.session_state["restored_names"] = sorted(restored)
 """
-    fresh = AppTest.from_string(script, default_timeout=TIMEOUT).run()
+    fresh = shared_components(AppTest.from_string(script, default_timeout=TIMEOUT)).run()
     no_exceptions(fresh)
     assert fresh.session_state["restored_names"] == ["x"]
     stored = fresh.session_state["edits"][weights_signature(s)]["x"]
@@ -200,7 +192,7 @@ try:
 except AttnvizInputError as exc:
     st.session_state["why"] = str(exc)
 """
-    fresh = AppTest.from_string(script, default_timeout=TIMEOUT).run()
+    fresh = shared_components(AppTest.from_string(script, default_timeout=TIMEOUT)).run()
     assert "old.npz: its X is 11 × 8, here it is 11 × 64" in fresh.session_state["why"]
 
 

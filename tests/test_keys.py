@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 from attnviz.app import keys
 from attnviz.session.settings import Settings
 from attnviz.core.modes import Mode
+from tests.apptest_helpers import open_page
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "attnviz" / "app"
@@ -247,8 +248,7 @@ def test_every_key_the_pages_leave_in_session_state_is_declared():
     """Home, Inputs & weights, Step by step, Multi-head and Experiments in one session, and
     Step by step in each synthetic input mode: every key session state holds is declared (the
     models' pages are left to their own tests: they load the models)."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
-    at.run()
+    at = open_page(timeout=180)
     seen = set(at.session_state._state.filtered_state)
     for page in ("inputs", "steps", "multihead", "experiments", "home"):
         seen |= _run(at, f"pages/{page}.py")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_link, page_in, shows
+from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_page, shows
 
 TEXT = "The animal didn't cross the street because it was too tired"
 
@@ -20,8 +20,8 @@ def link_of(at) -> dict:
 
 def reopened(at, page: str):
     """The page's link opened in a new session (a first visit)."""
-    again = open_link({k: v[0] if isinstance(v, list) else v for k, v in link_of(at).items()},
-                      page)
+    link = {k: v[0] if isinstance(v, list) else v for k, v in link_of(at).items()}
+    again = open_page(page, params=link)
     no_exceptions(again)
     return again
 
@@ -34,9 +34,9 @@ def titles(at) -> list[str]:
 def test_generate_brings_back_the_prompt_the_sampling_and_the_tokens_generated(decoder):
     prompt = "Once upon a time, a little robot"
     made = decoder.generate(prompt, max_new_tokens=6, temperature=0.9, seed=7)
-    at = page_in("pages/generate.py", gen_prompt=prompt, gen_sampling="sample",
-                 gen_temperature=0.9, gen_seed=7, gen_step=4, gen_layer=3,
-                 generate_run={"recipe": (prompt, False, 0.9, 7), "generation": made})
+    at = open_page("pages/generate.py", params={"lang": "en"}, gen_prompt=prompt,
+                   gen_sampling="sample", gen_temperature=0.9, gen_seed=7, gen_step=4, gen_layer=3,
+                   generate_run={"recipe": (prompt, False, 0.9, 7), "generation": made})
     no_exceptions(at)
     assert link_of(at)["gen_tokens"] == "6"
     again = reopened(at, "pages/generate.py")
@@ -66,7 +66,7 @@ def test_a_generation_made_on_this_server_is_shown_at_once_by_its_link(decoder):
     """A learner presses Generate 3; a fresh session opening their link sees those tokens
     without a press (no generation runs: the one made is reused)."""
     prompt = "Two plus two is"
-    at = page_in("pages/generate.py", gen_prompt=prompt, gen_count=3)
+    at = open_page("pages/generate.py", params={"lang": "en"}, gen_prompt=prompt, gen_count=3)
     [many] = [b for b in at.button if b.key == "gen_many"]
     many.click().run()
     no_exceptions(at)
@@ -79,7 +79,7 @@ def test_a_generation_made_on_this_server_is_shown_at_once_by_its_link(decoder):
 
 @pytest.mark.slow
 def test_generate_with_nothing_generated_reopens_with_nothing_generated():
-    at = page_in("pages/generate.py", gen_prompt="Two plus two is")
+    at = open_page("pages/generate.py", params={"lang": "en"}, gen_prompt="Two plus two is")
     assert "gen_tokens" not in link_of(at)
     again = reopened(at, "pages/generate.py")
     assert again.text_area(key="gen_prompt").value == "Two plus two is"
@@ -92,8 +92,8 @@ def test_read_the_model_brings_back_the_tab_layer_and_head(decoder, lang):
     from attnviz.i18n import render, use_language
 
     tab = render("reading.tab.value", lang)
-    at = page_in("pages/reading.py", lang, model="smollm2", sentence=TEXT, rd_view=tab,
-                 vw_layer=5, vw_head=4)
+    at = open_page("pages/reading.py", params={"lang": lang}, model="smollm2", sentence=TEXT,
+                   rd_view=tab, vw_layer=5, vw_head=4)
     assert not at.error
     with use_language(lang):            # AppTest formats the widgets' values in this thread
         again = reopened(at, "pages/reading.py")
@@ -108,8 +108,8 @@ def test_read_the_model_brings_back_the_tab_layer_and_head(decoder, lang):
 
 @pytest.mark.slow
 def test_read_the_model_brings_back_the_ablations_heads_and_second_sentence():
-    at = page_in("pages/reading.py", sentence=TEXT, rd_view="Ablation", ab_heads="L3H2, L5",
-                 ab_other="A cat sat on the mat.")
+    at = open_page("pages/reading.py", params={"lang": "en"}, sentence=TEXT, rd_view="Ablation",
+                   ab_heads="L3H2, L5", ab_other="A cat sat on the mat.")
     again = reopened(at, "pages/reading.py")
     assert again.session_state["ab_heads"] == "L3H2, L5"
     assert again.session_state["ab_other"] == "A cat sat on the mat."
@@ -121,8 +121,8 @@ def test_pretrained_smollm2_brings_back_layer_head_and_language(decoder):
     """The issue's case: SmolLM2, layer 5, head 3, 中文 reopened at layer 0, head 0."""
     from attnviz.i18n import use_language
 
-    at = page_in("pages/pretrained.py", "zh", model="smollm2", sentence=TEXT, pt_dec_layer=5,
-                 pt_dec_head=3)
+    at = open_page("pages/pretrained.py", params={"lang": "zh"}, model="smollm2", sentence=TEXT,
+                   pt_dec_layer=5, pt_dec_head=3)
     assert not at.error
     assert {"model", "lang", "pt_dec_layer", "pt_dec_head"} <= set(link_of(at))
     with use_language("zh"):
@@ -141,8 +141,9 @@ def test_the_head_view_brings_back_its_layer_heads_and_highlighted_token(model, 
     from attnviz.i18n import render
 
     tab = render("pretrained.tab.head_view", "en")
-    at = page_in("pages/pretrained.py", model=model, sentence=TEXT, pt_view=tab,
-                 **{f"{prefix}_layer": 2, f"{prefix}_token": 4, f"{prefix}_heads": [0, 2, 5]})
+    at = open_page("pages/pretrained.py", params={"lang": "en"}, model=model, sentence=TEXT,
+                   pt_view=tab,
+                   **{f"{prefix}_layer": 2, f"{prefix}_token": 4, f"{prefix}_heads": [0, 2, 5]})
     assert not at.error
     again = reopened(at, "pages/pretrained.py")
     assert again.session_state["pt_view"] == tab
@@ -153,8 +154,8 @@ def test_the_head_view_brings_back_its_layer_heads_and_highlighted_token(model, 
 
 
 def test_every_token_stays_every_token_through_a_link():
-    at = page_in("pages/pretrained.py", sentence=TEXT,
-                 pt_view="Head view: one layer, every head", pt_hv_layer=1)
+    at = open_page("pages/pretrained.py", params={"lang": "en"}, sentence=TEXT,
+                   pt_view="Head view: one layer, every head", pt_hv_layer=1)
     again = reopened(at, "pages/pretrained.py")
     assert again.session_state["pt_hv_token"] == at.session_state["pt_hv_token"]
     assert not again.warning                 # no "clamped" notice about it
@@ -162,7 +163,8 @@ def test_every_token_stays_every_token_through_a_link():
 
 @pytest.mark.slow
 def test_the_second_sentence_comes_back():
-    at = page_in("pages/pretrained.py", sentence=TEXT, pt_compare="A cat sat on the mat.")
+    at = open_page("pages/pretrained.py", params={"lang": "en"}, sentence=TEXT,
+                   pt_compare="A cat sat on the mat.")
     again = reopened(at, "pages/pretrained.py")
     assert again.session_state["pt_compare"] == "A cat sat on the mat."
     assert titles(again) == titles(at)
@@ -185,7 +187,7 @@ from streamlit.testing.v1 import AppTest                        # noqa: E402
 from streamlit.testing.v1 import element_tree as et             # noqa: E402
 
 from attnviz.app import keys                                    # noqa: E402
-from tests.apptest_helpers import ROOT, TIMEOUT                 # noqa: E402
+from tests.apptest_helpers import ROOT                          # noqa: E402
 
 EVERY_PAGE = sorted(p.stem for p in (ROOT / "pages").glob("*.py"))
 # a page drawn differently for a language model (SmolLM2's own views and tabs): run that way
@@ -295,18 +297,6 @@ def _shown_option(widget) -> str | None:
     return widget._widget_state.string_array_value.data[0]
 
 
-def _first_visit(page: str, state: dict, link: dict | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    for key, value in (link or {}).items():
-        at.query_params[key] = value
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.switch_page(f"pages/{page}.py")
-    at.run()
-    no_exceptions(at)
-    return at
-
-
 def _set(at: AppTest, widgets: dict) -> AppTest:
     """Run `at` again with every widget of `widgets` changed, the others as they are."""
     changed = {w.id: _changed(w) for w in widgets.values()}
@@ -333,7 +323,7 @@ def _round_trip(at: AppTest, page: str, widgets: list[str],
     at = _set(at, {k: picks[k] for k in widgets})
     after = {k: _value(at, k) for k in before}
     link = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
-    again = _first_visit(page, {}, link)
+    again = open_page(f"pages/{page}.py", params=link)
     return {k: (before[k], after[k], _value(again, k)) for k in before}, at
 
 
@@ -342,13 +332,13 @@ def _views(page: str):
     `page`: each variant, each other tab of its keyed tab bars (opened as a click does: the
     tab bar's key holds the label)."""
     for variant in VARIANTS.get(page, [{}]):
-        at = _first_visit(page, variant)
+        at = open_page(f"pages/{page}.py", **variant)
         tabs = _keyed(at)[1]
         yield variant, at, {}
         for key, (_, labels) in tabs.items():
             for label in labels[1:]:
                 state = {**variant, key: label}
-                yield state, _first_visit(page, state), {key: labels[0]}
+                yield state, open_page(f"pages/{page}.py", **state), {key: labels[0]}
 
 
 @pytest.fixture(scope="module")
@@ -376,7 +366,7 @@ def _try_every_page(tried: set, found: dict, took: dict) -> None:
                 # alone: the switch redraws every label in the other language, which this
                 # thread's AppTest could no longer send back
                 tried.add(keys.LANG)
-                result = _round_trip(_first_visit(page, state), page, [keys.LANG])[0]
+                result = _round_trip(open_page(f"pages/{page}.py", **state), page, [keys.LANG])[0]
                 found[page] += [(state, k, *v) for k, v in result.items()]
             for _ in range(3):        # then the widgets a change showed (a sampling's seed)
                 new = [k for k in _keyed(at)[0] if k not in tried]
@@ -387,7 +377,8 @@ def _try_every_page(tried: set, found: dict, took: dict) -> None:
                 tabs = {}
                 stuck = [k for k in new if result[k][1] == result[k][0]]
                 for key in stuck:                # did not hold beside the others: alone
-                    result.update(_round_trip(_first_visit(page, state), page, [key])[0])
+                    alone = open_page(f"pages/{page}.py", **state)
+                    result.update(_round_trip(alone, page, [key])[0])
                 found[page] += [(state, k, *v) for k, v in result.items()]
         took[page] = time.perf_counter() - start
 
@@ -409,12 +400,12 @@ def test_a_tab_named_in_the_other_language_opens_that_tab_without_a_notice():
     """A link made in 中文 without lang= (the maker's browser was Chinese) opened in English:
     the same tab, said in English, and nothing to say about it."""
     from attnviz.i18n import render
-    from tests.test_links import open_link_at
 
-    at = open_link_at({"mh_section": render("multihead.tab.concat", "zh")}, "pages/multihead.py")
+    concat = render("multihead.tab.concat", "zh")
+    at = open_page("pages/multihead.py", params={"mh_section": concat})
     assert at.session_state["mh_section"] == render("multihead.tab.concat", "en")
     assert not at.sidebar.warning
-    unknown = open_link_at({"mh_section": "Nope"}, "pages/multihead.py")
+    unknown = open_page("pages/multihead.py", params={"mh_section": "Nope"})
     assert shows(unknown.sidebar.warning, "link.not_a_choice", name="mh_section", value="'Nope'")
 
 
@@ -423,15 +414,14 @@ def test_train_opens_with_its_steps_and_a_link_brings_back_the_form():
     """A bare /train showed an empty Steps box; a link lost the task, the steps and the run
     (which no link can carry: the page says to train it again)."""
     from attnviz.models.toy import DEFAULT_STEPS
-    from tests.test_links import open_link_at
 
-    bare = open_link_at({}, "pages/train.py")
+    bare = open_page("pages/train.py", params={})
     assert bare.number_input(key="toy_steps").value == DEFAULT_STEPS["reverse"]
     bare.selectbox(key="toy_task").set_value("shift").run()          # the default follows
     assert bare.number_input(key="toy_steps").value == DEFAULT_STEPS["shift"]
     assert shows(bare.info, "train.start")
-    at = open_link_at({"toy_task": "sort", "toy_steps": "123", "toy_seed": "9",
-                       "toy_step": "100"}, "pages/train.py")
+    at = open_page("pages/train.py", params={"toy_task": "sort", "toy_steps": "123",
+                                             "toy_seed": "9", "toy_step": "100"})
     assert at.selectbox(key="toy_task").value == "sort"
     assert at.number_input(key="toy_steps").value == 123
     assert at.number_input(key="toy_seed").value == 9

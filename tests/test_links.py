@@ -11,8 +11,8 @@ import attnviz.session.settings
 from attnviz.i18n import t
 from attnviz.models.decoder import MAX_TOKENS
 from attnviz.app import generate_view
-from tests.apptest_helpers import (ROOT, TIMEOUT, charts, decode, heatmap_z, no_exceptions,
-                                   open_link, plain, shows)
+from tests.apptest_helpers import (TIMEOUT, charts, decode, heatmap_z, no_exceptions, open_page,
+                                   plain, shared_components, shows)
 
 EVERY_SETTING = {
     "mode": "Sentence", "sentence": "早上好 the cat", "d_model": "12", "num_heads": "3",
@@ -30,7 +30,7 @@ def expected_weights_every_setting() -> np.ndarray:
 
 
 def test_a_link_with_every_setting_reproduces_the_trace():
-    at = open_link(EVERY_SETTING, "pages/steps.py")
+    at = open_page("pages/steps.py", params=EVERY_SETTING)
     no_exceptions(at)
     assert at.session_state["step"] == "weights" and at.session_state["head"] == 2
     shown = heatmap_z(charts(at)[0])
@@ -40,31 +40,23 @@ def test_a_link_with_every_setting_reproduces_the_trace():
 
 
 def test_the_app_writes_what_differs_from_the_defaults_into_the_url():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.session_state["sentence"] = "hello world"
-    at.session_state["num_heads"] = 2
-    at.session_state["causal"] = True
-    at.run()
+    at = open_page(sentence="hello world", num_heads=2, causal=True)
     assert dict(at.query_params) == {"sentence": "hello world", "num_heads": "2",
                                      "causal": "1"}
 
 
 @pytest.mark.slow
 def test_edited_matrices_travel_in_the_link():
-    first = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     state = {"sentence": "a b", "d_model": 2, "num_heads": 1}
-    for key, value in state.items():
-        first.session_state[key] = value
     signature = attnviz.session.settings.weights_signature(
         attnviz.session.settings.Settings(**state))
     w_v = np.array([[[0.5, -1.0], [2.0, 0.25]]])
-    first.session_state["edits"] = {signature: {
+    first = open_page(**state, edits={signature: {
         "x": attnviz.session.edits.Edit(np.array([[1.0, 2], [3, 4]]), ("a", "b")),
-        "w_v": attnviz.session.edits.Edit(w_v)}}
-    first.run()
+        "w_v": attnviz.session.edits.Edit(w_v)}})
     link = dict(first.query_params)
     assert "edits" in link and link["sentence"] == "a b"
-    again = open_link({**link, "step": "v"}, "pages/steps.py")
+    again = open_page("pages/steps.py", params={**link, "step": "v"})
     np.testing.assert_allclose(heatmap_z(charts(again)[0]), np.array([[1, 2], [3, 4]]) @ w_v[0])
 
 
@@ -89,16 +81,16 @@ HOSTILE = [
 @pytest.mark.slow
 @pytest.mark.parametrize("params", HOSTILE)
 def test_a_hostile_link_gives_a_notice_and_the_page_still_draws(params):
-    at = open_link(params, "pages/steps.py")
+    at = open_page("pages/steps.py", params=params)
     no_exceptions(at)
-    home = open_link(params)
+    home = open_page(params=params)
     no_exceptions(home)
     assert home.sidebar.warning, "a notice says what was ignored"
     assert charts(home), "the page still draws"
 
 
 def test_a_link_over_streamlits_limit_opens_the_default_view():
-    home = open_link({"sentence": "x" * 1_000_000})
+    home = open_page(params={"sentence": "x" * 1_000_000})
     no_exceptions(home)
     assert home.session_state["sentence"] == attnviz.session.settings.DEFAULT_SENTENCE
     assert charts(home)
@@ -113,11 +105,10 @@ def test_a_link_over_streamlits_limit_opens_the_default_view():
     {"sentence": "x" * 30_000, "unknown": "1", "layer": "42", "d_k": "999999999999"},
 ])
 def test_garbage_in_the_link_falls_back_with_a_notice(params):
-    for page in (None, "pages/steps.py", "pages/multihead.py", "pages/inputs.py"):
-        at = open_link(params, page)
-        no_exceptions(at)
-    at = open_link(params)
-    assert at.warning or at.error
+    for page in ("pages/home.py", "pages/steps.py", "pages/multihead.py", "pages/inputs.py"):
+        at = open_page(page, params=params)             # no exception: open_page checks
+        if page == "pages/home.py":
+            assert at.warning or at.error
 
 
 # ---- issue 18.16: every parameter of a link is bounded -----------------------------------------
@@ -145,7 +136,7 @@ def test_every_link_parameter_is_bounded(name, value):
     """A hostile value in any one parameter (in the mode that uses it): no traceback, no
     server path, the page draws, and what was refused is said."""
     params = {name: value, **({"mode": USED_IN[name]} if name in USED_IN else {})}
-    at = open_link(params)
+    at = open_page(params=params)
     no_exceptions(at)
     shown = _everything_shown(at)
     assert "Traceback" not in shown and ".py" not in shown and "RecursionError" not in shown
@@ -170,7 +161,7 @@ def test_every_page_pick_is_bounded(hostile):
     picks = attnviz.app.keys.LINK_DEFAULTS
     params = ({n: DEEP for n in picks if _pick_kind(n) in (str, list)} if hostile == "nested"
               else {n: TOO_LONG[:links_module.MAX_CHARS[_pick_kind(n)] + 1] for n in picks})
-    at = open_link(params)
+    at = open_page(params=params)
     no_exceptions(at)
     shown = _everything_shown(at)
     assert "Traceback" not in shown and ".py" not in shown and "RecursionError" not in shown
@@ -183,7 +174,7 @@ def test_every_page_pick_is_bounded(hostile):
 
 
 def test_many_unknown_parameters_make_one_short_notice():
-    at = open_link({f"junk{i}" + "x" * 300: "1" for i in range(200)})
+    at = open_page(params={f"junk{i}" + "x" * 300: "1" for i in range(200)})
     no_exceptions(at)
     notices = [plain(w) for w in at.sidebar.warning]
     assert len(notices) == 1 and shows(at.sidebar.warning, "link.unknown_more", more=197)
@@ -191,7 +182,7 @@ def test_many_unknown_parameters_make_one_short_notice():
 
 
 def test_a_sentence_link_with_a_right_to_left_override_shows_it_removed():
-    at = open_link({"sentence": "one \u202etwo three"})
+    at = open_page(params={"sentence": "one \u202etwo three"})
     no_exceptions(at)
     assert at.session_state["sentence"] == "one two three"
     assert any("⟨U+202E⟩" in plain(c) for c in at.sidebar.caption)
@@ -209,10 +200,9 @@ def test_the_links_notices_are_in_the_links_language(lang, words):
     mode no link can carry) are said in the page's language, the names and values as typed."""
     from attnviz.i18n import use_language
     from tests.i18n_walker import CJK, english_runs
-    from tests.test_i18n_app import app
 
     with use_language(lang):
-        at = app(link={"lang": lang, "d_model": "x", "colour": "1", "mode": "Toy model"})
+        at = open_page(params={"lang": lang, "d_model": "x", "colour": "1", "mode": "Toy model"})
     said = " ".join(plain(w) for w in at.sidebar.warning)
     for word in words:
         assert word in said, (word, said)
@@ -224,25 +214,13 @@ def test_the_links_notices_are_in_the_links_language(lang, words):
 
 # ---- issue 26: a link's notices on the page it opens -------------------------------------------
 
-def open_link_at(params: dict, page: str) -> AppTest:
-    """A first visit to `page` with the link's `params`: the page is the session's first run
-    (app.py's navigation around it), as a browser opening /generate?… is."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.switch_page(page)
-    at.run()
-    no_exceptions(at)
-    return at
-
-
 @pytest.mark.parametrize("page", ["pages/generate.py", "pages/train.py", "pages/steps.py",
                                   "pages/reading.py"])
 @pytest.mark.slow
 def test_a_links_notices_show_on_the_page_it_opens(page):
     """Today's main said nothing on Generate (and Train), the pages with their own settings:
     the notices appeared on the next page visited."""
-    at = open_link_at({"lang": "xx", "layer": "999", "colour": "1"}, page)
+    at = open_page(page, params={"lang": "xx", "layer": "999", "colour": "1"})
     said = " ".join(plain(w) for w in at.sidebar.warning)
     assert "the link's lang=“xx” is not one of the languages (en, zh)" in said, said
     assert "“colour” is not a setting" in said, said
@@ -251,7 +229,7 @@ def test_a_links_notices_show_on_the_page_it_opens(page):
 
 
 def test_a_links_notices_on_generate_are_in_the_links_language():
-    at = open_link_at({"lang": "zh", "colour": "1", "layer": "999"}, "pages/generate.py")
+    at = open_page("pages/generate.py", params={"lang": "zh", "colour": "1", "layer": "999"})
     said = " ".join(plain(w) for w in at.sidebar.warning)
     assert "“colour” 不是设置" in said and "layer='999' 超出了 0 到 29 的范围" in said, said
 
@@ -260,8 +238,8 @@ def test_a_links_notices_on_generate_are_in_the_links_language():
 def test_a_links_generated_count_refused_is_named_as_the_link_names_it(value):
     """gen_tokens beyond the page's 40, or not a number: the notice names gen_tokens, never
     the page's internal key."""
-    at = open_link_at({"gen_prompt": "Two plus two is", "gen_tokens": value},
-                      "pages/generate.py")
+    at = open_page("pages/generate.py",
+                   params={"gen_prompt": "Two plus two is", "gen_tokens": value})
     said = " ".join(plain(w) for w in at.sidebar.warning)
     assert "gen_tokens" in said and "gen_from_link" not in said, said
     assert shows(at.sidebar.warning, "link.clamped" if value == "500" else "link.bad_value")
@@ -275,7 +253,7 @@ def test_a_links_long_prompt_draws_its_next_token_bars_only_when_pressed(decoder
     bars of the prompt the model reads (its last 512 tokens). A short one draws at once."""
     long = "The cat sat on the mat. " * 60
     assert generate_view.LINK_BARS_TOKENS < len(decoder.encode(long)) <= MAX_TOKENS
-    at = open_link_at({"gen_prompt": long, "gen_tokens": "5"}, "pages/generate.py")
+    at = open_page("pages/generate.py", params={"gen_prompt": long, "gen_tokens": "5"})
     assert shows(at.info, "generate.next.press")
     assert not next_bars(at)
     assert "generate_run" not in at.session_state               # nothing generated by a link
@@ -288,7 +266,7 @@ def test_a_links_long_prompt_draws_its_next_token_bars_only_when_pressed(decoder
     np.testing.assert_allclose(shown, np.sort(probs)[::-1][:10], rtol=1e-5, atol=1e-7)
     assert not shows(at.info, "generate.next.press")
 
-    short = open_link_at({"gen_prompt": "Two plus two is"}, "pages/generate.py")
+    short = open_page("pages/generate.py", params={"gen_prompt": "Two plus two is"})
     assert next_bars(short)
 
 
@@ -320,7 +298,7 @@ def _page_with_picks():
 
 
 def _picks_page(link: dict) -> AppTest:
-    at = AppTest.from_function(_page_with_picks, default_timeout=TIMEOUT)
+    at = shared_components(AppTest.from_function(_page_with_picks, default_timeout=TIMEOUT))
     for key, value in link.items():
         at.query_params[key] = value
     at.run()
@@ -380,7 +358,7 @@ def _huge_picks():
 @pytest.mark.slow
 def test_every_page_pick_written_into_the_link_is_bounded():
     """A 12.5 MB tab value came back as a 12.2 MB query string."""
-    at = AppTest.from_function(_huge_picks, default_timeout=TIMEOUT)
+    at = shared_components(AppTest.from_function(_huge_picks, default_timeout=TIMEOUT))
     at.run()
     no_exceptions(at)
     assert dict(at.query_params) == {"experiment": "Masks & padding"}
@@ -410,16 +388,16 @@ def test_trace_says_which_of_a_links_picks_it_could_not_use(decoder):
     were replaced without a word; an unknown tab too."""
     from attnviz.i18n import render
 
-    at = open_link_at({"model": "smollm2", "tr_view": render("trace.tab.patching", "en"),
-                       "tr_where": "heads_pos", "tr_layer": "30", "tr_pair": "zzz"},
-                      "pages/trace.py")
+    at = open_page("pages/trace.py", params={
+        "model": "smollm2", "tr_view": render("trace.tab.patching", "en"),
+        "tr_where": "heads_pos", "tr_layer": "30", "tr_pair": "zzz"})
     assert at.session_state["tr_layer"] == decoder.num_layers - 1
     assert shows(at.sidebar.warning, "link.not_a_choice", name="tr_layer", value="'30'",
                  used=f"'{decoder.num_layers - 1}'")
     assert shows(at.sidebar.warning, "link.not_a_choice", name="tr_pair", value="'zzz'")
     assert at.session_state["tr_where"] == "heads_pos"          # a choice it has: kept, unsaid
     assert len(at.sidebar.warning) == 2
-    tab = open_link_at({"model": "smollm2", "tr_view": "Nope"}, "pages/trace.py")
+    tab = open_page("pages/trace.py", params={"model": "smollm2", "tr_view": "Nope"})
     assert shows(tab.sidebar.warning, "link.not_a_choice", name="tr_view", value="'Nope'")
 
 

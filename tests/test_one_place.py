@@ -109,3 +109,26 @@ def test_the_input_modes_are_one_enum_and_no_module_spells_one_out():
     # a file's settings written with the words still read (the values did not change)
     s = settings.Settings.from_dict({**settings.Settings().to_dict(), "mode": "Q, K, V"})
     assert s.mode == Mode.QKV and type(settings.Settings().mode) is str
+
+
+def test_the_tests_open_the_apps_pages_one_way():
+    """Issue 35: the tests opened a page in AppTest seven ways (one ran Home before every
+    page). tests/apptest_helpers.open_page is now the only one: no other test file builds an
+    AppTest from a file (a script of the test's own, from_function or from_string, is not a
+    page of the app)."""
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    # test_threads.py runs app.py once in a fresh process that imports nothing of the tests
+    allowed = {"apptest_helpers.py", "test_threads.py"}
+    call = "AppTest." + "from_file("                # (not this line)
+    openers = sorted(p.name for p in tests.glob("*.py") if call in p.read_text(encoding="utf-8"))
+    assert "apptest_helpers.py" in openers
+    assert [name for name in openers if name not in allowed] == []
+    # an AppTest of the test's own script finds Streamlit's components once too (see
+    # apptest_helpers.shared_components: otherwise 1-5 s for each)
+    bare = [f"{p.name}: {line.strip()}" for p in sorted(tests.glob("*.py"))
+            for line in p.read_text(encoding="utf-8").splitlines()
+            if any(f"AppTest.{way}(" in line for way in ("from_function", "from_string"))
+            and "shared_components(AppTest." not in line]
+    assert bare == []

@@ -11,7 +11,7 @@ from attnviz.session.build import build_view
 from attnviz.session.settings import Settings
 from attnviz.session.view import current_matrices
 from attnviz.i18n import Message, t
-from tests.apptest_helpers import button, charts, heatmap_z, no_exceptions, open_link, plain
+from tests.apptest_helpers import button, charts, heatmap_z, no_exceptions, open_page, plain
 
 SENTENCE = "The animal didn't cross the street because it was too tired"   # the default
 UNSCALED = dict(scaled=False)    # the default sentence, d_model 16, 4 heads, scaling off
@@ -96,7 +96,7 @@ def link_with_the_huge_cell() -> dict:
 
 @pytest.mark.slow
 def test_from_the_link_inputs_and_weights_shows_the_error_the_editor_and_reset_works():
-    at = open_link(link_with_the_huge_cell(), "pages/inputs.py")
+    at = open_page("pages/inputs.py", params=link_with_the_huge_cell())
     no_exceptions(at)
     assert SHOWN in [plain(e) for e in at.error]
     editor = [d for d in at.dataframe if str(d.key).startswith("editor_w_q_0")]
@@ -115,11 +115,11 @@ def test_from_the_link_inputs_and_weights_shows_the_error_the_editor_and_reset_w
 @pytest.mark.slow
 def test_other_pages_show_the_error_with_a_way_to_the_cell_and_to_reset():
     for page in ("pages/steps.py", "pages/multihead.py", "pages/experiments.py"):
-        at = open_link(link_with_the_huge_cell(), page)
+        at = open_page(page, params=link_with_the_huge_cell())
         no_exceptions(at)
         assert SHOWN in [plain(e) for e in at.error], page
         assert button(at, TO_CELL)
-    at = open_link(link_with_the_huge_cell())                       # Home
+    at = open_page(params=link_with_the_huge_cell())                       # Home
     assert not charts(at)
     button(at, RESET).click().run()
     no_exceptions(at)
@@ -132,7 +132,7 @@ def test_other_pages_show_the_error_with_a_way_to_the_cell_and_to_reset():
 @pytest.mark.slow
 def test_the_button_to_the_cell_opens_inputs_and_weights_at_its_matrix_and_head():
     link = {**link_with_the_huge_cell(), "matrix": "w_v", "edit_head": "1"}
-    at = open_link(link, "pages/steps.py")
+    at = open_page("pages/steps.py", params=link)
     button(at, TO_CELL).click().run()
     no_exceptions(at)
     assert at.session_state["matrix"] == "w_q" and at.session_state["edit_head"] == 0

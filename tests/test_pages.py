@@ -1,13 +1,16 @@
-"""Every page in AppTest: runs on any input, shows the engine's numbers, reacts to edits."""
+"""Every page in AppTest: runs on any input, shows the engine's numbers, reacts to edits.
+
+Tests that only read a page share its run (`runs`, one per distinct opening in this module:
+each page on the default sentence is run once for every test reading it); a test that clicks,
+types or sets a widget opens its own."""
 
 import numpy as np
 import pytest
 
 import attnviz
 from attnviz.tutorials.presets import PRESET_NAMES
-from tests.apptest_helpers import (PAGES, button, chart_bytes, charts, decode, heatmap_z,
-                                   no_exceptions, open_page, page_alone, plain, shown_tokens,
-                                   shows)
+from tests.apptest_helpers import (PAGES, Runs, button, chart_bytes, charts, decode, heatmap_z,
+                                   no_exceptions, open_page, plain, shown_tokens, shows)
 from tests.message_helpers import cell_at
 from attnviz.i18n import Message, t
 
@@ -52,10 +55,14 @@ def assert_first_chart_shows(at, page, x, weights, q0=None):
                                    atol=1e-7, err_msg=page)
 
 
+@pytest.fixture(scope="module")
+def runs():
+    return Runs()
+
+
 @pytest.mark.parametrize("page", PAGES)
-def test_every_page_runs_on_the_default_sentence(page):
-    at = open_page(page)
-    no_exceptions(at)
+def test_every_page_runs_on_the_default_sentence(page, runs):
+    at = runs(page)
     assert not at.error
     x, weights, z, output = by_hand()
     assert_first_chart_shows(at, page, x, weights)
@@ -69,14 +76,13 @@ def test_every_page_runs_on_the_default_sentence(page):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
-def test_a_page_works_alone_from_the_seeded_sentence_or_none(page):
-    at = page_alone(page, sentence="早上好")
-    no_exceptions(at)
+def test_a_page_works_alone_from_the_seeded_sentence_or_none(page, runs):
+    # every opening is the session's first run (open_page): the page alone, nothing before it
+    at = runs(page, sentence="早上好")
     assert any("早" in str(fig) for fig in charts(at))
     x, weights, _, _ = by_hand("早上好")
     assert_first_chart_shows(at, page, x, weights)
-    bare = page_alone(page)
-    no_exceptions(bare)
+    bare = runs(page)
     assert any("animal" in str(fig) for fig in charts(bare))
     x, weights, _, _ = by_hand()
     assert_first_chart_shows(bare, page, x, weights)
@@ -85,11 +91,10 @@ def test_a_page_works_alone_from_the_seeded_sentence_or_none(page):
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize("preset", PRESET_NAMES)
-def test_every_page_runs_on_every_preset(page, preset):
+def test_every_page_runs_on_every_preset(page, preset, runs):
     # on Step by step, the vector view (off on arrival) is what draws the key labels
-    at = open_page(page, mode="Preset", preset=preset,
-                   **({"vector_view": True} if page == "pages/steps.py" else {}))
-    no_exceptions(at)
+    at = runs(page, mode="Preset", preset=preset,
+              **({"vector_view": True} if page == "pages/steps.py" else {}))
     assert not at.error
     p = attnviz.load_preset(preset)
     if page == "pages/inputs.py" and p.weights is None:     # Q, K, V or X given: no weights
@@ -335,8 +340,8 @@ def test_step_page_on_the_pretrained_model_shows_its_real_weights():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", ["pages/home.py", "pages/steps.py", "pages/multihead.py"])
-def test_pages_offer_every_export(page):
-    at = open_page(page)
+def test_pages_offer_every_export(page, runs):
+    at = runs(page)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["NumPy .npz", "CSV files (.zip)", "JSON", "HTML report (offline)"]
     assert all(b.proto.ignore_rerun for b in at.get("download_button"))   # a click: no rerun
@@ -385,8 +390,8 @@ def test_multihead_compares_one_head_on_a_second_sentence():
     assert delta["data"][0]["y"] == ["the", "cat", "sat", "on", "mat"]
 
 
-def test_the_second_sentence_tab_is_only_for_the_sentence_input():
-    at = open_page("pages/multihead.py", mode="Preset", preset="three_inputs")
+def test_the_second_sentence_tab_is_only_for_the_sentence_input(runs):
+    at = runs("pages/multihead.py", mode="Preset", preset="three_inputs")
     assert not at.exception
     assert "Second sentence" not in [t.label for t in at.tabs]
 
@@ -414,10 +419,10 @@ def test_home_says_its_weights_are_random_and_starts_a_tutorial_on_step_by_step(
     assert not shows(at.info, "home.random.notice")
 
 
-def test_the_preset_box_names_each_preset_in_full_sight_with_its_title_below():
+def test_the_preset_box_names_each_preset_in_full_sight_with_its_title_below(runs):
     """Issue 34.10: the presets' titles were cut in the sidebar's box (260 px): the box names
     each by a short name (at most 26 characters fit at 1024 px), its full title below."""
-    at = open_page("pages/home.py", mode="Preset", preset="thinking_machines")
+    at = runs("pages/home.py", mode="Preset", preset="thinking_machines")
     box = at.sidebar.selectbox(key="preset")
     assert box.options == [t(f"preset.{name}.short") for name in PRESET_NAMES]
     assert max(len(name) for name in box.options) <= 26
@@ -425,10 +430,10 @@ def test_the_preset_box_names_each_preset_in_full_sight_with_its_title_below():
                  title=t("preset.thinking_machines.title"))
 
 
-def test_homes_map_links_every_page_and_names_both_real_models():
+def test_homes_map_links_every_page_and_names_both_real_models(runs):
     """Home's map of pages leads to every other page (issue 27.11: it left out Read the model,
     Train and Generate) and its Pretrained card names both models the page runs."""
-    at = open_page("pages/home.py")
+    at = runs("pages/home.py")
     linked = [link.proto.page for link in at.main.get("page_link")]
     assert linked == ["inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
                       "train", "generate"]

@@ -6,7 +6,7 @@ import pytest
 
 from attnviz.app.pretrained_view import EVERY_TOKEN
 from tests.apptest_helpers import (chart_bytes, charts, click_points, decode, heatmap_z,
-                                   no_exceptions, open_page, page_alone, shown_tokens, shows)
+                                   no_exceptions, open_page, shown_tokens, shows)
 
 PAGE = "pages/pretrained.py"
 DEFAULT = "The animal didn't cross the street because it was too tired"
@@ -47,21 +47,21 @@ def labels(fig: dict) -> list[str]:
 
 @pytest.mark.slow
 def test_page_runs_alone_and_shows_the_models_weights(minilm):
-    at = page_alone(PAGE)
+    at = open_page(PAGE)
     no_exceptions(at)
     assert not at.error
     run = minilm.run(DEFAULT)
     assert shown_tokens(at) == run.tokens
     assert len(charts(at)) == 1                  # the first tab only: one head
     np.testing.assert_array_equal(heatmap_z(head_heatmap(at)), run.traces[0].weights[0])
-    at = page_alone(PAGE, pt_view=MODEL_VIEW)
+    at = open_page(PAGE, pt_view=MODEL_VIEW)
     assert len(model_view(at)["data"]) == 72
-    at = page_alone(PAGE, pt_view=HEAD_VIEW)
+    at = open_page(PAGE, pt_view=HEAD_VIEW)
     assert {"[CLS]", "animal", "[SEP]"} <= set(labels(head_view(at)))
 
 
 def test_picking_a_layer_and_head_opens_that_head(minilm):
-    at = page_alone(PAGE, sentence="Thinking machines think about attention", pt_view=ONE_HEAD)
+    at = open_page(PAGE, sentence="Thinking machines think about attention", pt_view=ONE_HEAD)
     at.button_group(key="pt_layer").set_value(3)
     at.button_group(key="pt_head").set_value(7)
     at.run()
@@ -75,27 +75,27 @@ def test_picking_a_layer_and_head_opens_that_head(minilm):
 
 
 def test_the_sidebar_layer_is_the_first_head_opened(minilm):
-    at = page_alone(PAGE, mode="Pretrained model", layer=4, head=2, pt_view=ONE_HEAD)
+    at = open_page(PAGE, mode="Pretrained model", layer=4, head=2, pt_view=ONE_HEAD)
     np.testing.assert_array_equal(heatmap_z(head_heatmap(at)), minilm.trace(DEFAULT)[4].weights[2])
 
 
 @pytest.mark.slow
 def test_chinese_text_shows_its_unknown_characters(minilm):
-    at = page_alone(PAGE, sentence="早上好，今天天气很好")
+    at = open_page(PAGE, sentence="早上好，今天天气很好")
     no_exceptions(at)
     tokens = minilm.tokenize("早上好，今天天气很好")
     assert shown_tokens(at) == tokens
     captions = " ".join(c.value for c in at.caption)
     assert f"{tokens.count('[UNK]')} of these {len(tokens)} tokens are [UNK]" in captions
     # the parsed figure's labels, not its JSON text: plotly may write 天 as \u5929 (issue 18.21)
-    heat = head_heatmap(page_alone(PAGE, sentence="早上好，今天天气很好", pt_view=ONE_HEAD))
+    heat = head_heatmap(open_page(PAGE, sentence="早上好，今天天气很好", pt_view=ONE_HEAD))
     assert any("天" in label for label in heat["data"][0]["x"] + heat["data"][0]["y"])
-    at = page_alone(PAGE, sentence="早上好，今天天气很好", pt_view=HEAD_VIEW)
+    at = open_page(PAGE, sentence="早上好，今天天气很好", pt_view=HEAD_VIEW)
     assert "天" in labels(head_view(at))
 
 
 def test_hiding_cls_and_sep_removes_them_from_every_view(minilm):
-    at = page_alone(PAGE, pt_view=ONE_HEAD)
+    at = open_page(PAGE, pt_view=ONE_HEAD)
     at.checkbox(key="pt_hide_special").check().run()
     no_exceptions(at)
     weights = minilm.trace(DEFAULT)[0].weights[0]                   # (n, n)
@@ -115,7 +115,7 @@ def test_hiding_cls_and_sep_removes_them_from_every_view(minilm):
 
 
 def test_head_view_follows_its_layer_heads_and_token(minilm):
-    at = page_alone(PAGE, pt_view=HEAD_VIEW)
+    at = open_page(PAGE, pt_view=HEAD_VIEW)
     weights = minilm.trace(DEFAULT)[4].weights                       # (12, n, n)
     at.selectbox(key="pt_hv_layer").set_value(4).run()
     expected = {tuple(int(i) for i in idx) for idx in np.argwhere(weights >= 0.05)}
@@ -143,7 +143,7 @@ def label_point(fig: dict, side: str, row: int) -> dict:
 
 def test_clicking_a_token_in_the_head_view_highlights_it_and_again_shows_every_token(minilm):
     # issue 27.10: BertViz lights up a token's lines when it is pointed at
-    at = page_alone(PAGE, pt_view=HEAD_VIEW)
+    at = open_page(PAGE, pt_view=HEAD_VIEW)
     tokens = minilm.tokenize(DEFAULT)
     weights = minilm.trace(DEFAULT)[0].weights                       # (12, n, n)
     every = {tuple(int(i) for i in idx) for idx in np.argwhere(weights >= 0.05)}
@@ -165,7 +165,7 @@ def test_clicking_a_token_in_the_head_view_highlights_it_and_again_shows_every_t
 
 
 def test_a_click_on_a_token_with_cls_and_sep_hidden_highlights_that_token(minilm):
-    at = page_alone(PAGE, pt_view=HEAD_VIEW, pt_hide_special=True)
+    at = open_page(PAGE, pt_view=HEAD_VIEW, pt_hide_special=True)
     tokens = minilm.tokenize(DEFAULT)
     it = tokens.index("it")                                          # its position in the text
     click_points(at, "pt_head_view", [label_point(head_view(at), "queries", it - 1)])
@@ -176,7 +176,7 @@ def test_a_click_on_a_token_with_cls_and_sep_hidden_highlights_that_token(minilm
 
 
 def test_long_text_is_cut_with_a_notice(minilm):
-    at = page_alone(PAGE, sentence=LONG, max_tokens=16, pt_view=ONE_HEAD)
+    at = open_page(PAGE, sentence=LONG, max_tokens=16, pt_view=ONE_HEAD)
     no_exceptions(at)
     assert shows(at.info, "notice.pretrained.truncated", limit=16, pieces=14)
     assert len(shown_tokens(at)) == 16
@@ -186,15 +186,15 @@ def test_long_text_is_cut_with_a_notice(minilm):
 @pytest.mark.slow
 def test_empty_or_unreadable_text_is_an_error_not_a_crash():
     for text in ("   ", "\u200b\u200b"):
-        at = page_alone(PAGE, sentence=text)
+        at = open_page(PAGE, sentence=text)
         no_exceptions(at)
         assert at.error and "Cannot run the model" in at.error[0].value
 
 
 @pytest.mark.parametrize("view", [ONE_HEAD, HEAD_VIEW, "no such view"])
 def test_stale_or_foreign_widget_values_do_not_break_the_page(view):
-    at = page_alone(PAGE, pt_layer=99, pt_head="x", pt_hv_heads=[40], pt_hv_token=999,
-                    pt_hv_layer=7, pt_hide_special="yes", layer=-3, pt_view=view)
+    at = open_page(PAGE, pt_layer=99, pt_head="x", pt_hv_heads=[40], pt_hv_token=999, pt_hv_layer=7,
+                   pt_hide_special="yes", layer=-3, pt_view=view)
     no_exceptions(at)
     assert len(charts(at)) == 1
     if view == ONE_HEAD:
@@ -206,7 +206,7 @@ def test_stale_or_foreign_widget_values_do_not_break_the_page(view):
 @pytest.mark.slow
 @pytest.mark.parametrize("view", [MODEL_VIEW, ONE_HEAD, HEAD_VIEW])
 def test_payload_for_128_tokens_is_under_the_budget(view):
-    at = page_alone(PAGE, sentence=LONG, max_tokens=128, pt_view=view)
+    at = open_page(PAGE, sentence=LONG, max_tokens=128, pt_view=view)
     no_exceptions(at)
     if view == ONE_HEAD:
         assert len(head_heatmap(at)["data"][0]["y"]) == 128
@@ -246,16 +246,16 @@ def test_learners_on_the_same_text_share_the_figures(monkeypatch):
                                                                      _real(*a, **k))[1])
     text = "Ten learners share one figure of this sentence"
     for view in (MODEL_VIEW, MODEL_VIEW, HEAD_VIEW, HEAD_VIEW, MODEL_VIEW):
-        no_exceptions(page_alone(PAGE, sentence=text, pt_view=view))
+        no_exceptions(open_page(PAGE, sentence=text, pt_view=view))
     assert built == ["model_view", "head_view"]
-    at = page_alone(PAGE, sentence=text + " and one more", pt_view=MODEL_VIEW)
+    at = open_page(PAGE, sentence=text + " and one more", pt_view=MODEL_VIEW)
     assert built == ["model_view", "head_view", "model_view"]
     assert len(model_view(at)["data"]) == 72
 
 
 def test_a_second_sentence_shows_the_same_head_and_the_difference(minilm):
     other = "The animal didn't cross the road because it was too wide"
-    at = page_alone(PAGE, pt_view=ONE_HEAD, pt_layer=2, pt_head=4)
+    at = open_page(PAGE, pt_view=ONE_HEAD, pt_layer=2, pt_head=4)
     assert len(charts(at)) == 1                              # empty by default: off
     at.text_input(key="pt_compare").input(other).run()
     no_exceptions(at)

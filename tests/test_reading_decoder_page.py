@@ -11,8 +11,8 @@ import pytest
 
 from attnviz.i18n import t
 from attnviz.models import decoder_reading
-from tests.apptest_helpers import (charts, click_points, decode, heatmap_z, no_exceptions,
-                                   page_alone, shown_tokens, shows)
+from tests.apptest_helpers import (Runs, charts, click_points, decode, heatmap_z, no_exceptions,
+                                   open_page, shown_tokens, shows)
 from tests.i18n_walker import english_sentences, visible_texts
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
@@ -27,10 +27,21 @@ def run(decoder):
 
 
 def decoder_page(**state):
-    at = page_alone(PAGE, model="smollm2", sentence=TEXT, **state)
-    no_exceptions(at)
+    at = open_page(PAGE, model="smollm2", sentence=TEXT, **state)
     assert not at.error
     return at
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """The page on SmolLM2 and TEXT, one run per state shared by the tests that only read it."""
+    runs = Runs()
+
+    def page(**state):
+        at = runs(PAGE, model="smollm2", sentence=TEXT, **state)
+        assert not at.error
+        return at
+    return page
 
 
 def titled(at, start: str) -> dict:
@@ -62,7 +73,7 @@ def test_the_page_reads_smollm2_when_the_sidebar_chose_it(run):
     for token in run.tokens:                     # a space at either end written ␣ (34.8)
         core = token.strip(" ")
         assert "␣" * (len(token) - len(token.lstrip(" "))) + core in line
-    minilm = page_alone(PAGE, sentence=TEXT, rd_view="Rollout")
+    minilm = open_page(PAGE, sentence=TEXT, rd_view="Rollout")
     assert "all-MiniLM-L6-v2" in minilm.caption[0].value
 
 
@@ -84,8 +95,8 @@ def test_rollout_is_causal_and_is_the_product_of_the_layers(torch, run):
     assert bars[9:].max() == 0                # row 8 holds nothing of a later token
 
 
-def test_value_weighted_shows_the_runs_value_norms_and_the_first_tokens_share(run):
-    at = decoder_page(rd_view="Value-weighted", vw_layer=4, vw_head=7)
+def test_value_weighted_shows_the_runs_value_norms_and_the_first_tokens_share(run, shared):
+    at = shared(rd_view="Value-weighted", vw_layer=4, vw_head=7)
     np.testing.assert_allclose(heatmap_z(titled(at, "Layer 4, head 7: ‖α f(x)‖")),
                                run.value_norms[4, 7], rtol=1e-6)
     np.testing.assert_array_equal(heatmap_z(titled(at, "Layer 4, head 7: weights")),
@@ -98,11 +109,11 @@ def test_value_weighted_shows_the_runs_value_norms_and_the_first_tokens_share(ru
     assert table["share of weight"].sum() == pytest.approx(1)        # the groups: every key
 
 
-def test_a_group_of_keys_the_text_lacks_shows_a_dash_not_none(run):
+def test_a_group_of_keys_the_text_lacks_shows_a_dash_not_none(run, shared):
     # issue 27, item 7: the text has no punctuation token, so that group holds no key and
     # takes no weight: there is no ratio to show, and the table said "None"
     assert all(any(c.isalnum() for c in token) for token in run.tokens)
-    at = decoder_page(rd_view="Value-weighted", vw_layer=4, vw_head=7)
+    at = shared(rd_view="Value-weighted", vw_layer=4, vw_head=7)
     table = frame_with(at, "share of weight").set_index("keys")
     assert not table.isna().any().any(), table                # nothing drawn as "None"
     empty = table.loc["punctuation"]
@@ -203,8 +214,7 @@ def test_a_ranking_under_way_leaves_the_page_usable_and_stops_when_nobody_waits(
             ended.set()
 
     monkeypatch.setattr(decoder_reading, "single_head_logprobs", slowly)
-    at = page_alone(PAGE, model="smollm2", sentence="A ranking stopped half way",
-                    rd_view="Ablation")
+    at = open_page(PAGE, model="smollm2", sentence="A ranking stopped half way", rd_view="Ablation")
     assert queue.started == 0 and not layers_done
     at.button(key="ab_rank").click().run()
     no_exceptions(at)
@@ -221,9 +231,8 @@ def frame_has(at, column: str) -> bool:
 
 
 @pytest.mark.parametrize("tab", ["注意力展开", "值加权", "头的统计", "消融", "logit 透镜"])
-def test_each_decoder_view_in_chinese_has_no_english_sentence(tab):
-    at = page_alone(PAGE, model="smollm2", sentence=TEXT, lang="zh", rd_view=tab)
-    no_exceptions(at)
+def test_each_decoder_view_in_chinese_has_no_english_sentence(tab, shared):
+    at = shared(lang="zh", rd_view=tab)
     texts = visible_texts(at)
     assert any(t.where.startswith("chart") for t in texts)
     assert english_sentences(texts, ignore=shown_tokens(at)) == []
@@ -233,7 +242,7 @@ def test_each_decoder_view_in_chinese_has_no_english_sentence(tab):
 @pytest.mark.parametrize("lang, expected", [("en", "Type a sentence in the sidebar"),
                                             ("zh", "请在侧边栏输入一个句子")])
 def test_an_empty_sentence_says_so_in_the_readers_language(lang, expected):
-    at = page_alone(PAGE, model="smollm2", sentence="", lang=lang)
+    at = open_page(PAGE, model="smollm2", sentence="", lang=lang)
     no_exceptions(at)
     assert [i.value for i in at.info if expected in i.value and "SmolLM2" in i.value]
     assert not at.error and not at.tabs
@@ -265,11 +274,10 @@ def test_a_typed_item_that_is_no_head_is_named_and_nothing_is_switched_off():
     np.testing.assert_array_equal(heatmap_z(titled(at, "Heads in use")), np.ones((30, 9)))
 
 
-def test_the_ablation_maps_axis_titles_stand_off_their_labels():
+def test_the_ablation_maps_axis_titles_stand_off_their_labels(shared):
     # issue 27.13: "层" (zh), a rotated title, touched the layers' tick labels; plotly moves a
     # title off its labels by title.standoff only where the axis grows its margin (automargin)
-    at = page_alone(PAGE, model="smollm2", sentence=TEXT, lang="zh", rd_view="消融")
-    no_exceptions(at)
+    at = shared(lang="zh", rd_view="消融")
     from attnviz.i18n import use_language
     with use_language("zh"):
         fig = titled(at, t("reading.ablation.map.title"))
@@ -292,7 +300,7 @@ def test_the_logit_lens_grid_ends_in_the_models_own_next_tokens(decoder):
     from attnviz.describe.labels import token_shown
 
     run = decoder.run(LENS_TEXT)
-    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens")
+    at = open_page(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens")
     no_exceptions(at)
     assert not at.error
     assert "Logit lens" in [tab.label for tab in at.tabs]
@@ -319,8 +327,8 @@ def test_the_logit_lens_grid_ends_in_the_models_own_next_tokens(decoder):
 
 
 def test_the_logit_lens_after_each_attention_sublayer(decoder):
-    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens",
-                    lens_sublayers=True)
+    at = open_page(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens",
+                   lens_sublayers=True)
     no_exceptions(at)
     assert not at.error
     rows = titled(at, "Logit lens")["data"][0]["y"]
@@ -332,8 +340,8 @@ def test_the_logit_lens_coloured_by_the_models_answer(torch, hf_decoder, decoder
     """Coloured by the answer: each cell is the probability of the position's final top token
     at that layer, as transformers' norm and lm_head give it on its hidden states."""
     model, _ = hf_decoder
-    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens",
-                    lens_colour="target")
+    at = open_page(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens",
+                   lens_colour="target")
     no_exceptions(at)
     assert not at.error
     z = heatmap_z(titled(at, "Logit lens"))                    # (L + 1, n)
@@ -366,7 +374,7 @@ def test_a_click_on_a_lens_cell_picks_it(torch, hf_decoder, decoder):
     10 at that layer, as transformers' hidden state after that layer through its norm and
     lm_head gives them."""
     model, _ = hf_decoder
-    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens")
+    at = open_page(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens")
     no_exceptions(at)
     ids = decoder.encode(LENS_TEXT)
     _click_cell(at, row=13, position=3)                      # after layer 12, position 3
@@ -386,8 +394,8 @@ def test_a_click_on_a_lens_cell_picks_it(torch, hf_decoder, decoder):
 
 
 def test_a_click_on_an_attention_row_reads_that_layer_before_its_mlp(decoder):
-    at = page_alone(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens",
-                    lens_sublayers=True)
+    at = open_page(PAGE, model="smollm2", sentence=LENS_TEXT, rd_view="Logit lens",
+                   lens_sublayers=True)
     no_exceptions(at)
     rows = titled(at, "Logit lens")["data"][0]["y"]
     row = rows.index("after attention 4")                     # between after layer 3 and 4

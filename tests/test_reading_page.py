@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from attnviz import attention_rollout, head_stats
-from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, page_alone, shown_tokens
+from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page, shown_tokens
 
 PAGE = "pages/reading.py"
 DEFAULT = "The animal didn't cross the street because it was too tired"
@@ -37,7 +37,7 @@ def frame_with(at, column: str) -> pd.DataFrame:
 def test_each_tab_runs_alone(tab, minilm):
     """Each tab, alone from seeded state, shows the model's tokens and its first numbers: the
     API's own (separately tested) functions on the real model, computed here."""
-    at = page_alone(PAGE, rd_view=tab, ab_other=OTHER)
+    at = open_page(PAGE, rd_view=tab, ab_other=OTHER)
     no_exceptions(at)
     assert not at.error
     assert at.tabs                                     # the page's tabs are there
@@ -66,7 +66,7 @@ def test_each_tab_runs_alone(tab, minilm):
 
 @pytest.mark.slow
 def test_rollout_is_attention_rollout_of_the_run(minilm):
-    at = page_alone(PAGE, rd_view="Rollout", ro_layer=3, ro_residual=False, ro_token=4)
+    at = open_page(PAGE, rd_view="Rollout", ro_layer=3, ro_residual=False, ro_token=4)
     no_exceptions(at)
     run = minilm.run(DEFAULT)
     rollout = attention_rollout(run.attentions, residual=False)
@@ -84,7 +84,7 @@ def test_rollout_is_attention_rollout_of_the_run(minilm):
 
 @pytest.mark.slow
 def test_value_weighted_heatmap_is_the_runs_value_norms(minilm):
-    at = page_alone(PAGE, rd_view="Value-weighted", vw_layer=2, vw_head=5)
+    at = open_page(PAGE, rd_view="Value-weighted", vw_layer=2, vw_head=5)
     no_exceptions(at)
     run = minilm.run(DEFAULT)
     norms = heatmap_z(titled(at, "Layer 2, head 5: ‖α f(x)‖"))
@@ -103,7 +103,7 @@ def test_value_weighted_heatmap_is_the_runs_value_norms(minilm):
 
 @pytest.mark.slow
 def test_head_statistics_table_is_head_stats(minilm):
-    at = page_alone(PAGE, rd_view="Head statistics", hs_column="on_sep")
+    at = open_page(PAGE, rd_view="Head statistics", hs_column="on_sep")
     no_exceptions(at)
     run = minilm.run(DEFAULT)
     shown = frame_with(at, "entropy")
@@ -118,7 +118,7 @@ def test_head_statistics_table_is_head_stats(minilm):
 
 @pytest.mark.slow
 def test_switching_heads_off_shows_the_ablated_similarity(minilm):
-    at = page_alone(PAGE, rd_view="Ablation", ab_other=OTHER)
+    at = open_page(PAGE, rd_view="Ablation", ab_other=OTHER)
     no_exceptions(at)
     a, b = minilm.embed(DEFAULT), minilm.embed(OTHER)
     assert float(metric(at, "Similarity")) == pytest.approx(a @ b, abs=1e-4)
@@ -137,7 +137,7 @@ def test_switching_heads_off_shows_the_ablated_similarity(minilm):
 
 @pytest.mark.slow
 def test_rank_every_head_matches_head_ablation_effects(minilm):
-    at = page_alone(PAGE, rd_view="Ablation", ab_other="A cat sat on the mat.")
+    at = open_page(PAGE, rd_view="Ablation", ab_other="A cat sat on the mat.")
     at.button(key="ab_rank").click().run()
     no_exceptions(at)
     expected = minilm.head_ablation_effects(DEFAULT, "A cat sat on the mat.", max_tokens=64)
@@ -149,7 +149,7 @@ def test_rank_every_head_matches_head_ablation_effects(minilm):
     assert change[expected["layer"][0], expected["head"][0]] == pytest.approx(
         expected["change"][0])
     # a second learner on the same pair sees it without clicking (cached for every session)
-    again = page_alone(PAGE, rd_view="Ablation", ab_other="A cat sat on the mat.")
+    again = open_page(PAGE, rd_view="Ablation", ab_other="A cat sat on the mat.")
     assert len(frame_with(again, "change")) == 10
 
 
@@ -159,7 +159,7 @@ USER_TEXT = "<b>x</b> [a](http://e.x)"
 @pytest.mark.slow
 @pytest.mark.parametrize("tab", TABS)
 def test_markdown_and_html_in_user_text_show_literally(tab):
-    at = page_alone(PAGE, sentence=USER_TEXT, rd_view=tab, ab_other=USER_TEXT)
+    at = open_page(PAGE, sentence=USER_TEXT, rd_view=tab, ab_other=USER_TEXT)
     no_exceptions(at)
     assert "<" in shown_tokens(at) and "[" in shown_tokens(at)
     for element in [*at.markdown, *at.caption]:
@@ -195,7 +195,7 @@ def test_with_every_head_the_similarity_is_one_number_on_the_tokens_the_model_re
     """Issue 18 item 8: for long texts the metric read 256 tokens (0.0245) while the ranking
     read 64 (0.0187). Both must be one number, on the same first 64 tokens (the sidebar's
     limit), as transformers computes it."""
-    at = page_alone(PAGE, sentence=LONG, rd_view="Ablation", ab_other=LONG_OTHER)
+    at = open_page(PAGE, sentence=LONG, rd_view="Ablation", ab_other=LONG_OTHER)
     at.button(key="ab_rank").click().run()
     no_exceptions(at)
     on_64 = sentence_transformers_similarity(hf, LONG, LONG_OTHER, 64)
@@ -215,12 +215,13 @@ def test_the_second_sentence_starts_in_the_interfaces_language_and_follows_a_swi
     Chinese sentence; an untouched default becomes the other language's default in that
     language; a typed sentence stays as typed."""
     from attnviz.app import keys
-    from tests.apptest_helpers import page_in
+    from tests.apptest_helpers import open_page
 
     cjk = re.compile(r"[\u4e00-\u9fff]")
-    chinese = page_in(PAGE, "zh", rd_view="Ablation").session_state[keys.AB_OTHER]
+    zh = open_page(PAGE, params={"lang": "zh"}, rd_view="Ablation")
+    chinese = zh.session_state[keys.AB_OTHER]
     assert cjk.search(chinese) and not re.search(r"[A-Za-z]", chinese)
-    at = page_in(PAGE, "en", rd_view="Ablation", ab_other=chinese)
+    at = open_page(PAGE, params={"lang": "en"}, rd_view="Ablation", ab_other=chinese)
     assert at.session_state[keys.AB_OTHER] == OTHER
-    at = page_in(PAGE, "zh", rd_view="Ablation", ab_other="Two cats slept.")
+    at = open_page(PAGE, params={"lang": "zh"}, rd_view="Ablation", ab_other="Two cats slept.")
     assert at.session_state[keys.AB_OTHER] == "Two cats slept."

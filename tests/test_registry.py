@@ -17,7 +17,7 @@ import pytest
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.models import registry
-from tests.apptest_helpers import no_exceptions, open_page, page_alone, shows
+from tests.apptest_helpers import no_exceptions, open_page, shows
 from tests.subprocess_helpers import run_without
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,8 +174,7 @@ def test_the_pretrained_model_pages_views(entry, tab):
     and only for it."""
     from attnviz.app import keys
 
-    at = ok(page_alone("pages/pretrained.py", model=entry.name, sentence=TEXT,
-                       pt_view=t(tab)))
+    at = ok(open_page("pages/pretrained.py", model=entry.name, sentence=TEXT, pt_view=t(tab)))
     assert at.get("plotly_chart")
     compare = keyed(at.text_input, keys.PT_COMPARE)
     assert len(compare) == (tab == "pretrained.tab.one_head"
@@ -191,8 +190,8 @@ def test_the_read_the_model_pages_views(entry, tab):
     (a target to pick) or on the sentence embedding (another sentence), as the entry offers."""
     from attnviz.app import keys
 
-    at = ok(page_alone("pages/reading.py", model=entry.name, sentence=TEXT,
-                       rd_view=t(f"reading.tab.{tab}")))
+    at = ok(open_page("pages/reading.py", model=entry.name, sentence=TEXT,
+                      rd_view=t(f"reading.tab.{tab}")))
     assert at.get("plotly_chart")
     offered = [shown.label for shown in at.tabs]
     assert (t("reading.tab.lens") in offered) == entry.supports(registry.LENS)
@@ -213,8 +212,7 @@ def test_the_step_pages_show_every_models_last_layer(entry, page):
     """The layer pages run on the entry's last layer, with its heads; a causal model's mask is
     said, an encoder's is not."""
     last = entry.num_layers - 1
-    at = ok(page_alone(page, mode="Pretrained model", model=entry.name, sentence=TEXT,
-                       layer=last))
+    at = ok(open_page(page, mode="Pretrained model", model=entry.name, sentence=TEXT, layer=last))
     if page == "pages/multihead.py":
         assert shows(at.caption, "decoder_view.causal", model=entry.shown) == entry.causal
         heads = {int(h) for c in at.get("plotly_chart") for h in _head_numbers(c)}

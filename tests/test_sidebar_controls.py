@@ -7,23 +7,12 @@ the settings that do not apply there are disabled, each saying why."""
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.apptest_helpers import PAGES, ROOT, TIMEOUT, charts, no_exceptions, open_page
+from tests.apptest_helpers import PAGES, charts, no_exceptions, open_page
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
 
 DRAWING_PAGES = (*PAGES, "pages/experiments.py")      # every page that uses d_model and heads
 REAL_MODEL_PAGES = ("pages/pretrained.py", "pages/reading.py")
-
-
-def with_sidebar(page: str, **state) -> AppTest:
-    """`page` as the session's first run, inside the app, sidebar included."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    for key, value in state.items():
-        at.session_state[key] = value
-    if page != "pages/home.py":
-        at.switch_page(page)
-    at.run()
-    return at
 
 
 def sidebar_widget(at: AppTest, label: str):
@@ -36,7 +25,7 @@ def sidebar_widget(at: AppTest, label: str):
 # ---- item 4: d_model and Heads ------------------------------------------------------------------
 
 def test_plus_on_d_model_with_4_heads_lands_on_a_multiple_of_4_that_every_page_draws():
-    at = with_sidebar("pages/home.py")                       # d_model 16, 4 heads
+    at = open_page("pages/home.py")                       # d_model 16, 4 heads
     assert at.session_state["num_heads"] == 4
     at.sidebar.number_input(key="d_model").increment().run()
     no_exceptions(at)
@@ -48,7 +37,7 @@ def test_plus_on_d_model_with_4_heads_lands_on_a_multiple_of_4_that_every_page_d
         no_exceptions(other)
         assert not other.error, (page, [e.value for e in other.error])
         assert charts(other), page
-    at = with_sidebar("pages/home.py", d_model=d_model)
+    at = open_page("pages/home.py", d_model=d_model)
     at.sidebar.number_input(key="d_model").decrement().run()
     assert at.session_state["d_model"] == d_model - 4 and charts(at) and not at.error
 
@@ -57,21 +46,21 @@ def test_plus_on_d_model_with_4_heads_lands_on_a_multiple_of_4_that_every_page_d
     (12, [1, 2, 3, 4, 6, 12]), (16, [1, 2, 4, 8, 16]), (7, [1, 7]), (96, [1, 2, 3, 4, 6, 8, 12, 16]),
 ])
 def test_heads_offers_only_counts_that_divide_d_model(d_model, offered):
-    at = with_sidebar("pages/home.py", d_model=d_model, num_heads=1)
+    at = open_page("pages/home.py", d_model=d_model, num_heads=1)
     no_exceptions(at)
     heads = at.sidebar.selectbox(key="num_heads")
     assert [int(o) for o in heads.options] == offered
 
 
 def test_with_d_k_set_by_hand_every_count_of_heads_and_every_d_model_step_is_offered():
-    at = with_sidebar("pages/home.py", d_model=16, num_heads=4, d_k=3)
+    at = open_page("pages/home.py", d_model=16, num_heads=4, d_k=3)
     assert [int(o) for o in at.sidebar.selectbox(key="num_heads").options] == list(range(1, 17))
     at.sidebar.number_input(key="d_model").increment().run()
     assert at.session_state["d_model"] == 17 and not at.error and charts(at)
 
 
 def test_a_d_model_that_does_not_divide_offers_the_nearest_ones_in_one_click():
-    at = with_sidebar("pages/home.py", d_model=18, num_heads=4)    # typed, or from a link
+    at = open_page("pages/home.py", d_model=18, num_heads=4)    # typed, or from a link
     no_exceptions(at)
     assert any("d_model 18 does not divide by 4 heads" in w.value for w in at.sidebar.warning)
     labels = [b.label for b in at.sidebar.button]
@@ -82,14 +71,14 @@ def test_a_d_model_that_does_not_divide_offers_the_nearest_ones_in_one_click():
     no_exceptions(at)
     assert at.session_state["d_model"] == 20 and at.session_state["num_heads"] == 4
     assert not at.error and charts(at)
-    at = with_sidebar("pages/home.py", d_model=18, num_heads=4)
+    at = open_page("pages/home.py", d_model=18, num_heads=4)
     next(b for b in at.sidebar.button if b.label == "3 heads").click().run()
     assert at.session_state["d_model"] == 18 and at.session_state["num_heads"] == 3
     assert not at.error and charts(at)
 
 
 def test_a_matrix_x_whose_width_does_not_divide_offers_a_count_of_heads_that_does():
-    at = with_sidebar("pages/home.py", mode="Matrix X", x_text="1 2 3\n4 5 6", num_heads=2)
+    at = open_page("pages/home.py", mode="Matrix X", x_text="1 2 3\n4 5 6", num_heads=2)
     # 1 and 3 divide X's width 3; 2, the user's, stays offered while the warning says why
     assert at.sidebar.selectbox(key="num_heads").options == ["1", "2", "3"]
     assert any("does not divide by 2 heads" in w.value for w in at.sidebar.warning)
@@ -108,7 +97,7 @@ NOT_USED_HERE = ("Input", "d_model", "Heads", "d_k", "Initialisation", "Seed", "
 
 @pytest.mark.parametrize("page", REAL_MODEL_PAGES)
 def test_on_the_pretrained_model_pages_settings_that_do_nothing_are_disabled_and_say_why(page):
-    at = with_sidebar(page, num_heads=8, d_model=32, seed=7, init="gaussian")
+    at = open_page(page, num_heads=8, d_model=32, seed=7, init="gaussian")
     no_exceptions(at)
     assert at.title[0].value in ("Pretrained model", "Read the model")
     for label in NOT_USED_HERE:
@@ -126,6 +115,6 @@ def test_on_the_pretrained_model_pages_settings_that_do_nothing_are_disabled_and
 
 
 def test_on_home_the_same_settings_are_enabled():
-    at = with_sidebar("pages/home.py")
+    at = open_page("pages/home.py")
     for label in ("d_model", "Heads", "Initialisation", "Seed", "Input"):
         assert not sidebar_widget(at, label).disabled, label

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.app import main
 from attnviz.i18n import use_language
+from tests.apptest_helpers import shared_components
 from tests.i18n_walker import visible_texts
 
 MINILM_ONLY = ("all-MiniLM-L6-v2", "WordPiece", "[CLS]", "[SEP]")
@@ -22,7 +23,7 @@ def real_model_sidebar():
 
 
 def sidebar_texts(model: str, lang: str) -> list:
-    at = AppTest.from_function(real_model_sidebar, default_timeout=240)
+    at = shared_components(AppTest.from_function(real_model_sidebar, default_timeout=240))
     at.session_state["model"] = model
     at.session_state["lang"] = lang
     with use_language(lang):

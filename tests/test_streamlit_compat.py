@@ -20,9 +20,9 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.app import keys, streamlit_compat
 from attnviz.i18n import t, use_language
-from tests.apptest_helpers import ROOT, TIMEOUT, no_exceptions, page_alone
+from tests.apptest_helpers import ROOT, TIMEOUT, no_exceptions, open_page, shared_components
 from tests.browser_helpers import free_port, running_app, stop_process, wait_healthy
-from tests.stream_client import open_page
+from tests.stream_client import open_page as open_streamed
 
 # ---- in_script_run, session_id: the thread's ScriptRunContext ---------------------------------
 
@@ -55,7 +55,8 @@ def _script_and_a_thread() -> None:      # an AppTest script: what each side see
 
 
 def test_a_script_run_has_a_session_id_and_a_thread_it_starts_has_none():
-    at = AppTest.from_function(_script_and_a_thread, default_timeout=TIMEOUT).run()
+    at = shared_components(AppTest.from_function(_script_and_a_thread, default_timeout=TIMEOUT))
+    at.run()
     no_exceptions(at)
     seen = at.session_state["seen"]
     in_run, session = seen["script"]
@@ -127,7 +128,7 @@ def test_a_session_is_connected_until_its_browser_goes_and_the_learner_there_for
     try:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, server)
-        seen = open_page(url, "home")              # returns when the run ends, and leaves
+        seen = open_streamed(url, "home")          # returns when the run ends, and leaves
         left = time.monotonic()                    # the same clock as the server's
         assert not seen["exceptions"], seen["exceptions"]
         time.sleep(grace + 2)
@@ -151,7 +152,7 @@ def test_a_page_file_run_first_runs_the_app_around_itself():
     """AppTest starts every run in Streamlit's folder mode (a pages/ folder beside app.py), as
     a fresh server's first request: pages/steps.py runs by itself, then, through
     attnviz.app.main.page_file, the app's navigation (which picks this page) and sidebar."""
-    at = page_alone("pages/steps.py")
+    at = open_page("pages/steps.py")
     no_exceptions(at)
     assert at.title[0].value == t("steps.title")
     assert at.sidebar.text_input(key=keys.SENTENCE).label == t("sidebar.sentence.label")
@@ -175,7 +176,7 @@ def test_a_fresh_servers_first_request_to_a_page_gets_the_whole_app():
         sentence = t("sidebar.sentence.label")
     with running_app() as url:
         for page, heading in (("multihead", "multihead.title"), ("steps", "steps.title")):
-            seen = open_page(url, page)
+            seen = open_streamed(url, page)
             assert not seen["exceptions"], seen["exceptions"]
             with use_language("en"):
                 assert t(heading) in seen["titles"], seen["titles"]

@@ -14,7 +14,7 @@ import pytest
 from attnviz.app import links
 from attnviz.app.text import MAX_MATRIX_CHARS, MAX_PROMPT_CHARS, MAX_TEXT_CHARS
 from attnviz.io.matrix_files import matrix_to_text
-from tests.apptest_helpers import no_exceptions, open_page, page_in, plain
+from tests.apptest_helpers import no_exceptions, open_page, plain
 
 WORDS = " ".join(f"w{i}" for i in range(600))
 WIDE = dict(sentence=WORDS, max_tokens=512, d_model=1024, num_heads=1)   # X is 512 × 1024
@@ -49,7 +49,7 @@ def text_boxes(at) -> dict[str, int]:
      {"mh_compare": MAX_TEXT_CHARS}),
 ])
 def test_every_text_box_has_its_limit(page, lang, state, expected):
-    at = page_in(page, lang, **state)
+    at = open_page(page, params={"lang": lang}, **state)
     boxes = text_boxes(at)
     for key, limit in expected.items():
         assert boxes.get(key) == limit, (key, boxes)
@@ -69,7 +69,8 @@ def test_the_limits_are_what_the_app_can_use():
 
 
 def test_text_put_in_the_session_beyond_the_box_is_cut_before_the_box_is_drawn():
-    at = page_in("pages/home.py", "en", mode="Matrix X", x_text="1 2\n" * 2_000_000)
+    at = open_page("pages/home.py", params={"lang": "en"}, mode="Matrix X",
+                   x_text="1 2\n" * 2_000_000)
     no_exceptions(at)
     assert len(at.session_state["x_text"]) == MAX_MATRIX_CHARS
     said = [plain(w) for w in at.sidebar.warning]
@@ -78,12 +79,13 @@ def test_text_put_in_the_session_beyond_the_box_is_cut_before_the_box_is_drawn()
 
 @pytest.mark.slow
 def test_a_full_box_says_so_and_a_shorter_one_does_not():
-    at = page_in("pages/home.py", "en", sentence="a " * (MAX_TEXT_CHARS // 2))
+    at = open_page("pages/home.py", params={"lang": "en"}, sentence="a " * (MAX_TEXT_CHARS // 2))
     assert len(at.session_state["sentence"]) == MAX_TEXT_CHARS
     assert any("at most 20,000 characters" in plain(w) for w in at.sidebar.warning)
-    at = page_in("pages/home.py", "en", sentence="a " * (MAX_TEXT_CHARS // 2 - 1))
+    at = open_page("pages/home.py", params={"lang": "en"},
+                   sentence="a " * (MAX_TEXT_CHARS // 2 - 1))
     assert not any("characters" in plain(w) for w in at.sidebar.warning)
-    at = page_in("pages/home.py", "zh", sentence="a " * (MAX_TEXT_CHARS // 2))
+    at = open_page("pages/home.py", params={"lang": "zh"}, sentence="a " * (MAX_TEXT_CHARS // 2))
     assert any("最多容纳 20,000 个字符" in plain(w) for w in at.sidebar.warning)
 
 

@@ -4,7 +4,7 @@ and without a run, or from a link, the pages explain instead of failing."""
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
+
 
 from attnviz.session.settings import TOY_MODE
 from attnviz.session.view import NO_TOY_RUN
@@ -12,8 +12,8 @@ from attnviz.i18n import t
 from attnviz.app import keys
 from attnviz.app.toy_view import EDITED_ROW as EDITED_ID
 from attnviz.i18n import render
-from tests.apptest_helpers import (PAGES, ROOT, TIMEOUT, button, charts, decode, heatmap_z,
-                                   no_exceptions, open_page, plain, shows)
+from tests.apptest_helpers import (PAGES, button, charts, decode, heatmap_z, no_exceptions,
+                                   open_page, plain, shows)
 from tests.lazy import LazyModule
 
 toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
@@ -121,11 +121,7 @@ def test_the_sidebar_without_a_run_says_so_and_keeps_working():
 
 @pytest.mark.slow
 def test_a_link_to_the_toy_model_falls_back_with_a_notice():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params["mode"] = TOY_MODE
-    at.query_params["edits"] = "not for this model"
-    at.run()
-    no_exceptions(at)
+    at = open_page(params={"mode": TOY_MODE, "edits": "not for this model"})
     assert at.session_state["mode"] == "Sentence"
     assert shows(at.warning, "link.toy_mode", mode=repr(TOY_MODE))
     assert not at.error and charts(at)

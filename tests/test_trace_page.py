@@ -16,8 +16,8 @@ from attnviz.app import keys
 from attnviz.i18n import render, use_language
 from attnviz.models import heavy
 from attnviz.tutorials.patching_pairs import patching_pair
-from tests.apptest_helpers import (charts, heatmap_z, no_exceptions, open_link, page_in,
-                                   plain, record_downloads, shows)
+from tests.apptest_helpers import (charts, heatmap_z, no_exceptions, open_page, plain,
+                                   record_downloads, shows)
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +42,8 @@ def patched(at):
 
 
 def patching_page(lang: str = "en", **state):
-    return page_in("pages/trace.py", lang, model="smollm2",
-                   tr_view=render("trace.tab.patching", lang), **state)
+    return open_page("pages/trace.py", params={"lang": lang}, model="smollm2",
+                     tr_view=render("trace.tab.patching", lang), **state)
 
 
 def effect_maps(at) -> list[dict]:
@@ -52,7 +52,7 @@ def effect_maps(at) -> list[dict]:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_minilm_is_said_and_one_click_gives_the_language_model(lang):
-    at = page_in("pages/trace.py", lang)
+    at = open_page("pages/trace.py", params={"lang": lang})
     assert at.session_state[keys.MODEL] == "minilm"
     assert not at.tabs
     [button] = [b for b in at.button if b.key == keys.TR_USE_LM]
@@ -232,10 +232,10 @@ def test_a_link_that_was_patched_restores_the_form_but_patches_nothing():
     word saying to press it; no job reaches the server's queue."""
     queue = heavy.default_queue()
     started = queue.started
-    at = open_link({"model": "smollm2", "tr_pair": "custom", "tr_where": "mlp",
-                    "tr_clean": "The cat sat on the mat", "tr_corrupted": "The dog sat on the mat",
-                    "tr_ran": "1", "tr_view": render("trace.tab.patching", "en")},
-                   "pages/trace.py")
+    at = open_page("pages/trace.py", params={
+        "model": "smollm2", "tr_pair": "custom", "tr_where": "mlp",
+        "tr_clean": "The cat sat on the mat", "tr_corrupted": "The dog sat on the mat",
+        "tr_ran": "1", "tr_view": render("trace.tab.patching", "en")})
     no_exceptions(at)
     assert at.text_input(key=keys.TR_CLEAN).value == "The cat sat on the mat"
     assert shows(at.info, "trace.patch.from_link")
@@ -258,8 +258,8 @@ def test_a_link_of_a_patched_view_patches_again_in_a_fresh_session(torch, hf_dec
     assert link[keys.TR_RAN] == "1"
     started = heavy.default_queue().started
     with use_language("zh"):
-        again = open_link({k: v[0] if isinstance(v, list) else v for k, v in link.items()},
-                          "pages/trace.py")
+        again = open_page("pages/trace.py",
+                          params={k: v[0] if isinstance(v, list) else v for k, v in link.items()})
     no_exceptions(again)
     assert heavy.default_queue().started == started         # shown, not computed again
     [before], [after] = effect_maps(at), effect_maps(again)
@@ -279,8 +279,8 @@ EIFFEL = "The Eiffel Tower is in the city of"
 
 
 def flow_page(lang: str = "en", **state):
-    return page_in("pages/trace.py", lang, model="smollm2", sentence=EIFFEL,
-                   tr_view=render("trace.tab.flow", lang), **state)
+    return open_page("pages/trace.py", params={"lang": lang}, model="smollm2", sentence=EIFFEL,
+                     tr_view=render("trace.tab.flow", lang), **state)
 
 
 def proximity_shares(parts: list[np.ndarray], y: np.ndarray) -> np.ndarray:
@@ -418,15 +418,14 @@ def test_at_threshold_zero_the_most_important_edges_are_kept_said_and_walked_onc
 def test_a_links_threshold_and_position_are_used_and_a_threshold_beyond_1_is_moved(
         monkeypatch):
     made = record_downloads(monkeypatch)
-    at = open_link({"model": "smollm2", "sentence": EIFFEL, "tr_view": "Information flow",
-                    "fl_threshold": "0.2", "fl_position": "3"}, "pages/trace.py")
+    flow = {"model": "smollm2", "sentence": EIFFEL, "tr_view": "Information flow"}
+    at = open_page("pages/trace.py", params={**flow, "fl_threshold": "0.2", "fl_position": "3"})
     no_exceptions(at)
     doc = json.loads(made["attnviz_flow.json"]())
     assert doc["position"] == 3 and doc["threshold"] == pytest.approx(0.2)
     assert doc["edges"] and all(e["weight"] >= 0.2 for e in doc["edges"])
     assert all(e["target"] <= 3 for e in doc["edges"])          # nothing after the position
-    far = open_link({"model": "smollm2", "sentence": EIFFEL, "tr_view": "Information flow",
-                     "fl_threshold": "5"}, "pages/trace.py")
+    far = open_page("pages/trace.py", params={**flow, "fl_threshold": "5"})
     no_exceptions(far)
     assert far.session_state[keys.FL_THRESHOLD] == 1.0
     assert any("fl_threshold" in str(n) for n in far.session_state[keys.LINK_NOTICES])
@@ -461,7 +460,7 @@ def test_the_lens_tab_reads_the_sidebars_sentence_and_its_top_row_is_the_models_
         torch, hf_decoder):
     """The lens tab on this page: its grid's top row writes, at each position, transformers'
     most likely next token (the last row of the lens is the model's own output)."""
-    at = page_in("pages/trace.py", model="smollm2", sentence=EIFFEL)
+    at = open_page("pages/trace.py", params={"lang": "en"}, model="smollm2", sentence=EIFFEL)
     no_exceptions(at)
     [grid] = [f for f in charts(at) if f["data"] and f["data"][0]["type"] == "heatmap"
               and len(f["data"][0]["y"]) == 31]

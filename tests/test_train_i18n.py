@@ -15,7 +15,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import use_language
 from attnviz.models import toy_plan, training
 from attnviz.session.settings import Settings
-from tests.apptest_helpers import ROOT, TIMEOUT, charts, no_exceptions, page_in, record_downloads
+from tests.apptest_helpers import charts, open_page, record_downloads
 from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
 from tests.lazy import LazyModule
 
@@ -31,7 +31,7 @@ def shift_run():
 
 
 def train_page(lang: str, **state) -> AppTest:
-    return page_in(PAGE, lang, **state)
+    return open_page(PAGE, params={"lang": lang}, **state)
 
 
 # ---- the form's errors, in both languages --------------------------------------------------------
@@ -145,13 +145,7 @@ def test_a_finished_run_in_chinese(shift_run):
 
 @pytest.mark.slow
 def test_the_toy_models_answer_on_the_step_pages_in_chinese(shift_run):
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params["lang"] = "zh"
-    at.session_state["toy_run"] = shift_run
-    at.session_state["mode"] = "Toy model"
-    at.switch_page("pages/steps.py")
-    at.run()
-    no_exceptions(at)
+    at = open_page("pages/steps.py", params={"lang": "zh"}, toy_run=shift_run, mode="Toy model")
     frame = next(d.value for d in at.dataframe if "用你编辑后的权重" in d.value.index)
     assert list(frame.index) == ["输入", "正确答案", "训练得到的权重", "用你编辑后的权重"]
     heading = [m.value for m in at.markdown if "模型的答案" in m.value]
@@ -192,12 +186,7 @@ def test_the_downloaded_report_is_in_the_language_of_the_page_it_was_asked_from(
     # the download button makes its file when clicked, outside the script run: it must still
     # be in the language of the page that drew the button
     made = record_downloads(monkeypatch)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params["lang"] = "zh"
-    at.session_state["sentence"] = "the cat sat"
-    at.switch_page("pages/steps.py")
-    at.run()
-    no_exceptions(at)
+    at = open_page("pages/steps.py", params={"lang": "zh"}, sentence="the cat sat")
     report = made["attnviz_report.html"]()            # as Streamlit calls it: no script run
     report = report.decode() if isinstance(report, bytes) else report
     assert "<html lang='zh'>" in report

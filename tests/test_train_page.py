@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from attnviz.app import keys
-from tests.apptest_helpers import (button, charts, heatmap_z, no_exceptions, open_page,
-                                   page_alone)
+from tests.apptest_helpers import button, charts, heatmap_z, no_exceptions, open_page
 from tests.lazy import LazyModule
 
 toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
@@ -26,6 +25,12 @@ def shift_run():
     return toy.train("shift", steps=120)
 
 
+@pytest.fixture(scope="module")
+def shift_page(shift_run):
+    """The page showing `shift_run`, one run shared by the tests that only read it."""
+    return open_page(PAGE, **{keys.TOY_RUN: shift_run})
+
+
 def finish_training(at, timeout: float = 120):
     """Wait for the job on the server's pool, then rerun: the page picks up the finished run."""
     assert at.session_state[keys.TOY_JOB].wait(timeout)
@@ -38,7 +43,7 @@ def heads_chart(at, layer: int = 0) -> dict:
 
 @pytest.mark.slow
 def test_the_page_alone_asks_for_training():
-    at = page_alone(PAGE)
+    at = open_page(PAGE)
     no_exceptions(at)
     assert any("press **Train**" in i.value for i in at.info)
     assert not charts(at)
@@ -46,7 +51,7 @@ def test_the_page_alone_asks_for_training():
 
 @pytest.mark.slow
 def test_train_with_few_steps_then_the_slider_changes_the_heatmap():
-    at = page_alone(PAGE, toy_task="reverse", toy_steps=60)
+    at = open_page(PAGE, toy_task="reverse", toy_steps=60)
     button(at, "Train").click().run()
     no_exceptions(at)
     at = finish_training(at)
@@ -66,7 +71,7 @@ def test_train_with_few_steps_then_the_slider_changes_the_heatmap():
 
 @pytest.mark.slow
 def test_stop_ends_training_early_and_keeps_the_run():
-    at = page_alone(PAGE, toy_task="copy", toy_steps=5000)
+    at = open_page(PAGE, toy_task="copy", toy_steps=5000)
     button(at, "Train").click().run()
     job = at.session_state[keys.TOY_JOB]
     deadline = time.monotonic() + 30          # a free trainer takes it (a thread's wake-up)
@@ -84,7 +89,7 @@ def test_stop_ends_training_early_and_keeps_the_run():
 
 @pytest.mark.slow
 def test_a_seeded_run_is_shown_with_its_causal_mask_and_the_head_named(shift_run):
-    at = page_alone(PAGE, **{keys.TOY_RUN: shift_run, "toy_example": 3})
+    at = open_page(PAGE, **{keys.TOY_RUN: shift_run, "toy_example": 3})
     no_exceptions(at)
     fig = heads_chart(at)
     assert "causal mask" in fig["layout"]["title"]["text"]
@@ -98,7 +103,7 @@ def test_a_seeded_run_is_shown_with_its_causal_mask_and_the_head_named(shift_run
 
 @pytest.mark.slow
 def test_induction_gets_two_layers_and_shows_both():
-    at = page_alone(PAGE)
+    at = open_page(PAGE)
     at.selectbox(key="toy_task").set_value("induction").run()
     assert at.number_input(key="toy_layers").value == 2
     at.number_input(key="toy_steps").set_value(20).run()
@@ -112,16 +117,14 @@ def test_induction_gets_two_layers_and_shows_both():
 
 @pytest.mark.slow
 def test_a_bad_size_is_explained_and_train_is_disabled():
-    at = page_alone(PAGE, toy_d_model=30, toy_heads=4)
+    at = open_page(PAGE, toy_d_model=30, toy_heads=4)
     assert any("does not divide" in e.value for e in at.error)
     assert button(at, "Train").disabled
 
 
 @pytest.mark.slow
-def test_the_page_is_in_the_apps_navigation(shift_run):
-    at = open_page(PAGE, **{keys.TOY_RUN: shift_run})
-    no_exceptions(at)
-    assert charts(at)
+def test_the_page_is_in_the_apps_navigation(shift_page):
+    assert charts(shift_page)
 
 
 # ---- issue 18.6: a typed value out of range is shown, and Train says why it is off -------------
@@ -132,7 +135,7 @@ def test_the_page_is_in_the_apps_navigation(shift_run):
     ("toy_d_model", "d_model", 4, 128), ("toy_steps", "Steps", 1, 5000)])
 def test_a_typed_value_out_of_range_is_shown_in_the_page_and_train_is_off(key, label, low,
                                                                           high):
-    at = page_alone(PAGE)
+    at = open_page(PAGE)
     at.number_input(key=key).set_value(99999).run()
     no_exceptions(at)
     assert at.number_input(key=key).value == 99999                  # kept as typed
@@ -147,8 +150,8 @@ def test_a_typed_value_out_of_range_is_shown_in_the_page_and_train_is_off(key, l
 
 
 def test_steps_over_the_servers_bound_at_the_largest_sizes_name_the_most_allowed():
-    at = page_alone(PAGE, toy_task="induction", toy_length=16, toy_vocab=50, toy_layers=4,
-                    toy_heads=8, toy_d_model=128, toy_steps=5000)
+    at = open_page(PAGE, toy_task="induction", toy_length=16, toy_vocab=50, toy_layers=4,
+                   toy_heads=8, toy_d_model=128, toy_steps=5000)
     no_exceptions(at)
     assert ("Steps must be a whole number from 1 to 1,000 at these sizes, not 5000."
             in [e.value for e in at.error])
@@ -158,7 +161,7 @@ def test_steps_over_the_servers_bound_at_the_largest_sizes_name_the_most_allowed
 # ---- issue 18.7: the time before training, and whether the run learnt ------------------------
 
 def test_the_page_estimates_the_time_before_train_is_pressed():
-    at = page_alone(PAGE)
+    at = open_page(PAGE)
     estimate = [c.value for c in at.caption if c.value.startswith("Estimated time:")]
     assert len(estimate) == 1 and "for 600 steps" in estimate[0]        # reverse's default
     at.number_input(key="toy_steps").set_value(60).run()
@@ -167,8 +170,8 @@ def test_the_page_estimates_the_time_before_train_is_pressed():
 
 
 @pytest.mark.slow
-def test_a_run_that_learnt_says_so(shift_run):
-    at = page_alone(PAGE, **{keys.TOY_RUN: shift_run})
+def test_a_run_that_learnt_says_so(shift_page):
+    at = shift_page
     assert any(s.value.startswith("Learnt: ") for s in at.success)
     assert not at.warning
 
@@ -177,7 +180,7 @@ def test_a_run_that_learnt_says_so(shift_run):
 def test_a_run_that_did_not_learn_says_why_and_what_to_change():
     run = toy.train("reverse", length=16, vocab=50, d_model=4, heads=1)   # 600 steps, ~1 s
     assert run.mean_accuracy < 0.5
-    at = page_alone(PAGE, **{keys.TOY_RUN: run})
+    at = open_page(PAGE, **{keys.TOY_RUN: run})
     no_exceptions(at)
     warnings = [w.value for w in at.warning]
     assert len(warnings) == 1 and warnings[0].startswith(
@@ -200,7 +203,7 @@ def test_a_queued_run_shows_its_place_and_starts_when_a_trainer_frees():
     while any(pool.place(h) != 0 for h in held) and time.monotonic() < deadline:
         time.sleep(0.02)
     try:
-        at = page_alone(PAGE, toy_task="shift", toy_steps=20)
+        at = open_page(PAGE, toy_task="shift", toy_steps=20)
         button(at, "Train").click().run()
         job = at.session_state[keys.TOY_JOB]
         assert pool.place(job) == 1

@@ -15,7 +15,7 @@ from attnviz.app import keys
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import render, use_language
 from attnviz.models import tuned_lens as tl
-from tests.apptest_helpers import button, charts, decode, no_exceptions, page_in, shows
+from tests.apptest_helpers import button, charts, decode, no_exceptions, open_page, shows
 from tests.message_helpers import raises_message
 
 pytestmark = pytest.mark.slow
@@ -197,8 +197,8 @@ def test_the_lens_tab_shows_the_tuned_lens_beside_the_logit_lens(torch, decoder,
     tuned top token where it is clear, and the KL chart's two lines are both lenses' mean KL
     by layer, the tuned one below at every layer (the caption says 30 of 30)."""
     text = HELD_OUT[0]
-    at = page_in("pages/trace.py", lang, model="smollm2", sentence=text,
-                 **{keys.LENS_KIND: "tuned"})
+    at = open_page("pages/trace.py", params={"lang": lang}, model="smollm2", sentence=text,
+                   **{keys.LENS_KIND: "tuned"})
     no_exceptions(at)
     translators = np.asarray(tuned.translators, dtype=np.float64)
     logit, tuned_logp = hf_lenses(torch, hf_decoder, translators, decoder.config.rms_eps, text)
@@ -230,17 +230,17 @@ def test_the_lens_tab_shows_the_tuned_lens_beside_the_logit_lens(torch, decoder,
 def test_a_link_brings_the_tuned_lens_back(tuned):
     """A link with lens_kind=tuned opens the lens tab on the tuned lens (its grid and the KL
     chart); an unknown kind opens the logit lens."""
-    from tests.apptest_helpers import open_link
+    from tests.apptest_helpers import open_page
 
-    at = open_link({"model": "smollm2", "sentence": HELD_OUT[1], "lens_kind": "tuned"},
-                   "pages/trace.py")
+    at = open_page("pages/trace.py",
+                   params={"model": "smollm2", "sentence": HELD_OUT[1], "lens_kind": "tuned"})
     no_exceptions(at)
     assert at.session_state[keys.LENS_KIND] == "tuned"
     titles = [f["layout"]["title"]["text"] for f in charts(at)]
     assert render("reading.lens.tuned.grid_title", "en") in titles
     assert any(title.startswith("KL(") for title in titles), titles
-    other = open_link({"model": "smollm2", "sentence": HELD_OUT[1], "lens_kind": "bogus"},
-                      "pages/trace.py")
+    other = open_page("pages/trace.py",
+                      params={"model": "smollm2", "sentence": HELD_OUT[1], "lens_kind": "bogus"})
     no_exceptions(other)
     assert other.session_state[keys.LENS_KIND] == "logit"
     assert render("reading.lens.grid_title", "en") in [
@@ -259,8 +259,8 @@ def test_a_tuned_lens_that_cannot_be_had_is_said_and_the_logit_lens_shown(monkey
     queue = on_a_queue_of_its_own(monkeypatch)
     monkeypatch.setattr(tl, "kept", lambda model, cache=None: None)
     monkeypatch.setattr(DecoderModel, "tuned_lens", broken)
-    at = page_in("pages/trace.py", "en", model="smollm2", sentence=HELD_OUT[1],
-                 **{keys.LENS_KIND: "tuned"})
+    at = open_page("pages/trace.py", params={"lang": "en"}, model="smollm2", sentence=HELD_OUT[1],
+                   **{keys.LENS_KIND: "tuned"})
     button(at, render("reading.lens.tuned.fit", "en")).click().run()
     said = [shows(at.error, "reading.lens.tuned.failed")]      # failed at once, or …
     assert queue.wait_idle(30)
@@ -336,14 +336,14 @@ def test_how_a_fit_ended_is_said_once_to_the_learner_who_waited_for_it(
     monkeypatch.setattr(tl, "kept", lambda model, cache=None: fitted[0] if fitted else None)
     monkeypatch.setattr(DecoderModel, "tuned_lens", slow_fit(found, fitted))
     state = dict(model="smollm2", sentence=f"Told once: {msg_id}", **{keys.LENS_KIND: "tuned"})
-    waited = page_in("pages/trace.py", "en", **state)
+    waited = open_page("pages/trace.py", params={"lang": "en"}, **state)
     button(waited, render("reading.lens.tuned.fit", "en")).click().run()
     assert queue.wait_idle(30) and fitted
     waited.run()
     assert notices(waited, msg_id) == 1, [i.value for i in waited.info]
     waited.run()
     no_exceptions(waited)
-    later = page_in("pages/trace.py", "en", **state)
+    later = open_page("pages/trace.py", params={"lang": "en"}, **state)
     for at in (waited, later):
         assert not any(shows([i], m) for i in at.info for m in (
             "reading.lens.tuned.refitted", "reading.lens.tuned.in_memory",
@@ -383,7 +383,7 @@ def test_the_fit_starts_only_on_a_press_once_for_every_learner(decoder, monkeypa
     import time
 
     from attnviz.models.decoder import DecoderModel
-    from tests.apptest_helpers import open_link
+    from tests.apptest_helpers import open_page
 
     queue = on_a_queue_of_its_own(monkeypatch)
     monkeypatch.setattr(tl, "kept", lambda model, cache=None: None)
@@ -400,7 +400,7 @@ def test_the_fit_starts_only_on_a_press_once_for_every_learner(decoder, monkeypa
 
     monkeypatch.setattr(DecoderModel, "tuned_lens", fitting)
     link = {"model": "smollm2", "sentence": HELD_OUT[0], "lens_kind": "tuned"}
-    learners = [open_link(link, "pages/trace.py") for _ in range(2)]
+    learners = [open_page("pages/trace.py", params=link) for _ in range(2)]
     for at in learners:
         no_exceptions(at)
         assert shows(at.info, "reading.lens.tuned.not_fitted")
