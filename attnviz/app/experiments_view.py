@@ -15,6 +15,7 @@ from attnviz.i18n import t
 from attnviz.plot import experiment_figures, figures
 from attnviz.tutorials import experiments
 from attnviz.core.errors import AttnvizInputError
+from attnviz.core.grouped_query import kv_head
 from attnviz.core.inputs import tokenize, truncate
 from attnviz.describe.labels import feature_labels
 from attnviz.session.view import View
@@ -329,8 +330,8 @@ def _model_qk():
                               persist_state="session", key=keys.EXP_ROPE_KEY))
     i, j = min(i, n_tok - 1), min(j, n_tok - 1)        # a shorter text than the last one
     st.caption(literal(t("experiments.rope.pair", query=tokens[i], key=tokens[j], i=i, j=j,
-                         layer=layer, head=head, kv_head=head // (model.num_heads
-                                                                   // model.num_kv_heads))))
+                         layer=layer, head=head,
+                         kv_head=kv_head(head, model.num_heads, model.num_kv_heads))))
     return q[head, i], k[head, j], i, j, model.rope_base, float(scores[head, i, j])
 
 
