@@ -1,10 +1,14 @@
 """Nothing in attnviz/app acts when imported (issue 36 item 5): the language source and the
 training pool's log are switched on by the app's start-up (attnviz.app.startup), beside the
-threads (tests/test_threads.py checks those in a fresh app process)."""
+threads (tests/test_threads.py checks those in a fresh app process); the memory sweeper is the
+server's runtime (attnviz.app.sweeper), not the core's."""
 
 import ast
 import logging
+import time
 from pathlib import Path
+
+import numpy as np
 
 from attnviz import i18n
 
@@ -44,3 +48,18 @@ def test_the_start_up_points_the_language_at_the_session_and_logs_the_training_p
     log = logging.getLogger(training.log.name)
     assert len(log.handlers) == 1 and not log.propagate
     assert isinstance(log.handlers[0], logging.StreamHandler)
+
+
+def test_the_sweeper_expires_the_idle_entries_of_every_cache():
+    """The server's sweeper (attnviz.app.sweeper, moved out of core.cache) drops an entry
+    nobody asked for within its cache's max_idle, and says it freed something."""
+    from attnviz.app import sweeper
+    from attnviz.core.cache import SizedCache
+
+    cache = SizedCache(max_bytes=1 << 20, max_entries=4, max_idle=0.0)
+    cache.get("k", lambda: np.zeros(1000))
+    deadline = time.monotonic() + 1e-3
+    while time.monotonic() <= deadline:                # wait until the entry is idle
+        pass
+    assert sweeper.sweep() is True
+    assert "k" not in cache and cache.bytes == 0
