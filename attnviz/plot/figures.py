@@ -37,14 +37,14 @@ from __future__ import annotations
 
 import html
 import math
-import warnings
 
 import numpy as np
-import plotly.colors as pc
 import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
+from attnviz.plot.colour_scales import (MASKED_COLOR, check_kind, check_weight_scale, coloraxis,
+                                        colour_levels, colour_props, relative_weights)
 from attnviz.plot.budget import (DETAIL_MAX_BYTES, FIGURE_MAX_BYTES, GRID_MAX_BYTES,  # noqa: F401
                                  MAIN_MAX_BYTES, PAGE_MAX_BYTES, Blocks, block_labels,
                                  figure_bytes, fit, pool, score_of, spans)
@@ -57,9 +57,6 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import (HOVER_CHARS, TICK_CHARS, feature_labels, step_layout,
                                      trace_tokens, unique)
 
-SIGNED_COLORSCALE = "RdBu_r"      # diverging, blue < 0 < red; centred on 0 by zmid
-WEIGHTS_COLORSCALE = "Blues"      # sequential, on the fixed range 0–1
-MASKED_COLOR = "#8c8c8c"          # grey: neither end nor middle of either scale
 BOUNDARY_COLOR = "black"
 VALUES_MAX_SIDE = 20              # numbers in the cells up to 20 × 20 (show_values=None)
 GRID_VALUES_MAX_SIDE = 6          # the same, for one facet of heads_grid
@@ -82,17 +79,6 @@ CHAR_PX = 7                       # a character of a label written across, on av
 # a CJK character turned on its side) touch the labels beside it (issue 27.13)
 TITLE_STANDOFF = 10
 FLOAT64_MAX_CELLS = 400           # larger matrices are sent as float32
-# a relative scale's colour c (0–1) is sent as the byte 1 + round(c · COLOUR_LEVELS): 1–250,
-# never 255, whose base64 is "////", which plotly's JSON escapes to 24 bytes (\\u002f each)
-COLOUR_LEVELS = 249
-KINDS = ("signed", "weights")
-WEIGHT_SCALES = {"fixed": "fixed 0–1", "head": "each head's max", "row": "each row's max"}
-RELATIVE_SCALE_ABOVE = 32         # default_weight_scale: more keys than this → each row's max
-# level 0 grey (a masked cell), levels 1–250 the weights' scale: a relative scale's colours
-# for heads_grid's large facets, which mark masked cells without an overlay
-MASKED_LEVEL_COLORSCALE = ([[0.0, MASKED_COLOR], [0.5 / (1 + COLOUR_LEVELS), MASKED_COLOR]]
-                           + [[(1 + p * COLOUR_LEVELS) / (1 + COLOUR_LEVELS), c]
-                              for p, c in pc.get_colorscale(WEIGHTS_COLORSCALE)])
 _PICK = {"weights": "largest", "signed": "farthest"}      # which cell a pooled block shows
 
 _CELL_FORMAT = {"signed": ".3~g", "weights": ".2f"}       # d3-format of the numbers in cells
@@ -177,8 +163,8 @@ def _heatmap(array2d, *, row_labels, col_labels, title: str, kind: str, masked, 
     each, unless pooled), for builders that draw on the axes. Pooled blocks never straddle a
     break (a position where a new group starts)."""
     a = _as_2d(array2d, "array2d")
-    kind = _check_kind(kind)
-    scale = _check_weight_scale(weight_scale) if kind == "weights" else "fixed"
+    kind = check_kind(kind)
+    scale = check_weight_scale(weight_scale) if kind == "weights" else "fixed"
     rows = _labels(row_labels, a.shape[0], "row_labels")
     cols = _labels(col_labels, a.shape[1], "col_labels")
     marked = _marked_cells(a, masked)
@@ -208,7 +194,7 @@ def _heatmap(array2d, *, row_labels, col_labels, title: str, kind: str, masked, 
         masked_level = c is not None and m is not None and m.any() and not overlay
         fig = go.Figure(_matrix_traces(
             v, r, k, m, kind=kind, hover=hover, show_values=show_values and not blocks.pooled,
-            colour=_colour_props(kind, scale, masked_level), levels=c,
+            colour=colour_props(kind, scale, masked_level), levels=c,
             true=tv if masked_level else None,                # a grey level's hover: 0
             overlay=overlay, masked_label=masked_label, approx=_rounded(a, values),
             value_name=_pooled_name(name, kind) if blocks.pooled else name))
@@ -341,7 +327,7 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
     max_cols = whole_number(max_cols, "max_cols")
     tokens_q, tokens_k = trace_tokens(trace, tokens_q, tokens_k)
     kind = "weights" if step.name == "weights" else "signed"
-    scale = _check_weight_scale(weight_scale) if kind == "weights" else "fixed"
+    scale = check_weight_scale(weight_scale) if kind == "weights" else "fixed"
     masks = _step_mask_all(trace) if step.name in ("masked_scores", "weights") else None
     sent = _plotly_floats(step.array[0]).dtype              # float64 for small facets
     values = step.array.astype(sent)                        # (H, rows, cols), as sent
@@ -427,7 +413,7 @@ def _grid_figure(h: int, max_cols: int, values, levels, true, masks, rows, cols,
                        plot_px=_facet_height(n_rows) - 40)
     # the title (and subtitle) at the top of the figure, the facets' "head h" titles below it
     top = 70 if subtitle is None else 95
-    fig.update_layout(coloraxis=_coloraxis(kind, scale, masked_level),
+    fig.update_layout(coloraxis=coloraxis(kind, scale, masked_level),
                       title=dict(text=title, subtitle=dict(text=subtitle), yref="container",
                                  y=1, yanchor="top", pad=dict(t=12)),
                       height=top + grid_rows * _facet_height(n_rows),
@@ -662,13 +648,6 @@ def _as_2d(array, name: str) -> np.ndarray:
     return a if np.issubdtype(a.dtype, np.floating) else a.astype(np.float64)
 
 
-def _check_kind(kind: str) -> str:
-    if kind not in KINDS:
-        raise AttnvizInputError("error.figure.one_of", name="kind", allowed=", ".join(KINDS),
-                                value=repr(kind))
-    return kind
-
-
 def _check_index(i, n: int, name: str) -> int:
     return whole_number(i, name, low=0, high=n - 1)
 
@@ -801,83 +780,6 @@ def _pooled_name(name: str, kind: str) -> str:
 def _pooled_subtitle(blocks: Blocks, kind: str) -> str:
     """Short enough for a half-width map on a 1024-pixel screen."""
     return t(f"figure.pooled.map.{_PICK[kind]}", rows=blocks.rows, cols=blocks.cols)
-
-
-def colour_levels(relative, *, masked_zero: bool = False) -> np.ndarray:
-    """A relative scale's colours c (0–1, NaN where masked) as the levels a figure sends,
-    1 + round(c × COLOUR_LEVELS), 1 to 250: uint8, one byte a cell. A NaN (masked) cell makes
-    them float32, NaN being plotly's gap; or, `masked_zero`, level 0 (still one byte a cell),
-    which MASKED_LEVEL_COLORSCALE draws grey."""
-    c = np.asarray(relative, dtype=np.float64)
-    levels = 1 + np.rint(np.clip(c, 0.0, 1.0) * COLOUR_LEVELS)
-    if not np.isnan(levels).any():
-        return levels.astype(np.uint8)
-    return np.nan_to_num(levels, nan=0).astype(np.uint8) if masked_zero \
-        else levels.astype(np.float32)
-
-
-def default_weight_scale(n_keys: int) -> str:
-    """The weights' colour scale to start with: "fixed" (0–1) up to RELATIVE_SCALE_ABOVE (32)
-    keys; beyond, "row", as each weight is then about 1/n_keys and pale on the fixed scale."""
-    return "row" if n_keys > RELATIVE_SCALE_ABOVE else "fixed"
-
-
-def relative_weights(weights, scale: str) -> np.ndarray:
-    """The colours' values of `weights` (…, n_q, n_k), NaN where masked: the weights
-    themselves ("fixed"), ÷ the largest of the last two axes ("head") or ÷ each row's largest
-    ("row"). A maximum of 0 (every key of the row masked) divides by 1. Display only."""
-    w = np.asarray(weights)
-    scale = _check_weight_scale(scale)
-    if scale == "fixed":
-        return w
-    axes = (-2, -1) if scale == "head" else (-1,)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)       # all-NaN rows stay NaN
-        top = np.nanmax(w, axis=axes, keepdims=True)
-    return w / np.where(np.isfinite(top) & (top > 0), top, 1)
-
-
-def _check_weight_scale(scale: str) -> str:
-    if scale not in WEIGHT_SCALES:
-        raise AttnvizInputError("error.figure.one_of", name="weight_scale",
-                                allowed=", ".join(WEIGHT_SCALES), value=repr(scale))
-    return scale
-
-
-def _colour_props(kind: str, scale: str = "fixed", masked_level: bool = False) -> dict:
-    if kind == "weights":
-        low, high, colours = _weights_range(scale, masked_level)
-        return dict(colorscale=colours, zmin=low, zmax=high, colorbar=_colorbar(scale))
-    return dict(colorscale=SIGNED_COLORSCALE, zmid=0.0)
-
-
-def _coloraxis(kind: str, scale: str = "fixed", masked_level: bool = False) -> dict:
-    if kind == "weights":
-        low, high, colours = _weights_range(scale, masked_level)
-        return dict(colorscale=colours, cmin=low, cmax=high, colorbar=_colorbar(scale))
-    return dict(colorscale=SIGNED_COLORSCALE, cmid=0.0)
-
-
-def _weights_range(scale: str, masked_level: bool = False):
-    """(low, high, colour scale) of the weights: 0–1, or a relative scale's levels 1–250
-    (0–250 with level 0 grey when `masked_level`)."""
-    if scale == "fixed":
-        return 0.0, 1.0, WEIGHTS_COLORSCALE
-    top = 1.0 + COLOUR_LEVELS
-    if masked_level:
-        return 0.0, top, MASKED_LEVEL_COLORSCALE
-    return 1.0, top, WEIGHTS_COLORSCALE
-
-
-def _colorbar(scale: str) -> dict:
-    """The colour bar of the weights, titled by the scale; a relative scale's levels read
-    0 … 1 of the head's or row's largest weight."""
-    bar = dict(title=dict(text=t(f"figure.colorbar.{scale}"), side="top"))
-    if scale != "fixed":
-        ticks = [0, 0.25, 0.5, 0.75, 1]
-        bar.update(tickmode="array", tickvals=[1 + v * COLOUR_LEVELS for v in ticks],
-                   ticktext=[f"{v:g}" for v in ticks])
-    return bar
 
 
 def _category_axis(axis, labels: list[str], title: str | None, *, top_down: bool = False,
