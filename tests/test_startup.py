@@ -32,6 +32,8 @@ def test_no_module_of_the_app_calls_anything_at_its_top_level():
 
 def test_the_start_up_points_the_language_at_the_session_and_logs_the_training_pool(
         monkeypatch):
+    import streamlit as st
+
     from attnviz.app import language, startup, threads
     from attnviz.models import training
 
@@ -46,8 +48,9 @@ def test_the_start_up_points_the_language_at_the_session_and_logs_the_training_p
     finally:
         i18n.set_language_source(previous)
     log = logging.getLogger(training.log.name)
-    assert len(log.handlers) == 1 and not log.propagate
-    assert isinstance(log.handlers[0], logging.StreamHandler)
+    ours = [h for h in log.handlers if type(h) is logging.StreamHandler]   # not pytest's capture
+    assert len(ours) == 1 and not log.propagate
+    assert ours[0].formatter._fmt == st.get_option("logger.messageFormat")
 
 
 def test_the_sweeper_expires_the_idle_entries_of_every_cache():
