@@ -9,7 +9,7 @@ import pytest
 
 import attnviz
 from attnviz import MultiHeadWeights, embed_tokens, trace_attention
-from attnviz.plot import colour_scales, figures
+from attnviz.plot import colour_scales, figures, text_layout
 from attnviz.plot.budget import figure_bytes
 from tests.apptest_helpers import decode
 from tests.message_helpers import raises_message
@@ -400,8 +400,8 @@ def test_every_label_is_a_tick_while_they_fit_and_one_in_k_beyond_said_in_the_ti
     assert list(fig.layout.xaxis.tickvals) == few and list(fig.layout.yaxis.tickvals) == few
     # one of two maps side by side: 274 px, about 114 px of plot, 11 px a small label: 10 fit
     fig = figures.heatmap(rng.random((20, 20)), row_labels=few, col_labels=few, kind="weights",
-                          width=figures.HALF_WIDTH)
-    step = -(-20 // ((figures.HALF_WIDTH - figures.AXIS_PX) // figures.SMALL_LABEL_PX))
+                          width=text_layout.HALF_WIDTH)
+    step = -(-20 // ((text_layout.HALF_WIDTH - text_layout.AXIS_PX) // text_layout.SMALL_LABEL_PX))
     assert step > 1
     assert list(fig.layout.xaxis.tickvals) == few[::step]
     assert fig.layout.xaxis.title.text == t("figure.axis.thinned", axis=t("figure.axis.key"),

@@ -8,8 +8,9 @@ Plain plotly (no streamlit), so every builder works in a notebook too:
 Heatmap conventions (SPEC.md), followed by every builder here:
 
 - token labels on both axes, queries on rows and keys on columns; a token that occurs twice
-  stays two rows ("the (1)", "the (5)"), and labels are escaped (:func:`escape`: &, < and >,
-  never quotes) because plotly renders some HTML in labels;
+  stays two rows ("the (1)", "the (5)"), and labels are escaped
+  (:func:`attnviz.plot.text_layout.escape`: &, < and >, never quotes) because plotly renders
+  some HTML in labels;
 - the first row at the top, like a table (the y axis is reversed);
 - the exact value on hover; numbers printed in the cells only for small matrices;
 - a diverging colour scale centred on 0 for signed arrays, a fixed 0–1 scale for weights, set
@@ -35,7 +36,6 @@ weight, or its value farthest from 0), and a subtitle says so.
 
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
@@ -45,6 +45,8 @@ from plotly.subplots import make_subplots
 
 from attnviz.plot.colour_scales import (MASKED_COLOR, check_kind, check_weight_scale, coloraxis,
                                         colour_levels, colour_props, relative_weights)
+from attnviz.plot.text_layout import (AXIS_PX, HALF_WIDTH, LABEL_PX, NARROW_WIDTH, SMALL_LABEL_PX,
+                                      TITLE_STANDOFF, _category_axis, _esc, _labels, escape)
 from attnviz.plot.budget import (DETAIL_MAX_BYTES, FIGURE_MAX_BYTES, GRID_MAX_BYTES,  # noqa: F401
                                  MAIN_MAX_BYTES, PAGE_MAX_BYTES, Blocks, block_labels,
                                  figure_bytes, fit, pool, score_of, spans)
@@ -62,22 +64,6 @@ VALUES_MAX_SIDE = 20              # numbers in the cells up to 20 × 20 (show_va
 GRID_VALUES_MAX_SIDE = 6          # the same, for one facet of heads_grid
 GRID_OVERLAY_MAX_CELLS = 64 * 64  # heads_grid facets above this skip the "masked" hover trace
 GRID_MAX_SIDE = 128               # heads_grid facets with more tokens are pooled to this size
-# Every tick label is shown while the labels fit the chart at the narrowest page the app is
-# made for, a 1024-px window with the sidebar open: there a chart across the page is 564 px
-# wide, one of two side by side 274 px (measured in Chromium); the y labels and the colour bar
-# take about 160 px of it. A label stood upright needs LABEL_PX (a CJK character at plotly's
-# 12 px), SMALL_LABEL_PX at SMALL_FONT; more labels than fit even small are thinned to every
-# k-th, which the axis title says (the hover still names each cell).
-NARROW_WIDTH = 564
-HALF_WIDTH = 274
-AXIS_PX = 160
-LABEL_PX = 14
-SMALL_LABEL_PX = 11
-SMALL_FONT = 10
-CHAR_PX = 7                       # a character of a label written across, on average
-# px between an axis title and its tick labels: plotly's default gap let a rotated title ("层",
-# a CJK character turned on its side) touch the labels beside it (issue 27.13)
-TITLE_STANDOFF = 10
 FLOAT64_MAX_CELLS = 400           # larger matrices are sent as float32
 _PICK = {"weights": "largest", "signed": "farthest"}      # which cell a pooled block shows
 
@@ -652,70 +638,6 @@ def _check_index(i, n: int, name: str) -> int:
     return whole_number(i, name, low=0, high=n - 1)
 
 
-TITLE_PX = 17                     # plotly's title font: a CJK character; a Latin one ~0.55 of it
-
-
-def wrap_title(title: str, width: int) -> str:
-    """A figure title (already escaped: ``escape``) broken with <br> at its spaces and commas
-    into lines that fit a chart `width` px wide: plotly draws a title on one line, and one
-    longer than its chart is cut at both ends (a 274-px chart holds ~15 CJK characters)."""
-    room = width - 40
-    lines, line, used = [], "", 0.0
-    for piece in _title_pieces(title):
-        size = sum(TITLE_PX if _wide(c) else 0.55 * TITLE_PX for c in html.unescape(piece))
-        if line and used + size > room:
-            lines.append(line.rstrip())
-            line, used = "", 0.0
-            piece = piece.lstrip()
-        line += piece
-        used += size
-    return "<br>".join(lines + [line.rstrip()])
-
-
-def _title_pieces(title: str) -> list[str]:
-    """`title` cut after each space, comma or full-width comma (each piece keeps its end)."""
-    pieces, start = [], 0
-    for i, c in enumerate(title):
-        if c in " ,，、：:":
-            pieces.append(title[start:i + 1])
-            start = i + 1
-    return pieces + ([title[start:]] if start < len(title) else [])
-
-
-def _wide(c: str) -> bool:
-    import unicodedata
-
-    return unicodedata.east_asian_width(c) in ("W", "F")
-
-
-def escape(text) -> str:
-    """`text` as a plotly string shows it, as written: ``&``, ``<`` and ``>`` escaped, once.
-
-    plotly.js draws every text of a figure — titles, axis and tick labels, bar and cell
-    texts, legend names, hover labels and what a hovertemplate puts in them — as its
-    pseudo-HTML (``svg_text_utils.convertToTspans``): tags b, i, em, s, u, sup, sub, span, a,
-    br are drawn, any other text is shown after decoding the entities &amp; &lt; &gt; &nbsp;
-    &mu; &times; &plusmn; &deg; and numeric ones (&#39;). It escapes nothing itself, and it does
-    not know &quot;: ``html.escape``'s default (quote=True) shows a " as "&quot;". So quotes
-    stay as they are."""
-    return html.escape(str(text), quote=False)
-
-
-_esc = escape
-
-
-def _labels(labels, n: int, name: str, max_chars: int = HOVER_CHARS) -> list[str]:
-    """`labels` as n distinct escaped strings: duplicates (and blanks) get their position,
-    invisible characters their code, and a long label is cut to `max_chars` characters."""
-    if labels is None or isinstance(labels, str):
-        raise AttnvizInputError("error.figure.labels_not_list", name=name, n=n,
-                                value=repr(labels)[:60])
-    labels = [str(s) for s in labels]
-    if len(labels) != n:
-        raise AttnvizInputError("error.figure.labels_count", name=name, count=len(labels), n=n)
-    return [_esc(s) for s in unique(labels, max_chars)]
-
-
 def _step_mask_all(trace: AttentionTrace) -> np.ndarray:
     """(H, n_q, n_k) True where a key is masked: the bool mask or a −∞ from a float mask."""
     marked = np.isneginf(trace.masked_scores)
@@ -782,31 +704,6 @@ def _pooled_subtitle(blocks: Blocks, kind: str) -> str:
     return t(f"figure.pooled.map.{_PICK[kind]}", rows=blocks.rows, cols=blocks.cols)
 
 
-def _category_axis(axis, labels: list[str], title: str | None, *, top_down: bool = False,
-                   ticklabels: bool = True, plot_px: float | None = None) -> None:
-    """Labels as categories in the given order (never parsed as numbers or dates); for rows,
-    the first at the top. Every label is a tick (plotly would leave some out to avoid overlaps)
-    while they fit `plot_px` pixels at LABEL_PX each, or at SMALL_LABEL_PX in a smaller font;
-    beyond, every k-th, said in the title. Column labels that would not fit written across
-    are stood upright (left to plotly, they turned only after the title was placed)."""
-    ticks = [_esc(s) for s in unique([html.unescape(s) for s in labels], TICK_CHARS)]
-    step, small = labels_step(len(labels), plot_px) if ticklabels else (1, False)
-    if title and step > 1:
-        title = t("figure.axis.thinned", axis=title, step=step)
-    axis.update(type="category", categoryorder="array", categoryarray=labels,
-                showticklabels=ticklabels, showgrid=False, zeroline=False, automargin=True,
-                title=dict(text=_esc(title) if title else None, standoff=TITLE_STANDOFF))
-    if ticklabels:                  # long labels: cut on the axis, longer in hover
-        axis.update(tickmode="array", tickvals=labels[::step], ticktext=ticks[::step])
-        if small:
-            axis.update(tickfont=dict(size=SMALL_FONT))
-        across = sum(CHAR_PX * len(html.unescape(s)) + 6 for s in ticks[::step])
-        if not top_down and plot_px is not None and across > plot_px:
-            axis.update(tickangle=90)
-    if top_down:
-        axis.update(autorange="reversed")
-
-
 def cell_markers(rows: list[str], cols: list[str], hover: list[list[str]],
                  hovertemplate: str) -> go.Scatter:
     """An invisible marker at the centre of each cell of a heatmap with these category rows
@@ -818,15 +715,6 @@ def cell_markers(rows: list[str], cols: list[str], hover: list[list[str]],
                       mode="markers", marker=dict(size=10, opacity=0),
                       customdata=[h for row in hover for h in row], showlegend=False,
                       hovertemplate=hovertemplate)
-
-
-def labels_step(n: int, plot_px: float | None) -> tuple[int, bool]:
-    """(every how many labels one is shown on an axis `plot_px` long, whether in the small
-    font): (1, False) while all n fit at LABEL_PX, (1, True) at SMALL_LABEL_PX, else (k, True)."""
-    if plot_px is None or n <= plot_px // LABEL_PX:
-        return 1, False
-    fit = max(1, int(plot_px // SMALL_LABEL_PX))
-    return -(-n // fit), True
 
 
 def _height(n_rows: int) -> int:

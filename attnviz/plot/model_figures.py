@@ -29,7 +29,7 @@ from attnviz.plot.budget import Blocks, pick_cells, take
 from attnviz.core.arrays import whole_number
 from attnviz.core.errors import AttnvizInputError
 from attnviz.plot.colour_scales import WEIGHTS_COLORSCALE, check_weight_scale, relative_weights
-from attnviz.plot.figures import escape
+from attnviz.plot.text_layout import escape
 from attnviz.i18n import t
 
 MODEL_VIEW_MAX_SIDE = 128          # larger maps are max-pooled down to at most this many pixels
