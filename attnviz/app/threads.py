@@ -1,5 +1,5 @@
 """The server process's threads: one BLAS thread, the engine's blocks on as many, the caches'
-memory sweeper. Switched on by the app when it starts (``start_once``, from attnviz.app.main);
+memory sweeper. Switched on by the app when it starts (``start_once``, from attnviz.app.startup);
 importing attnviz starts none of them, so a notebook keeps numpy's own setting, runs a large
 trace's blocks on every core and has no thread of ours.
 
