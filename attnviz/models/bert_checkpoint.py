@@ -18,6 +18,8 @@ from attnviz.core.weights import MultiHeadWeights
 from attnviz.models.bert_layer import ACTIVATIONS, BertBlock
 
 MODEL_NAME = "all-MiniLM-L6-v2"
+DTYPE = np.float32          # the model's own precision; float64 would be no closer to
+                            # transformers, whose own float32 error is the floor (~5e-6)
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,8 @@ def package_config() -> BertConfig:
 
 
 def read_tensors(file: Path):
-    """A function name → float32 array (the model's own precision) of the tensors in `file`,
-    with a clear error for a missing one."""
+    """A function name → DTYPE array of the tensors in `file`, with a clear error for a
+    missing one."""
     from safetensors import safe_open
 
     with safe_open(str(file), framework="numpy") as f:
@@ -81,7 +83,7 @@ def read_tensors(file: Path):
     def get(name: str) -> np.ndarray:
         if name not in arrays:
             raise AttnvizInputError("error.bert.missing_tensor", file=str(file), name=name)
-        return np.ascontiguousarray(arrays[name], dtype=np.float32)
+        return np.ascontiguousarray(arrays[name], dtype=DTYPE)
 
     return get
 

@@ -45,8 +45,6 @@ if TYPE_CHECKING:                     # pandas only inside head_ablation_effects
 
 MIN_TOKENS = 3              # [CLS], one word piece, [SEP]
 _SCORE_CELLS = 1 << 23      # attention scores computed at once for embeddings (32 MB float32)
-_DTYPE = np.float32         # the model's own precision; float64 would be no closer to
-                            # transformers, whose own float32 error is the floor (~5e-6)
 
 
 # ---- what the model reads -------------------------------------------------------------------
