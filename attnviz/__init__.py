@@ -48,9 +48,9 @@ from attnviz.core.engine import trace_attention as trace_attention
 from attnviz.core.engine import trace_qkv as trace_qkv
 from attnviz.core.errors import AttnvizInputError as AttnvizInputError
 from attnviz.core.inputs import embed_tokens as embed_tokens
-from attnviz.core.inputs import parse_matrix as parse_matrix
 from attnviz.core.inputs import sinusoidal_positions as sinusoidal_positions
 from attnviz.core.inputs import tokenize as tokenize
+from attnviz.core.matrix_text import parse_matrix as parse_matrix
 from attnviz.core.reading import attention_rollout as attention_rollout
 from attnviz.core.reading import head_stats as head_stats
 from attnviz.core.weights import MultiHeadWeights as MultiHeadWeights

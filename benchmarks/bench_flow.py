@@ -127,12 +127,13 @@ def session(text: str, threshold: float):
 def leave() -> None:
     """What the server's sweeper does once a class has left: every cache's entries expired,
     the garbage collected, free pages handed back."""
+    from attnviz.app import sweeper
     from attnviz.core import cache
 
     for c in list(cache._CACHES):
         if c.max_idle is not None:
             c.expire(now=time.monotonic() + 2 * c.max_idle)
-    cache.sweep()
+    sweeper.sweep()
 
 
 def rss() -> float:

@@ -10,7 +10,7 @@ import plotly.io as pio
 import pytest
 
 import attnviz
-from attnviz.plot import budget, figures
+from attnviz.plot import budget, colour_scales, figures
 from attnviz.plot.budget import Blocks, figure_bytes
 from tests.apptest_helpers import decode
 
@@ -145,7 +145,7 @@ def test_a_uniform_map_on_a_relative_scale_is_sent_whole():
     fig = figures.heatmap(w, row_labels=tokens, col_labels=tokens, kind="weights",
                           weight_scale="row", max_bytes=figures.MAIN_MAX_BYTES)
     trace = json.loads(pio.to_json(fig, validate=False))["data"][0]
-    assert (decode(trace["z"]) == 1 + figures.COLOUR_LEVELS).all()   # all darkest, unpooled
+    assert (decode(trace["z"]) == 1 + colour_scales.COLOUR_LEVELS).all()   # all darkest, unpooled
     assert "/" not in trace["z"]["bdata"]
 
 
@@ -166,10 +166,10 @@ def test_a_large_masked_map_drops_its_overlay_before_any_cell(scale):
     z = np.asarray(fig.data[0].z)
     if scale == "row":                                             # level 0: grey, a byte
         assert z.dtype == np.uint8 and (z[above] == 0).all() and (z[~above] >= 1).all()
-        assert fig.data[0].colorscale[0][1] == figures.MASKED_COLOR and fig.data[0].zmin == 0
+        assert fig.data[0].colorscale[0][1] == colour_scales.MASKED_COLOR and fig.data[0].zmin == 0
         np.testing.assert_array_equal(np.asarray(fig.data[0].customdata), t.weights[0])
     else:                                                          # gaps on grey
-        assert np.isnan(z[above]).all() and fig.layout.plot_bgcolor == figures.MASKED_COLOR
+        assert np.isnan(z[above]).all() and fig.layout.plot_bgcolor == colour_scales.MASKED_COLOR
         np.testing.assert_array_equal(z[~above], t.weights[0][~above])
     small = figures.step_figure(t, "weights", tokens_q=tokens, weight_scale=scale,
                                 max_bytes=10**9)                  # room: the overlay stays
@@ -250,7 +250,7 @@ def test_a_large_masked_grid_on_a_relative_scale_keeps_a_byte_a_cell():
     above = np.triu(np.ones((128, 128), bool), 1)
     assert z.dtype == np.uint8 and z.shape == (128, 128)
     assert (z[above] == 0).all() and (z[~above] >= 1).all()
-    assert fig.layout.coloraxis.colorscale[0][1] == figures.MASKED_COLOR
+    assert fig.layout.coloraxis.colorscale[0][1] == colour_scales.MASKED_COLOR
     assert fig.layout.coloraxis.cmin == 0
     np.testing.assert_array_equal(np.asarray(fig.data[0].customdata)[~above],
                                   t.weights[0][~above].astype(np.float32))

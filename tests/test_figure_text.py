@@ -22,7 +22,7 @@ import pytest
 import attnviz
 from attnviz.plot import (decoder_figures, diff_figures, experiment_figures, figures,
                           flow_figures, generate_figures, lens_figures, model_figures,
-                          reading_figures)
+                          reading_figures, text_layout)
 from attnviz.tutorials.experiments import AttentionSink
 
 RAW = "\"<>&'"
@@ -59,7 +59,7 @@ def test_the_rendering_written_here_is_plotlys():
     assert plotly_shows("a &lt;b&gt; &amp;amp; &#39;x&#x27;") == "a <b> &amp; 'x'"
     assert plotly_shows("&quot;") == "&quot;"                  # what Generate showed
     assert plotly_shows("<b>bold</b><br>x<y") == "bold\nx<y"
-    assert plotly_shows(figures.escape(RAW)) == RAW
+    assert plotly_shows(text_layout.escape(RAW)) == RAW
 
 
 def strings(value) -> list[str]:

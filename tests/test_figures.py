@@ -9,7 +9,7 @@ import pytest
 
 import attnviz
 from attnviz import MultiHeadWeights, embed_tokens, trace_attention
-from attnviz.plot import figures
+from attnviz.plot import colour_scales, figures, text_layout
 from attnviz.plot.budget import figure_bytes
 from tests.apptest_helpers import decode
 from tests.message_helpers import raises_message
@@ -191,7 +191,7 @@ def test_masked_grid_of_128_tokens_and_12_heads_stays_small(long_trace):
     assert len(heads) == 12                                       # one facet per head
     assert len({(d.xaxis, d.yaxis) for d in heads}) == 12
     # large facets: masked cells are gaps over the grey background (no overlay traces)
-    assert fig.layout.plot_bgcolor == figures.MASKED_COLOR
+    assert fig.layout.plot_bgcolor == colour_scales.MASKED_COLOR
     assert not any(d.name.endswith("masked") for d in fig.data)
     assert all(np.isnan(np.array(d.z, float)[np.triu(np.ones((128, 128), bool), 1)]).all()
                for d in heads)
@@ -351,12 +351,12 @@ def trace_512():
 @pytest.mark.slow
 def test_at_512_tokens_the_default_scale_shows_structure(trace_512):
     tokens, t = trace_512
-    assert figures.default_weight_scale(512) == "row"
-    assert figures.default_weight_scale(12) == "fixed"
+    assert colour_scales.default_weight_scale(512) == "row"
+    assert colour_scales.default_weight_scale(12) == "fixed"
     fixed = figures.step_figure(t, "weights", head=0, tokens_q=tokens)
     assert np.percentile(z_of(fixed), 99) < 0.05                 # the white map of the issue
     shown = figures.step_figure(t, "weights", head=0, tokens_q=tokens,
-                                weight_scale=figures.default_weight_scale(512),
+                                weight_scale=colour_scales.default_weight_scale(512),
                                 max_bytes=figures.MAIN_MAX_BYTES)      # as Step by step sends it
     z = (z_of(shown) - 1) / 249                                  # colour levels 1–250
     assert shown.data[0].z.dtype == np.uint8                     # one byte a cell
@@ -400,8 +400,8 @@ def test_every_label_is_a_tick_while_they_fit_and_one_in_k_beyond_said_in_the_ti
     assert list(fig.layout.xaxis.tickvals) == few and list(fig.layout.yaxis.tickvals) == few
     # one of two maps side by side: 274 px, about 114 px of plot, 11 px a small label: 10 fit
     fig = figures.heatmap(rng.random((20, 20)), row_labels=few, col_labels=few, kind="weights",
-                          width=figures.HALF_WIDTH)
-    step = -(-20 // ((figures.HALF_WIDTH - figures.AXIS_PX) // figures.SMALL_LABEL_PX))
+                          width=text_layout.HALF_WIDTH)
+    step = -(-20 // ((text_layout.HALF_WIDTH - text_layout.AXIS_PX) // text_layout.SMALL_LABEL_PX))
     assert step > 1
     assert list(fig.layout.xaxis.tickvals) == few[::step]
     assert fig.layout.xaxis.title.text == t("figure.axis.thinned", axis=t("figure.axis.key"),

@@ -10,6 +10,7 @@ import pytest
 
 import attnviz
 from attnviz import AttnvizInputError
+from attnviz.core import matrix_text
 from attnviz.core.inputs import truncate
 from attnviz.i18n import Message
 from tests.message_helpers import between, cell_at, raises_message
@@ -142,7 +143,7 @@ def test_parse_matrix_bounds():
     ("−2", -2.0), (" 7 ", 7.0), ("1E+2", 100.0), ("0e-999", 0.0), ("5e-324", 5e-324),
 ])
 def test_a_typed_number_is_stored_as_written(typed, value):
-    assert attnviz.core.inputs.number_at(typed, "X, row 1, column 1") == value
+    assert matrix_text.number_at(typed, "X, row 1, column 1") == value
 
 
 WHERE = "W_Q of head 0, row 2 (d1), column 1 (q0)"    # as the caller names the cell
@@ -160,7 +161,7 @@ WHERE = "W_Q of head 0, row 2 (d1), column 1 (q0)"    # as the caller names the 
 ])
 def test_a_typed_number_that_cannot_be_stored_exactly_is_refused(typed, msg_id, params):
     with raises_message(msg_id, where=WHERE, **params):
-        attnviz.core.inputs.number_at(typed, WHERE)
+        matrix_text.number_at(typed, WHERE)
 
 
 def test_parse_matrix_names_the_matrix_in_its_errors():
@@ -449,7 +450,7 @@ def test_json_nested_deeper_than_a_matrix_is_refused_with_a_message(text):
     ("\ufeff[[1, 2], [3, 4]]", [[1, 2], [3, 4]]),
 ])
 def test_spreadsheet_and_full_width_pastes_are_read_as_meant_without_a_note(text, want):
-    matrix, notes = attnviz.core.inputs.parse_matrix_with_notes(text)
+    matrix, notes = matrix_text.parse_matrix_with_notes(text)
     np.testing.assert_array_equal(matrix, want)
     assert notes == []
 
@@ -461,7 +462,7 @@ def test_spreadsheet_and_full_width_pastes_are_read_as_meant_without_a_note(text
     ("1，5；2，5", [[1.5, 2.5]], "semicolons"),
 ])
 def test_a_decimal_comma_is_read_and_said(text, want, between):
-    matrix, notes = attnviz.core.inputs.parse_matrix_with_notes(text, name="X")
+    matrix, notes = matrix_text.parse_matrix_with_notes(text, name="X")
     np.testing.assert_array_equal(matrix, want)
     assert notes == [Message("notice.matrix.decimal_comma",
                              between=Message(f"matrix.between.{between}"), row=1, col=1,
@@ -480,10 +481,10 @@ def test_a_decimal_comma_is_read_and_said(text, want, between):
     ("1 2;3 4;5 6", [[1, 2], [3, 4], [5, 6]]),
 ])
 def test_a_semicolon_on_one_line_ends_a_row(text, want):
-    matrix, notes = attnviz.core.inputs.parse_matrix_with_notes(text)
+    matrix, notes = matrix_text.parse_matrix_with_notes(text)
     np.testing.assert_array_equal(matrix, want)
     assert notes == []
-    assert attnviz.core.inputs.text_shape(text) == np.shape(want)   # what a file's size check reads
+    assert matrix_text.text_shape(text) == np.shape(want)   # what a file's size check reads
 
 
 @pytest.mark.parametrize("text, want, note", [
@@ -496,7 +497,7 @@ def test_a_semicolon_on_one_line_ends_a_row(text, want):
     ('"1,5";"2,5"', [[1.5, 2.5]], True),                          # quoted: a CSV's cells
 ])
 def test_one_line_of_single_numbers_between_semicolons_stays_one_row(text, want, note):
-    matrix, notes = attnviz.core.inputs.parse_matrix_with_notes(text)
+    matrix, notes = matrix_text.parse_matrix_with_notes(text)
     np.testing.assert_array_equal(matrix, want)
     assert bool(notes) == note
 
@@ -516,8 +517,8 @@ def test_only_the_full_width_forms_are_translated():
 
 
 def test_a_typed_cell_in_full_width_digits_is_its_number():
-    assert attnviz.core.inputs.number_at("－１．５", "W_Q, row 1, column 1") == -1.5
-    assert attnviz.core.inputs.number_at("\ufeff2", "W_Q, row 1, column 1") == 2.0
+    assert matrix_text.number_at("－１．５", "W_Q, row 1, column 1") == -1.5
+    assert matrix_text.number_at("\ufeff2", "W_Q, row 1, column 1") == 2.0
 
 
 @pytest.mark.parametrize("data, note, said", [

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 import attnviz
-from attnviz.models import pretrained
+from attnviz.models import bert_layer
 from attnviz.plot import model_figures as mf
 
 
@@ -34,10 +34,10 @@ def test_gelus_erf_is_torchs_bit_for_bit_and_within_an_ulp_of_math_erf():
     import torch
 
     x = np.concatenate([np.linspace(-7.0, 7.0, 14001), [-0.0, 1e-300, 40.0, -40.0]])
-    np.testing.assert_array_equal(pretrained._erf(x), torch.special.erf(torch.from_numpy(x)).numpy())
-    np.testing.assert_allclose(pretrained._erf(x), [math.erf(v) for v in x], rtol=0, atol=2.3e-16)
+    np.testing.assert_array_equal(bert_layer.erf(x), torch.special.erf(torch.from_numpy(x)).numpy())
+    np.testing.assert_allclose(bert_layer.erf(x), [math.erf(v) for v in x], rtol=0, atol=2.3e-16)
     h = np.linspace(-5, 5, 101, dtype=np.float32).reshape(1, -1)
-    gelu = pretrained._gelu(h)
+    gelu = bert_layer.gelu(h)
     assert gelu.dtype == np.float32
     expected = torch.nn.functional.gelu(torch.from_numpy(h.astype(np.float64))).numpy()
     np.testing.assert_allclose(gelu, expected, rtol=1e-6, atol=1e-7)

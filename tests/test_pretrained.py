@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from attnviz import AttentionTrace, AttnvizInputError, MultiHeadWeights  # noqa: E402
-from attnviz.models import pretrained  # noqa: E402
+from attnviz.models import bert_layer, pretrained  # noqa: E402
 from attnviz.models.pretrained import PretrainedModel  # noqa: E402
 from tests.message_helpers import between, raises_message  # noqa: E402
 
@@ -211,9 +211,9 @@ def test_gelu_is_the_exact_erf_form():
     """BERT's "gelu" is x Φ(x) with the exact erf; checked against math.erf."""
     x = np.concatenate([np.linspace(-12.0, 12.0, 24001), [-0.0, 1e-300, 6.0, 8.485, 40.0]])
     expected_erf = np.array([math.erf(v) for v in x])
-    np.testing.assert_allclose(pretrained._erf(x), expected_erf, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(bert_layer.erf(x), expected_erf, rtol=0, atol=1e-15)
     expected_gelu = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])
-    np.testing.assert_allclose(pretrained._gelu(x), expected_gelu, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(bert_layer.gelu(x), expected_gelu, rtol=1e-14, atol=1e-15)
 
 
 def test_simultaneous_sessions_on_one_text_run_the_model_once(minilm, monkeypatch):

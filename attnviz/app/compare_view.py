@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from attnviz.plot import budget, figures
+from attnviz.plot import budget, figures, text_layout
 from attnviz.session.build import build_view
 from attnviz.session.view import View
 from attnviz.app import keys, scales, state, widgets
@@ -44,12 +44,12 @@ def side_by_side(weights_a: np.ndarray, tokens_a: list[str], weights_b: np.ndarr
         widgets.chart(figures.heatmap(weights_a, row_labels=tokens_a, col_labels=tokens_a,
                                       kind="weights", title=t("figure.first_sentence"),
                                       weight_scale=weight_scale, max_bytes=each,
-                                      width=figures.HALF_WIDTH), key=keys.FIRST(key))
+                                      width=text_layout.HALF_WIDTH), key=keys.FIRST(key))
     with right:
         widgets.chart(figures.heatmap(weights_b, row_labels=tokens_b, col_labels=tokens_b,
                                       kind="weights", title=t("figure.second_sentence"),
                                       weight_scale=weight_scale, max_bytes=each,
-                                      width=figures.HALF_WIDTH), key=keys.SECOND(key))
+                                      width=text_layout.HALF_WIDTH), key=keys.SECOND(key))
     same = matching_positions(tokens_a, tokens_b)
     if not same:
         st.info(t("compare.no_match"))

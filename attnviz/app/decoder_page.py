@@ -9,6 +9,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz.core.errors import AttnvizInputError
+from attnviz.core.grouped_query import query_heads
 from attnviz.i18n import t
 from attnviz.models.decoder import DecoderRun
 from attnviz.models.registry import ModelEntry
@@ -19,6 +20,7 @@ from attnviz.app.pretrained_view import (ModelRun, head_view_chart, keep_in_rang
                                          sentence_and_limit, shared_figure,
                                          step_through_button)
 from attnviz.app.text import code, literal, token_line
+from attnviz.app.decoder_view import head_reads
 from attnviz.app import keys, model_loading, scales, state, widgets
 
 # the model view's maps, at most this many pixels a side, halved until the figure fits its
@@ -42,7 +44,6 @@ def render(entry: ModelEntry, tabs: list[str]) -> None:
     view = ModelRun(attentions=run.attentions, tokens=list(run.tokens),
                     positions=np.arange(len(run.ids)))
     layers, heads = run.attentions.shape[:2]
-    group = model.num_heads // model.num_kv_heads
 
     def one_head_tab() -> None:
         keep_in_range(keys.PT_DEC_LAYER, layers, st.session_state.get(keys.LAYER, 0))
@@ -51,9 +52,7 @@ def render(entry: ModelEntry, tabs: list[str]) -> None:
                              format_func=_layer_name)
         head = pick_number("head", heads, keys.PT_DEC_HEAD,
                            default=st.session_state.get(keys.HEAD, 0))
-        sharing = [str(h) for h in range(heads) if h // group == head // group]
-        st.caption(t("decoder.head_reads", head=head, kv_head=head // group,
-                     heads=t("decoder.number_separator").join(sharing)))
+        st.caption(head_reads(head, model.num_heads, model.num_kv_heads))
         scale = scales.weight_scale_picker(len(view.tokens))
         widgets.chart(one_head_heatmap(view, layer, head, scale), key=keys.PT_DEC_HEATMAP)
         step_through_button(layer, head)
@@ -149,10 +148,12 @@ def token_list(run: DecoderRun) -> None:
 
 def sharing_text(heads: int, kv_heads: int) -> str:
     """Which query heads share each key/value head: "0–2 → K/V 0, 3–5 → K/V 1, …"."""
-    group = heads // kv_heads
-    groups = t("decoder.span_list_separator").join(
-        t("decoder.sharing.group", first=kv * group, last=kv * group + group - 1, kv_head=kv)
-        for kv in range(kv_heads))
+
+    def group(kv: int) -> str:
+        shared = query_heads(kv, heads, kv_heads)
+        return t("decoder.sharing.group", first=shared[0], last=shared[-1], kv_head=kv)
+
+    groups = t("decoder.span_list_separator").join(group(kv) for kv in range(kv_heads))
     return t("decoder.sharing", heads=heads, kv_heads=kv_heads, groups=groups)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.i18n import t
+from attnviz.core.grouped_query import kv_head, query_heads
 from attnviz.core.modes import Mode
 from attnviz.plot import decoder_figures
 from attnviz.session.view import View
@@ -46,11 +47,18 @@ def step_notes(view: View, step: str, head: int) -> None:
 
 
 def sharing_caption(view: View, head: int) -> str:
-    tr = view.trace
-    kv = tr.kv_head(head)
-    same = [h for h in range(tr.num_heads) if tr.kv_head(h) == kv]
+    return head_reads(head, view.trace.num_heads, view.trace.num_kv_heads)
+
+
+def head_reads(head: int, num_heads: int, num_kv_heads: int) -> str:
+    """Which key/value head query head `head` reads and the query heads sharing it."""
+    kv = kv_head(head, num_heads, num_kv_heads)
     return t("decoder.head_reads", head=head, kv_head=kv,
-             heads=t("decoder.number_separator").join(map(str, same)))
+             heads=_numbers(query_heads(kv, num_heads, num_kv_heads)))
+
+
+def _numbers(heads: range) -> str:
+    return t("decoder.number_separator").join(map(str, heads))
 
 
 def multihead_notes(view: View) -> None:
@@ -79,7 +87,6 @@ def matrix_head(view: View, name: str, head: int | None) -> int | None:
     if head is None or w is None or name not in SHARED_MATRICES or w.num_kv_heads == w.num_heads:
         return head
     kv = w.kv_head(head)
-    same = [h for h in range(w.num_heads) if w.kv_head(h) == kv]
     st.caption(t("decoder_view.edit_shared", matrix=edits.entry(name).shown, kv_head=kv,
-                 heads=t("decoder.number_separator").join(map(str, same))))
+                 heads=_numbers(query_heads(kv, w.num_heads, w.num_kv_heads))))
     return kv

@@ -21,7 +21,7 @@ from attnviz.session import edits
 from attnviz.session.edits import make_edit, typed_cells, with_matrix
 from attnviz.plot import figures
 from attnviz.core.errors import AttnvizInputError
-from attnviz.core.inputs import parse_matrix_with_notes
+from attnviz.core.matrix_text import parse_matrix_with_notes
 from attnviz.describe.labels import matrix_labels, unique
 from attnviz.session.settings import TOY_MODE
 from attnviz.session.view import View, current_matrices

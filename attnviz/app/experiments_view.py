@@ -12,9 +12,10 @@ import streamlit as st
 
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
-from attnviz.plot import experiment_figures, figures
+from attnviz.plot import experiment_figures, figures, text_layout
 from attnviz.tutorials import experiments
 from attnviz.core.errors import AttnvizInputError
+from attnviz.core.grouped_query import kv_head
 from attnviz.core.inputs import tokenize, truncate
 from attnviz.describe.labels import feature_labels
 from attnviz.session.view import View
@@ -51,8 +52,8 @@ def _tutorial_or_user_x(view: View, preset_name: str, label_id: str, key: str):
 
 def _heat(a, rows, cols, *, key: str, title: str = "", kind: str = "signed", masked=None,
           row_title: str | None = None, col_title: str | None = None,
-          weight_scale: str = "fixed", width: int = figures.NARROW_WIDTH) -> None:
-    """A heatmap of the tab; `width` figures.HALF_WIDTH for one of two side by side."""
+          weight_scale: str = "fixed", width: int = text_layout.NARROW_WIDTH) -> None:
+    """A heatmap of the tab; `width` text_layout.HALF_WIDTH for one of two side by side."""
     widgets.chart(figures.heatmap(a, row_labels=rows, col_labels=cols, title=title, kind=kind,
                                   masked=masked, row_title=row_title or t("figure.axis.query"),
                                   col_title=col_title or t("figure.axis.key"),
@@ -101,7 +102,7 @@ def tied_tab(view: View) -> None:
         with col:
             st.metric(t("experiments.tied.asymmetry", name=name), f"{r.asymmetry(tr):.3g}")
             _heat(tr.scores[0], tokens, tokens, key=keys.EXP_TIED_SCORES(kind),
-                  title=t("experiments.tied.chart", name=name), width=figures.HALF_WIDTH)
+                  title=t("experiments.tied.chart", name=name), width=text_layout.HALF_WIDTH)
             widgets.table(tr.scores[0], tokens, tokens, key=keys.EXP_TIED_TABLE(kind))
 
 
@@ -114,10 +115,10 @@ def raw_tab(view: View) -> None:
     c = st.columns(2)
     with c[0]:
         _heat(tr.scores[0], tokens, tokens, key=keys.EXP_RAW_SIM,
-              title=t("experiments.raw.similarity"), width=figures.HALF_WIDTH)
+              title=t("experiments.raw.similarity"), width=text_layout.HALF_WIDTH)
     with c[1]:
         _heat(tr.weights[0], tokens, tokens, key=keys.EXP_RAW_W, kind="weights",
-              title="softmax(X Xᵀ)", weight_scale=scale, width=figures.HALF_WIDTH)
+              title="softmax(X Xᵀ)", weight_scale=scale, width=text_layout.HALF_WIDTH)
     widgets.table(tr.weights[0], tokens, tokens, key=keys.EXP_RAW_TABLE)
     each = t("experiments.raw.separator").join(
         t("experiments.raw.weight_to", weight=f"{w:.2f}", token=k)
@@ -167,11 +168,11 @@ def masks_tab(view: View) -> None:
     c = st.columns(2)
     with c[0]:
         _heat(tr.masked_scores[0], r.tokens, r.tokens, key=keys.EXP_MASKED, masked=mask,
-              title=t("experiments.masks.scores"), width=figures.HALF_WIDTH)
+              title=t("experiments.masks.scores"), width=text_layout.HALF_WIDTH)
     with c[1]:
         _heat(tr.weights[0], r.tokens, r.tokens, key=keys.EXP_MASK_W, kind="weights",
               masked=mask, title=t("experiments.masks.weights"), weight_scale=scale,
-              width=figures.HALF_WIDTH)
+              width=text_layout.HALF_WIDTH)
     masked_weights = tr.weights[0][mask] if mask is not None else np.array([])
     st.metric(t("experiments.masks.largest"), f"{masked_weights.max(initial=0.0):.1f}")
     widgets.table(tr.weights[0], r.tokens, r.tokens, key=keys.EXP_MASK_TABLE)
@@ -218,11 +219,11 @@ def bug_tab(view: View) -> None:
     c = st.columns(2)
     with c[0]:
         _heat(r.correct, view.tokens_q, view.tokens_k, key=keys.EXP_BUG_OK, kind="weights",
-              title="softmax(QKᵀ/√d_k)", weight_scale=scale, width=figures.HALF_WIDTH)
+              title="softmax(QKᵀ/√d_k)", weight_scale=scale, width=text_layout.HALF_WIDTH)
     with c[1]:
         _heat(r.buggy, view.tokens_q, view.tokens_k, key=keys.EXP_BUG, kind="weights",
               title=t("experiments.bug.buggy_title"), weight_scale=scale,
-              width=figures.HALF_WIDTH)
+              width=text_layout.HALF_WIDTH)
     widgets.table(np.column_stack([r.correct.sum(1), r.buggy.sum(1)]), view.tokens_q,
                   [t("experiments.bug.sum_correct"), t("experiments.bug.sum_buggy")],
                   key=keys.EXP_BUG_TABLE)
@@ -329,8 +330,8 @@ def _model_qk():
                               persist_state="session", key=keys.EXP_ROPE_KEY))
     i, j = min(i, n_tok - 1), min(j, n_tok - 1)        # a shorter text than the last one
     st.caption(literal(t("experiments.rope.pair", query=tokens[i], key=tokens[j], i=i, j=j,
-                         layer=layer, head=head, kv_head=head // (model.num_heads
-                                                                   // model.num_kv_heads))))
+                         layer=layer, head=head,
+                         kv_head=kv_head(head, model.num_heads, model.num_kv_heads))))
     return q[head, i], k[head, j], i, j, model.rope_base, float(scores[head, i, j])
 
 

@@ -1,7 +1,8 @@
 """The page's language (中文 / English): chosen in the sidebar, kept in the session under
 ``lang`` and in the link as ``lang=zh`` / ``lang=en`` (when it differs from the browser's own
 language, which a first visit follows). Library code reads it through
-:func:`attnviz.i18n.language`, which this module points at the session."""
+:func:`attnviz.i18n.language`, which :func:`follow_session` points at the session when the app
+starts (attnviz.app.startup)."""
 
 from __future__ import annotations
 
@@ -86,4 +87,7 @@ def _session_language() -> str | None:
     return lang if isinstance(lang, str) else None
 
 
-i18n.set_language_source(_session_language)
+def follow_session() -> None:
+    """Point :func:`attnviz.i18n.language` at the running session's choice (the app's start-up
+    calls it; a second call changes nothing)."""
+    i18n.set_language_source(_session_language)

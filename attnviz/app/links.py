@@ -21,7 +21,8 @@ from attnviz.app import keys
 from attnviz.session import edits
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import Message, languages, t
-from attnviz.core.inputs import MAX_TOKENS, parse_matrix
+from attnviz.core.inputs import MAX_TOKENS
+from attnviz.core.matrix_text import parse_matrix
 from attnviz.describe.labels import cut
 from attnviz.core.inputs import MAX_D_MODEL
 from attnviz.session.settings import TOY_MODE, Settings, bounds, weights_signature

@@ -26,7 +26,7 @@ from attnviz.i18n import languages, render, t, use_language
 from attnviz.models import heavy, registry
 from attnviz.models.decoder import DecoderModel, DecoderRun
 from attnviz.models.pretrained import MIN_TOKENS, PretrainedTrace, cached_run
-from attnviz.plot import budget, figures, reading_figures
+from attnviz.plot import budget, figures, reading_figures, text_layout
 
 RANKING_MAX_TOKENS = 64       # the ablation view reads at most this many tokens of each text
 DECODER_MAX_TOKENS = 64       # SmolLM2 reads at most this many tokens of the text on this page
@@ -204,13 +204,13 @@ def rollout_tab(run) -> None:
             rollout[layer], row_labels=tokens, col_labels=tokens, kind="weights",
             title=t("reading.rollout.title", layer=layer),
             col_title=t("reading.rollout.input_token"), weight_scale=scale, max_bytes=each,
-            width=figures.HALF_WIDTH), layer, residual, scale)
+            width=text_layout.HALF_WIDTH), layer, residual, scale)
         widgets.chart(fig, key=keys.RO_ROLLOUT)
     with right:
         fig = pretrained_view.shared_figure("rollout_raw", lambda: figures.heatmap(
             raw, row_labels=tokens, col_labels=tokens, kind="weights",
             title=t("reading.rollout.raw_title", layer=layer), weight_scale=scale,
-            max_bytes=each, width=figures.HALF_WIDTH), layer, scale)
+            max_bytes=each, width=text_layout.HALF_WIDTH), layer, scale)
         widgets.chart(fig, key=keys.RO_RAW)
     token = _pick_token(run, keys.RO_TOKEN, t("reading.rollout.token"))
     left, right = st.columns(2)
@@ -218,12 +218,12 @@ def rollout_tab(run) -> None:
         widgets.chart(reading_figures.token_bars(
             rollout[layer, token], tokens,
             title=t("reading.rollout.row_title", token=token, layer=layer),
-            value_name=t("reading.share"), width=figures.HALF_WIDTH), key=keys.RO_BARS)
+            value_name=t("reading.share"), width=text_layout.HALF_WIDTH), key=keys.RO_BARS)
     with right:
         widgets.chart(reading_figures.token_bars(
             raw[token], tokens, title=t("reading.rollout.raw_row_title", token=token,
                                         layer=layer),
-            value_name=t("figure.hover.weight"), width=figures.HALF_WIDTH),
+            value_name=t("figure.hover.weight"), width=text_layout.HALF_WIDTH),
                       key=keys.RO_RAW_BARS)
 
 
@@ -243,12 +243,12 @@ def value_weighted_tab(run) -> None:
         fig = pretrained_view.shared_figure("vw_weights", lambda: figures.heatmap(
             weights, row_labels=run.tokens, col_labels=run.tokens, kind="weights",
             title=t("reading.value.weights_title", layer=layer, head=head), weight_scale=scale,
-            max_bytes=each, width=figures.HALF_WIDTH), layer, head, scale)
+            max_bytes=each, width=text_layout.HALF_WIDTH), layer, head, scale)
         widgets.chart(fig, key=keys.VW_WEIGHTS)
     with right:
         fig = pretrained_view.shared_figure("vw_norms", lambda: reading_figures.norms_heatmap(
             norms, run.tokens, title=t("reading.value.norms_title", layer=layer, head=head),
-            max_bytes=each, width=figures.HALF_WIDTH), layer, head)
+            max_bytes=each, width=text_layout.HALF_WIDTH), layer, head)
         widgets.chart(fig, key=keys.VW_NORMS)
     st.markdown(t("reading.value.table"))
     table = survival_table(run.tokens, weights, norms,
@@ -944,15 +944,15 @@ def lens_tab(run: DecoderRun) -> None:
         widgets.chart(lens_figures.top_bars(
             labels[r][position], lens.top_probs[r, position],
             title=t("reading.lens.bars_title", position=position,
-                    token=figures.escape(shown[position]),
-                    row=rows[r]), width=figures.HALF_WIDTH), key=keys.LENS_BARS)
+                    token=text_layout.escape(shown[position]),
+                    row=rows[r]), width=text_layout.HALF_WIDTH), key=keys.LENS_BARS)
     with right:
         answer = token_shown(m.piece_after(run.ids[:position + 1], target))
         widgets.chart(lens_figures.rank_line(
             lens.target_rank[:, position], row_labels=rows,
-            title=t("reading.lens.rank_title", token=figures.escape(answer),
+            title=t("reading.lens.rank_title", token=text_layout.escape(answer),
                     position=position),
-            width=figures.HALF_WIDTH), key=keys.LENS_RANK)
+            width=text_layout.HALF_WIDTH), key=keys.LENS_RANK)
     first = int(np.argmax(lens.target_rank[:, position] == 1))
     st.caption(t("reading.lens.first_top", token=answer, row=rows[first],
                  probability=f"{float(lens.target_prob[-1, position]):.3f}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.i18n import t
-from attnviz.plot.figures import WEIGHT_SCALES, default_weight_scale
+from attnviz.plot.colour_scales import WEIGHT_SCALES, default_weight_scale
 from attnviz.app import keys
 
 

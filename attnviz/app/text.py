@@ -101,7 +101,7 @@ MAX_TEXT_CHARS = 20_000
 # characters hold more than 512 tokens of either, and a rerun tokenizes the prompt a few times.
 MAX_PROMPT_CHARS = 8_000
 # A matrix typed or pasted (the sidebar's X, Q, K, V; a paste box): the largest the app reads
-# is 512 × 1024 numbers (MAX_TOKENS × MAX_D_MODEL, core.inputs._check_raw_size); a box holds it
+# is 512 × 1024 numbers (MAX_TOKENS × MAX_D_MODEL, core.matrix_text._check_raw_size); a box holds it
 # at 8 characters a number with its separator ("-0.1234,", "0.12345 "), 4 Mi characters; a
 # matrix written longer is uploaded as a file (io.matrix_files.MAX_UPLOAD_MB). Three full boxes
 # (Q, K, V: 12.6 MB) make the largest message a browser sends for this app: the shipped config's

@@ -1,5 +1,5 @@
 """The server process's threads: one BLAS thread, the engine's blocks on as many, the caches'
-memory sweeper. Switched on by the app when it starts (``start_once``, from attnviz.app.main);
+memory sweeper. Switched on by the app when it starts (``start_once``, from attnviz.app.startup);
 importing attnviz starts none of them, so a notebook keeps numpy's own setting, runs a large
 trace's blocks on every core and has no thread of ours.
 
@@ -9,13 +9,14 @@ second BLAS thread mostly waits for the scheduler, and generation measured 10–
 two threads than with one (benchmarks/bench_decoder.py, docs/benchmarks.md). The app
 therefore limits BLAS, and the engine's element-wise blocks (attnviz.core.engine.set_threads),
 to ``ATTNVIZ_BLAS_THREADS`` threads (default 1) once, when it starts, and starts the sweeper that
-gives the shared caches' idle memory back (attnviz.core.cache.start_sweeper)."""
+gives the shared caches' idle memory back (attnviz.app.sweeper)."""
 
 from __future__ import annotations
 
 import os
 
-from attnviz.core import cache, engine
+from attnviz.core import engine
+from attnviz.app import sweeper
 
 _limited = False
 
@@ -38,5 +39,5 @@ def start_once() -> None:
 
     threadpool_limits(limits=blas_threads(), user_api="blas")
     engine.set_threads(blas_threads())
-    cache.start_sweeper()
+    sweeper.start_sweeper()
     _limited = True

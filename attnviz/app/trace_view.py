@@ -30,7 +30,7 @@ from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import language, t
 from attnviz.models import heavy, registry
 from attnviz.models.patching import effect_shape, patch_work
-from attnviz.plot import figures, flow_figures
+from attnviz.plot import figures, flow_figures, text_layout
 from attnviz.tutorials.patching_pairs import PATCHING_PAIRS, patching_pair
 
 TABS = ("lens", "patching", "flow")        # the tabs, trace.tab.<name>
@@ -413,7 +413,7 @@ def _show_result(m, p) -> None:
         t("trace.patch.where.of_layer", where=_where_name(p.where), layer=p.layer)
     fig = patching_figures.effect_map(
         p.effect, row_labels=rows, col_labels=cols, row_title=row_title, col_title=col_title,
-        title=t("trace.patch.map_title", where=figures.escape(where)),
+        title=t("trace.patch.map_title", where=text_layout.escape(where)),
         clean_tokens=None if p.where == "heads" else
         [token_shown(s) for s in p.clean_tokens], numbered=p.where != "heads")
     if p.where in ("heads", "heads_pos"):          # a cell is a head: a click opens it
@@ -457,7 +457,7 @@ def _figure(graph, name: str, shown: list[str], num_layers: int):
     return _FLOW_FIGURES.get(key, lambda: flow_figures.flow_graph(
         graph.edges, shown, num_layers, position=graph.position, total=graph.total_edges,
         title=t("trace.flow.title", position=graph.position,
-                token=figures.escape(shown[graph.position]),
+                token=text_layout.escape(shown[graph.position]),
                 threshold=f"{graph.threshold:.2f}")))
 
 

@@ -13,7 +13,6 @@ whose session Streamlit has dropped stops too. A finished run stays in
 
 from __future__ import annotations
 
-import logging
 import time
 
 import numpy as np
@@ -41,24 +40,6 @@ FORM = {   # widget key → (label's message id, or a name shown as written; def
     keys.TOY_D_MODEL: ("d_model", 32, 4, 128),
     keys.TOY_SEED: ("train.field.seed", 0, 0, 2**31 - 1),
 }
-
-
-def _log_as_streamlit_does(name: str) -> None:
-    """Logger `name`'s lines in the server's log, formatted and filtered as Streamlit's own
-    (its options logger.messageFormat and logger.level), once."""
-    log = logging.getLogger(name)
-    if log.handlers:
-        return
-    formatter = logging.Formatter(st.get_option("logger.messageFormat"))
-    formatter.default_msec_format = "%s.%03d"
-    handler = logging.StreamHandler()
-    handler.setFormatter(formatter)
-    log.addHandler(handler)
-    log.setLevel(str(st.get_option("logger.level")).upper())
-    log.propagate = False
-
-
-_log_as_streamlit_does(training.log.name)   # the pool's log: when a run starts, ends, is left
 
 
 class LearnerThere:

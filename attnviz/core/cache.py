@@ -6,12 +6,10 @@ however large: dropping it would recompute it on the very next rerun). Sessions 
 the same key at the same time wait for one computation of it.
 
 An entry nobody has asked for in `max_idle` seconds goes too, so memory comes back once a class
-has left: a sweeper thread looks every SWEEP_SECONDS and, after anything was dropped, collects
-the garbage; each round it hands the freed pages back to the operating system (glibc's
-malloc_trim: numpy's blocks of a few MB, and a large message's copies, are otherwise kept in
-the allocator's heaps). The server starts the sweeper (:func:`start_sweeper`, from
-attnviz.app.threads); making a cache starts nothing, so a notebook's process keeps its threads
-as they were and its entries leave by the bounds alone.
+has left: :func:`expire_all` drops every cache's idle entries, which the server's memory
+sweeper (attnviz.app.sweeper: a thread, the garbage collector, malloc_trim) calls every few
+seconds; making a cache starts nothing, so a notebook's process keeps its threads as they were
+and its entries leave by the bounds alone.
 
 Why not cachetools: its ``LRUCache(maxsize, getsizeof=…)`` bounds by bytes and ``cached(…,
 condition=…)`` computes a key once, but its expiry (``TTLCache``, ``TLRUCache``) is fixed when an
@@ -25,8 +23,6 @@ in the core, which notebooks use without streamlit.
 from __future__ import annotations
 
 import atexit
-import ctypes
-import ctypes.util
 import gc
 import sys
 import threading
@@ -40,7 +36,6 @@ import numpy as np
 T = TypeVar("T")
 
 IDLE_SECONDS = 60.0       # an entry nobody asked for this long is dropped
-SWEEP_SECONDS = 10.0      # how often the sweeper looks
 
 
 def arrays_in(obj):
@@ -202,69 +197,19 @@ def per_process(make: Callable[[], T]) -> Callable[[], T]:
     return get
 
 
-# ---- giving memory back ---------------------------------------------------------------------
+# ---- what the server's sweeper expires ------------------------------------------------------
 
 _CACHES: "weakref.WeakSet[SizedCache]" = weakref.WeakSet()
-_EVICTED = [0]          # bytes evicted over budget since the last sweep (then trimmed too)
-_sweeper: threading.Thread | None = None
-_sweeper_lock = threading.Lock()
+_EVICTED = [0]          # bytes evicted over budget since the last expire_all (then trimmed too)
 
 
-def sweep() -> bool:
-    """One round: expire every cache's idle entries; if anything was freed (or evicted over
-    budget since the last round), collect the garbage. Then, every round, give the allocator's
-    free pages back to the OS: what the caches freed, and what left with a session (a large
-    message's copies, held until Streamlit drops the session: issue 26 measured 62 MB kept
-    after four 4 MB messages). A round with nothing to give back costs ~0.05 ms; the next
-    large computation takes back the pages it needs (~0.05 s for a 512-token forward pass).
-    True if a cache freed anything."""
-    freed = sum(c.expire() for c in list(_CACHES)) > 0 or _EVICTED[0] > 0
+def expire_all(now: float | None = None) -> bool:
+    """Expire every cache's idle entries (:meth:`SizedCache.expire`). True if any cache freed
+    anything, or evicted entries over its budget, since the last call: the server's sweeper
+    (attnviz.app.sweeper) then collects the garbage."""
+    freed = sum(c.expire(now) for c in list(_CACHES)) > 0 or _EVICTED[0] > 0
     _EVICTED[0] = 0
-    if freed:
-        gc.collect()
-    release_to_os()
     return freed
-
-
-def start_sweeper() -> None:
-    """Start the thread that calls :func:`sweep` every SWEEP_SECONDS, once per process (the
-    server's; a daemon: it never holds the process up)."""
-    global _sweeper
-    with _sweeper_lock:
-        if _sweeper is None:
-            _sweeper = threading.Thread(target=_sweep_forever, daemon=True,
-                                        name="attnviz-memory-sweeper")
-            _sweeper.start()
-
-
-def _sweep_forever() -> None:
-    while True:
-        time.sleep(SWEEP_SECONDS)
-        sweep()
-
-
-def release_to_os() -> bool:
-    """Hand the allocator's free pages back to the operating system (glibc's malloc_trim(0),
-    every arena); False where there is no glibc."""
-    libc = _libc()
-    if libc is None:
-        return False
-    libc.malloc_trim(0)
-    return True
-
-
-_LIBC: list = []
-
-
-def _libc():
-    if not _LIBC:
-        name = ctypes.util.find_library("c")
-        try:
-            lib = ctypes.CDLL(name) if name else None
-            _LIBC.append(lib if lib is not None and hasattr(lib, "malloc_trim") else None)
-        except OSError:
-            _LIBC.append(None)
-    return _LIBC[0]
 
 
 def python_bytes(obj, limit: int = 500_000) -> int:

@@ -8,8 +8,9 @@ Axis order everywhere: (head, query, key, feature). Row-vector convention: ``Q =
 
 Two things every modern decoder adds, both optional:
 - grouped-query attention: W_K, W_V with H_kv heads (a divisor of H); query head h reads
-  key/value head h // (H / H_kv). The trace's k and v are as each query head reads them,
-  (H, n, d) (transformers' ``repeat_kv``); ``t.k_shared``, ``t.v_shared`` are the H_kv heads.
+  key/value head h // (H / H_kv) (``core.grouped_query``). The trace's k and v are as each
+  query head reads them, (H, n, d) (transformers' ``repeat_kv``); ``t.k_shared``,
+  ``t.v_shared`` are the H_kv heads.
 - rotary positions (RoPE, ``rope=base``): after projection, Q and K are rotated in the
   half-split layout of transformers' Llama (``core.rotary.apply_rope``,
   ``q * cos + rotate_half(q) * sin``); the scores use the rotated ``t.q_rotated``,
@@ -28,6 +29,7 @@ from numpy.typing import ArrayLike
 
 from attnviz.core.arrays import as_matrix, float_dtype, readonly
 from attnviz.core.errors import AttnvizInputError, OverflowInStep
+from attnviz.core.grouped_query import group_size, repeat_kv
 from attnviz.core.rotary import apply_rope, cos_sin, rope_angles, rotate_half
 from attnviz.core.trace import AttentionTrace, Step, steps_of
 from attnviz.core.weights import MultiHeadWeights
@@ -199,11 +201,11 @@ def _positions(positions, n: int, name: str) -> np.ndarray:
 
 def _rotate_and_share(q, k, v, rotary) -> dict:
     """The trace's q, k, v fields and, with RoPE, q_rotated and k_rotated; k and v as every
-    query head reads them (H heads: K/V head h // (H / H_kv) for query head h). "q_used" and
-    "k_used" are what the scores take: rotated where RoPE is on."""
+    query head reads them (`grouped_query.repeat_kv`). "q_used" and "k_used" are what the
+    scores take: rotated where RoPE is on."""
     h, h_kv = q.shape[0], k.shape[0]
     fields = dict(q=q, k=k, v=v, q_rotated=None, k_rotated=None, rope_base=None,
-                  q_positions=None, k_positions=None, kv_group=h // h_kv)
+                  q_positions=None, k_positions=None, kv_group=group_size(h, h_kv))
     q_used, k_used = q, k
     if rotary is not None:
         base, q_pos, k_pos = rotary
@@ -217,18 +219,12 @@ def _rotate_and_share(q, k, v, rotary) -> dict:
             k_used = readonly(apply_rope(k, cos=cos, sin=sin))
         fields.update(q_rotated=q_used, rope_base=base, q_positions=q_pos, k_positions=k_pos)
     if h_kv != h:
-        fields.update(k=_repeat_kv(k, h), v=_repeat_kv(v, h))
-        k_used = _repeat_kv(k_used, h)
+        fields.update(k=repeat_kv(k, h), v=repeat_kv(v, h))            # (H, n_k, d)
+        k_used = repeat_kv(k_used, h)
     if rotary is not None:
         fields["k_rotated"] = k_used
     fields.update(q_used=q_used, k_used=k_used)
     return fields
-
-
-def _repeat_kv(a: np.ndarray, num_heads: int) -> np.ndarray:
-    """(H_kv, n, d) → (H, n, d): each key/value head repeated for the H / H_kv query heads
-    that share it (transformers' ``repeat_kv``)."""
-    return readonly(np.repeat(a, num_heads // a.shape[0], axis=0))
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None,

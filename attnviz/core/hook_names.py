@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.core.arrays import whole_number
+from attnviz.core.grouped_query import shared_kv
 
 # attnviz step → TransformerLens hook name ({L}: the layer). "result" is no step of the trace:
 # the per-head output z_h W_O,h before the heads are summed and b_O added.
@@ -59,18 +60,17 @@ def transformer_lens_names(trace, layer: int = 0) -> dict[str, np.ndarray]:
     """`trace`'s arrays under TransformerLens's hook names for `layer`, in its axis order with
     no batch axis (read-only views where a transpose does; see the module's table)."""
     layer = whole_number(layer, "layer", low=0)
-    group = trace.kv_group
     arrays = {
         "q": trace.q.transpose(1, 0, 2),                        # (H, n, d) → (n, H, d)
-        "k": trace.k[::group].transpose(1, 0, 2),               # (H_kv, n_k, d) → (n_k, H_kv, d)
-        "v": trace.v[::group].transpose(1, 0, 2),
+        "k": trace.k_shared.transpose(1, 0, 2),                 # (H_kv, n_k, d) → (n_k, H_kv, d)
+        "v": trace.v_shared.transpose(1, 0, 2),
         "masked_scores": trace.masked_scores,                   # (H, n_q, n_k)
         "weights": trace.weights,
         "z": trace.z.transpose(1, 0, 2),                        # (n_q, H, d_v)
     }
     if trace.rope_base is not None:
         arrays["q_rotated"] = trace.q_rotated.transpose(1, 0, 2)
-        arrays["k_rotated"] = trace.k_rotated[::group].transpose(1, 0, 2)
+        arrays["k_rotated"] = shared_kv(trace.k_rotated, trace.num_kv_heads).transpose(1, 0, 2)
     if trace.params is not None:
         w_o = trace.params.w_o.reshape(trace.num_heads, trace.d_v, -1)   # (H, d_v, d_out)
         arrays["result"] = np.einsum("hqd,hdo->qho", trace.z, w_o)       # (n_q, H, d_out)

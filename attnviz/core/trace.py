@@ -7,9 +7,9 @@ files: a step's title, formula and explanation come from the describe layer
 registers itself here when imported, and ``import attnviz`` imports both.
 
 Grouped-query attention (H_kv key/value heads shared by H query heads): k, v, k_rotated hold,
-for every query head h, the key/value head it reads (h // kv_group), so every per-head field
-has H heads and a page can take any head of any step; ``k_shared`` and ``v_shared`` are the
-H_kv heads as projected (and as a KV cache keeps them).
+for every query head h, the key/value head it reads (``grouped_query.kv_head``), so every
+per-head field has H heads and a page can take any head of any step; ``k_shared`` and
+``v_shared`` are the H_kv heads as projected (and as a KV cache keeps them).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 
 from attnviz.core.arrays import whole_number
 from attnviz.core.errors import AttnvizInputError
+from attnviz.core.grouped_query import kv_head, shared_kv
 from attnviz.core.hook_names import transformer_lens_names
 from attnviz.core.rotary import rope_angles, rope_frequencies
 from attnviz.core.weights import MultiHeadWeights
@@ -211,17 +212,17 @@ class AttentionTrace:
 
     def kv_head(self, head: int) -> int:
         """The key/value head query head `head` reads (grouped-query attention)."""
-        return self._check_head(head) // self.kv_group
+        return kv_head(self._check_head(head), self.num_heads, self.num_kv_heads)
 
     @property
     def k_shared(self) -> np.ndarray:
         """(H_kv, n_k, d_k): the keys once per key/value head, as projected (unrotated)."""
-        return self.k[::self.kv_group]
+        return shared_kv(self.k, self.num_kv_heads)
 
     @property
     def v_shared(self) -> np.ndarray:
         """(H_kv, n_k, d_v): the values once per key/value head."""
-        return self.v[::self.kv_group]
+        return shared_kv(self.v, self.num_kv_heads)
 
     @property
     def rope_frequencies(self) -> np.ndarray | None:

@@ -22,6 +22,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from attnviz.core.arrays import as_matrix, float_dtype, readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
+from attnviz.core.grouped_query import kv_head
 from attnviz.core.inputs import MAX_HEADS
 
 if TYPE_CHECKING:                     # torch only inside from_torch / to_torch
@@ -104,8 +105,8 @@ class MultiHeadWeights:
         return self.w_k.shape[0]
 
     def kv_head(self, head: int) -> int:
-        """The key/value head query head `head` reads: head // (H / H_kv)."""
-        return int(head) // (self.num_heads // self.num_kv_heads)
+        """The key/value head query head `head` reads (`grouped_query.kv_head`)."""
+        return kv_head(int(head), self.num_heads, self.num_kv_heads)
 
     @property
     def d_model(self) -> int:

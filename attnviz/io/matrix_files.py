@@ -8,8 +8,9 @@ import io
 import numpy as np
 
 from attnviz.core.errors import AttnvizInputError
-from attnviz.core.inputs import (MAX_D_MODEL, MAX_TOKENS, cell_name, decode_text, number_at,
-                                 parse_matrix_with_notes, text_shape)
+from attnviz.core.inputs import MAX_D_MODEL, MAX_TOKENS
+from attnviz.core.matrix_text import (cell_name, decode_text, number_at, parse_matrix_with_notes,
+                                      text_shape)
 
 MAX_UPLOAD_MB = 20            # 512 × 1024 numbers as CSV text of ~25 characters each fit
 MAX_ROWS, MAX_COLS = MAX_TOKENS, MAX_D_MODEL    # no matrix the app can use is larger
@@ -24,7 +25,7 @@ def read_matrix_file(name: str, data: bytes) -> np.ndarray:
 
 def read_matrix_file_with_notes(name: str, data: bytes) -> tuple[np.ndarray, list[str]]:
     """`read_matrix_file`, and what was understood on the way: the text's encoding when it was
-    not UTF-8, a decimal comma (see attnviz.core.inputs.parse_matrix_with_notes)."""
+    not UTF-8, a decimal comma (see attnviz.core.matrix_text.parse_matrix_with_notes)."""
     if name.lower().endswith(".npy"):
         return _read_npy(name, data), []
     text, encoding = decode_text(data, name)

@@ -44,6 +44,7 @@ from attnviz.models.sizes import ConfigSizes
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.engine import AttentionTrace, log_softmax, softmax
 from attnviz.core.errors import AttnvizInputError
+from attnviz.core.grouped_query import repeat_kv
 from attnviz.core.reading import value_norms
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import t
@@ -131,10 +132,9 @@ class DecoderRun:
         query head h reads. Beside ``attentions``: a large weight on a token whose transformed
         value is small (often the first token, the "attention sink") moves little."""
         m = self._model
-        g = m.num_heads // m.num_kv_heads
         with np.errstate(over="ignore", invalid="ignore"):        # checked below
             norms = np.stack([value_norms(self.attentions[l],
-                                          np.repeat(self._values[l], g, axis=0),
+                                          repeat_kv(self._values[l], m.num_heads),
                                           m.layer_weights(l).w_o) for l in range(m.num_layers)])
         if not all_finite(norms):              # finite weights and values whose sizes overflow
             layer = next(l for l in range(m.num_layers) if not all_finite(norms[l]))

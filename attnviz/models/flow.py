@@ -44,6 +44,7 @@ import numpy as np
 
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
+from attnviz.core.grouped_query import repeat_kv
 from attnviz.models.finite import quiet
 from attnviz.models.lens import text_ids
 
@@ -309,10 +310,10 @@ def _forward(model, ids: np.ndarray) -> list[dict[str, np.ndarray]]:
 def _head_values(model, layer: int, v: np.ndarray) -> np.ndarray:
     """(H, n, d_model): f_h(x_j) = v^{kv(h)}_j W_O^h, v (H_kv, n, d_k) the layer's values."""
     w_o = model.layer_weights(layer).w_o                               # (H d_v, d_model)
-    h_count, h_kv = model.num_heads, model.num_kv_heads
+    h_count = model.num_heads
     d_v = w_o.shape[0] // h_count
     w_o = w_o.reshape(h_count, d_v, -1)                                # (H, d_v, d_model)
-    shared = v[np.arange(h_count) // (h_count // h_kv)]                # (H, n, d_v)
+    shared = repeat_kv(v, h_count)                                     # (H, n, d_v)
     return shared @ w_o                                                # (H, n, d_model)
 
 

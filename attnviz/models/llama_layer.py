@@ -21,7 +21,8 @@ Axis order: (batch, head, position, feature), transformers' after its ``transpos
 engine's trace drops the batch. The names are modeling_llama.py's: ``rotate_half`` and
 ``apply_rope`` (its ``apply_rotary_pos_emb``, ``core.rotary``) with cos and sin computed once per
 forward pass (its ``position_embeddings``), and the query heads grouped by the key/value head
-they share (``group_heads``: its ``repeat_kv``, as a view instead of a copy).
+they share (``core.grouped_query.group_heads``: its ``repeat_kv``, as a view instead of a
+copy).
 
 A hook, ``hook(layer, name, value)``, is called at each name of HOOK_POINTS with that
 activation (a read-only view, shaped as above; "v" is every key's value, the cache's included):
@@ -39,12 +40,13 @@ import numpy as np
 
 from attnviz.core.engine import AttentionTrace, attention, trace_attention
 from attnviz.core.errors import AttnvizInputError
+from attnviz.core.grouped_query import group_heads
 from attnviz.core.rotary import apply_rope, cos_sin
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.models.finite import all_finite, first_not_finite, from_engine, not_finite
 
 __all__ = ["HOOK_POINTS", "READ_ONLY", "Hook", "KVCache", "LayerOutput", "LayerWeights",
-           "causal_mask", "group_heads", "llama_attention", "llama_layer", "llama_mlp",
+           "causal_mask", "llama_attention", "llama_layer", "llama_mlp",
            "project", "rms_norm", "rotary_embedding", "split_qkv", "trace_layer_attention"]
 
 # where a hook is called, in the order the layer computes them
@@ -138,14 +140,6 @@ def split_qkv(qkv: np.ndarray, h: int, h_kv: int, d_k: int):
     k = qkv[..., h * d_k:(h + h_kv) * d_k].reshape(b, n, h_kv, d_k).transpose(0, 2, 1, 3)
     v = qkv[..., (h + h_kv) * d_k:].reshape(b, n, h_kv, d_k).transpose(0, 2, 1, 3)
     return q, k, v
-
-
-def group_heads(q: np.ndarray, h_kv: int) -> np.ndarray:
-    """(B, H, n, d) → (B, H_kv, H / H_kv, n, d): the query heads grouped by the key/value head
-    they read, so (B, H_kv, 1, n_k, d) keys broadcast over each group — transformers'
-    ``repeat_kv`` without copying the keys and values H / H_kv times."""
-    b, h, n, d = q.shape
-    return q.reshape(b, h_kv, h // h_kv, n, d)
 
 
 def project(x: np.ndarray, w: np.ndarray) -> np.ndarray:

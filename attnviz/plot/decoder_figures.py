@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.core.errors import AttnvizInputError
+from attnviz.core.grouped_query import kv_head
 from attnviz.i18n import t
 from attnviz.plot import budget
 from attnviz.plot.figures import heatmap
@@ -43,11 +44,12 @@ def rotation_angles_figure(angles, base: float, positions, tokens=None, *,
 
 def kv_sharing_figure(num_heads: int, kv_group: int) -> go.Figure:
     """Query heads (rows) × key/value heads (columns): 1 where query head h reads K/V head
-    h // kv_group, the K and V it shares with the other heads of its group."""
+    h // kv_group (`grouped_query.kv_head`), the K and V it shares with the other heads of its
+    group."""
     if num_heads < 1 or kv_group < 1 or num_heads % kv_group:
         raise AttnvizInputError("error.figure.kv_groups", heads=num_heads, group=kv_group)
     kv_heads = num_heads // kv_group
-    shared = (np.arange(num_heads)[:, None] // kv_group
+    shared = (kv_head(np.arange(num_heads), num_heads, kv_heads)[:, None]
               == np.arange(kv_heads)[None, :]).astype(np.float64)       # (H, H_kv)
     fig = heatmap(shared, row_labels=[t("figure.head", head=h) for h in range(num_heads)],
                   col_labels=[t("figure.kv.head", number=k) for k in range(kv_heads)],

@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.plot.figures import DETAIL_MAX_BYTES, escape, heatmap
+from attnviz.plot.figures import DETAIL_MAX_BYTES, heatmap
+from attnviz.plot.text_layout import escape
 from attnviz.describe.labels import unique
 
 KL_COLOR = "#6a51a3"
@@ -39,7 +40,7 @@ def change_heatmap(delta2d, *, row_labels, col_labels, title: str | None = None,
     row_labels, col_labels, row_title, col_title
         As in :func:`attnviz.plot.figures.heatmap`.
     title : str, optional
-        The figure title (escape user text with :func:`attnviz.plot.figures.escape` before
+        The figure title (escape user text with :func:`attnviz.plot.text_layout.escape` before
         putting it here); default
         :func:`change_title`. Titles default to the active language's words.
     max_bytes : int

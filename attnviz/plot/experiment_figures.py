@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
-from attnviz.plot.figures import escape
+from attnviz.plot.text_layout import escape
 from attnviz.tutorials.experiments import AttentionSink, RopeShift, Scaling
 
 # one colour, one meaning, on the whole √d_k experiment: red = without scaling, blue = with

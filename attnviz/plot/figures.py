@@ -8,8 +8,9 @@ Plain plotly (no streamlit), so every builder works in a notebook too:
 Heatmap conventions (SPEC.md), followed by every builder here:
 
 - token labels on both axes, queries on rows and keys on columns; a token that occurs twice
-  stays two rows ("the (1)", "the (5)"), and labels are escaped (:func:`escape`: &, < and >,
-  never quotes) because plotly renders some HTML in labels;
+  stays two rows ("the (1)", "the (5)"), and labels are escaped
+  (:func:`attnviz.plot.text_layout.escape`: &, < and >, never quotes) because plotly renders
+  some HTML in labels;
 - the first row at the top, like a table (the y axis is reversed);
 - the exact value on hover; numbers printed in the cells only for small matrices;
 - a diverging colour scale centred on 0 for signed arrays, a fixed 0–1 scale for weights, set
@@ -35,16 +36,17 @@ weight, or its value farthest from 0), and a subtitle says so.
 
 from __future__ import annotations
 
-import html
 import math
-import warnings
 
 import numpy as np
-import plotly.colors as pc
 import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
+from attnviz.plot.colour_scales import (MASKED_COLOR, check_kind, check_weight_scale, coloraxis,
+                                        colour_levels, colour_props, relative_weights)
+from attnviz.plot.text_layout import (AXIS_PX, HALF_WIDTH, LABEL_PX, NARROW_WIDTH, SMALL_LABEL_PX,
+                                      TITLE_STANDOFF, _category_axis, _esc, _labels, escape)
 from attnviz.plot.budget import (DETAIL_MAX_BYTES, FIGURE_MAX_BYTES, GRID_MAX_BYTES,  # noqa: F401
                                  MAIN_MAX_BYTES, PAGE_MAX_BYTES, Blocks, block_labels,
                                  figure_bytes, fit, pool, score_of, spans)
@@ -57,42 +59,12 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import (HOVER_CHARS, TICK_CHARS, feature_labels, step_layout,
                                      trace_tokens, unique)
 
-SIGNED_COLORSCALE = "RdBu_r"      # diverging, blue < 0 < red; centred on 0 by zmid
-WEIGHTS_COLORSCALE = "Blues"      # sequential, on the fixed range 0–1
-MASKED_COLOR = "#8c8c8c"          # grey: neither end nor middle of either scale
 BOUNDARY_COLOR = "black"
 VALUES_MAX_SIDE = 20              # numbers in the cells up to 20 × 20 (show_values=None)
 GRID_VALUES_MAX_SIDE = 6          # the same, for one facet of heads_grid
 GRID_OVERLAY_MAX_CELLS = 64 * 64  # heads_grid facets above this skip the "masked" hover trace
 GRID_MAX_SIDE = 128               # heads_grid facets with more tokens are pooled to this size
-# Every tick label is shown while the labels fit the chart at the narrowest page the app is
-# made for, a 1024-px window with the sidebar open: there a chart across the page is 564 px
-# wide, one of two side by side 274 px (measured in Chromium); the y labels and the colour bar
-# take about 160 px of it. A label stood upright needs LABEL_PX (a CJK character at plotly's
-# 12 px), SMALL_LABEL_PX at SMALL_FONT; more labels than fit even small are thinned to every
-# k-th, which the axis title says (the hover still names each cell).
-NARROW_WIDTH = 564
-HALF_WIDTH = 274
-AXIS_PX = 160
-LABEL_PX = 14
-SMALL_LABEL_PX = 11
-SMALL_FONT = 10
-CHAR_PX = 7                       # a character of a label written across, on average
-# px between an axis title and its tick labels: plotly's default gap let a rotated title ("层",
-# a CJK character turned on its side) touch the labels beside it (issue 27.13)
-TITLE_STANDOFF = 10
 FLOAT64_MAX_CELLS = 400           # larger matrices are sent as float32
-# a relative scale's colour c (0–1) is sent as the byte 1 + round(c · COLOUR_LEVELS): 1–250,
-# never 255, whose base64 is "////", which plotly's JSON escapes to 24 bytes (\\u002f each)
-COLOUR_LEVELS = 249
-KINDS = ("signed", "weights")
-WEIGHT_SCALES = {"fixed": "fixed 0–1", "head": "each head's max", "row": "each row's max"}
-RELATIVE_SCALE_ABOVE = 32         # default_weight_scale: more keys than this → each row's max
-# level 0 grey (a masked cell), levels 1–250 the weights' scale: a relative scale's colours
-# for heads_grid's large facets, which mark masked cells without an overlay
-MASKED_LEVEL_COLORSCALE = ([[0.0, MASKED_COLOR], [0.5 / (1 + COLOUR_LEVELS), MASKED_COLOR]]
-                           + [[(1 + p * COLOUR_LEVELS) / (1 + COLOUR_LEVELS), c]
-                              for p, c in pc.get_colorscale(WEIGHTS_COLORSCALE)])
 _PICK = {"weights": "largest", "signed": "farthest"}      # which cell a pooled block shows
 
 _CELL_FORMAT = {"signed": ".3~g", "weights": ".2f"}       # d3-format of the numbers in cells
@@ -177,8 +149,8 @@ def _heatmap(array2d, *, row_labels, col_labels, title: str, kind: str, masked, 
     each, unless pooled), for builders that draw on the axes. Pooled blocks never straddle a
     break (a position where a new group starts)."""
     a = _as_2d(array2d, "array2d")
-    kind = _check_kind(kind)
-    scale = _check_weight_scale(weight_scale) if kind == "weights" else "fixed"
+    kind = check_kind(kind)
+    scale = check_weight_scale(weight_scale) if kind == "weights" else "fixed"
     rows = _labels(row_labels, a.shape[0], "row_labels")
     cols = _labels(col_labels, a.shape[1], "col_labels")
     marked = _marked_cells(a, masked)
@@ -208,7 +180,7 @@ def _heatmap(array2d, *, row_labels, col_labels, title: str, kind: str, masked, 
         masked_level = c is not None and m is not None and m.any() and not overlay
         fig = go.Figure(_matrix_traces(
             v, r, k, m, kind=kind, hover=hover, show_values=show_values and not blocks.pooled,
-            colour=_colour_props(kind, scale, masked_level), levels=c,
+            colour=colour_props(kind, scale, masked_level), levels=c,
             true=tv if masked_level else None,                # a grey level's hover: 0
             overlay=overlay, masked_label=masked_label, approx=_rounded(a, values),
             value_name=_pooled_name(name, kind) if blocks.pooled else name))
@@ -341,7 +313,7 @@ def heads_grid(trace: AttentionTrace, tokens_q=None, tokens_k=None, *, max_cols:
     max_cols = whole_number(max_cols, "max_cols")
     tokens_q, tokens_k = trace_tokens(trace, tokens_q, tokens_k)
     kind = "weights" if step.name == "weights" else "signed"
-    scale = _check_weight_scale(weight_scale) if kind == "weights" else "fixed"
+    scale = check_weight_scale(weight_scale) if kind == "weights" else "fixed"
     masks = _step_mask_all(trace) if step.name in ("masked_scores", "weights") else None
     sent = _plotly_floats(step.array[0]).dtype              # float64 for small facets
     values = step.array.astype(sent)                        # (H, rows, cols), as sent
@@ -427,7 +399,7 @@ def _grid_figure(h: int, max_cols: int, values, levels, true, masks, rows, cols,
                        plot_px=_facet_height(n_rows) - 40)
     # the title (and subtitle) at the top of the figure, the facets' "head h" titles below it
     top = 70 if subtitle is None else 95
-    fig.update_layout(coloraxis=_coloraxis(kind, scale, masked_level),
+    fig.update_layout(coloraxis=coloraxis(kind, scale, masked_level),
                       title=dict(text=title, subtitle=dict(text=subtitle), yref="container",
                                  y=1, yanchor="top", pad=dict(t=12)),
                       height=top + grid_rows * _facet_height(n_rows),
@@ -662,79 +634,8 @@ def _as_2d(array, name: str) -> np.ndarray:
     return a if np.issubdtype(a.dtype, np.floating) else a.astype(np.float64)
 
 
-def _check_kind(kind: str) -> str:
-    if kind not in KINDS:
-        raise AttnvizInputError("error.figure.one_of", name="kind", allowed=", ".join(KINDS),
-                                value=repr(kind))
-    return kind
-
-
 def _check_index(i, n: int, name: str) -> int:
     return whole_number(i, name, low=0, high=n - 1)
-
-
-TITLE_PX = 17                     # plotly's title font: a CJK character; a Latin one ~0.55 of it
-
-
-def wrap_title(title: str, width: int) -> str:
-    """A figure title (already escaped: ``escape``) broken with <br> at its spaces and commas
-    into lines that fit a chart `width` px wide: plotly draws a title on one line, and one
-    longer than its chart is cut at both ends (a 274-px chart holds ~15 CJK characters)."""
-    room = width - 40
-    lines, line, used = [], "", 0.0
-    for piece in _title_pieces(title):
-        size = sum(TITLE_PX if _wide(c) else 0.55 * TITLE_PX for c in html.unescape(piece))
-        if line and used + size > room:
-            lines.append(line.rstrip())
-            line, used = "", 0.0
-            piece = piece.lstrip()
-        line += piece
-        used += size
-    return "<br>".join(lines + [line.rstrip()])
-
-
-def _title_pieces(title: str) -> list[str]:
-    """`title` cut after each space, comma or full-width comma (each piece keeps its end)."""
-    pieces, start = [], 0
-    for i, c in enumerate(title):
-        if c in " ,，、：:":
-            pieces.append(title[start:i + 1])
-            start = i + 1
-    return pieces + ([title[start:]] if start < len(title) else [])
-
-
-def _wide(c: str) -> bool:
-    import unicodedata
-
-    return unicodedata.east_asian_width(c) in ("W", "F")
-
-
-def escape(text) -> str:
-    """`text` as a plotly string shows it, as written: ``&``, ``<`` and ``>`` escaped, once.
-
-    plotly.js draws every text of a figure — titles, axis and tick labels, bar and cell
-    texts, legend names, hover labels and what a hovertemplate puts in them — as its
-    pseudo-HTML (``svg_text_utils.convertToTspans``): tags b, i, em, s, u, sup, sub, span, a,
-    br are drawn, any other text is shown after decoding the entities &amp; &lt; &gt; &nbsp;
-    &mu; &times; &plusmn; &deg; and numeric ones (&#39;). It escapes nothing itself, and it does
-    not know &quot;: ``html.escape``'s default (quote=True) shows a " as "&quot;". So quotes
-    stay as they are."""
-    return html.escape(str(text), quote=False)
-
-
-_esc = escape
-
-
-def _labels(labels, n: int, name: str, max_chars: int = HOVER_CHARS) -> list[str]:
-    """`labels` as n distinct escaped strings: duplicates (and blanks) get their position,
-    invisible characters their code, and a long label is cut to `max_chars` characters."""
-    if labels is None or isinstance(labels, str):
-        raise AttnvizInputError("error.figure.labels_not_list", name=name, n=n,
-                                value=repr(labels)[:60])
-    labels = [str(s) for s in labels]
-    if len(labels) != n:
-        raise AttnvizInputError("error.figure.labels_count", name=name, count=len(labels), n=n)
-    return [_esc(s) for s in unique(labels, max_chars)]
 
 
 def _step_mask_all(trace: AttentionTrace) -> np.ndarray:
@@ -803,108 +704,6 @@ def _pooled_subtitle(blocks: Blocks, kind: str) -> str:
     return t(f"figure.pooled.map.{_PICK[kind]}", rows=blocks.rows, cols=blocks.cols)
 
 
-def colour_levels(relative, *, masked_zero: bool = False) -> np.ndarray:
-    """A relative scale's colours c (0–1, NaN where masked) as the levels a figure sends,
-    1 + round(c × COLOUR_LEVELS), 1 to 250: uint8, one byte a cell. A NaN (masked) cell makes
-    them float32, NaN being plotly's gap; or, `masked_zero`, level 0 (still one byte a cell),
-    which MASKED_LEVEL_COLORSCALE draws grey."""
-    c = np.asarray(relative, dtype=np.float64)
-    levels = 1 + np.rint(np.clip(c, 0.0, 1.0) * COLOUR_LEVELS)
-    if not np.isnan(levels).any():
-        return levels.astype(np.uint8)
-    return np.nan_to_num(levels, nan=0).astype(np.uint8) if masked_zero \
-        else levels.astype(np.float32)
-
-
-def default_weight_scale(n_keys: int) -> str:
-    """The weights' colour scale to start with: "fixed" (0–1) up to RELATIVE_SCALE_ABOVE (32)
-    keys; beyond, "row", as each weight is then about 1/n_keys and pale on the fixed scale."""
-    return "row" if n_keys > RELATIVE_SCALE_ABOVE else "fixed"
-
-
-def relative_weights(weights, scale: str) -> np.ndarray:
-    """The colours' values of `weights` (…, n_q, n_k), NaN where masked: the weights
-    themselves ("fixed"), ÷ the largest of the last two axes ("head") or ÷ each row's largest
-    ("row"). A maximum of 0 (every key of the row masked) divides by 1. Display only."""
-    w = np.asarray(weights)
-    scale = _check_weight_scale(scale)
-    if scale == "fixed":
-        return w
-    axes = (-2, -1) if scale == "head" else (-1,)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)       # all-NaN rows stay NaN
-        top = np.nanmax(w, axis=axes, keepdims=True)
-    return w / np.where(np.isfinite(top) & (top > 0), top, 1)
-
-
-def _check_weight_scale(scale: str) -> str:
-    if scale not in WEIGHT_SCALES:
-        raise AttnvizInputError("error.figure.one_of", name="weight_scale",
-                                allowed=", ".join(WEIGHT_SCALES), value=repr(scale))
-    return scale
-
-
-def _colour_props(kind: str, scale: str = "fixed", masked_level: bool = False) -> dict:
-    if kind == "weights":
-        low, high, colours = _weights_range(scale, masked_level)
-        return dict(colorscale=colours, zmin=low, zmax=high, colorbar=_colorbar(scale))
-    return dict(colorscale=SIGNED_COLORSCALE, zmid=0.0)
-
-
-def _coloraxis(kind: str, scale: str = "fixed", masked_level: bool = False) -> dict:
-    if kind == "weights":
-        low, high, colours = _weights_range(scale, masked_level)
-        return dict(colorscale=colours, cmin=low, cmax=high, colorbar=_colorbar(scale))
-    return dict(colorscale=SIGNED_COLORSCALE, cmid=0.0)
-
-
-def _weights_range(scale: str, masked_level: bool = False):
-    """(low, high, colour scale) of the weights: 0–1, or a relative scale's levels 1–250
-    (0–250 with level 0 grey when `masked_level`)."""
-    if scale == "fixed":
-        return 0.0, 1.0, WEIGHTS_COLORSCALE
-    top = 1.0 + COLOUR_LEVELS
-    if masked_level:
-        return 0.0, top, MASKED_LEVEL_COLORSCALE
-    return 1.0, top, WEIGHTS_COLORSCALE
-
-
-def _colorbar(scale: str) -> dict:
-    """The colour bar of the weights, titled by the scale; a relative scale's levels read
-    0 … 1 of the head's or row's largest weight."""
-    bar = dict(title=dict(text=t(f"figure.colorbar.{scale}"), side="top"))
-    if scale != "fixed":
-        ticks = [0, 0.25, 0.5, 0.75, 1]
-        bar.update(tickmode="array", tickvals=[1 + v * COLOUR_LEVELS for v in ticks],
-                   ticktext=[f"{v:g}" for v in ticks])
-    return bar
-
-
-def _category_axis(axis, labels: list[str], title: str | None, *, top_down: bool = False,
-                   ticklabels: bool = True, plot_px: float | None = None) -> None:
-    """Labels as categories in the given order (never parsed as numbers or dates); for rows,
-    the first at the top. Every label is a tick (plotly would leave some out to avoid overlaps)
-    while they fit `plot_px` pixels at LABEL_PX each, or at SMALL_LABEL_PX in a smaller font;
-    beyond, every k-th, said in the title. Column labels that would not fit written across
-    are stood upright (left to plotly, they turned only after the title was placed)."""
-    ticks = [_esc(s) for s in unique([html.unescape(s) for s in labels], TICK_CHARS)]
-    step, small = labels_step(len(labels), plot_px) if ticklabels else (1, False)
-    if title and step > 1:
-        title = t("figure.axis.thinned", axis=title, step=step)
-    axis.update(type="category", categoryorder="array", categoryarray=labels,
-                showticklabels=ticklabels, showgrid=False, zeroline=False, automargin=True,
-                title=dict(text=_esc(title) if title else None, standoff=TITLE_STANDOFF))
-    if ticklabels:                  # long labels: cut on the axis, longer in hover
-        axis.update(tickmode="array", tickvals=labels[::step], ticktext=ticks[::step])
-        if small:
-            axis.update(tickfont=dict(size=SMALL_FONT))
-        across = sum(CHAR_PX * len(html.unescape(s)) + 6 for s in ticks[::step])
-        if not top_down and plot_px is not None and across > plot_px:
-            axis.update(tickangle=90)
-    if top_down:
-        axis.update(autorange="reversed")
-
-
 def cell_markers(rows: list[str], cols: list[str], hover: list[list[str]],
                  hovertemplate: str) -> go.Scatter:
     """An invisible marker at the centre of each cell of a heatmap with these category rows
@@ -916,15 +715,6 @@ def cell_markers(rows: list[str], cols: list[str], hover: list[list[str]],
                       mode="markers", marker=dict(size=10, opacity=0),
                       customdata=[h for row in hover for h in row], showlegend=False,
                       hovertemplate=hovertemplate)
-
-
-def labels_step(n: int, plot_px: float | None) -> tuple[int, bool]:
-    """(every how many labels one is shown on an axis `plot_px` long, whether in the small
-    font): (1, False) while all n fit at LABEL_PX, (1, True) at SMALL_LABEL_PX, else (k, True)."""
-    if plot_px is None or n <= plot_px // LABEL_PX:
-        return 1, False
-    fit = max(1, int(plot_px // SMALL_LABEL_PX))
-    return -(-n // fit), True
 
 
 def _height(n_rows: int) -> int:

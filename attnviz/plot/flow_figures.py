@@ -20,7 +20,7 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 
 from attnviz.i18n import t
-from attnviz.plot.figures import NARROW_WIDTH, _esc, _labels
+from attnviz.plot.text_layout import NARROW_WIDTH, _esc, _labels
 
 MAX_EDGES = 1500            # edges drawn at most (the heaviest): a figure of ~300 KB
 MIN_WIDTH, MAX_WIDTH = 0.5, 8.0     # px of an edge of importance 0 and 1

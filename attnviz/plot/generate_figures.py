@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
-from attnviz.plot import budget, figures
+from attnviz.plot import budget, figures, text_layout
 
 ROW_MAX_BYTES = budget.MAIN_MAX_BYTES          # the page's main map: one step's heads × keys
 SINK_MAX_BYTES = budget.DETAIL_MAX_BYTES       # layers × heads, small
@@ -34,7 +34,7 @@ def next_token_bars(top: list[tuple[str, float]], *, chosen: int | None = None,
                     title: str = "") -> go.Figure:
     """Horizontal bars of the most likely next tokens, most likely on top; `chosen` (an index
     into `top`) drawn in another colour."""
-    labels = _distinct([figures.escape(token_label(tok)) for tok, _ in top])
+    labels = _distinct([text_layout.escape(token_label(tok)) for tok, _ in top])
     probs = np.array([p for _, p in top], dtype=np.float64)
     colours = [CHOSEN_COLOUR if i == chosen else BARS_COLOUR for i in range(len(top))]
     fig = go.Figure(go.Bar(
@@ -55,7 +55,7 @@ def next_token_bars(top: list[tuple[str, float]], *, chosen: int | None = None,
 def row_title(number: int, token: str, layer: int) -> str:
     """The attention row map's title: new token `number` (`token`, as a label) in `layer`."""
     return t("figure.generate.row.title", number=number,
-             token=figures.escape(token_label(token)), layer=layer)
+             token=text_layout.escape(token_label(token)), layer=layer)
 
 
 def attention_row_map(row: np.ndarray, key_tokens: list[str], *, title: str = "",

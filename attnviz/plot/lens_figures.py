@@ -18,8 +18,8 @@ import plotly.graph_objects as go
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.plot.figures import (NARROW_WIDTH, _category_axis, _esc, _labels, cell_markers,
-                                  wrap_title)
+from attnviz.plot.figures import cell_markers
+from attnviz.plot.text_layout import NARROW_WIDTH, _category_axis, _esc, _labels, wrap_title
 
 ROW_PX = 18                 # a row of the grid
 COLUMN_PX = 56              # a position of the grid: room for a short token

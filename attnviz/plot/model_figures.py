@@ -28,8 +28,8 @@ from PIL import Image
 from attnviz.plot.budget import Blocks, pick_cells, take
 from attnviz.core.arrays import whole_number
 from attnviz.core.errors import AttnvizInputError
-from attnviz.plot.figures import (WEIGHTS_COLORSCALE, _check_weight_scale, escape,
-                                  relative_weights)
+from attnviz.plot.colour_scales import WEIGHTS_COLORSCALE, check_weight_scale, relative_weights
+from attnviz.plot.text_layout import escape
 from attnviz.i18n import t
 
 MODEL_VIEW_MAX_SIDE = 128          # larger maps are max-pooled down to at most this many pixels
@@ -138,7 +138,7 @@ def model_view(weights, *, max_side: int = MODEL_VIEW_MAX_SIDE, start: int = 0,
     if w.ndim != 4 or w.size == 0:
         raise AttnvizInputError("error.figure.not_4d", shape=w.shape)
     max_side = whole_number(max_side, "max_side", low=1)
-    _check_weight_scale(weight_scale)
+    check_weight_scale(weight_scale)
     start = int(start)
     n_layers, n_heads = w.shape[:2]
     palette = weights_palette()

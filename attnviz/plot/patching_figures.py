@@ -16,7 +16,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import t
-from attnviz.plot.figures import NARROW_WIDTH, _category_axis, _esc, _labels, cell_markers
+from attnviz.plot.figures import cell_markers
+from attnviz.plot.text_layout import NARROW_WIDTH, _category_axis, _esc, _labels
 
 ROW_PX = 18                 # a row of the map
 COLUMN_PX = 48              # a column: room for a short token

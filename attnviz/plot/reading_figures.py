@@ -13,8 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import t
-from attnviz.plot.figures import (FIGURE_MAX_BYTES, NARROW_WIDTH, _category_axis, _esc, _labels,
-                                  heatmap)
+from attnviz.plot.figures import FIGURE_MAX_BYTES, heatmap
+from attnviz.plot.text_layout import NARROW_WIDTH, _category_axis, _esc, _labels
 
 BAR_HEIGHT = 300
 BAR_AXIS_PX = 70            # a bar chart's y labels and title: the rest of its width is bars

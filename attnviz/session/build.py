@@ -11,8 +11,8 @@ import numpy as np
 from attnviz.core.engine import trace_attention, trace_qkv, with_weights
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.inputs import (MAX_D_MODEL, MAX_HEADS, MAX_TOKENS, embed_tokens,
-                                 parse_matrix_with_notes, sinusoidal_positions, tokenize,
-                                 truncate)
+                                 sinusoidal_positions, tokenize, truncate)
+from attnviz.core.matrix_text import parse_matrix_with_notes
 from attnviz.core.modes import Mode
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import Message, t

@@ -25,7 +25,7 @@ import numpy as np
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import Message
-from attnviz.core.inputs import cell_name, number_at
+from attnviz.core.matrix_text import cell_name, number_at
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from attnviz.core.errors import AttnvizInputError
-from attnviz.core.inputs import MAX_D_MODEL, parse_matrix
+from attnviz.core.inputs import MAX_D_MODEL
+from attnviz.core.matrix_text import parse_matrix
 from attnviz.core.modes import Mode
 from attnviz.i18n import Message
 from attnviz.models.toy_tasks import task_name

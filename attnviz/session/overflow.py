@@ -8,7 +8,7 @@ import numpy as np
 
 from attnviz.core.engine import AttentionTrace
 from attnviz.core.errors import AttnvizInputError, OverflowInStep
-from attnviz.core.inputs import cell_name
+from attnviz.core.matrix_text import cell_name
 from attnviz.core.weights import PARAMETERS
 from attnviz.describe.labels import matrix_labels, unique
 from attnviz.i18n import Message, t
