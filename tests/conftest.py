@@ -108,6 +108,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("fast")
         if grouped and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(xdist_group(item, used)))
+    if hasattr(config, "workerinput"):          # an xdist worker: the longest groups first
+        items.sort(key=lambda item: FIRST.get(group_of(item), len(FIRST)))
 
 
 # ---- pytest-xdist: which tests share a worker (`python -m pytest -n 2 --dist loadgroup`) -------
@@ -125,9 +127,18 @@ def pytest_collection_modifyitems(config, items):
 #   once, on one worker, as without xdist.
 # Session fixtures (the decoder, MiniLM, the browser, app_url's server) are made once per worker
 # that uses them. Without xdist (the plugin absent or `-p no:xdist`) no mark is added.
+# xdist sends the groups in the order of the items it collected (with --no-loadscope-reorder;
+# without it, the groups with the most tests first): the longest ones go first, so that the
+# image build is not the run's tail
 MACHINE = "machine"
 MACHINE_FILES = {"test_server_limits.py", "test_server_offline.py"}
 HF_DECODER = "hf_decoder"
+FIRST = {MACHINE: 0, HF_DECODER: 1}
+
+
+def group_of(item) -> str:
+    """The xdist_group a test was given ("" for none)."""
+    return next((m.args[0] for m in item.iter_markers("xdist_group") if m.args), "")
 
 
 def xdist_group(item, fixtures: set[str]) -> str:
