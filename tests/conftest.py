@@ -99,8 +99,9 @@ MARK_OF_FIXTURE = {"browser": "browser", "hf": "reference", "hf_decoder": "refer
                    "sbert": "reference"}
 
 
-@pytest.hookimpl(tryfirst=True)         # before `-m` selects
-def pytest_collection_modifyitems(items):
+@pytest.hookimpl(tryfirst=True)         # before `-m` selects and before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for fixture, mark in MARK_OF_FIXTURE.items():
@@ -108,6 +109,48 @@ def pytest_collection_modifyitems(items):
                 item.add_marker(mark)
         if not any(item.get_closest_marker(mark) for mark in HEAVY):
             item.add_marker("fast")
+        if grouped and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item, used)))
+    if hasattr(config, "workerinput"):          # an xdist worker: the longest groups first
+        items.sort(key=lambda item: FIRST.get(group_of(item), len(FIRST)))
+
+
+# ---- pytest-xdist: which tests share a worker (`python -m pytest -n 2 --dist loadgroup`) -------
+#
+# Every test gets one group, the first of:
+# - MACHINE: the tests that use the container engine (podman: one image store, the class image's
+#   tag and cache under ~/.cache/attnviz-image, containers and their ports) — every `deploy`
+#   test — and the tests that measure a server's CPU or memory or time a run against another
+#   (test_server_limits.py, test_server_offline.py's servers under strace): on the worker that
+#   builds the image, they never run beside a build that takes both cores for minutes.
+#   A group does not make a test run alone (the other worker goes on); none of these needs
+#   that: server CPU is counted in CPU seconds of its own processes, not wall time.
+# - HF_DECODER: every test of transformers' SmolLM2 (~30 s to load, ~600 MB): one worker loads it.
+# - its file otherwise: a module's fixtures (an AppTest run, a server, a trained model) are made
+#   once, on one worker, as without xdist.
+# Session fixtures (the decoder, MiniLM, the browser, app_url's server) are made once per worker
+# that uses them. Without xdist (the plugin absent or `-p no:xdist`) no mark is added.
+# xdist sends the groups in the order of the items it collected (with --no-loadscope-reorder;
+# without it, the groups with the most tests first): the longest ones go first, so that the
+# image build is not the run's tail
+MACHINE = "machine"
+MACHINE_FILES = {"test_server_limits.py", "test_server_offline.py"}
+HF_DECODER = "hf_decoder"
+FIRST = {MACHINE: 0, HF_DECODER: 1}
+
+
+def group_of(item) -> str:
+    """The xdist_group a test was given ("" for none)."""
+    return next((m.args[0] for m in item.iter_markers("xdist_group") if m.args), "")
+
+
+def xdist_group(item, fixtures: set[str]) -> str:
+    """The pytest-xdist group of a test (see above)."""
+    if item.get_closest_marker("deploy") or item.path.name in MACHINE_FILES:
+        return MACHINE
+    if "hf_decoder" in fixtures:
+        return HF_DECODER
+    return item.path.name
 
 
 # what collection imported (every test module, before any test ran): tests/test_marks.py holds
