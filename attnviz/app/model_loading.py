@@ -4,7 +4,7 @@ page's title.
 The model is loaded once per server process, in a thread of its own, while each page waiting
 for it shows how far the load is (checking the cache on disk, reading the GGUF, converting layer
 by layer, writing) and, when the cache was found damaged, says so and that it is being rebuilt;
-once loaded, a page that watched a repair says, in a short notice, that it was rebuilt.
+once loaded, a page that waited for a repair says, in a short notice, that it was rebuilt.
 
 Why a thread: a page's run can be interrupted at any element it updates (the learner clicks
 and Streamlit raises its rerun exception there), and a conversion interrupted that way would
@@ -77,8 +77,10 @@ def decoder(entry: registry.ModelEntry | None = None, *,
     shown and the page stops (None is returned instead when `stop` is False: the rest of the
     page goes on)."""
     load = _the_load(entry or registry.language_model())
-    watched = not load.done.wait(QUIET_WAIT)
-    if watched:
+    # a run that met the load unfinished sees what it found (a repair, however quick: a small
+    # model's is done within QUIET_WAIT); runs after it, of any session, do not
+    met = not load.done.is_set()
+    if not load.done.wait(QUIET_WAIT):
         _watch(load)
     if load.error is not None:
         _show_error(load.entry, load.error)
@@ -86,7 +88,7 @@ def decoder(entry: registry.ModelEntry | None = None, *,
             st.stop()
         return None
     report = load.model.cache_report
-    if watched and report.reason is not None:
+    if met and report.reason is not None:
         st.warning(t("model_loading.rebuilt" if report.outcome == "rebuilt"
                      else "model_loading.in_memory", reason=literal(report.reason)),
                    icon=":material/build:")
