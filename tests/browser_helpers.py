@@ -179,21 +179,33 @@ def click_tab(page, tab, timeout_ms: int = 60_000) -> None:
 RUNS_JS = """() => {
     if (!window.__attnvizRuns) {
         const runs = window.__attnvizRuns = {begun: 0, lost: 0, state: null, connection: null};
-        const look = () => {
+        const on = (state) => state === 'running' || state === 'rerunRequested';
+        // every value each attribute took, in order: the records' old values, then the
+        // current one (a run that began and ended between two callbacks is still counted)
+        const look = (records) => {
             const app = document.querySelector('[data-testid="stApp"]');
             if (app === null) return;
-            const state = app.getAttribute('data-test-script-state');
-            const connection = app.getAttribute('data-test-connection-state');
-            const on = state === 'running' || state === 'rerunRequested';
-            if (on && runs.state !== 'running' && runs.state !== 'rerunRequested')
-                runs.begun += 1;
-            if (connection !== 'CONNECTED' && runs.connection === 'CONNECTED') runs.lost += 1;
-            runs.state = state;
-            runs.connection = connection;
+            const states = [], connections = [];
+            for (const r of records || []) {
+                if (r.target !== app || r.oldValue === null) continue;
+                if (r.attributeName === 'data-test-script-state') states.push(r.oldValue);
+                else if (r.attributeName === 'data-test-connection-state')
+                    connections.push(r.oldValue);
+            }
+            states.push(app.getAttribute('data-test-script-state'));
+            connections.push(app.getAttribute('data-test-connection-state'));
+            for (const state of states) {
+                if (on(state) && !on(runs.state)) runs.begun += 1;
+                runs.state = state;
+            }
+            for (const connection of connections) {
+                if (connection !== 'CONNECTED' && runs.connection === 'CONNECTED') runs.lost += 1;
+                runs.connection = connection;
+            }
         };
         look();
         new MutationObserver(look).observe(document.documentElement, {
-            subtree: true, childList: true, attributes: true,
+            subtree: true, childList: true, attributes: true, attributeOldValue: true,
             attributeFilter: ['data-test-script-state', 'data-test-connection-state']});
     }
     return window.__attnvizRuns.begun;
