@@ -102,3 +102,16 @@ def test_every_number_the_readme_quotes_is_written_in_the_benchmarks():
         assert len(numbers) >= 8, numbers
         for number in numbers:
             assert re.search(rf"(?<![\w.–]){re.escape(number)}(?![\d–])", benchmarks), number
+
+
+def test_the_readmes_test_times_are_the_latest_measured():
+    """The suite's and the fast loop's times the README says (in both languages) are those
+    benchmarks/results/suite_times.md measured (issue 35): minutes rounded, seconds as kept."""
+    results = (ROOT / "benchmarks" / "results" / "suite_times.md").read_text(encoding="utf-8")
+    suite = float(re.search(r"^README: whole suite (\d+) s$", results, re.M).group(1))
+    fast = float(re.search(r"^README: fast loop (\d+) s$", results, re.M).group(1))
+    minutes = round(suite / 60)
+    assert f"The whole suite takes about {minutes} minutes here" in README
+    assert f"全部测试约需 {minutes} 分钟" in README
+    assert f"The fast loop takes about {fast:.0f} s here" in README
+    assert f"快速测试约需 {fast:.0f} 秒" in README
