@@ -95,14 +95,15 @@ VIEWPORT = {"width": 1400, "height": 1000}
 
 
 @contextmanager
-def page_at(browser, url: str, heading: str):
-    """A new browser context's tab at `url`, once the page's `heading` and its first heatmap
-    are drawn; the context is closed afterwards."""
+def page_at(browser, url: str, heading: str | None = None):
+    """A new browser context's tab at `url`, once the page's `heading` (if given) and its first
+    heatmap are drawn; the context is closed afterwards."""
     context = browser.new_context(viewport=VIEWPORT)
     try:
         page = context.new_page()
         page.goto(url)
-        page.get_by_role("heading", name=heading).first.wait_for(timeout=60_000)
+        if heading is not None:
+            page.get_by_role("heading", name=heading).first.wait_for(timeout=60_000)
         wait_for_app(page)
         yield page
     finally:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import attnviz
-from tests.browser_helpers import (exceptions, first_heatmap, open_page, running_app,
+from tests.browser_helpers import (exceptions, first_heatmap, open_page, page_at, running_app,
                                    tick_labels, type_into_first_cell, type_sentence,
                                    wait_for_app, wait_for_first_z)
 
@@ -29,12 +29,8 @@ def page(browser, app_url):
 def home(browser, app_url):
     """One tab at Home for the tests that only open pages and read them: each goes on from
     where the last one left it, by the navigation's links."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.goto(app_url)
-    wait_for_app(pg)
-    yield pg
-    context.close()
+    with page_at(browser, app_url) as pg:
+        yield pg
 
 
 def wait_for_tick(page, text: str) -> None:

@@ -6,7 +6,8 @@ import time
 import pytest
 
 from attnviz.app.text import MAX_TEXT_CHARS
-from tests.browser_helpers import exceptions, tick_labels, type_sentence, wait_for_app
+from tests.browser_helpers import (exceptions, page_at, tick_labels, type_sentence,
+                                   wait_for_app)
 
 pytestmark = pytest.mark.browser
 
@@ -25,12 +26,8 @@ TOKEN_LINE_JS = """() => {
 
 @pytest.fixture
 def page(browser, app_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.goto(app_url)
-    wait_for_app(pg)
-    yield pg
-    context.close()
+    with page_at(browser, app_url) as pg:
+        yield pg
 
 
 def test_an_override_and_right_to_left_words_keep_the_token_line_in_order(page):
