@@ -52,9 +52,10 @@ _NEXT = SizedCache(max_bytes=4 * 2**20, max_entries=64)
 # forward pass over them costs ~1.8 s of server CPU at 512 tokens (~0.4 s at 128), and a link
 # opened by a class costs at most 1 s each (issue 34)
 LINK_BARS_TOKENS = 128
+TOP_K = 10                              # the next-token bars' tokens
 
 
-def next_tokens(text: str, chat: bool, k: int = 10) -> list[tuple[str, float]]:
+def next_tokens(text: str, chat: bool, k: int = TOP_K) -> list[tuple[str, float]]:
     """The model's k most likely next tokens after the prompt (numbers and tokens only: the
     same in every language)."""
     return _NEXT.get((text, chat, k),
@@ -138,7 +139,7 @@ def next_token_bars(text: str, chat: bool) -> None:
 def _asked_for(text: str, chat: bool) -> bool:
     """False while the prompt is a link's, longer than LINK_BARS_TOKENS and its bars not yet
     computed on this server: a button computes them (the prompt typed or pressed: True)."""
-    if st.session_state.get(keys.GEN_LINK_PROMPT) != text or _NEXT.peek((text, chat, 10)):
+    if st.session_state.get(keys.GEN_LINK_PROMPT) != text or _NEXT.peek((text, chat, TOP_K)):
         return True
     tokens = min(token_count(text, chat), MAX_TOKENS)
     if tokens <= LINK_BARS_TOKENS:
