@@ -152,7 +152,31 @@ IDLE_JS = """() => {
 def wait_for_idle(page, timeout_ms: int = 60_000) -> None:
     """Wait until the script is not running, the browser is connected and every element of
     the main area is drawn (charts too); a page with no chart passes."""
-    page.wait_for_function(IDLE_JS, timeout=timeout_ms)
+    _wait(page, IDLE_JS, None, timeout_ms)
+
+
+# what the page was doing, for a wait that timed out: which of IDLE_JS's conditions failed
+STATE_JS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    return {script: app && app.getAttribute('data-test-script-state'),
+            connection: app && app.getAttribute('data-test-connection-state'),
+            skeletons: document.querySelectorAll('[data-testid="stMain"] [data-testid="stSkeleton"]').length,
+            empty_charts: document.querySelectorAll('[data-testid="stPlotlyChart"] > div:empty').length,
+            runs: window.__attnvizRuns || null,
+            heading: Array.from(document.querySelectorAll('h1, h2, h3')).map(h => h.textContent).slice(0, 3)};
+}"""
+
+
+def _wait(page, js: str, arg, timeout_ms: int) -> None:
+    """page.wait_for_function(js, arg); on a timeout, an AssertionError saying what the page was
+    doing (STATE_JS), so that an intermittent failure names its cause."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(js, arg=arg, timeout=timeout_ms)
+    except PlaywrightTimeout:
+        raise AssertionError(f"waited {timeout_ms} ms; the page: "
+                             f"{page.evaluate(STATE_JS)}") from None
 
 
 # the open tab's panel has what the run drew into it (a tab is drawn only while open: a tab just
@@ -224,7 +248,7 @@ def runs_begun(page) -> int:
 
 def wait_for_run_after(page, begun: int, timeout_ms: int = 60_000) -> None:
     """Wait until a run begun after `runs_begun` said `begun` has ended and is drawn."""
-    page.wait_for_function(RUN_ENDED_JS, arg=begun, timeout=timeout_ms)
+    _wait(page, RUN_ENDED_JS, begun, timeout_ms)
 
 
 @contextmanager
