@@ -96,7 +96,7 @@ HEAVY = ("browser", "slow", "reference", "install", "deploy")
 # a fixture whose use alone says the test needs the mark (pytest's closure: also through
 # another fixture)
 MARK_OF_FIXTURE = {"browser": "browser", "hf": "reference", "hf_decoder": "reference",
-                   "sbert": "reference"}
+                   "sbert": "reference", "hf_tiny_decoders": "reference"}
 
 
 @pytest.hookimpl(tryfirst=True)         # before `-m` selects and before xdist reads the groups
@@ -126,6 +126,7 @@ def pytest_collection_modifyitems(config, items):
 #   A group does not make a test run alone (the other worker goes on); none of these needs
 #   that: server CPU is counted in CPU seconds of its own processes, not wall time.
 # - HF_DECODER: every test of transformers' SmolLM2 (~30 s to load, ~600 MB): one worker loads it.
+# - HF_TINY_DECODERS: every test of transformers' tiny GGUF decoders (16 files, ~10 s to load).
 # - its file otherwise: a module's fixtures (an AppTest run, a server, a trained model) are made
 #   once, on one worker, as without xdist.
 # Session fixtures (the decoder, MiniLM, the browser, app_url's server) are made once per worker
@@ -136,6 +137,7 @@ def pytest_collection_modifyitems(config, items):
 MACHINE = "machine"
 MACHINE_FILES = {"test_server_limits.py", "test_server_offline.py"}
 HF_DECODER = "hf_decoder"
+HF_TINY_DECODERS = "hf_tiny_decoders"
 FIRST = {MACHINE: 0, HF_DECODER: 1}
 
 
@@ -150,6 +152,8 @@ def xdist_group(item, fixtures: set[str]) -> str:
         return MACHINE
     if "hf_decoder" in fixtures:
         return HF_DECODER
+    if "hf_tiny_decoders" in fixtures:
+        return HF_TINY_DECODERS
     return item.path.name
 
 
@@ -245,3 +249,21 @@ def hf_decoder(torch):
                                                  attn_implementation="eager",
                                                  dtype=torch.float32).eval()
     return model, AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_NAME)
+
+
+@pytest.fixture(scope="session")
+def tiny_decoders(tmp_path_factory):
+    """The tiny GGUF decoders (tests/tiny_decoders.py), every architecture (llama, qwen2, qwen3,
+    gemma3) in every type (F32, F16, Q8_0, Q6_K), written once: {(arch, dtype): Written}."""
+    from tests import tiny_decoders as files
+
+    return files.write_all(tmp_path_factory.mktemp("tiny-decoders"))
+
+
+@pytest.fixture(scope="session")
+def hf_tiny_decoders(torch, tiny_decoders):
+    """Each tiny GGUF as transformers reads it (eager attention, float32): {(arch, dtype):
+    (model, tokenizer)}, the reference, never the app's path."""
+    from tests import tiny_decoders as files
+
+    return {key: files.load(written.path) for key, written in tiny_decoders.items()}
