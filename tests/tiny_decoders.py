@@ -45,8 +45,6 @@ import numpy as np
 ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
 DTYPES = ("F32", "F16", "Q8_0", "Q6_K")
 FILE_TYPE = {"F32": 0, "F16": 1, "Q8_0": 7, "Q6_K": 18}        # gguf.LlamaFileType
-LOCAL_ROPE_BASE = 10000.0                                     # gemma3's local layers: no key
-SLIDING_WINDOW_PATTERN = 6                                    # gemma3: every 6th layer global
 
 
 @dataclasses.dataclass(frozen=True)

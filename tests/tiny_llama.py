@@ -1,9 +1,9 @@
-"""A tiny Llama-architecture GGUF as llama.cpp's converter writes SmolLM2's: tests/tiny_decoders.py's
-`llama` (its metadata keys, byte-level BPE vocabulary with SmolLM2's three control tokens at ids
-0, 1, 2, W_Q and W_K rows permuted for llama.cpp's rotary layout, matrices in float16 and norms
-in float32) at d_model 16: two layers, 4 heads over 2 K/V heads, converted, checked and rebuilt
-in milliseconds, so the converted-model cache's damage and repair can be tested on it
-(tests/test_model_cache.py).
+"""A tiny Llama-architecture GGUF as llama.cpp's converter writes SmolLM2's:
+tests/tiny_decoders.py's `llama` (its metadata keys, byte-level BPE vocabulary with SmolLM2's
+three control tokens at ids 0, 1, 2, W_Q and W_K rows permuted for llama.cpp's rotary layout,
+matrices in float16 and norms in float32) at d_model 16: two layers, 4 heads over 2 K/V heads,
+converted, checked and rebuilt in milliseconds, so the converted-model cache's damage and repair
+can be tested on it (tests/test_model_cache.py).
 
 `write` returns the weights in transformers' layout (W_Q/W_K unpermuted, the float16 values
 as float32), from which `reference_logits` computes the logits with transformers'
