@@ -15,6 +15,9 @@ Two things every modern decoder adds, both optional:
   half-split layout of transformers' Llama (``core.rotary.apply_rope``,
   ``q * cos + rotate_half(q) * sin``); the scores use the rotated ``t.q_rotated``,
   ``t.k_rotated``, and the unrotated ``t.q``, ``t.k`` stay.
+- QK-norm (``qk_norm=(g_q, g_k, eps)``, Qwen3 and Gemma 3): each head's q and k, once
+  projected, are RMS-normed over their d_k features and scaled by a gain before RoPE
+  (``t.q_normed``, ``t.k_normed``); RoPE and the scores take the normed ones.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ def trace_attention(x: ArrayLike, w: MultiHeadWeights, *, context: ArrayLike | N
                     key_padding_mask: ArrayLike | None = None, attn_mask: ArrayLike | None = None,
                     scale: float | None = None, rope: float | None = None,
                     positions: Positions = None,
-                    context_positions: Positions = None) -> AttentionTrace:
+                    context_positions: Positions = None,
+                    qk_norm: tuple | None = None) -> AttentionTrace:
     """Run multi-head attention of queries from `x` over keys and values from `context`.
 
     x (n_q, d_model); context (n_k, d_context), default x (self-attention); value
@@ -76,6 +80,8 @@ def trace_attention(x: ArrayLike, w: MultiHeadWeights, *, context: ArrayLike | N
     the keys' positions in cross-attention (None = 0 … n_k−1): a new token at position p
     attending over the cache and itself is x = its row, context = all n_k = p+1 rows,
     positions=p.
+    qk_norm: None, or (g_q (d_k,), g_k (d_k,), eps): every head's q and k RMS-normed
+    (q / √(mean(q²) + eps) · g_q over its features) after projection, before RoPE.
     """
     if not isinstance(w, MultiHeadWeights):
         raise AttnvizInputError("error.engine.not_weights", type=type(w).__name__)
@@ -109,7 +115,11 @@ def trace_attention(x: ArrayLike, w: MultiHeadWeights, *, context: ArrayLike | N
         q = _project(x, w, "q", dtype)
         k = _project(context, w, "k", dtype)
         v = _project(value, w, "v", dtype)
-    fields = _rotate_and_share(q, k, v, rotary)
+    normed = _qk_normed(q, k, qk_norm, w.d_k, dtype)
+    fields = _rotate_and_share(*(normed or (q, k)), v, rotary)
+    if normed is not None:                   # the projections stay q and k; the normed beside
+        fields.update(q_normed=fields["q"], k_normed=fields["k"], q=readonly(q),
+                      k=repeat_kv(k, w.num_heads) if k.shape[0] != w.num_heads else k)
     z, parts = _attend(fields["q_used"], fields["k_used"], fields["v"], causal,
                        key_padding_mask, attn_mask, scale)
     concat = _concat_heads(z)
@@ -197,6 +207,26 @@ def _positions(positions, n: int, name: str) -> np.ndarray:
         raise AttnvizInputError("error.engine.positions", name=name, n=n,
                                 value=repr(positions))
     return readonly(arr.astype(np.intp))
+
+
+def _qk_normed(q, k, qk_norm, d_k: int, dtype):
+    """(q normed, k normed) per head over the features, or None without QK-norm."""
+    if qk_norm is None:
+        return None
+    g_q, g_k, eps = qk_norm
+    gains = [as_matrix(g, name, ndim=1, dtype=dtype) for g, name in ((g_q, "g_q"), (g_k, "g_k"))]
+    for g, name in zip(gains, ("g_q", "g_k")):
+        if g.shape != (d_k,):
+            raise AttnvizInputError("error.weights.shape", name=name, want=str((d_k,)),
+                                    shape=str(g.shape))
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)) \
+            or not 0 <= eps < math.inf:
+        raise AttnvizInputError("error.engine.scale", value=repr(eps))
+
+    def norm(a, g):
+        return readonly(a / np.sqrt(np.mean(a * a, axis=-1, keepdims=True) + dtype.type(eps)) * g)
+
+    return norm(q, gains[0]), norm(k, gains[1])
 
 
 def _rotate_and_share(q, k, v, rotary) -> dict:
@@ -544,7 +574,8 @@ def _concat_heads(z: np.ndarray) -> np.ndarray:
 
 
 # Each step that must hold only finite numbers; a learner is told error.overflow.<step>.
-_MUST_BE_FINITE = ("q", "k", "q_rotated", "k_rotated", "v", "z", "output")
+_MUST_BE_FINITE = ("q", "k", "q_normed", "k_normed", "q_rotated", "k_rotated", "v", "z",
+                   "output")
 
 
 def _check_finite(fields: dict) -> None:

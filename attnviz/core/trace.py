@@ -200,6 +200,9 @@ class AttentionTrace:
     k_positions: np.ndarray | None = field(default=None, repr=False)  # (n_k,) int
     # grouped-query attention: query heads per key/value head (1 = ordinary multi-head)
     kv_group: int = 1
+    # QK-norm: each head's q and k RMS-normed before RoPE; None when off
+    q_normed: np.ndarray | None = field(default=None, repr=False)   # (H, n_q, d_k)
+    k_normed: np.ndarray | None = field(default=None, repr=False)   # (H, n_k, d_k)
 
     @property
     def num_heads(self) -> int:
@@ -387,6 +390,9 @@ def steps_of(t: AttentionTrace) -> list[Step]:
             s.append(step("context", t.context, ("key", "feature")))
     s += [step("q", t.q, ("head", "query", "feature")), step("k", t.k, ("head", "key", "feature")),
           step("v", t.v, ("head", "key", "feature"))]
+    if t.q_normed is not None:
+        s += [step("q_normed", t.q_normed, ("head", "query", "feature")),
+              step("k_normed", t.k_normed, ("head", "key", "feature"))]
     if t.rope_base is not None:
         s += [step("q_rotated", t.q_rotated, ("head", "query", "feature")),
               step("k_rotated", t.k_rotated, ("head", "key", "feature"))]

@@ -196,12 +196,14 @@ class MultiHeadWeights:
     @classmethod
     def from_qkv(cls, w_qkv: ArrayLike, w_o: ArrayLike, num_heads: int,
                  num_kv_heads: int | None = None, *,
-                 b_o: ArrayLike | None = None) -> "MultiHeadWeights":
+                 b_o: ArrayLike | None = None,
+                 b_qkv: ArrayLike | None = None) -> "MultiHeadWeights":
         """Weights from the layout a model keeps: w_qkv (d_model, (H + 2 H_kv)·d_k), the
         projections side by side (Q's H heads, then K's H_kv, then V's H_kv, each d_k wide,
         d_v = d_k), and w_o (H·d_k, d_out). w_q, w_k and w_v are per-head views of w_qkv, and
         w_qkv itself is the fused matrix the engine multiplies by, so a read-only memory map
-        (a model's converted weights on disk) is used in place, never copied."""
+        (a model's converted weights on disk) is used in place, never copied.
+        b_qkv ((H + 2 H_kv)·d_k,): the three projections' biases side by side (Qwen2)."""
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         w_qkv = as_matrix(w_qkv, "w_qkv")
         d_model, width = w_qkv.shape
@@ -214,10 +216,20 @@ class MultiHeadWeights:
             block = w_qkv[:, start * d_k:(start + count) * d_k]
             return block.reshape(d_model, count, d_k).transpose(1, 0, 2)
 
+        biases = {}
+        if b_qkv is not None:
+            b_qkv = as_matrix(b_qkv, "b_qkv", ndim=1)
+            if b_qkv.shape != (width,):
+                raise AttnvizInputError("error.weights.shape", name="b_qkv", want=str((width,)),
+                                        shape=str(b_qkv.shape))
+            cuts = np.cumsum([0, num_heads, num_kv_heads, num_kv_heads]) * d_k
+            biases = {name: b_qkv[a:b].reshape(-1, d_k)
+                      for name, a, b in zip(("b_q", "b_k", "b_v"), cuts, cuts[1:])}
         w = cls(heads(0, num_heads), heads(num_heads, num_kv_heads),
-                heads(num_heads + num_kv_heads, num_kv_heads), w_o, b_o=b_o)
+                heads(num_heads + num_kv_heads, num_kv_heads), w_o, b_o=b_o, **biases)
         w._cast_cache[("qkv", w_qkv.dtype)] = (
-            w_qkv if _immutable(w_qkv) else readonly(np.array(w_qkv)), None)
+            w_qkv if _immutable(w_qkv) else readonly(np.array(w_qkv)),
+            None if b_qkv is None else readonly(np.array(b_qkv, dtype=w_qkv.dtype)))
         return w
 
     @classmethod

@@ -138,7 +138,8 @@ def matrix_labels(name: str, shape: tuple[int, int], tokens, num_heads: int,
 
 
 # the steps whose features are a projection's columns, labelled as that projection's are
-STEP_FEATURES = {"q": "q", "q_rotated": "q", "k": "k", "k_rotated": "k", "v": "v"}
+STEP_FEATURES = {"q": "q", "q_normed": "q", "q_rotated": "q", "k": "k", "k_normed": "k",
+                 "k_rotated": "k", "v": "v"}
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ def _texts(f: StepFacts) -> dict[str, StepText]:
             s[n] = StepText(M(f"step.{n}.title_entered"), rf"{n.upper()}_h",
                             M(f"step.{n}.explanation_entered"))
     rotary = f.rope_base is not None
+    s.update(_qk_norm_texts())               # used only by a trace that has the steps
     if rotary:
         s.update(_rotation_texts(f.rope_base))
     qk = r"\tilde{Q}_h \tilde{K}_h^{\top}" if rotary else r"Q_h K_h^{\top}"
@@ -122,6 +123,17 @@ def _shared_heads(what: str, group: int, kv_heads: int) -> M:
 def _base_text(base: float) -> str:
     """The rotary base as the formulas print it: 10000 for 10000.0, else its repr."""
     return str(int(base)) if float(base).is_integer() and abs(base) < 1e15 else repr(base)
+
+
+def _qk_norm_texts() -> dict[str, StepText]:
+    """q_normed and k_normed: QK-norm, each head's q and k RMS-normed before RoPE."""
+    return {
+        name: StepText(
+            M(f"step.{name}.title"),
+            rf"\hat{{{big}}}_h = \frac{{{big}_h}}{{\sqrt{{\mathrm{{mean}}({big}_h^2) + \epsilon}}}}"
+            rf" \odot g_{{{small}}}",
+            M(f"step.{name}.explanation"))
+        for name, big, small in (("q_normed", "Q", "q"), ("k_normed", "K", "k"))}
 
 
 def _rotation_texts(rope_base: float) -> dict[str, StepText]:

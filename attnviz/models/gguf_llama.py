@@ -42,39 +42,105 @@ from attnviz.i18n import Message
 from attnviz.models import disk_cache
 from attnviz.models.disk_cache import Damage
 
-FORMAT = 1                  # bump when the converted files change meaning
+FORMAT = 2                  # bump when the converted files change meaning
 _DTYPE = np.float32
+# every converted model's arrays; a family's own (QKV_BIAS …) only where its config has them
 ARRAYS = ("embed", "qkv", "o", "gate_up", "down", "norms", "final_norm")
-FILES = frozenset({f"{name}.npy" for name in ARRAYS} | {"config.json", "tokenizer.json"})
+OPTIONAL_ARRAYS = ("qkv_bias", "qk_norms", "post_norms")
 
 
 @dataclass(frozen=True)
-class LlamaConfig:
-    """The sizes and choices of a Llama decoder, from the GGUF's metadata."""
+class DecoderConfig:
+    """A decoder's sizes and its design's choices, from the GGUF's metadata: one spec for every
+    family attnviz reads (``FAMILIES``), the variation points named as transformers' configs
+    name them. The defaults are Llama's."""
 
     num_layers: int
     num_heads: int
     num_kv_heads: int
     d_model: int
-    d_ff: int                 # the SwiGLU MLP's hidden width
+    d_ff: int                 # the gated MLP's hidden width
     vocab_size: int
-    rope_base: float
+    rope_base: float          # rotary base (on every layer, or on the full-attention ones)
     rms_eps: float
     max_positions: int        # the context length the model was trained for
     bos_id: int
     eos_id: int
+    head_dim: int             # d_k: d_model / heads for Llama and Qwen2, 256 for Gemma 3
+    architecture: str = "llama"       # the GGUF's general.architecture
+    qkv_bias: bool = False            # Q, K and V projections have biases (Qwen2)
+    qk_norm: bool = False             # each head's q and k RMS-normed before RoPE (Qwen3, Gemma 3)
+    post_norms: bool = False          # an RMSNorm after attention and after the MLP (Gemma 3)
+    activation: str = "silu"          # the gated MLP's: "silu" or "gelu_tanh" (Gemma)
+    embed_scale: float = 1.0          # the embeddings × this (Gemma: √d_model)
+    attn_scale: float = 0.0           # the scores × this; 0: 1/√head_dim
+    sliding_window: int = 0           # keys a query on a sliding layer sees (itself included)
+    sliding_layers: tuple = ()        # the layers with that window (Gemma 3: 5 of every 6)
+    rope_local_base: float = 0.0      # the rotary base on sliding layers; 0: rope_base
+    add_bos: bool = False             # a text's ids start with BOS (Gemma)
+    tokenizer: str = "gpt2"           # "gpt2" (byte-level BPE) or "llama" (SentencePiece-style)
+    pre_tokenizer: str = ""           # the byte-level BPE's split: tokenizer.ggml.pre
 
     @property
     def d_k(self) -> int:
-        return self.d_model // self.num_heads
+        return self.head_dim
+
+    @property
+    def scale(self) -> float:
+        """What the scores are multiplied by before the softmax."""
+        return self.attn_scale or float(self.head_dim) ** -0.5
+
+    def rope_base_of(self, layer: int) -> float:
+        """The rotary base of `layer`."""
+        return self.rope_local_base if layer in self.sliding_layers and self.rope_local_base \
+            else self.rope_base
+
+    def window_of(self, layer: int) -> int | None:
+        """How many keys back (itself included) a query of `layer` sees; None: all of them."""
+        return self.sliding_window if layer in self.sliding_layers else None
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Each converted array's shape (see LlamaFile)."""
-        L, d, f = self.num_layers, self.d_model, self.d_ff
-        return dict(embed=(self.vocab_size, d),
-                    qkv=(L, d, (self.num_heads + 2 * self.num_kv_heads) * self.d_k),
-                    o=(L, self.num_heads * self.d_k, d), gate_up=(L, d, 2 * f),
-                    down=(L, f, d), norms=(L, 2, d), final_norm=(d,))
+        L, d, f, k = self.num_layers, self.d_model, self.d_ff, self.head_dim
+        width = (self.num_heads + 2 * self.num_kv_heads) * k
+        shapes = dict(embed=(self.vocab_size, d), qkv=(L, d, width),
+                      o=(L, self.num_heads * k, d), gate_up=(L, d, 2 * f),
+                      down=(L, f, d), norms=(L, 2, d), final_norm=(d,))
+        if self.qkv_bias:
+            shapes["qkv_bias"] = (L, width)
+        if self.qk_norm:
+            shapes["qk_norms"] = (L, 2, k)
+        if self.post_norms:
+            shapes["post_norms"] = (L, 2, d)
+        return shapes
+
+    def files(self) -> frozenset[str]:
+        """The cache folder's files for this model (a Gemma model's licence files too)."""
+        return frozenset({f"{name}.npy" for name in self.shapes()}
+                         | {"config.json", "tokenizer.json"} | set(licence_files(self)))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "DecoderConfig":
+        raw = json.loads(text)
+        raw["sliding_layers"] = tuple(raw.get("sliding_layers", ()))
+        return cls(**raw)
+
+
+LlamaConfig = DecoderConfig       # the name of its first family, kept for callers
+
+LICENCES = Path(__file__).resolve().parent / "licences"
+
+
+def licence_files(config: DecoderConfig) -> dict[str, Path]:
+    """The licence files a conversion of this model carries beside its arrays: a Gemma model's
+    NOTICE and the Gemma Terms of Use (its converted weights are a Model Derivative, whose
+    copies must carry them); none for the others."""
+    if config.architecture != "gemma3":
+        return {}
+    return {"NOTICE": LICENCES / "NOTICE", "GEMMA_TERMS.txt": LICENCES / "GEMMA_TERMS.txt"}
 
 
 @dataclass(frozen=True)
@@ -119,9 +185,15 @@ class LlamaFile:
     down (L, d_ff, d_model)         the MLP's W_down
     norms (L, 2, d_model)           RMSNorm gains before attention and before the MLP
     final_norm (d_model,)           RMSNorm gain after the last layer
+    and where the config has them:
+    qkv_bias (L, (H + 2 H_kv) d_k)  the biases of W_Q | W_K | W_V (qkv_bias)
+    qk_norms (L, 2, d_k)            RMSNorm gains of each head's q and of its k (qk_norm)
+    post_norms (L, 2, d_model)      RMSNorm gains after attention and after the MLP (post_norms)
+    A Gemma gain is stored as the model computes it: 1 + the checkpoint's weight, as the GGUF
+    holds it.
     """
 
-    config: LlamaConfig
+    config: DecoderConfig
     arrays: dict
     tokenizer: object          # tokenizers.Tokenizer
     source: Path
@@ -208,14 +280,14 @@ def _stamp(gguf_path: Path) -> dict:
 
 # ---- the cache's files ------------------------------------------------------------------------
 
-def _open_checked(folder: Path, gguf_path: Path, expected: LlamaConfig) \
+def _open_checked(folder: Path, gguf_path: Path, expected: DecoderConfig) \
         -> LlamaFile | Damage | None:
     """The converted model read from `folder` if it proves whole and agrees with the GGUF's
     metadata `expected`; its Damage if not; None when there is no folder."""
     try:
         start = time.perf_counter()
         contents: dict[str, bytearray] = {}
-        if not disk_cache.verify(folder, _stamp(gguf_path), set(FILES), contents):
+        if not disk_cache.verify(folder, _stamp(gguf_path), set(expected.files()), contents):
             return None
         seconds = time.perf_counter() - start
         f = _from_contents(contents, folder, gguf_path, expected)
@@ -229,15 +301,15 @@ def _open_checked(folder: Path, gguf_path: Path, expected: LlamaConfig) \
 
 
 def _from_contents(contents: dict[str, bytearray], folder: Path, gguf_path: Path,
-                   expected: LlamaConfig) -> LlamaFile:
+                   expected: DecoderConfig) -> LlamaFile:
     """The model from the checked bytes of `folder`'s files (``disk_cache.verify``), each
     checked against `expected`: the config equal to it, every array of its shape and dtype
     (a read-only view of its bytes), the tokenizer's vocabulary of its size. Raises Damage."""
     from tokenizers import Tokenizer
 
-    config = _read("config.json", lambda b: LlamaConfig(**json.loads(b.decode("utf-8"))),
+    config = _read("config.json", lambda b: DecoderConfig.from_json(b.decode("utf-8")),
                    contents)
-    for field in fields(LlamaConfig):
+    for field in fields(DecoderConfig):
         if getattr(config, field.name) != getattr(expected, field.name):
             raise Damage(Message("model_cache.config", field=field.name,
                                  value=getattr(config, field.name),
@@ -266,11 +338,13 @@ def _read(name: str, read, contents: dict[str, bytearray]):
                              error=f"{type(exc).__name__}: {exc}"[:200])) from exc
 
 
-def _write_files(folder: Path, config: LlamaConfig, arrays: dict, tokenizer) -> None:
+def _write_files(folder: Path, config: DecoderConfig, arrays: dict, tokenizer) -> None:
     for name, a in arrays.items():
         np.save(folder / f"{name}.npy", a)
-    (folder / "config.json").write_text(json.dumps(asdict(config)), encoding="utf-8")
+    (folder / "config.json").write_text(config.to_json(), encoding="utf-8")
     tokenizer.save(str(folder / "tokenizer.json"))
+    for name, source in licence_files(config).items():
+        (folder / name).write_bytes(source.read_bytes())
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -286,7 +360,7 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
 _STRING, _ARRAY = 8, 9
 
 
-def read_config(gguf_path: Path) -> LlamaConfig:
+def read_config(gguf_path: Path) -> DecoderConfig:
     """The model's config from the GGUF's own metadata, read directly (~15 ms; gguf's
     GGUFReader, which also maps every tensor, takes seconds)."""
     try:
@@ -295,6 +369,16 @@ def read_config(gguf_path: Path) -> LlamaConfig:
         raise AttnvizInputError("error.gguf.unreadable", path=str(gguf_path),
                                 error=f"{type(exc).__name__}: {exc}") from None
     return _config(values, lengths, gguf_path)
+
+
+def model_name(gguf_path: Path) -> str:
+    """The model's own name from its GGUF's metadata (general.name, else the file's name)."""
+    try:
+        values, _ = read_metadata(gguf_path)
+    except (OSError, ValueError, KeyError, struct.error, UnicodeDecodeError) as exc:
+        raise AttnvizInputError("error.gguf.unreadable", path=str(gguf_path),
+                                error=f"{type(exc).__name__}: {exc}") from None
+    return str(values.get("general.name") or Path(gguf_path).stem)
 
 
 def read_metadata(gguf_path: Path) -> tuple[dict, dict]:
@@ -359,32 +443,84 @@ def _metadata(m: bytes) -> tuple[dict, dict]:
     return values, lengths
 
 
-def _config(values: dict, lengths: dict, path: Path) -> LlamaConfig:
+@dataclass(frozen=True)
+class Family:
+    """What one GGUF ``general.architecture`` adds to Llama's layer, as llama.cpp writes it."""
+
+    permuted_qk: bool = False    # W_Q/W_K rows permuted for llama.cpp's rotary layout (Llama only)
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    post_norms: bool = False
+    gemma: bool = False          # GELU-tanh, embeddings × √d_model, sliding layers, BOS
+
+
+# One entry per architecture read: a fifth is one line here, its config fields and its fixture
+# (tests/tiny_decoders.py); docs/architecture.md says how.
+FAMILIES = {
+    "llama": Family(permuted_qk=True),
+    "qwen2": Family(qkv_bias=True),
+    "qwen3": Family(qk_norm=True),
+    "gemma3": Family(qk_norm=True, post_norms=True, gemma=True),
+}
+# Gemma 3's choices that its GGUF does not state, as llama.cpp and transformers assume them:
+# every 6th layer global (the others slide), the sliding layers' rotary base, and the scores'
+# scale 1/√query_pre_attn_scalar = 1/√256 (Gemma 3's head size, but for 27B's)
+GEMMA3_GLOBAL_EVERY, GEMMA3_LOCAL_BASE, GEMMA3_QUERY_SCALAR = 6, 10_000.0, 256
+
+
+def _config(values: dict, lengths: dict, path: Path) -> DecoderConfig:
     def value(key: str):
         if key not in values:
             raise AttnvizInputError("error.gguf.no_key", path=str(path), key=key)
         return values[key]
 
-    if value("general.architecture") != "llama":
-        raise AttnvizInputError("error.gguf.not_llama", path=str(path),
-                                architecture=repr(value("general.architecture")))
-    if value("tokenizer.ggml.model") != "gpt2":
-        raise AttnvizInputError("error.gguf.tokenizer", path=str(path))
+    arch = value("general.architecture")
+    if arch not in FAMILIES:
+        raise AttnvizInputError("error.gguf.architecture", path=str(path), architecture=repr(arch),
+                                supported=", ".join(FAMILIES))
+    family = FAMILIES[arch]
+    tokenizer = value("tokenizer.ggml.model")
+    if tokenizer not in ("gpt2", "llama"):
+        raise AttnvizInputError("error.gguf.tokenizer", path=str(path), tokenizer=repr(tokenizer))
     if "tokenizer.ggml.tokens" not in lengths:
         raise AttnvizInputError("error.gguf.no_key", path=str(path), key="tokenizer.ggml.tokens")
-    heads, d_model = int(value("llama.attention.head_count")), int(value("llama.embedding_length"))
-    config = LlamaConfig(
-        num_layers=int(value("llama.block_count")), num_heads=heads,
-        num_kv_heads=int(value("llama.attention.head_count_kv")), d_model=d_model,
-        d_ff=int(value("llama.feed_forward_length")),
+    for key in (f"{arch}.rope.scaling.type", f"{arch}.attn_logit_softcapping",
+                f"{arch}.final_logit_softcapping"):
+        if values.get(key) not in (None, "none"):
+            raise AttnvizInputError("error.gguf.unsupported", path=str(path), key=key,
+                                    value=repr(values[key]))
+    heads, d_model = int(value(f"{arch}.attention.head_count")), \
+        int(value(f"{arch}.embedding_length"))
+    head_dim = int(values.get(f"{arch}.attention.key_length", d_model // heads))
+    layers = int(value(f"{arch}.block_count"))
+    gemma = {}
+    if family.gemma:
+        gemma = dict(activation="gelu_tanh", embed_scale=float(np.float32(d_model ** 0.5)),
+                     attn_scale=GEMMA3_QUERY_SCALAR ** -0.5,
+                     sliding_window=int(value(f"{arch}.attention.sliding_window")),
+                     sliding_layers=tuple(i for i in range(layers)
+                                          if (i + 1) % GEMMA3_GLOBAL_EVERY),
+                     rope_local_base=GEMMA3_LOCAL_BASE)
+    config = DecoderConfig(
+        num_layers=layers, num_heads=heads,
+        num_kv_heads=int(value(f"{arch}.attention.head_count_kv")), d_model=d_model,
+        d_ff=int(value(f"{arch}.feed_forward_length")),
         vocab_size=int(lengths["tokenizer.ggml.tokens"]),
-        rope_base=float(value("llama.rope.freq_base")),
-        rms_eps=float(value("llama.attention.layer_norm_rms_epsilon")),
-        max_positions=int(value("llama.context_length")),
+        rope_base=float(value(f"{arch}.rope.freq_base")),
+        rms_eps=float(value(f"{arch}.attention.layer_norm_rms_epsilon")),
+        max_positions=int(value(f"{arch}.context_length")),
         bos_id=int(value("tokenizer.ggml.bos_token_id")),
-        eos_id=int(value("tokenizer.ggml.eos_token_id")))
-    if "llama.rope.dimension_count" in values and \
-            int(value("llama.rope.dimension_count")) != config.d_k:
+        eos_id=int(value("tokenizer.ggml.eos_token_id")),
+        head_dim=head_dim, architecture=arch, qkv_bias=family.qkv_bias,
+        qk_norm=family.qk_norm, post_norms=family.post_norms,
+        add_bos=bool(values.get("tokenizer.ggml.add_bos_token", tokenizer == "llama")),
+        tokenizer=tokenizer, pre_tokenizer=str(values.get("tokenizer.ggml.pre", "")), **gemma)
+    if int(values.get(f"{arch}.attention.value_length", head_dim)) != head_dim:
+        raise AttnvizInputError("error.gguf.unsupported", path=str(path),
+                                key=f"{arch}.attention.value_length",
+                                value=values[f"{arch}.attention.value_length"])
+    if f"{arch}.rope.dimension_count" in values and \
+            int(value(f"{arch}.rope.dimension_count")) != head_dim:
         raise AttnvizInputError("error.gguf.partial_rope", path=str(path))
     return config
 
@@ -392,7 +528,7 @@ def _config(values: dict, lengths: dict, path: Path) -> LlamaConfig:
 # ---- conversion -----------------------------------------------------------------------------
 
 def convert(gguf_path: Path, on_layer: Callable[[int, int], None] | None = None) \
-        -> tuple[LlamaConfig, dict, object]:
+        -> tuple[DecoderConfig, dict, object]:
     """Read and dequantise every tensor of the GGUF at `gguf_path` into the layout of
     ``LlamaFile``, and build its tokenizer; ``on_layer(done, layers)`` after each layer."""
     try:
@@ -400,12 +536,13 @@ def convert(gguf_path: Path, on_layer: Callable[[int, int], None] | None = None)
     except ImportError:
         raise AttnvizInputError("error.gguf.no_package", command="pip install gguf") from None
     c = config = read_config(gguf_path)
+    family = FAMILIES[c.architecture]
     reader = GGUFReader(str(gguf_path))
     meta = {name: field for name, field in reader.fields.items()}
     tensors = {t.name: t for t in reader.tensors}
 
     def matrix(name: str) -> np.ndarray:
-        """A tensor dequantised, as torch's (out, in) rows."""
+        """A tensor dequantised, as torch's (out, in) rows (a vector as it is)."""
         from gguf.quants import dequantize
 
         if name not in tensors:
@@ -413,27 +550,44 @@ def convert(gguf_path: Path, on_layer: Callable[[int, int], None] | None = None)
         t = tensors[name]
         return np.asarray(dequantize(t.data, t.tensor_type), dtype=_DTYPE)
 
+    def qk(name: str, heads: int) -> np.ndarray:
+        w = matrix(name)
+        return _unpermute(w, heads) if family.permuted_qk else w
+
     shapes = c.shapes()
-    qkv, o, gate_up, down, norms = (np.empty(shapes[name], _DTYPE)
-                                    for name in ("qkv", "o", "gate_up", "down", "norms"))
+    arrays = {name: np.empty(shape, _DTYPE) for name, shape in shapes.items()
+              if name not in ("embed", "final_norm")}
     for i in range(c.num_layers):
         p = f"blk.{i}."
-        q = _unpermute(matrix(p + "attn_q.weight"), c.num_heads)           # (H d_k, d_model)
-        k = _unpermute(matrix(p + "attn_k.weight"), c.num_kv_heads)        # (H_kv d_k, d_model)
-        qkv[i] = np.concatenate([q, k, matrix(p + "attn_v.weight")]).T     # x @ W: (in, out)
-        o[i] = matrix(p + "attn_output.weight").T
-        gate_up[i] = np.concatenate([matrix(p + "ffn_gate.weight"),
-                                     matrix(p + "ffn_up.weight")]).T
-        down[i] = matrix(p + "ffn_down.weight").T
-        norms[i] = [matrix(p + "attn_norm.weight"), matrix(p + "ffn_norm.weight")]
+        q = qk(p + "attn_q.weight", c.num_heads)                           # (H d_k, d_model)
+        k = qk(p + "attn_k.weight", c.num_kv_heads)                        # (H_kv d_k, d_model)
+        arrays["qkv"][i] = np.concatenate([q, k, matrix(p + "attn_v.weight")]).T   # (in, out)
+        arrays["o"][i] = matrix(p + "attn_output.weight").T
+        arrays["gate_up"][i] = np.concatenate([matrix(p + "ffn_gate.weight"),
+                                               matrix(p + "ffn_up.weight")]).T
+        arrays["down"][i] = matrix(p + "ffn_down.weight").T
+        arrays["norms"][i] = [matrix(p + "attn_norm.weight"), matrix(p + "ffn_norm.weight")]
+        if c.qkv_bias:
+            arrays["qkv_bias"][i] = np.concatenate(
+                [qk(p + "attn_q.bias", c.num_heads), qk(p + "attn_k.bias", c.num_kv_heads),
+                 matrix(p + "attn_v.bias")])
+        if c.qk_norm:
+            arrays["qk_norms"][i] = [matrix(p + "attn_q_norm.weight"),
+                                     matrix(p + "attn_k_norm.weight")]
+        if c.post_norms:
+            arrays["post_norms"][i] = [matrix(p + "post_attention_norm.weight"),
+                                       matrix(p + "post_ffw_norm.weight")]
         if on_layer is not None:
             on_layer(i + 1, c.num_layers)
-    embed = np.ascontiguousarray(matrix("token_embd.weight"))             # (vocab, d_model)
+    arrays["embed"] = np.ascontiguousarray(matrix("token_embd.weight"))   # (vocab, d_model)
     if "output.weight" in tensors:
         raise AttnvizInputError("error.gguf.untied_output", path=str(gguf_path))
-    arrays = dict(embed=embed, qkv=qkv, o=o, gate_up=gate_up, down=down, norms=norms,
-                  final_norm=matrix("output_norm.weight"))
-    return config, arrays, build_tokenizer(meta)
+    arrays["final_norm"] = matrix("output_norm.weight")
+    for name, shape in shapes.items():
+        if arrays[name].shape != shape:
+            raise AttnvizInputError("error.gguf.no_tensor", path=str(gguf_path),
+                                    name=f"{name} {shape}")
+    return config, arrays, build_tokenizer(meta, c)
 
 
 def _unpermute(w: np.ndarray, heads: int) -> np.ndarray:
@@ -462,25 +616,89 @@ def byte_alphabet() -> dict[int, str]:
     return table
 
 
-def build_tokenizer(meta: dict):
-    """The byte-level BPE tokenizer the GGUF describes, as transformers builds it from the same
-    file: the vocabulary (spelt in the byte alphabet), the merges, GPT-2's byte-level
-    pre-tokenizer (its regex, no prefix space), control tokens kept whole as special tokens,
-    and no BOS added."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+# the byte-level BPE's splits, by the GGUF's tokenizer.ggml.pre (transformers' and llama.cpp's
+# regexes); any other name: GPT-2's own (SmolLM2's "smollm")
+_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPLITS = {"qwen2": _QWEN2_SPLIT, "deepseek-r1-qwen": _QWEN2_SPLIT, "llama-bpe": _LLAMA3_SPLIT,
+          "llama3": _LLAMA3_SPLIT, "llama-v3": _LLAMA3_SPLIT, "smaug-bpe": _LLAMA3_SPLIT}
+CONTROL, USER_DEFINED = 3, 4          # llama.cpp's token types
 
+
+def build_tokenizer(meta: dict, config: DecoderConfig):
+    """The tokenizer the GGUF describes, as transformers builds it from the same file: byte-level
+    BPE (``tokenizer.ggml.model`` gpt2) or SentencePiece-style BPE with byte fallback (llama,
+    Gemma's); control tokens kept whole as special tokens, user-defined ones as added tokens.
+    No BOS is added here (``DecoderModel.encode`` adds it where the config says so)."""
     tokens = list(meta["tokenizer.ggml.tokens"].contents())
     types = list(meta["tokenizer.ggml.token_type"].contents())
-    merges = [tuple(m.split(" ")) for m in meta["tokenizer.ggml.merges"].contents()]
+    merges = [tuple(m.split(" ")) for m in meta["tokenizer.ggml.merges"].contents()] \
+        if "tokenizer.ggml.merges" in meta else None
+    if config.tokenizer == "gpt2":
+        return _byte_level(tokens, types, merges, config.pre_tokenizer)
+    return _sentencepiece(tokens, types, merges, config.bos_id, meta)
+
+
+def _byte_level(tokens: list[str], types: list[int], merges, pre: str):
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
     alphabet = byte_alphabet()
     spelt = set(alphabet.values())
     vocab = {(t if set(t) <= spelt else "".join(alphabet[b] for b in t.encode("utf-8"))): i
              for i, t in enumerate(tokens)}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges or [], fuse_unk=False,
+                               byte_fallback=False))
+    if pre in SPLITS:
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(SPLITS[pre]), behavior="isolated"),
+             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    control = 3                                               # llama.cpp's CONTROL token type
     tok.add_special_tokens([AddedToken(t, normalized=False, special=True)
                             for t, kind in zip(tokens, types)
-                            if kind == control and set(t) <= spelt])
+                            if kind == CONTROL and set(t) <= spelt])
+    tok.add_tokens([AddedToken(t, normalized=False, special=False)
+                    for t, kind in zip(tokens, types) if kind == USER_DEFINED and t in vocab])
     return tok
+
+
+def _sentencepiece(tokens: list[str], types: list[int], merges, bos_id: int, meta: dict):
+    """Gemma's tokenizer from its GGUF, as transformers' ``gemma_tokenizer`` builds it: a token
+    of two or more spaces is spelt with ▁ as the vocabulary's other tokens are; the file has no
+    merges, so they are made from the vocabulary, ranked by the tokens' order in the file."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    spelt = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in tokens]
+    vocab = {t: i for i, t in enumerate(spelt)}
+    if merges is None:
+        merges = _merges_by_order(vocab)
+    unknown = int(meta["tokenizer.ggml.unknown_token_id"].contents()) \
+        if "tokenizer.ggml.unknown_token_id" in meta else None
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True,
+                               unk_token=None if unknown is None else spelt[unknown]))
+    tok.normalizer = normalizers.Replace(" ", "\u2581")
+    tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                                     decoders.Fuse()])
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True)
+                            for t, kind in zip(spelt, types) if kind == CONTROL])
+    tok.add_tokens([AddedToken(t, normalized=False, special=False)
+                    for t, kind in zip(spelt, types) if kind == USER_DEFINED])
+    return tok
+
+
+def _merges_by_order(vocab: dict[str, int]) -> list[tuple[str, str]]:
+    """Every split of a token into two tokens of the vocabulary, ranked by the token's place in
+    the file (earlier first), then the longer left piece, then the longer right one: what
+    transformers' ``generate_merges`` gives with the negated places as scores."""
+    ranked = []
+    for token, place in vocab.items():
+        local = [(token[:i], token[i:]) for i in range(1, len(token))
+                 if token[:i] in vocab and token[i:] in vocab]
+        local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))
+        ranked += [(-place, len(l), len(r), l, r) for l, r in local]
+    order = sorted(range(len(ranked)), key=lambda i: ranked[i][:3], reverse=True)
+    return [(ranked[i][3], ranked[i][4]) for i in order]

@@ -33,6 +33,7 @@ resid_post) runs before the resid_post hook, so an error names the layer's own s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,7 +47,7 @@ from attnviz.core.weights import MultiHeadWeights
 from attnviz.models.finite import all_finite, first_not_finite, from_engine, not_finite
 
 __all__ = ["HOOK_POINTS", "READ_ONLY", "Hook", "KVCache", "LayerOutput", "LayerWeights",
-           "causal_mask", "llama_attention", "llama_layer", "llama_mlp",
+           "Positions", "causal_mask", "sliding_mask", "llama_attention", "llama_layer", "llama_mlp",
            "project", "rms_norm", "rotary_embedding", "split_qkv", "trace_layer_attention"]
 
 # where a hook is called, in the order the layer computes them
@@ -67,6 +68,12 @@ class LayerWeights:
     mlp_norm: np.ndarray               # (d_model,) RMSNorm gain before the MLP
     gate_up: np.ndarray                # (d_model, 2 d_ff): W_gate | W_up
     down: np.ndarray                   # (d_ff, d_model)
+    # a family's own, None where it has none (gguf_llama.FAMILIES)
+    qkv_bias: np.ndarray | None = None         # ((H + 2 H_kv) d_k,) the biases of W_Q | W_K | W_V
+    q_norm: np.ndarray | None = None           # (d_k,) RMSNorm gain of each head's q (QK-norm)
+    k_norm: np.ndarray | None = None           # (d_k,) … and of its k
+    post_attn_norm: np.ndarray | None = None   # (d_model,) RMSNorm gain after attention
+    post_mlp_norm: np.ndarray | None = None    # (d_model,) … after the MLP
 
 
 class KVCache:
@@ -133,6 +140,45 @@ def causal_mask(n: int, start: int = 0, hidden_keys: np.ndarray | None = None
     return mask
 
 
+def sliding_mask(n: int, start: int, window: int) -> np.ndarray:
+    """(n, start + n) bool, True = not allowed: new token i (position start + i) sees the
+    `window` keys up to its own position, itself included (transformers' sliding-window causal
+    mask: key j is seen when 0 ≤ start + i − j < window)."""
+    back = (start + np.arange(n))[:, None] - np.arange(start + n)[None, :]
+    return (back < 0) | (back >= window)
+
+
+class Positions:
+    """What each layer needs to know of the positions of one forward pass: the rotary (cos, sin)
+    of its base and its mask (causal, with the layer's sliding window where it has one), each
+    made once per pass for every layer that shares it. start: the first new token's position
+    (the KV cache's length); n: the new tokens; hidden_keys (n,) bool, start 0 only: True hides
+    that key from every query but its own."""
+
+    def __init__(self, config, start: int, n: int, hidden_keys: np.ndarray | None = None):
+        self.config, self.start, self.n, self.hidden_keys = config, start, n, hidden_keys
+        self._rotary: dict = {}
+        self._masks: dict = {}
+
+    def rotary(self, layer: int):
+        base = self.config.rope_base_of(layer)
+        if base not in self._rotary:
+            self._rotary[base] = rotary_embedding(self.start, self.n, self.config.d_k, base)
+        return self._rotary[base]
+
+    def mask(self, layer: int) -> np.ndarray | None:
+        window = self.config.window_of(layer)
+        if window is not None and self.start + self.n <= window:
+            window = None                        # the window holds every key: causal alone
+        if window not in self._masks:
+            mask = causal_mask(self.n, self.start, self.hidden_keys)
+            if window is not None:
+                band = sliding_mask(self.n, self.start, window)
+                mask = band if mask is None else mask | band
+            self._masks[window] = mask
+        return self._masks[window]
+
+
 def split_qkv(qkv: np.ndarray, h: int, h_kv: int, d_k: int):
     """(B, n, (H + 2 H_kv) d_k) → Q (B, H, n, d_k), K and V (B, H_kv, n, d_k) (views)."""
     b, n, _ = qkv.shape
@@ -149,13 +195,19 @@ def project(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (x.reshape(-1, x.shape[-1]) @ w).reshape(x.shape[:-1] + (w.shape[-1],))
 
 
-def llama_mlp(m: np.ndarray, w: LayerWeights, eps: float) -> np.ndarray:
-    """W_down(SiLU(y W_gate) ⊙ y W_up) with y = RMSNorm(m) · g_mlp: (B, n, d_model)."""
+def llama_mlp(m: np.ndarray, w: LayerWeights, eps: float, activation: str = "silu"
+              ) -> np.ndarray:
+    """W_down(act(y W_gate) ⊙ y W_up) with y = RMSNorm(m) · g_mlp: (B, n, d_model); act is
+    SiLU (Llama, Qwen) or GELU with the tanh approximation (Gemma)."""
     y = rms_norm(m, w.mlp_norm, eps)
     gate_up = project(y, w.gate_up)                                  # (B, n, 2 d_ff)
     d_ff = gate_up.shape[-1] // 2
     gate = gate_up[..., :d_ff]
-    hidden = gate / (1.0 + np.exp(-gate))                            # SiLU(x) = x σ(x)
+    if activation == "gelu_tanh":                                    # torch's approximate="tanh"
+        hidden = _DTYPE(0.5) * gate * (_DTYPE(1.0) + np.tanh(
+            _DTYPE(math.sqrt(2.0 / math.pi)) * (gate + _DTYPE(0.044715) * gate ** 3)))
+    else:
+        hidden = gate / (1.0 + np.exp(-gate))                        # SiLU(x) = x σ(x)
     hidden *= gate_up[..., d_ff:]
     return project(hidden, w.down)
 
@@ -177,37 +229,50 @@ class _Attention:
 def llama_attention(x: np.ndarray, w: LayerWeights, config, position_embeddings, *,
                     layer: int = 0, cache: KVCache | None = None,
                     mask: np.ndarray | None = None) -> _Attention:
-    """LlamaAttention without W_O: x (B, n, d_model), already normed → z (B, H, n, d_v) and
-    its pattern, written plainly (``engine.attention``, nothing traced). With a cache, the new
-    keys and values are appended to `layer`'s and the queries attend over all of them."""
+    """The layer's attention without W_O: x (B, n, d_model), already normed → z (B, H, n, d_v)
+    and its pattern, written plainly (``engine.attention``, nothing traced): Q, K, V (and their
+    biases), each head's q and k RMS-normed (QK-norm), rotated, the scores × config.scale. With a
+    cache, the new keys and values are appended to `layer`'s and the queries attend over all
+    of them."""
     b, n, _ = x.shape
     h, h_kv, d_k = config.num_heads, config.num_kv_heads, config.d_k
     qkv = project(x, w.w_qkv)                                        # (B, n, (H + 2 H_kv) d_k)
+    if w.qkv_bias is not None:
+        qkv += w.qkv_bias
     q0, k0, v = split_qkv(qkv, h, h_kv, d_k)                         # (B, H | H_kv, n, d_k)
+    parts = [("input", x), ("q", q0), ("k", k0), ("v", v)]
+    if w.q_norm is not None:                                         # QK-norm, per head
+        q0, k0 = rms_norm(q0, w.q_norm, config.rms_eps), rms_norm(k0, w.k_norm, config.rms_eps)
+        parts += [("q_normed", q0), ("k_normed", k0)]
     cos, sin = position_embeddings                                   # (n, d_k)
     q = apply_rope(q0, cos=cos, sin=sin)                             # (B, H, n, d_k)
     k = apply_rope(k0, cos=cos, sin=sin)                             # (B, H_kv, n, d_k)
     keys, values = (k, v) if cache is None else cache.update(layer, k, v)   # (B, H_kv, n_k, d)
     grouped = group_heads(q, h_kv)                                   # (B, H_kv, g, n, d_k)
     z, weights = attention(grouped, keys[:, :, None], values[:, :, None],
-                           mask=mask)                                # (B, H_kv, g, n, ·)
+                           mask=mask, scale=config.scale)            # (B, H_kv, g, n, ·)
     n_k = keys.shape[2]
     pattern = weights.reshape(b, h, n, n_k)                          # (B, H, n, n_k)
     z = z.reshape(b, h, n, d_k)                                      # (B, H, n, d_v)
-    parts = [("input", x), ("q", q0), ("k", k0), ("v", v), ("q_rotated", q),
-             ("k_rotated", k),
-             ("scores", lambda: grouped @ keys[:, :, None].swapaxes(-1, -2)),
-             ("weights", weights)]
+    parts += [("q_rotated", q), ("k_rotated", k),
+              ("scores", lambda: grouped @ keys[:, :, None].swapaxes(-1, -2)),
+              ("weights", weights)]
     return _Attention(parts=parts, pattern=pattern, v=values, z=z, output=None, trace=None)
 
 
 def trace_layer_attention(x: np.ndarray, w: LayerWeights, config, *, layer: int = 0,
                           model: str = "") -> AttentionTrace:
     """The engine's trace of the layer's attention on one sequence x (n, d_model), already
-    normed: W_Q, W_K, W_V (H_kv heads), W_O, rotary positions 0 … n − 1 and the causal mask.
-    The engine's overflow error becomes error.model.not_finite naming `layer` of `model`."""
+    normed: W_Q, W_K, W_V (H_kv heads, their biases), QK-norm, W_O, the layer's rotary base,
+    the scale and the causal mask (with the layer's sliding window). The engine's overflow
+    error becomes error.model.not_finite naming `layer` of `model`."""
+    n = x.shape[0]
+    window = config.window_of(layer)
+    band = sliding_mask(n, 0, window) if window is not None and n > window else None
+    qk_norm = None if w.q_norm is None else (w.q_norm, w.k_norm, config.rms_eps)
     try:
-        return trace_attention(x, w.attention, causal=True, rope=config.rope_base)
+        return trace_attention(x, w.attention, causal=True, rope=config.rope_base_of(layer),
+                               scale=config.scale, attn_mask=band, qk_norm=qk_norm)
     except AttnvizInputError as exc:              # an overflow: said with its layer
         raise from_engine(exc, model, layer) from None
 
@@ -223,22 +288,22 @@ def _traced_attention(x: np.ndarray, w: LayerWeights, config, *, layer: int,
 
 # ---- the layer ---------------------------------------------------------------------------------
 
-def llama_layer(h: np.ndarray, w: LayerWeights, config, position_embeddings=None, *,
-                layer: int = 0, model: str = "", cache: KVCache | None = None,
-                mask: np.ndarray | None = None, head_mask: np.ndarray | None = None,
-                hook: Hook | None = None, trace: bool = False) -> LayerOutput:
+def llama_layer(h: np.ndarray, w: LayerWeights, config, positions: Positions | None = None,
+                *, layer: int = 0, model: str = "", cache: KVCache | None = None,
+                head_mask: np.ndarray | None = None, hook: Hook | None = None,
+                trace: bool = False) -> LayerOutput:
     """One decoder layer on the residual stream h (B, n, d_model) float32 → LayerOutput.
 
-    config: the model's sizes (num_heads, num_kv_heads, d_k, rms_eps, rope_base);
-    position_embeddings: (cos, sin) of the n positions (``rotary_embedding``); cache: a
-    KVCache whose ``length`` is the first position (the caller advances it); mask: bool
-    (n, n_k), True = not allowed (``causal_mask``); head_mask (B, H) float32 of 0/1: 0 zeroes
-    that head's z before W_O; hook: see the module's docstring.
+    config: the model's ``DecoderConfig``; positions: the pass's ``Positions`` (the layer's
+    rotary (cos, sin) and mask: causal, with its sliding window); cache: a KVCache whose
+    ``length`` is the first position (the caller advances it); head_mask (B, H) float32 of
+    0/1: 0 zeroes that head's z before W_O; hook: see the module's docstring.
     trace=True (one sequence, no cache): the attention is the engine's ``trace_attention``
     (``LayerOutput.trace``; its weights are ``pattern``), for the pages' step views; a hook or
     head mask then changes what follows the trace, never the trace. A number that is not
     finite raises error.model.not_finite naming `layer` of `model` and its first step that
-    holds one.
+    holds one. With post-norms (Gemma), attention's and the MLP's outputs are each RMS-normed
+    before they join the stream: attn_out and mlp_out are what joins it.
     """
     eps = config.rms_eps
     h = _hooked(hook, layer, "resid_pre", h)                         # (B, n, d_model)
@@ -246,8 +311,10 @@ def llama_layer(h: np.ndarray, w: LayerWeights, config, position_embeddings=None
     if trace:
         a = _traced_attention(x, w, config, layer=layer, model=model)
     else:
-        a = llama_attention(x, w, config, position_embeddings, layer=layer, cache=cache,
-                            mask=mask)
+        if positions is None:
+            positions = Positions(config, 0 if cache is None else cache.length, h.shape[1])
+        a = llama_attention(x, w, config, positions.rotary(layer), layer=layer, cache=cache,
+                            mask=positions.mask(layer))
     _hooked(hook, layer, "v", a.v)
     _hooked(hook, layer, "pattern", a.pattern)
     z = a.z if head_mask is None else a.z * head_mask[:, :, None, None]   # (B, H, n, d_v)
@@ -258,9 +325,14 @@ def llama_layer(h: np.ndarray, w: LayerWeights, config, position_embeddings=None
         b, heads, n, d_v = z.shape
         concat = z.transpose(0, 2, 1, 3).reshape(b, n, heads * d_v)  # (B, n, H d_v)
         attn_out = project(concat, w.attention.w_o)                  # (B, n, d_model)
+    if w.post_attn_norm is not None:
+        attn_out = rms_norm(attn_out, w.post_attn_norm, eps)
     attn_out = _hooked(hook, layer, "attn_out", attn_out)
     resid_mid = _hooked(hook, layer, "resid_mid", h + attn_out)
-    mlp_out = _hooked(hook, layer, "mlp_out", llama_mlp(resid_mid, w, eps))
+    mlp_out = llama_mlp(resid_mid, w, eps, config.activation)
+    if w.post_mlp_norm is not None:
+        mlp_out = rms_norm(mlp_out, w.post_mlp_norm, eps)
+    mlp_out = _hooked(hook, layer, "mlp_out", mlp_out)
     out = resid_mid + mlp_out                                        # (B, n, d_model)
     if not all_finite(out):                             # only then: which step made it
         raise not_finite(model, first_not_finite(a.parts + [("z", z), ("output", attn_out)])

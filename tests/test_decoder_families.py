@@ -1,0 +1,117 @@
+"""Issue 37.4: every decoder family attnviz reads (llama, qwen2, qwen3, gemma3), in every file
+type (F32, F16, Q8_0, Q6_K), is computed as transformers computes it from the same GGUF: the
+tiny files tests/tiny_decoders.py writes (random weights; each family's own design: Q/K/V
+biases, QK-norm, post-norms, GELU-tanh, √d_model embeddings, a sliding window of 4 on five of
+six layers, one K/V head), read by attnviz's converter and by transformers' ``gguf_file=``.
+
+Tolerances: the two sides compute the same float32 formulas in another order (numpy's and
+torch's matrix products, h/√v against h·rsqrt(v), Gemma's gain 1 + (w − 1) against w), so they
+agree to float32 rounding grown through a few layers: attentions within 1e-5, logits within
+1e-4 (issue 37's bounds), greedy tokens identical."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests import tiny_decoders as files
+
+pytestmark = pytest.mark.reference
+
+PROMPT = "the 自注意力 is the 机制"
+KEYS = [(arch, dtype) for arch in files.ARCHS for dtype in files.DTYPES]
+
+
+@pytest.fixture(scope="module")
+def references(tiny_decoders, hf_tiny_decoders):
+    """transformers' ids, logits, attentions and 20 greedy tokens for PROMPT, per file."""
+    return {key: files.reference(tiny_decoders[key].path, PROMPT, loaded=hf_tiny_decoders[key])
+            for key in KEYS}
+
+
+@pytest.fixture(scope="module")
+def models(tiny_decoders, tmp_path_factory):
+    """attnviz's DecoderModel of each file, converted into a cache of this module's own."""
+    from attnviz.models.decoder import DecoderModel
+
+    cache = tmp_path_factory.mktemp("family-cache")
+    return {key: DecoderModel.load(tiny_decoders[key].path, cache_dir=cache) for key in KEYS}
+
+
+@pytest.mark.parametrize("key", KEYS, ids=["-".join(k) for k in KEYS])
+def test_each_family_and_file_type_is_transformers_own_computation(key, models, references):
+    model, ref = models[key], references[key]
+    run = model.run(PROMPT)
+    assert run.ids.tolist() == ref.ids                      # the tokenizer built from the file
+    np.testing.assert_allclose(run.attentions, ref.attentions, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(run.logits, ref.logits, rtol=0, atol=1e-4)
+    made = model.generate(PROMPT, max_new_tokens=20, stop_at_eos=False)   # with its KV cache
+    assert made.ids[len(ref.ids):].tolist() == ref.greedy
+
+
+def test_the_spec_carries_each_familys_design(models):
+    """What the converter read from each file's metadata (transformers' configs say the same:
+    tests/test_tiny_decoders.py)."""
+    spec = {arch: models[(arch, "F32")].config for arch in files.ARCHS}
+    assert [spec[a].qkv_bias for a in files.ARCHS] == [False, True, False, False]
+    assert [spec[a].qk_norm for a in files.ARCHS] == [False, False, True, True]
+    assert [spec[a].post_norms for a in files.ARCHS] == [False, False, False, True]
+    g = spec["gemma3"]
+    assert (g.head_dim, g.num_kv_heads, g.activation) == (256, 1, "gelu_tanh")
+    assert g.head_dim != g.d_model // g.num_heads
+    assert g.embed_scale == np.float32(np.sqrt(g.d_model))
+    assert [g.window_of(layer) for layer in range(g.num_layers)] == [4] * 5 + [None]
+    assert [g.rope_base_of(layer) for layer in range(g.num_layers)] == [1e4] * 5 + [1e6]
+    assert g.scale == 1 / 16 and g.add_bos
+
+
+def test_a_sliding_layer_puts_exactly_zero_on_keys_a_window_back(models):
+    """Gemma 3's local layers: a query sees the 4 keys up to itself and puts exactly 0 on keys 4
+    or more positions back; its global layer (5) does not."""
+    model = models[("gemma3", "F32")]
+    run = model.run("the is the is the is the is the is")
+    n = len(run.ids)
+    back = np.arange(n)[:, None] - np.arange(n)[None, :]
+    far = back >= 4
+    assert n > 4 and far.any()
+    for layer in range(5):
+        assert (run.attentions[layer][:, far] == 0).all()
+        assert (run.attentions[layer][:, (back >= 0) & ~far] > 0).all()
+    assert (run.attentions[5][:, far] > 0).all()
+
+
+def test_a_family_or_tokenizer_not_read_is_refused_naming_what_is_read(tmp_path, tiny_decoders):
+    """A GGUF of another architecture, or another tokenizer kind, is refused before anything is
+    converted, with the message naming the families read."""
+    import gguf
+
+    from attnviz.core.errors import AttnvizInputError
+    from attnviz.models import gguf_llama
+
+    source = tiny_decoders[("llama", "F32")].path
+    for key, value, message in (("general.architecture", "phi3", "error.gguf.architecture"),
+                                ("tokenizer.ggml.model", "t5", "error.gguf.tokenizer")):
+        reader = gguf.GGUFReader(str(source))
+        path = tmp_path / f"{value}.gguf"
+        writer = gguf.GGUFWriter(str(path), arch=value if key == "general.architecture"
+                                 else "llama")
+        for field in reader.fields.values():
+            if field.name.startswith("GGUF.") or field.name == "general.architecture":
+                continue
+            contents = field.contents()
+            if field.name == key:
+                contents = value
+            writer.add_key_value(field.name, contents, field.types[0],
+                                 field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY
+                                 else None)
+        for t in reader.tensors:
+            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        with pytest.raises(AttnvizInputError) as caught:
+            gguf_llama.read_config(path)
+        assert caught.value.msg_id == message
+        if message == "error.gguf.architecture":
+            assert caught.value.params["supported"] == "llama, qwen2, qwen3, gemma3"
