@@ -127,7 +127,7 @@ def session(text: str, threshold: float):
 def leave() -> None:
     """What the server's sweeper does once a class has left: every cache's entries expired,
     the garbage collected, free pages handed back."""
-    from attnviz.app import sweeper
+    from attnviz.app.runtime import sweeper
     from attnviz.core import cache
 
     for c in list(cache._CACHES):

@@ -104,7 +104,7 @@ def test_typed_control_tokens_are_text_and_the_template_says_so(decoder):
 
 @pytest.mark.slow
 def test_a_prompt_longer_than_its_box_is_cut_with_a_warning(decoder):
-    from attnviz.app.text import MAX_PROMPT_CHARS
+    from attnviz.app.shared.text import MAX_PROMPT_CHARS
 
     at = page(gen_prompt="word " * 100_000)                     # 500,000 characters
     assert len(at.session_state["gen_prompt"]) == MAX_PROMPT_CHARS

@@ -19,9 +19,10 @@ from attnviz.app.pretrained_view import (ModelRun, head_view_chart, keep_in_rang
                                          pick_heads, pick_number, pick_token,
                                          sentence_and_limit, shared_figure,
                                          step_through_button)
-from attnviz.app.text import code, literal, token_line
-from attnviz.app.decoder_view import head_reads
-from attnviz.app import keys, model_loading, scales, state, widgets
+from attnviz.app.shared.text import code, literal, token_line
+from attnviz.app.shared.decoder_view import head_reads
+from attnviz.app import keys
+from attnviz.app.shared import model_loading, scales, state, widgets
 
 # the model view's maps, at most this many pixels a side, halved until the figure fits its
 # budget (270 maps: a long text's would not fit at 128)

@@ -1,6 +1,6 @@
 """The Inputs & weights page's editor, in one module: which matrices can be edited, the data
 editor and its own state (`EditorMount`: what it was mounted on, what it has stored), paste and
-upload, the matrix's heatmap. The edits themselves are kept by attnviz.app.state, per
+upload, the matrix's heatmap. The edits themselves are kept by attnviz.app.shared.state, per
 configuration; what an edit is and how typed cells apply is attnviz.session.edits."""
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from attnviz.core.matrix_text import parse_matrix_with_notes
 from attnviz.describe.labels import matrix_labels, unique
 from attnviz.session.settings import TOY_MODE
 from attnviz.session.view import View, current_matrices
-from attnviz.app import baseline, links, state, widgets
+from attnviz.app.shared import baseline, links, state, widgets
 from attnviz.io import matrix_files
-from attnviz.app.text import MAX_MATRIX_CHARS, at_limit, literal
+from attnviz.app.shared.text import MAX_MATRIX_CHARS, at_limit, literal
 
 EDITOR_MAX_CELLS = 20_000
 

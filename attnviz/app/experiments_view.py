@@ -21,8 +21,9 @@ from attnviz.describe.labels import feature_labels
 from attnviz.session.view import View
 from attnviz.tutorials.presets import load_preset
 from attnviz.core.weights import MultiHeadWeights
-from attnviz.app import keys, language, scales, widgets
-from attnviz.app.text import MAX_TEXT_CHARS, at_limit, literal, token_line
+from attnviz.app import keys
+from attnviz.app.shared import language, scales, widgets
+from attnviz.app.shared.text import MAX_TEXT_CHARS, at_limit, literal, token_line
 
 YOUR_X = "your input X"            # the source radios' second value (the first: "tutorial")
 SOURCES = ("tutorial", YOUR_X)
@@ -234,7 +235,7 @@ def bug_tab(view: View) -> None:
 def _decoder():
     """SmolLM2 with its progress indicator while it loads; None (and the error shown) when it
     cannot load."""
-    from attnviz.app import model_loading
+    from attnviz.app.shared import model_loading
 
     return model_loading.decoder(stop=False)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.app import keys
-from attnviz.app.text import MAX_PROMPT_CHARS
+from attnviz.app.shared.text import MAX_PROMPT_CHARS
 from attnviz.models.decoder import Generation
 
 DEFAULT_PROMPT = "The capital of France is"
@@ -14,7 +14,7 @@ MAX_NEW_TOKENS = 40                     # the page's bound on new tokens
 SAMPLINGS = ("greedy", "sample")
 TEMPERATURES = (0.1, 2.0)               # the temperature slider's ends
 MAX_SEED = 2**31 - 1
-# what a link may set (attnviz.app.links clamps into these, with a notice)
+# what a link may set (attnviz.app.shared.links clamps into these, with a notice)
 LINK_BOUNDS = {keys.GEN_TEMPERATURE: TEMPERATURES, keys.GEN_SEED: (0, MAX_SEED),
                keys.GEN_COUNT: (1, MAX_NEW_TOKENS), keys.GEN_STEP: (1, MAX_NEW_TOKENS),
                keys.GEN_FROM_LINK: (0, MAX_NEW_TOKENS)}

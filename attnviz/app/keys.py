@@ -118,29 +118,29 @@ SHOWN_SETTING = Family("shown_")
 FIX = Family("fix_")
 
 # ---- the session's own --------------------------------------------------------------------------
-_section("language")
+_section("shared.language")
 LANG = "lang"                           # the page's language (zh / en); also the link's parameter
 LANG_DRAWN = "lang_drawn"               # the language the browser's widgets were last drawn in
 _section("main")
 APP_RAN = "app_ran"                     # True once a run of the app finished in this session
 LOADING_NOTICE = "loading_notice"       # the first visit's notice of what is loading (a container)
-_section("navigation")
+_section("shared.navigation")
 NAV_LINKS = "nav_links"                 # the sidebar's links to every page (a container)
-_section("scales")
+_section("shared.scales")
 WEIGHT_SCALE = "weight_scale"           # the weights' colour scale
 WEIGHT_SCALE_CHOSEN = "weight_scale_chosen"  # True once the user picked a scale
-_section("widgets")
+_section("shared.widgets")
 IMAGE_FORMAT = "image_format"           # the charts' download format (png / svg)
-_section("state links")
+_section("shared.state shared.links")
 EDITS = "edits"                         # signature → {matrix name → attnviz.session.edits.Edit}
-_section("state")
+_section("shared.state")
 # bumped when a matrix changes from elsewhere (the editors restart from the store)
 MATRICES_VERSION = "matrices_version"
-_section("baseline")
+_section("shared.baseline")
 BASELINE = "baseline"                   # the pinned baseline (a baseline.Pin)
 
 # ---- links --------------------------------------------------------------------------------------
-_section("links")
+_section("shared.links")
 LINK_READ = "link_read"                 # True once the link was read
 LINK_TOO_LONG = "link_too_long"         # the settings left out of a too long link
 LINK_NOTICES = "link_notices"           # what reading the link said
@@ -153,13 +153,13 @@ RESTORE_EDITS_NPZ = "restore_edits_npz"  # the uploader restoring edits from a f
 RESTORE_EDITS_NPZ_ERROR = "restore_edits_npz_error"  # why that file could not be read
 KEEP_EDITS_NPZ = "keep_edits_npz"       # the button saving the edits to a file
 DISMISS_LOST_EDITS = "dismiss_lost_edits"  # the button dismissing the lost-edits notice
-_section("links generate_view")
+_section("shared.links generate_view")
 GEN_FROM_LINK = "gen_from_link"         # tokens a link asks Generate to make again (its count)
 GEN_LINK_COUNT = "gen_link_count"       # (the link's recipe, that count): said until Generate is pressed
 GEN_LINK_PROMPT = "gen_link_prompt"     # a link's prompt: its next-token bars wait for a press when long
 
 # ---- widgets every page uses --------------------------------------------------------------------
-_section("widgets")
+_section("shared.widgets")
 HEAD = "head"                           # the head the step pages show
 OVERFLOW_TO_CELL = "overflow_to_cell"   # the button opening the cell a number overflowed
 OVERFLOW_RESET = "overflow_reset"       # the button resetting the edits after an overflow
@@ -169,9 +169,9 @@ CSV = Suffix("_csv")                    # the CSV download button
 JSON = Suffix("_json")                  # the JSON download button
 HTML = Suffix("_html")                  # the HTML report download button
 DONE = Suffix("__done")                 # True for the run after an action button's action
-_section("text")
+_section("shared.text")
 DROPPED = Suffix("_dropped")            # the invisible characters dropped from a text
-_section("uploads")
+_section("shared.uploads")
 UPLOAD = Suffix("_upload")              # a matrix text's file uploader
 UPLOAD_ERROR = Suffix("_upload_error")  # why that file could not be read
 UPLOAD_NOTES = Suffix("_upload_notes")  # how that file was read
@@ -209,10 +209,10 @@ MH_CONCAT_TABLE = "mh_concat_table"     # its table
 MH_WO = "mh_wo"                         # Multi-head's map of W_O
 MH_OUTPUT = "mh_output"                 # Multi-head's map of the output
 MH_OUTPUT_TABLE = "mh_output_table"     # its table
-_section("decoder_view")
+_section("shared.decoder_view")
 MH_KV_SHARING = "mh_kv_sharing"         # the map of which heads share K/V
 ROPE_ANGLES = Family("rope_angles_")    # the rotation angles' chart of a step
-_section("compare_view")
+_section("shared.compare_view")
 MH_COMPARE = "mh_compare"               # the base of the second sentence's maps
 MH_COMPARE_HEAD = "mh_compare_head"     # the head the second sentence's maps show
 FIRST = Suffix("_first")                # the first sentence's map beside the second's
@@ -238,7 +238,7 @@ UPLOAD_MATRIX = Family("upload_")
 
 # ---- the baseline -------------------------------------------------------------------------------
 INPUTS_BASELINE = "inputs_baseline"     # the base of Inputs & weights' pin buttons
-_section("baseline")
+_section("shared.baseline")
 STEPS_BASELINE = "steps_baseline"       # the base of Step by step's pin buttons
 PIN = Suffix("_pin")                    # the button pinning the baseline
 UNPIN = Suffix("_unpin")                # the button dropping it
@@ -446,25 +446,25 @@ TOY_STEP_THROUGH = Family("toy_step_through_")  # the button opening a layer's h
 _section("sidebar")
 TOY_VIEW_STEP = "toy_view_step"         # the checkpoint the Toy model input shows
 TOY_VIEW_EXAMPLE = "toy_view_example"   # the held-out sequence it shows
-_section("toy_view")
+_section("shared.toy_view")
 TOY_ANSWERS = "toy_answers"             # the Toy model input's answers
 
 _section(None)
 
 # the keys whose options are shown through a translated format_func. The browser matches a
 # widget's value to the label it last drew, so after a switch it would show the old language's
-# label (a selectbox) or nothing selected (a radio): attnviz.app.language gives their values
+# label (a selectbox) or nothing selected (a radio): attnviz.app.shared.language gives their values
 # again on a switch, which redraws them.
 FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
              EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, LENS_KIND, TR_PAIR, TR_WHERE,
              VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
              GEN_SAMPLING, GEN_LAYER, TOY_TASK)
-# the page picks a copied link carries, each with its default (attnviz.app.links): a link holds
-# those whose value differs from it. None: a default the page chooses (the model's last layer,
-# the text's most likely token, the prompt box's example), so any value there is carried,
-# read as LINK_KINDS says. tests/test_link_views.py finds every keyed widget of every page
-# and holds each to a link.
+# the page picks a copied link carries, each with its default (attnviz.app.shared.links): a link
+# holds those whose value differs from it. None: a default the page chooses (the model's last
+# layer, the text's most likely token, the prompt box's example), so any value there is carried,
+# read as LINK_KINDS says. tests/test_link_views.py finds every keyed widget of every page and
+# holds each to a link.
 LINK_DEFAULTS = {
     HEAD: 0, STEP: "", QUERY: 0, VECTOR_QUERY: 0, MH_HEAD: 0, MATRIX: "", EDIT_HEAD: 0,
     # every page's weights colour scale and chart image format; Step by step and Multi-head
@@ -495,7 +495,7 @@ LINK_DEFAULTS = {
     TR_VIEW: "", TR_PAIR: "ioi", TR_CLEAN: None, TR_CORRUPTED: None, TR_ANSWER_CLEAN: None,
     TR_ANSWER_CORRUPTED: None, TR_WHERE: "resid", TR_LAYER: None, TR_RAN: False,
     FL_POSITION: None, FL_THRESHOLD: 0.04, FL_HEADS: True,
-    # Generate (and the number of tokens generated: attnviz.app.links.GEN_TOKENS_PARAM)
+    # Generate (and the number of tokens generated: attnviz.app.shared.links.GEN_TOKENS_PARAM)
     GEN_PROMPT: None, GEN_CHAT: False, GEN_SAMPLING: "greedy", GEN_TEMPERATURE: None,
     GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None}
 # what a link's text is read as, where the default does not say: int, float, bool, str, list

@@ -16,8 +16,9 @@ from attnviz.core.cache import SizedCache, python_bytes
 from attnviz.i18n import language, languages, render, t
 from attnviz.models.pretrained import PretrainedTrace, cached_run
 from attnviz.models.registry import ModelEntry
-from attnviz.app import compare_view, keys, state, widgets
-from attnviz.app.text import MAX_TEXT_CHARS, at_limit, bound, literal, token_line
+from attnviz.app import keys
+from attnviz.app.shared import compare_view, state, widgets
+from attnviz.app.shared.text import MAX_TEXT_CHARS, at_limit, bound, literal, token_line
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attnviz.app import keys, model_loading, pretrained_view, scales, widgets
+from attnviz.app import keys, pretrained_view
+from attnviz.app.shared import model_loading, scales, widgets
 from attnviz.session.settings import Settings
-from attnviz.app.text import (MAX_TEXT_CHARS, at_limit, bound, literal, token_line,
+from attnviz.app.shared.text import (MAX_TEXT_CHARS, at_limit, bound, literal, token_line,
                               token_notation)
 from attnviz.core.cache import SizedCache
 from attnviz.core import heads as heads_parser

@@ -16,7 +16,8 @@ from attnviz.session.settings import (BOUNDS, MODES, ROPE_BASES, TOY_MODE, Setti
 from attnviz.models import registry
 from attnviz.tutorials.presets import PRESET_NAMES, load_preset
 from attnviz.core.weights import INIT_SCHEMES
-from attnviz.app import keys, language, links, state, text, uploads, widgets
+from attnviz.app import keys
+from attnviz.app.shared import language, links, state, text, uploads, widgets
 from attnviz.models.toy_tasks import task_name
 
 # the shown name of each input mode (the stored value, in state and links, stays the English one)

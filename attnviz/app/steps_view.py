@@ -12,8 +12,9 @@ from attnviz.core.engine import Step
 from attnviz.describe.labels import feature_labels, step_layout, unique
 from attnviz.describe.scale import scale_words
 from attnviz.session.view import View
-from attnviz.app import keys, widgets
-from attnviz.app.text import literal
+from attnviz.app import keys
+from attnviz.app.shared import widgets
+from attnviz.app.shared.text import literal
 from attnviz.i18n import t
 
 

@@ -21,9 +21,9 @@ import uuid
 import numpy as np
 import streamlit as st
 
-from attnviz.app import keys, model_loading, pretrained_view, reading_view, widgets
-from attnviz.app import language as app_language
-from attnviz.app.text import at_limit, bound, code, literal, token_line, token_notation
+from attnviz.app import keys, pretrained_view, reading_view
+from attnviz.app.shared import language as app_language, model_loading, widgets
+from attnviz.app.shared.text import at_limit, bound, code, literal, token_line, token_notation
 from attnviz.core.cache import SizedCache, nbytes, python_bytes
 from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import HOVER_CHARS, token_shown

@@ -25,8 +25,10 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.session.settings import TOY_MODE
 from attnviz.models.toy_tasks import NO_TARGET, TASKS, task_name, token_labels
-from attnviz.app import keys, streamlit_compat, widgets
-from attnviz.app.text import literal
+from attnviz.app import keys
+from attnviz.app.runtime import streamlit_compat
+from attnviz.app.shared import widgets
+from attnviz.app.shared.text import literal
 
 MAX_PAGE_STEPS = 5000         # the page's limit on steps (the library allows more)
 POLL_SECONDS = 1.0

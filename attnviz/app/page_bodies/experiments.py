@@ -4,8 +4,8 @@ import streamlit as st
 
 from attnviz import i18n
 from attnviz.i18n import t
-from attnviz.app import experiments_view as ex
-from attnviz.app import keys, widgets
+from attnviz.app import experiments_view as ex, keys
+from attnviz.app.shared import widgets
 
 
 def render() -> None:

@@ -6,7 +6,8 @@ import streamlit as st
 
 from attnviz.i18n import t
 from attnviz.models.decoder import MODEL_NAME
-from attnviz.app import generate_view, model_loading, state
+from attnviz.app import generate_view
+from attnviz.app.shared import model_loading, state
 
 
 def render() -> None:

@@ -7,9 +7,10 @@ from attnviz.core.modes import Mode
 from attnviz.plot import figures
 from attnviz.describe import steps
 from attnviz.i18n import t
-from attnviz.app import keys, scales, widgets
-from attnviz.app.navigation import ICONS, PAGES
-from attnviz.app.text import token_line
+from attnviz.app import keys
+from attnviz.app.shared import scales, widgets
+from attnviz.app.shared.navigation import ICONS, PAGES
+from attnviz.app.shared.text import token_line
 
 # the pages on Home's map: every page but Home, in the navigation's order; the link says
 # nav.<name>, the caption home.map.<name>.caption

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from attnviz.app import editor, keys, state, toy_view, widgets
-from attnviz.app import decoder_view
+from attnviz.app import editor, keys
+from attnviz.app.shared import decoder_view, state, toy_view, widgets
 from attnviz.i18n import t
 
 

@@ -7,8 +7,8 @@ from attnviz.core.modes import Mode
 from attnviz.describe import steps
 from attnviz.i18n import t
 from attnviz.describe.labels import concat_labels, feature_labels
-from attnviz.app import baseline, compare_view, keys, scales, widgets
-from attnviz.app import decoder_view
+from attnviz.app import keys
+from attnviz.app.shared import baseline, compare_view, decoder_view, scales, widgets
 from attnviz.app.pretrained_view import keep_tab
 
 TABS = ("z", "concat", "output", "second")     # its tabs' labels: multihead.tab.<tab>

@@ -9,8 +9,9 @@ from attnviz.i18n import t
 from attnviz.plot import model_figures
 from attnviz.session.settings import Settings
 from attnviz.models import registry
-from attnviz.app.text import literal
-from attnviz.app import decoder_page, keys, pretrained_view, scales, state, widgets
+from attnviz.app.shared.text import literal
+from attnviz.app import decoder_page, keys, pretrained_view
+from attnviz.app.shared import scales, state, widgets
 
 # the page's three views (tabs, only the open one drawn), by message id: one heatmap first,
 # it shows soonest

@@ -6,7 +6,8 @@ lens."""
 
 import streamlit as st
 
-from attnviz.app import keys, reading_view, state
+from attnviz.app import keys, reading_view
+from attnviz.app.shared import state
 from attnviz.i18n import t
 
 

@@ -4,7 +4,8 @@ language-model head, is said, with a button switching the sidebar's model."""
 
 import streamlit as st
 
-from attnviz.app import keys, reading_view, state, trace_view
+from attnviz.app import keys, reading_view, trace_view
+from attnviz.app.shared import state
 from attnviz.i18n import t
 
 

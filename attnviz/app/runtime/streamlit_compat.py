@@ -8,8 +8,8 @@ page. No other module of attnviz imports from a ``streamlit.`` submodule
 What needs no internals any more (Streamlit 1.67, see docs/architecture.md): the folder-based
 multipage mode that a top-level ``pages/`` starts is switched off by ``st.navigation`` itself
 (``attnviz.app.main.page_file``), links use the ``st.Page`` objects the run registered
-(``attnviz.app.navigation.page``), ``attnviz app`` starts ``python -m streamlit run``, and the
-training pool's log lines go through :mod:`logging` with Streamlit's own options.
+(``attnviz.app.shared.navigation.page``), ``attnviz app`` starts ``python -m streamlit run``,
+and the training pool's log lines go through :mod:`logging` with Streamlit's own options.
 """
 
 from __future__ import annotations

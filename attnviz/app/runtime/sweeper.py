@@ -1,6 +1,6 @@
 """The server's memory sweeper: the shared caches' idle memory given back once a class has left.
 
-A thread (started once by the app, attnviz.app.threads) looks every SWEEP_SECONDS: every
+A thread (started once by the app, attnviz.app.runtime.threads) looks every SWEEP_SECONDS: every
 cache's idle entries expire (attnviz.core.cache.expire_all) and, after anything was dropped,
 the garbage is collected; each round it hands the freed pages back to the operating system
 (glibc's malloc_trim: numpy's blocks of a few MB, and a large message's copies, are otherwise

@@ -2,7 +2,7 @@
 ``lang`` and in the link as ``lang=zh`` / ``lang=en`` (when it differs from the browser's own
 language, which a first visit follows). Library code reads it through
 :func:`attnviz.i18n.language`, which :func:`follow_session` points at the session when the app
-starts (attnviz.app.startup)."""
+starts (attnviz.app.runtime.startup)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import streamlit as st
 
 from attnviz import i18n
 from attnviz.i18n import best_language, languages, native_name, t
-from attnviz.app import keys, streamlit_compat
+from attnviz.app import keys
+from attnviz.app.runtime import streamlit_compat
 
 
 def browser_language() -> str:

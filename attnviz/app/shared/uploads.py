@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.app.text import MAX_MATRIX_CHARS, literal
+from attnviz.app.shared.text import MAX_MATRIX_CHARS, literal
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import Message
 from attnviz.io.matrix_files import MAX_UPLOAD_MB, matrix_to_text, read_matrix_file_with_notes

@@ -26,8 +26,8 @@ from attnviz.core.matrix_text import parse_matrix
 from attnviz.describe.labels import cut
 from attnviz.core.inputs import MAX_D_MODEL
 from attnviz.session.settings import TOY_MODE, Settings, bounds, weights_signature
-from attnviz.app import language
-from attnviz.app.text import MAX_TEXT_CHARS, drop_invisible, literal
+from attnviz.app.shared import language
+from attnviz.app.shared.text import MAX_TEXT_CHARS, drop_invisible, literal
 
 EDITS_PARAM = "edits"
 LEFT_OUT_PARAM = "unsaved_edits"     # names the edited matrices too large for the link

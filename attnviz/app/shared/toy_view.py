@@ -10,8 +10,9 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.session.view import View, toy_answers
 from attnviz.models.toy_tasks import NO_TARGET
-from attnviz.app import keys, state
-from attnviz.app.text import literal
+from attnviz.app import keys
+from attnviz.app.shared import state
+from attnviz.app.shared.text import literal
 
 CHANGED_STYLE = "background-color: #fde2b8; font-weight: bold"
 EDITED_ROW = "toy_view.row.edited"      # the message id of the row with the edits

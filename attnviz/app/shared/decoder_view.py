@@ -13,7 +13,8 @@ from attnviz.core.modes import Mode
 from attnviz.plot import decoder_figures
 from attnviz.session.view import View
 from attnviz.models.registry import ModelEntry
-from attnviz.app import keys, widgets
+from attnviz.app import keys
+from attnviz.app.shared import widgets
 from attnviz.session import edits
 
 ROTATION_STEPS = ("q", "k", "q_rotated", "k_rotated")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from attnviz.app import keys, language, links, text
+from attnviz.app import keys
+from attnviz.app.shared import language, links, text
 from attnviz.session.edits import make_edit
 from attnviz.session.build import build_view
 from attnviz.session.settings import TOY_MODE, Settings, ToyChoice, weights_signature

@@ -13,8 +13,9 @@ from attnviz.session.edits import shown_name
 from attnviz.describe.labels import unique
 from attnviz.session.view import NO_TOY_RUN, View
 from attnviz.core.modes import Mode
-from attnviz.app import keys, navigation, state
-from attnviz.app.text import literal
+from attnviz.app import keys
+from attnviz.app.shared import navigation, state
+from attnviz.app.shared.text import literal
 
 IMAGE_FORMATS = ("png", "svg")
 TABLE_MAX_CELLS = 40_000      # larger tables show their first rows only
@@ -50,7 +51,7 @@ def view_or_stop(*, editor: bool = False) -> View:
     SmolLM2's layers loads the model first, with its progress indicator (model_loading)."""
     s = state.settings()
     if s.mode == Mode.PRETRAINED and s.model_entry.causal:
-        from attnviz.app import model_loading
+        from attnviz.app.shared import model_loading
 
         model_loading.decoder(s.model_entry)
     view = state.current_view()
@@ -195,7 +196,7 @@ def action_button(label: str, action, args: tuple = (), *, key: str, where=st,
 
 
 def page_link(name: str, label: str, icon: str) -> None:
-    """A link to page `name` (attnviz.app.navigation.PAGES)."""
+    """A link to page `name` (attnviz.app.shared.navigation.PAGES)."""
     st.page_link(navigation.page(name), label=label, icon=icon)
 
 

@@ -22,7 +22,7 @@ from attnviz.i18n import t
 from attnviz.models import registry
 from attnviz.models.decoder import DecoderModel
 from attnviz.models.gguf_llama import LoadProgress
-from attnviz.app.text import code, literal
+from attnviz.app.shared.text import code, literal
 
 QUIET_WAIT = 0.1            # s: a load done sooner (the model was loaded) shows no indicator
 POLL = 0.2                  # s between two updates of the indicator

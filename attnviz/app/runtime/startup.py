@@ -2,10 +2,10 @@
 attnviz.app.main), once. No module of attnviz/app acts when it is imported: a test, a benchmark
 or a notebook importing a page's pieces gets none of this.
 
-- the threads (attnviz.app.threads): one BLAS thread, the engine's blocks, the caches' memory
-  sweeper;
+- the threads (attnviz.app.runtime.threads): one BLAS thread, the engine's blocks, the caches'
+  memory sweeper;
 - the language: :func:`attnviz.i18n.language` reads the running session's choice
-  (attnviz.app.language.follow_session), so scripts, callbacks and fragments all see it;
+  (attnviz.app.shared.language.follow_session), so scripts, callbacks and fragments all see it;
 - the log: the training pool's lines (a run starts, ends, is left) in the server's log,
   formatted and filtered as Streamlit's own.
 """
@@ -16,7 +16,8 @@ import logging
 
 import streamlit as st
 
-from attnviz.app import language, threads
+from attnviz.app.runtime import threads
+from attnviz.app.shared import language
 
 _started = False
 

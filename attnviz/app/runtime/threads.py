@@ -1,7 +1,7 @@
 """The server process's threads: one BLAS thread, the engine's blocks on as many, the caches'
-memory sweeper. Switched on by the app when it starts (``start_once``, from attnviz.app.startup);
-importing attnviz starts none of them, so a notebook keeps numpy's own setting, runs a large
-trace's blocks on every core and has no thread of ours.
+memory sweeper. Switched on by the app when it starts (``start_once``, from
+attnviz.app.runtime.startup); importing attnviz starts none of them, so a notebook keeps numpy's
+own setting, runs a large trace's blocks on every core and has no thread of ours.
 
 numpy's OpenBLAS starts one thread per core. A class's server runs one Streamlit process per
 core (docs/deploy.md), and SmolLM2's forward passes are many small matrix products: under load a
@@ -9,14 +9,14 @@ second BLAS thread mostly waits for the scheduler, and generation measured 10–
 two threads than with one (benchmarks/bench_decoder.py, docs/benchmarks.md). The app
 therefore limits BLAS, and the engine's element-wise blocks (attnviz.core.engine.set_threads),
 to ``ATTNVIZ_BLAS_THREADS`` threads (default 1) once, when it starts, and starts the sweeper that
-gives the shared caches' idle memory back (attnviz.app.sweeper)."""
+gives the shared caches' idle memory back (attnviz.app.runtime.sweeper)."""
 
 from __future__ import annotations
 
 import os
 
 from attnviz.core import engine
-from attnviz.app import sweeper
+from attnviz.app.runtime import sweeper
 
 _limited = False
 

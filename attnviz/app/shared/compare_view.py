@@ -12,8 +12,9 @@ import streamlit as st
 from attnviz.plot import budget, figures, text_layout
 from attnviz.session.build import build_view
 from attnviz.session.view import View
-from attnviz.app import keys, scales, state, widgets
-from attnviz.app.text import MAX_TEXT_CHARS, at_limit, bound, literal
+from attnviz.app import keys
+from attnviz.app.shared import scales, state, widgets
+from attnviz.app.shared.text import MAX_TEXT_CHARS, at_limit, bound, literal
 from attnviz.i18n import t
 
 

@@ -25,8 +25,8 @@ from attnviz.session.build import build_view
 from attnviz.session.settings import TOY_MODE, Settings, ToyChoice
 from attnviz.session.view import View
 from attnviz.core.diff import TraceDiff, diff
-from attnviz.app import state, widgets
-from attnviz.app.text import literal
+from attnviz.app.shared import state, widgets
+from attnviz.app.shared.text import literal
 from attnviz.models.toy_tasks import task_name
 
 SHORT_TEXT = 28               # characters of a pinned sentence shown in the status
