@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.i18n import t, use_language
 from attnviz.plot.budget import PAGE_MAX_BYTES
-from attnviz.app import generate_view
+from attnviz.app.generate import generate_view
 from tests.apptest_helpers import (chart_bytes, charts, decode, no_exceptions, open_page, plain,
                                    shows)
 from tests.i18n_walker import chinese_outside, english_sentences, visible_texts

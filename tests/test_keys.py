@@ -211,7 +211,7 @@ def test_the_sidebars_keys_are_the_settings_fields():
 def test_a_key_cannot_be_declared_twice_nor_made_by_two_declarations():
     with pytest.raises(ValueError, match="twice"):
         keys._register("mode", ("sidebar",))
-    keys.REGISTRY["step_go_again"] = keys.Declared("step_go_again", ("page_bodies.steps",), "key")
+    keys.REGISTRY["step_go_again"] = keys.Declared("step_go_again", ("steps.page",), "key")
     try:
         with pytest.raises(ValueError, match="could make"):
             keys._check()

@@ -10,7 +10,7 @@ import attnviz.app.keys
 import attnviz.session.settings
 from attnviz.i18n import t
 from attnviz.models.decoder import MAX_TOKENS
-from attnviz.app import generate_view
+from attnviz.app.generate import generate_view
 from tests.apptest_helpers import (TIMEOUT, charts, decode, heatmap_z, no_exceptions, open_page,
                                    plain, shared_components, shows)
 
@@ -406,7 +406,7 @@ def test_trace_says_which_of_a_links_picks_it_could_not_use(decoder):
 @pytest.mark.slow
 def test_a_links_notice_names_its_parameter_not_a_session_key():
     """gen_tokens beyond Generate's most was said as “gen_from_link”, a key of the app's."""
-    from attnviz.app.generate_state import MAX_NEW_TOKENS
+    from attnviz.app.generate.generate_state import MAX_NEW_TOKENS
 
     at = _picks_page({"gen_tokens": "99999"})
     assert shows(at.sidebar.warning, "link.clamped", name="gen_tokens", used=MAX_NEW_TOKENS)

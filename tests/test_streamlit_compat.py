@@ -91,7 +91,7 @@ from pathlib import Path
 import streamlit as st
 
 from attnviz.app.runtime import streamlit_compat
-from attnviz.app.train_view import LearnerThere
+from attnviz.app.train.train_view import LearnerThere
 
 if "watching" not in st.session_state:       # one watcher: the session's first run
     st.session_state["watching"] = True
@@ -191,7 +191,7 @@ def test_a_fresh_servers_first_request_to_a_page_gets_the_whole_app():
 def test_attnviz_apps_script_has_no_pages_folder_beside_it():
     """A folder named pages beside the main script puts Streamlit 1.67 in its old folder mode
     (PagesManager); for ``attnviz app`` it would run attnviz/app/pages/<name>.py as scripts.
-    The pages' bodies live in attnviz/app/page_bodies/."""
+    Each page's body lives in attnviz/app/<name>/page.py."""
     from attnviz import cli
 
     assert cli.MAIN.is_file()

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 class Declared:
     """One declaration: a plain key, a family's prefix or a suffix, and its owners."""
     name: str
-    owners: tuple[str, ...]           # modules under attnviz.app: "sidebar", "page_bodies.steps"
+    owners: tuple[str, ...]           # modules under attnviz.app: "steps.page", "shared.state"
     kind: str                         # "key", "family" or "suffix"
 
 
@@ -153,7 +153,7 @@ RESTORE_EDITS_NPZ = "restore_edits_npz"  # the uploader restoring edits from a f
 RESTORE_EDITS_NPZ_ERROR = "restore_edits_npz_error"  # why that file could not be read
 KEEP_EDITS_NPZ = "keep_edits_npz"       # the button saving the edits to a file
 DISMISS_LOST_EDITS = "dismiss_lost_edits"  # the button dismissing the lost-edits notice
-_section("shared.links generate_view")
+_section("shared.links generate.generate_view")
 GEN_FROM_LINK = "gen_from_link"         # tokens a link asks Generate to make again (its count)
 GEN_LINK_COUNT = "gen_link_count"       # (the link's recipe, that count): said until Generate is pressed
 GEN_LINK_PROMPT = "gen_link_prompt"     # a link's prompt: its next-token bars wait for a press when long
@@ -177,19 +177,19 @@ UPLOAD_ERROR = Suffix("_upload_error")  # why that file could not be read
 UPLOAD_NOTES = Suffix("_upload_notes")  # how that file was read
 
 # ---- Home, Step by step, Multi-head, Inputs & weights -------------------------------------------
-_section("page_bodies.home")
+_section("home.page")
 HOME_GRID = "home_grid"                 # Home's map of every head's weights
 HOME_OUTPUT = "home_output"             # Home's map of the output
 HOME_FILES = "home_files"               # Home's downloads (the base of their keys)
 HOME_START = "home_start"               # Home's button: Step by step on a tutorial's preset
-_section("page_bodies.steps")
+_section("steps.page")
 STEP = "step"                           # the step Step by step shows
 # Step by step's previous / next buttons (step_go_-1, step_go_+1)
 STEP_GO = Family("step_go_")
 STEP_MAP = Family("step_map_")          # Step by step's map of one step
 STEP_TABLE = Family("step_table_")      # Step by step's table of one step
 STEPS_FILES = "steps_files"             # Step by step's downloads (the base of their keys)
-_section("steps_view")
+_section("steps.steps_view")
 QUERY = "query"                         # the query the weighted values show
 VECTOR = "vector"                       # the base of the one-query view's table toggle
 VECTOR_VIEW = "vector_view"             # the one-query view's choice of chart
@@ -197,7 +197,7 @@ VECTOR_QUERY = "vector_query"           # the one-query view's query
 VECTOR_BARS = "vector_bars"             # the one-query view's bars
 VECTOR_WEIGHTED = "vector_weighted"     # the one-query view's weighted values
 VECTOR_SUM = "vector_sum"               # the one-query view's sum
-_section("page_bodies.multihead")
+_section("multihead.page")
 MH_SECTION = "mh_section"               # Multi-head's open tab
 MH_FILES = "mh_files"                   # Multi-head's downloads (the base of their keys)
 MH_GRID = "mh_grid"                     # Multi-head's map of every head's weights
@@ -218,10 +218,10 @@ MH_COMPARE_HEAD = "mh_compare_head"     # the head the second sentence's maps sh
 FIRST = Suffix("_first")                # the first sentence's map beside the second's
 SECOND = Suffix("_second")              # the second sentence's map
 DELTA = Suffix("_delta")                # the map of the difference
-_section("page_bodies.inputs")
+_section("inputs.page")
 MATRIX = "matrix"                       # the matrix Inputs & weights edits
 EDIT_HEAD = "edit_head"                 # the head whose matrix Inputs & weights edits
-_section("editor")
+_section("inputs.editor")
 WEIGHT_EDITOR = "weight_editor"         # the EditorMount of the data editor on the page
 # the weight editor's grid (editor_<matrix>_<head>_<number>)
 EDITOR = Family("editor_")
@@ -248,9 +248,9 @@ DELTA_KL = "delta_kl"                   # the weights' change in bits (KL) per q
 DELTA_KL_TABLE = "delta_kl_table"       # its table
 
 # ---- Experiments --------------------------------------------------------------------------------
-_section("page_bodies.experiments")
+_section("experiments.page")
 EXPERIMENT = "experiment"               # Experiments' open tab (its label)
-_section("experiments_view")
+_section("experiments.experiments_view")
 EXP_DK = "exp_dk"                       # Scaling: d_k
 EXP_HIST = "exp_hist"                   # Scaling: the dot products' histogram
 EXP_ROW = "exp_row"                     # Scaling: one row's weights
@@ -294,12 +294,12 @@ EXP_SINK_NEXT = "exp_sink_next"         # Attention sink: the next token with an
 EXP_SINK_TABLE = Family("exp_sink_table_")  # its table (before / after masking)
 
 # ---- Pretrained model ---------------------------------------------------------------------------
-_section("page_bodies.pretrained decoder_page")
+_section("pretrained.page pretrained.decoder_page")
 # Pretrained model's open tab (its label), MiniLM's or SmolLM2's
 PT_VIEW = "pt_view"
-_section("pretrained_view")
+_section("pretrained.pretrained_view")
 PT_HIDE_SPECIAL = "pt_hide_special"     # True: [CLS]/[SEP] hidden
-_section("page_bodies.pretrained")
+_section("pretrained.page")
 PT_MODEL_VIEW = "pt_model_view"         # the model view (every layer × head)
 PT_LAYER = "pt_layer"                   # one head's layer
 PT_HEAD = "pt_head"                     # one head's head
@@ -308,11 +308,11 @@ PT_HV_LAYER = "pt_hv_layer"             # the head view's layer
 PT_HV_TOKEN = "pt_hv_token"             # the head view's token: a position, or EVERY_TOKEN
 PT_HV_HEADS = "pt_hv_heads"             # the heads the head view draws
 PT_HEAD_VIEW = "pt_head_view"           # the head view
-_section("pretrained_view")
+_section("pretrained.pretrained_view")
 PT_COMPARE = "pt_compare"               # the second sentence, and the base of its maps
-_section("pretrained_view reading_view")
+_section("pretrained.pretrained_view reading.reading_view")
 PT_STEP_THROUGH = "pt_step_through"     # the button opening a head on Step by step
-_section("decoder_page")
+_section("pretrained.decoder_page")
 PT_DEC_MODEL_VIEW = "pt_dec_model_view"  # SmolLM2: the model view
 PT_DEC_LAYER = "pt_dec_layer"           # SmolLM2: one head's layer
 PT_DEC_HEAD = "pt_dec_head"             # SmolLM2: one head's head
@@ -323,9 +323,9 @@ PT_DEC_HV_HEADS = "pt_dec_hv_heads"     # SmolLM2: the heads the head view draws
 PT_DEC_HEAD_VIEW = "pt_dec_head_view"   # SmolLM2: the head view
 
 # ---- Read the model -----------------------------------------------------------------------------
-_section("page_bodies.reading")
+_section("reading.page")
 RD_VIEW = "rd_view"                     # Read the model's open tab (its label)
-_section("reading_view")
+_section("reading.reading_view")
 RO_LAYER = "ro_layer"                   # Rollout: after which layer
 RO_ROLLOUT = "ro_rollout"               # Rollout: the map
 RO_RAW = "ro_raw"                       # Rollout: the raw weights' map
@@ -377,9 +377,9 @@ LENS_TUNED_CANCELLED = "lens_tuned_cancelled"  # Logit lens (tuned): True after 
                                         # (said once)
 
 # ---- Trace the answer ---------------------------------------------------------------------------
-_section("page_bodies.trace")
+_section("trace.page")
 TR_VIEW = "tr_view"                     # Trace the answer's open tab (its label)
-_section("trace_view")
+_section("trace.trace_view")
 TR_USE_LM = "tr_use_lm"                 # the button choosing the language model (MiniLM chosen)
 TR_PAIR = "tr_pair"                     # Patching: the preset pair (or "custom")
 TR_CLEAN = "tr_clean"                   # Patching: the clean prompt
@@ -403,7 +403,7 @@ FL_GRAPH = "fl_graph"                   # Information flow: the graph
 FL_EDGE = "fl_edge"                     # Information flow: the edge clicked (layer, head, …)
 
 # ---- Generate -----------------------------------------------------------------------------------
-_section("generate_view")
+_section("generate.generate_view")
 GENERATE_RUN = "generate_run"           # {'recipe': (text, chat, temperature, seed), 'generation': …}
 GEN_PROMPT = "gen_prompt"               # the prompt
 GEN_CHAT = "gen_chat"                   # True: the prompt in the chat template
@@ -425,7 +425,7 @@ GEN_SINK_MAP = "gen_sink_map"           # the weight on the first token per laye
 GEN_CACHE_BARS = "gen_cache_bars"       # the KV cache's size per step
 
 # ---- Train and the Toy model input --------------------------------------------------------------
-_section("train_view")
+_section("train.train_view")
 TOY_TASK = "toy_task"                   # the task trained
 TOY_LENGTH = "toy_length"               # the sequences' length
 TOY_VOCAB = "toy_vocab"                 # the vocabulary's size
@@ -527,7 +527,7 @@ LINK_CHOSEN = {WEIGHT_SCALE: WEIGHT_SCALE_CHOSEN}
 LINK_SUFFIXES = {SHOWN: False}
 
 # the bounds of a page's pick a link may carry, where "at least 0" is not enough (a value
-# beyond is moved inside, with a notice); Generate's are attnviz.app.generate_state's
+# beyond is moved inside, with a notice); Generate's are attnviz.app.generate.generate_state's
 LINK_BOUNDS = {FL_THRESHOLD: (0.0, 1.0)}
 
 

@@ -1,8 +1,9 @@
 """The app around the page asked for: language, page config, navigation, the sidebar every page
 shares, then the page. ``attnviz app`` runs this file as Streamlit's script, registering the
-pages as the functions of attnviz.app.page_bodies (an installed package has no top-level
-pages/ files); the checkout's app.py calls ``run`` with its pages/ folder, whose files call
-``page_file``."""
+pages as their ``render`` functions (``attnviz/app/<name>/page.py``: an installed package has no
+top-level pages/ files); the checkout's app.py calls ``run`` with its pages/ folder, whose files
+call ``page_file``. No folder beside this file is named ``pages``: that name would put Streamlit
+in its old folder-based multipage mode for ``attnviz app`` (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -29,9 +29,10 @@ import threading
 PRELOAD = ("pandas", "plotly.graph_objects", "attnviz.plot.figures",
            "attnviz.plot.model_figures", "attnviz.plot.experiment_figures",
            "attnviz.plot.reading_figures", "attnviz.plot.diff_figures", "attnviz.io.report",
-           "attnviz.app.shared.baseline", "attnviz.app.shared.compare_view", "attnviz.app.editor",
-           "attnviz.app.experiments_view", "attnviz.app.pretrained_view",
-           "attnviz.app.reading_view", "attnviz.app.steps_view", "attnviz.app.shared.toy_view")
+           "attnviz.app.shared.baseline", "attnviz.app.shared.compare_view",
+           "attnviz.app.inputs.editor", "attnviz.app.experiments.experiments_view",
+           "attnviz.app.pretrained.pretrained_view", "attnviz.app.reading.reading_view",
+           "attnviz.app.steps.steps_view", "attnviz.app.shared.toy_view")
 MIN_NEW_MODULES = 100        # a big import; plotly's lazily loaded validators do not count
 
 _lock = threading.Lock()

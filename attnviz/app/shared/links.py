@@ -211,7 +211,7 @@ def _clamped(name: str, raw: str, value, notices: list[str], default=0, param: s
 def _page_bounds() -> dict:
     """The numbers a page bounds itself (Generate's sampling and count, the flow's threshold,
     Experiments' sliders: a value beyond a slider's range would stop the page), by key."""
-    from attnviz.app import generate_state
+    from attnviz.app.generate import generate_state
     from attnviz.tutorials import experiments
 
     sliders = {keys.EXP_DK: (1, experiments.MAX_SCALING_D_K),
@@ -335,7 +335,7 @@ def _generated_tokens() -> int:
     """How many tokens the Generate page shows for its prompt and settings (0: none)."""
     if keys.GENERATE_RUN not in st.session_state:
         return 0
-    from attnviz.app import generate_state
+    from attnviz.app.generate import generate_state
 
     gen = generate_state.current(*generate_state.recipe())
     return 0 if gen is None else len(gen.steps)

@@ -3,10 +3,10 @@
 :func:`attnviz.app.main.run` (language, page config, this navigation, the shared sidebar, the
 page).
 
-Every page is one module of :mod:`attnviz.app.page_bodies` with ``render()``. Each page's title
-is the message ``nav.<name>``, its URL path its name (``/steps``; Home is ``/``). app.py
-registers the checkout's thin files ``pages/<name>.py`` (each runs its ``render()`` inside the
-app, see :func:`attnviz.app.main.page_file`), so AppTest's ``switch_page("pages/steps.py")``
+Every page is a folder of attnviz/app, its ``render()`` in ``attnviz/app/<name>/page.py``. Each
+page's title is the message ``nav.<name>``, its URL path its name (``/steps``; Home is ``/``).
+app.py registers the checkout's thin files ``pages/<name>.py`` (each runs its ``render()`` inside
+the app, see :func:`attnviz.app.main.page_file`), so AppTest's ``switch_page("pages/steps.py")``
 finds them by path; ``attnviz app``, whose package has no such files, registers the ``render``
 functions themselves.
 
@@ -49,7 +49,7 @@ _RUN_PAGES: ContextVar[dict[str, st.Page] | None] = ContextVar("attnviz_run_page
 
 def render_function(name: str):
     """Page `name`'s ``render`` (its module is imported now)."""
-    return importlib.import_module(f"attnviz.app.page_bodies.{name}").render
+    return importlib.import_module(f"attnviz.app.{name}.page").render
 
 
 def pages(pages_dir: Path | None = None) -> dict[str, st.Page]:

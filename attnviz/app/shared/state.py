@@ -1,6 +1,6 @@
 """Session state: the settings (widget keys named as the Settings fields), the user's edits, and
 the View every page draws. Pages call `current_view()`; they work from seeded state alone. The
-data editor's own state (what it was mounted on) is the editor's (attnviz.app.editor)."""
+data editor's own state (what it was mounted on) is the editor's (attnviz.app.inputs.editor)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
 """Trace the answer: from attention to the next token on SmolLM2 — the logit lens, activation
-patching and information flow, as three tabs (attnviz.app.trace_view). MiniLM, which has no
+patching and information flow, as three tabs (attnviz.app.trace.trace_view). MiniLM, which has no
 language-model head, is said, with a button switching the sidebar's model."""
 
 import streamlit as st
 
-from attnviz.app import keys, reading_view, trace_view
+from attnviz.app import keys
+from attnviz.app.reading import reading_view
+from attnviz.app.trace import trace_view
 from attnviz.app.shared import state
 from attnviz.i18n import t
 

@@ -21,7 +21,9 @@ import uuid
 import numpy as np
 import streamlit as st
 
-from attnviz.app import keys, pretrained_view, reading_view
+from attnviz.app import keys
+from attnviz.app.pretrained import pretrained_view
+from attnviz.app.reading import reading_view
 from attnviz.app.shared import language as app_language, model_loading, widgets
 from attnviz.app.shared.text import at_limit, bound, code, literal, token_line, token_notation
 from attnviz.core.cache import SizedCache, nbytes, python_bytes
@@ -257,7 +259,7 @@ def _work(m, key, clean_ids, corrupted_ids, answers, where, layer):
 def _ask(key: tuple, work, size: int) -> None:
     """on_click of Patch and Resume: this learner joins the server's job for these inputs
     (a new one, resumed from a partial result, when none is queued or running)."""
-    from attnviz.app.train_view import alive_check
+    from attnviz.app.train.train_view import alive_check
 
     queue = heavy.default_queue()
     token = uuid.uuid4().hex

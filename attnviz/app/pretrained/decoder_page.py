@@ -15,10 +15,10 @@ from attnviz.models.decoder import DecoderRun
 from attnviz.models.registry import ModelEntry
 from attnviz.plot import budget, figures, model_figures
 from attnviz.session.decoder_runs import cached_decoder_run
-from attnviz.app.pretrained_view import (ModelRun, head_view_chart, keep_in_range, keep_tab,
-                                         pick_heads, pick_number, pick_token,
-                                         sentence_and_limit, shared_figure,
-                                         step_through_button)
+from attnviz.app.pretrained.pretrained_view import (ModelRun, head_view_chart, keep_in_range,
+                                                    keep_tab, pick_heads, pick_number, pick_token,
+                                                    sentence_and_limit, shared_figure,
+                                                    step_through_button)
 from attnviz.app.shared.text import code, literal, token_line
 from attnviz.app.shared.decoder_view import head_reads
 from attnviz.app import keys

@@ -9,7 +9,7 @@ from attnviz.i18n import t
 from attnviz.describe.labels import concat_labels, feature_labels
 from attnviz.app import keys
 from attnviz.app.shared import baseline, compare_view, decoder_view, scales, widgets
-from attnviz.app.pretrained_view import keep_tab
+from attnviz.app.pretrained.pretrained_view import keep_tab
 
 TABS = ("z", "concat", "output", "second")     # its tabs' labels: multihead.tab.<tab>
 

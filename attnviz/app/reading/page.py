@@ -6,7 +6,8 @@ lens."""
 
 import streamlit as st
 
-from attnviz.app import keys, reading_view
+from attnviz.app import keys
+from attnviz.app.reading import reading_view
 from attnviz.app.shared import state
 from attnviz.i18n import t
 

@@ -6,7 +6,8 @@ import streamlit as st
 from attnviz.plot import figures
 from attnviz.describe import steps
 from attnviz.i18n import t
-from attnviz.app import keys, steps_view
+from attnviz.app import keys
+from attnviz.app.steps import steps_view
 from attnviz.app.shared import baseline, decoder_view, scales, state, toy_view, widgets
 
 

@@ -10,7 +10,8 @@ from attnviz.plot import model_figures
 from attnviz.session.settings import Settings
 from attnviz.models import registry
 from attnviz.app.shared.text import literal
-from attnviz.app import decoder_page, keys, pretrained_view
+from attnviz.app import keys
+from attnviz.app.pretrained import decoder_page, pretrained_view
 from attnviz.app.shared import scales, state, widgets
 
 # the page's three views (tabs, only the open one drawn), by message id: one heatmap first,

@@ -4,7 +4,8 @@ import streamlit as st
 
 from attnviz import i18n
 from attnviz.i18n import t
-from attnviz.app import experiments_view as ex, keys
+from attnviz.app import keys
+from attnviz.app.experiments import experiments_view as ex
 from attnviz.app.shared import widgets
 
 

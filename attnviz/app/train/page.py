@@ -5,7 +5,8 @@ import streamlit as st
 
 from attnviz.i18n import t
 from attnviz.models import training
-from attnviz.app import keys, train_view
+from attnviz.app import keys
+from attnviz.app.train import train_view
 from attnviz.app.shared import state
 
 

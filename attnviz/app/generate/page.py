@@ -6,7 +6,7 @@ import streamlit as st
 
 from attnviz.i18n import t
 from attnviz.models.decoder import MODEL_NAME
-from attnviz.app import generate_view
+from attnviz.app.generate import generate_view
 from attnviz.app.shared import model_loading, state
 
 

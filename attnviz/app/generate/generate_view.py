@@ -23,12 +23,13 @@ from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.models.decoder import MAX_TOKENS, MODEL_NAME, DecoderModel, Generation
 from attnviz.plot import generate_figures, lens_figures
-from attnviz.app import keys, reading_view
+from attnviz.app import keys
+from attnviz.app.reading import reading_view
 from attnviz.app.shared import language, widgets
-from attnviz.app.generate_state import (DEFAULT_PROMPT, MAX_NEW_TOKENS, MAX_SEED, SAMPLINGS,
-                                        TEMPERATURES, current)
+from attnviz.app.generate.generate_state import (DEFAULT_PROMPT, MAX_NEW_TOKENS, MAX_SEED,
+                                                 SAMPLINGS, TEMPERATURES, current)
 from attnviz.app.shared.text import (MAX_PROMPT_CHARS, at_limit, bound, code, literal, token_line,
-                              token_notation)
+                                     token_notation)
 
 
 

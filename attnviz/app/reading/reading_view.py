@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attnviz.app import keys, pretrained_view
+from attnviz.app import keys
+from attnviz.app.pretrained import pretrained_view
 from attnviz.app.shared import model_loading, scales, widgets
 from attnviz.session.settings import Settings
 from attnviz.app.shared.text import (MAX_TEXT_CHARS, at_limit, bound, literal, token_line,
-                              token_notation)
+                                     token_notation)
 from attnviz.core.cache import SizedCache
 from attnviz.core import heads as heads_parser
 from attnviz.core.errors import AttnvizInputError
@@ -603,7 +604,7 @@ def _ranking_work(m: DecoderModel, run: DecoderRun, key: tuple):
 
 def _ask_ranking(m: DecoderModel, run: DecoderRun, key: tuple) -> None:
     """on_click of "Rank every head": this learner joins the server's job for this text."""
-    from attnviz.app.train_view import alive_check
+    from attnviz.app.train.train_view import alive_check
 
     token = uuid.uuid4().hex
     job = heavy.default_queue().submit(key, _ranking_work(m, run, key), total=m.num_layers,
@@ -766,7 +767,7 @@ def _fit_work(m: DecoderModel):
 
 def _ask_fit(m: DecoderModel) -> None:
     """on_click of "Fit the tuned lens": this learner joins the server's one fit of the model."""
-    from attnviz.app.train_view import alive_check
+    from attnviz.app.train.train_view import alive_check
 
     work, units = _fit_work(m)
     token = uuid.uuid4().hex

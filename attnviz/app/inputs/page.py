@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from attnviz.app import editor, keys
+from attnviz.app import keys
+from attnviz.app.inputs import editor
 from attnviz.app.shared import decoder_view, state, toy_view, widgets
 from attnviz.i18n import t
 
