@@ -1,8 +1,9 @@
 """Every key the app gives Streamlit (widget keys and `st.session_state` entries), in one place.
 
 Each key is declared once, with what it holds, under the modules that own it (the ones that
-make its widget or write it: ``_section("sidebar")`` declares what follows it as the sidebar's);
-other modules may read it. A key is one of three kinds:
+make its widget or write it, named under attnviz.app: ``_section("sidebar.sizes")`` declares
+what follows it as ``attnviz/app/sidebar/sizes.py``'s); other modules may read it. A key is one
+of three kinds:
 
 - a plain key, ``SENTENCE = "sentence"``: one widget or one stored value;
 - a family, ``STEP_MAP("scores")`` → ``"step_map_scores"``: one key per layer, step, matrix …;
@@ -87,14 +88,16 @@ def _section(owners: str | None) -> None:
     _owners = tuple(owners.split()) if owners else ()
 
 
-_section("sidebar")
+_section("sidebar.input_source")
 MODE = "mode"                           # where the input comes from (a Mode value)
-SENTENCE = "sentence"                   # the sentence typed in the sidebar
 PRESET = "preset"                       # the tutorial preset's name
 X_TEXT = "x_text"                       # the typed matrix X
 Q_TEXT = "q_text"                       # the typed matrix Q (mode Q, K, V)
 K_TEXT = "k_text"                       # the typed matrix K (mode Q, K, V)
 V_TEXT = "v_text"                       # the typed matrix V (mode Q, K, V)
+_section("sidebar.input_source sidebar.real_model")
+SENTENCE = "sentence"                   # the sentence typed in the sidebar
+_section("sidebar.sizes")
 D_MODEL = "d_model"                     # d_model (the embedding's width)
 NUM_HEADS = "num_heads"                 # the number of heads
 KV_HEADS = "kv_heads"                   # the K/V heads (grouped-query attention; 0 = one per head)
@@ -103,19 +106,24 @@ D_K_AUTO = "d_k_auto"                   # True: d_k follows d_model / heads
 INIT = "init"                           # how random weights are drawn (an INIT_SCHEMES name)
 SEED = "seed"                           # the random weights' seed
 BIAS = "bias"                           # True: the projections have biases
+# a button setting a setting to a suggested value (fix_<setting>_<value>)
+FIX = Family("fix_")
+_section("sidebar.options")
 SCALED = "scaled"                       # True: scores are divided by √d_k
 CAUSAL = "causal"                       # True: the causal mask
 POSITIONAL = "positional"               # True: sinusoidal positions are added to X
 ROPE = "rope"                           # True: rotary positions (RoPE) on Q and K
 ROPE_BASE = "rope_base"                 # RoPE's base
 ROUNDED = "rounded"                     # True: tables show rounded numbers
+_section("sidebar.options sidebar.real_model")
 MAX_TOKENS = "max_tokens"               # the longest input, in tokens
+_section("sidebar.model_choice")
 MODEL = "model"                         # the pretrained model (minilm / smollm2)
+_section("sidebar.model_choice sidebar.input_source")
 LAYER = "layer"                         # the pretrained model's layer the step pages show
+_section("sidebar.fixed")
 # a disabled copy of a setting showing the value in use (shown_<setting>)
 SHOWN_SETTING = Family("shown_")
-# a button setting a setting to a suggested value (fix_<setting>_<value>)
-FIX = Family("fix_")
 
 # ---- the session's own --------------------------------------------------------------------------
 _section("shared.language")
@@ -443,7 +451,7 @@ TOY_STEP = "toy_step"                   # the checkpoint the Train page shows
 TOY_EXAMPLE = "toy_example"             # the held-out sequence the Train page shows
 TOY_HEADS_OF = Family("toy_heads_of_")  # the heads map of a layer
 TOY_STEP_THROUGH = Family("toy_step_through_")  # the button opening a layer's head on Step by step
-_section("sidebar")
+_section("sidebar.input_source")
 TOY_VIEW_STEP = "toy_view_step"         # the checkpoint the Toy model input shows
 TOY_VIEW_EXAMPLE = "toy_view_example"   # the held-out sequence it shows
 _section("shared.toy_view")

@@ -34,8 +34,8 @@ def run(pages_dir: Path | None = None) -> None:
     notice = loading_notice()
     with navigation.app_navigation(pages_dir) as page:
         navigation.sidebar_links()
-        from attnviz.app import sidebar   # after the notice and the links (see above)
-        from attnviz.app.shared import links
+        from attnviz.app.shared import links   # after the notice and the links (see above)
+        from attnviz.app.sidebar import panel as sidebar
 
         gc_tuning.freeze_long_lived()      # the modules' objects out of Streamlit's collection
         try:
