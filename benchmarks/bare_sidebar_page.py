@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import plotly.graph_objects as go  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from attnviz.app import sidebar  # noqa: E402
+from attnviz.app.sidebar import panel as sidebar  # noqa: E402
 
 sidebar.render()
 z = np.random.default_rng(0).random((12, 12))

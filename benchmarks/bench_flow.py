@@ -81,7 +81,7 @@ def page(repeats: int) -> None:
     """Trace the answer's flow tab at threshold 0 on 64 tokens, in AppTest: the first run's
     CPU and the reruns' (median and most), then the memory the session leaves behind."""
     sys.path.insert(0, str(ROOT))
-    from attnviz.app import trace_view
+    from attnviz.app.trace import trace_view
 
     warm = session("The Eiffel Tower is in the city of", 0.04)   # the app's imports, once
     warm.run()
@@ -127,7 +127,7 @@ def session(text: str, threshold: float):
 def leave() -> None:
     """What the server's sweeper does once a class has left: every cache's entries expired,
     the garbage collected, free pages handed back."""
-    from attnviz.app import sweeper
+    from attnviz.app.runtime import sweeper
     from attnviz.core import cache
 
     for c in list(cache._CACHES):

@@ -8,8 +8,8 @@ A client speaking the browser's protocol (tests/streamlit_client.py) opens every
 largest inputs the app allows, through links (512 tokens, d_model 1024 with one head — the
 largest matrices: X 512 × 1024, W_Q and W_O 1024 × 1024 — or 16 heads; the pretrained
 models' 512 tokens), then fills the text boxes a visitor may fill to their limits
-(attnviz/app/text.py): Matrix X's box with a 512 × 1024 matrix at 8 characters a number, then
-the Inputs page (whose paste box holds that matrix's exact text); the Q, K, V boxes all three
+(attnviz/app/shared/text.py): Matrix X's box with a 512 × 1024 matrix at 8 characters a number,
+then the Inputs page (whose paste box holds that matrix's exact text); the Q, K, V boxes all three
 at once, the largest message a browser sends; Generate's prompt full, and 5 tokens generated.
 Phase 1 runs the server with both limits raised to 200 MB, so that every message is seen at its
 size, and prints, for each case, the largest message the server sent (bytes, and what it
@@ -38,7 +38,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from attnviz.app.text import MAX_MATRIX_CHARS, MAX_PROMPT_CHARS  # noqa: E402
+from attnviz.app.shared.text import MAX_MATRIX_CHARS, MAX_PROMPT_CHARS  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 from tests.browser_helpers import streamlit_server  # noqa: E402
 from tests.streamlit_client import (Client, Reply, cpu_seconds, rerun_message,  # noqa: E402

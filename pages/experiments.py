@@ -1,4 +1,4 @@
-"""Experiments: the page's body is attnviz/app/page_bodies/experiments.py, inside the app of app.py
+"""Experiments: the page's body is attnviz/app/experiments/page.py, inside the app of app.py
 (attnviz.app.main.page_file)."""
 
 from attnviz.app import main

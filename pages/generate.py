@@ -1,4 +1,4 @@
-"""Generate: the page's body is attnviz/app/page_bodies/generate.py, inside the app of app.py
+"""Generate: the page's body is attnviz/app/generate/page.py, inside the app of app.py
 (attnviz.app.main.page_file)."""
 
 from attnviz.app import main

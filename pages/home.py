@@ -1,4 +1,4 @@
-"""Home: the page's body is attnviz/app/page_bodies/home.py, inside the app of app.py
+"""Home: the page's body is attnviz/app/home/page.py, inside the app of app.py
 (attnviz.app.main.page_file)."""
 
 from attnviz.app import main

@@ -1,4 +1,4 @@
-"""Inputs & weights: the page's body is attnviz/app/page_bodies/inputs.py, inside the app of app.py
+"""Inputs & weights: the page's body is attnviz/app/inputs/page.py, inside the app of app.py
 (attnviz.app.main.page_file)."""
 
 from attnviz.app import main

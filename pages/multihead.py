@@ -1,4 +1,4 @@
-"""Multi-head: the page's body is attnviz/app/page_bodies/multihead.py, inside the app of app.py
+"""Multi-head: the page's body is attnviz/app/multihead/page.py, inside the app of app.py
 (attnviz.app.main.page_file)."""
 
 from attnviz.app import main

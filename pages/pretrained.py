@@ -1,4 +1,4 @@
-"""Pretrained model: the page's body is attnviz/app/page_bodies/pretrained.py, inside the app of app.py
+"""Pretrained model: the page's body is attnviz/app/pretrained/page.py, inside the app of app.py
 (attnviz.app.main.page_file)."""
 
 from attnviz.app import main

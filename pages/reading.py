@@ -1,4 +1,4 @@
-"""Read the model: the page's body is attnviz/app/page_bodies/reading.py, inside the app of app.py
+"""Read the model: the page's body is attnviz/app/reading/page.py, inside the app of app.py
 (attnviz.app.main.page_file)."""
 
 from attnviz.app import main

@@ -1,4 +1,4 @@
-"""Step by step: the page's body is attnviz/app/page_bodies/steps.py, inside the app of app.py
+"""Step by step: the page's body is attnviz/app/steps/page.py, inside the app of app.py
 (attnviz.app.main.page_file)."""
 
 from attnviz.app import main

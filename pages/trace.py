@@ -1,4 +1,4 @@
-"""Trace the answer: the page's body is attnviz/app/page_bodies/trace.py, inside the app of app.py
+"""Trace the answer: the page's body is attnviz/app/trace/page.py, inside the app of app.py
 (attnviz.app.main.page_file)."""
 
 from attnviz.app import main

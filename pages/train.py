@@ -1,4 +1,4 @@
-"""Train: the page's body is attnviz/app/page_bodies/train.py, inside the app of app.py
+"""Train: the page's body is attnviz/app/train/page.py, inside the app of app.py
 (attnviz.app.main.page_file)."""
 
 from attnviz.app import main

@@ -149,7 +149,7 @@ def button(at: AppTest, label: str):
 
 def plain(element) -> str:
     """An alert's or caption's text as the reader sees it: the app escapes user text for
-    Markdown (attnviz.app.text.literal), so drop those backslashes and invisible joiners."""
+    Markdown (attnviz.app.shared.text.literal), so drop those backslashes and invisible joiners."""
     return re.sub(r"\\(.)", r"\1", element.value).replace("\u2060", "")
 
 

@@ -43,16 +43,16 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings
 
 from attnviz import i18n
-from attnviz.app import gc_tuning
+from attnviz.app.runtime import gc_tuning
 from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, streamlit_server
 
 # a message id no catalogue has, an untranslated entry or an unfilled placeholder fails the test
 # that shows it (MissingMessage) instead of being logged while English is shown, as in the app
 i18n.set_strict(True)
-# a server freezes its modules' objects out of the collector at its first run (app/gc_tuning);
-# AppTest runs the app in this process, where that would keep every earlier test's objects for
-# the rest of the session: off here (tests/test_gc_tuning.py switches it on where it is the
-# point; tests/test_threads.py checks a fresh app process freezes)
+# a server freezes its modules' objects out of the collector at its first run
+# (app/runtime/gc_tuning); AppTest runs the app in this process, where that would keep every
+# earlier test's objects for the rest of the session: off here (tests/test_gc_tuning.py switches it
+# on where it is the point; tests/test_threads.py checks a fresh app process freezes)
 gc_tuning.set_enabled(False)
 
 # CI explores the same 150 examples every run (a red run can be reproduced, and a landing is not

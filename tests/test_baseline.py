@@ -7,7 +7,7 @@ import pytest
 import attnviz
 from attnviz.plot.diff_figures import change_heatmap, kl_bars
 from attnviz.app import keys
-from attnviz.app.baseline import Pin
+from attnviz.app.shared.baseline import Pin
 from attnviz.session.settings import Settings
 from attnviz.i18n import t
 from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page, plain,

@@ -29,7 +29,7 @@ def test_generate_five_tokens_and_see_the_fifth_tokens_attention_row(browser, ap
     from threadpoolctl import threadpool_limits
 
     from attnviz import DecoderModel
-    from attnviz.app.threads import blas_threads
+    from attnviz.app.runtime.threads import blas_threads
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from attnviz.app.text import MAX_TEXT_CHARS
+from attnviz.app.shared.text import MAX_TEXT_CHARS
 from tests.browser_helpers import (exceptions, page_at, tick_labels, type_sentence,
                                    wait_for_app)
 

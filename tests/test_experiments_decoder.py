@@ -321,6 +321,6 @@ def test_the_chinese_page_keeps_the_open_tab_named_in_english():
 
 
 def experiments_tab_label(name: str) -> str:
-    from attnviz.app.experiments_view import tab_labels
+    from attnviz.app.experiments.experiments_view import tab_labels
 
     return tab_labels()[name]

@@ -7,7 +7,7 @@ import pytest
 
 import attnviz
 from attnviz.session.settings import Settings
-from attnviz.app.baseline import Pin
+from attnviz.app.shared.baseline import Pin
 from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py

@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from attnviz.app import gc_tuning
+from attnviz.app.runtime import gc_tuning
 
 
 class _Node:

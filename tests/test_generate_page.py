@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.i18n import t, use_language
 from attnviz.plot.budget import PAGE_MAX_BYTES
-from attnviz.app import generate_view
+from attnviz.app.generate import generate_view
 from tests.apptest_helpers import (chart_bytes, charts, decode, no_exceptions, open_page, plain,
                                    shows)
 from tests.i18n_walker import chinese_outside, english_sentences, visible_texts
@@ -104,7 +104,7 @@ def test_typed_control_tokens_are_text_and_the_template_says_so(decoder):
 
 @pytest.mark.slow
 def test_a_prompt_longer_than_its_box_is_cut_with_a_warning(decoder):
-    from attnviz.app.text import MAX_PROMPT_CHARS
+    from attnviz.app.shared.text import MAX_PROMPT_CHARS
 
     at = page(gen_prompt="word " * 100_000)                     # 500,000 characters
     assert len(at.session_state["gen_prompt"]) == MAX_PROMPT_CHARS

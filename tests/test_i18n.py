@@ -675,7 +675,7 @@ def test_minilms_truncation_notice_is_said_in_the_readers_language():
 
 
 def test_a_links_bad_value_is_a_notice_in_the_readers_language():
-    from attnviz.app import links
+    from attnviz.app.shared import links
 
     with pytest.raises(ValueError) as caught:
         links._parse("d_model", "x", 8)

@@ -16,7 +16,7 @@ import attnviz
 from attnviz import i18n
 from attnviz.i18n import use_language
 from attnviz.tutorials.presets import PRESET_NAMES, load_preset
-from attnviz.app import pretrained_view
+from attnviz.app.pretrained import pretrained_view
 from tests.apptest_helpers import (Runs, charts, check_all, no_exceptions, open_page,
                                    shown_tokens)
 from tests.i18n_walker import CJK, Shown, chinese_outside, english_sentences, visible_texts

@@ -208,7 +208,7 @@ def test_edits_round_trip_through_a_link_and_garbage_is_an_input_error():
 
 def test_a_few_typed_cells_of_large_matrices_fit_a_link_as_those_cells_alone():
     from attnviz.session import edits
-    from attnviz.app.links import MAX_EDITS_CHARS
+    from attnviz.app.shared.links import MAX_EDITS_CHARS
 
     rng = np.random.default_rng(0)
     generated = {"w_q": rng.standard_normal((4, 64, 16)), "w_k": rng.standard_normal((4, 64, 16))}
@@ -375,7 +375,7 @@ def test_a_label_shows_its_invisible_characters_as_codes():
 def test_the_token_line_isolates_every_token():
     """A right-to-left token (or an override) cannot reorder its neighbours: each code span is
     wrapped in FSI … PDI and holds no bidi control of its own."""
-    from attnviz.app.text import token_line
+    from attnviz.app.shared.text import token_line
 
     line = token_line(["one", "שָׁלוֹם", "\u202etwo", "three"])
     spans = line.split(" ")

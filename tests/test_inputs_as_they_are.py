@@ -11,7 +11,7 @@ import attnviz
 from attnviz.session.edits import Edit
 from attnviz.session.build import build_view
 from attnviz.session.settings import Settings, weights_signature
-from attnviz.app import links
+from attnviz.app.shared import links
 from tests.apptest_helpers import (TIMEOUT, charts, heatmap_z, no_exceptions, open_page, plain,
                                    shared_components, shown_tokens, shows)
 
@@ -31,7 +31,7 @@ def test_a_one_megabyte_word_keeps_every_page_within_the_figure_budget(page):
     """A 1 MB sentence put in the session (no browser sends one: the box holds
     MAX_TEXT_CHARS, issue 26) is cut to the box's limit, saying so; the one long word left
     still keeps every page within the figure budget."""
-    from attnviz.app.text import MAX_TEXT_CHARS
+    from attnviz.app.shared.text import MAX_TEXT_CHARS
 
     at = open_page(page, sentence="a " + "x" * 1_000_000 + " b")
     no_exceptions(at)
@@ -52,7 +52,7 @@ def test_100_long_words_of_four_byte_letters_and_16_heads_stay_within_the_budget
     the heads grid sends every token (beyond ~110 it pools them into numbered blocks)."""
     words = " ".join(chr(0x1D400 + i % 52) * 190 + str(i) for i in range(100))
     # (190 letters: labels are cut at describe.labels.HOVER_CHARS; 100 such words fit the box)
-    from attnviz.app.text import MAX_TEXT_CHARS
+    from attnviz.app.shared.text import MAX_TEXT_CHARS
     assert len(words) <= MAX_TEXT_CHARS
     at = open_page(page, sentence=words, max_tokens=100, num_heads=16, d_model=64)
     no_exceptions(at)
@@ -166,7 +166,7 @@ def test_the_exported_npz_brings_the_lost_edits_back():
     view.trace.to_npz(buf, view.tokens_q, view.tokens_k)
     script = f"""
 import streamlit as st
-from attnviz.app import links
+from attnviz.app.shared import links
 st.session_state.update(d_model=64, num_heads=4)
 restored = links.restore_edits({buf.getvalue()!r}, "attnviz_trace.npz")
 st.session_state["restored_names"] = sorted(restored)
@@ -185,7 +185,7 @@ def test_an_npz_of_other_sizes_is_refused_naming_the_difference():
     script = f"""
 import streamlit as st
 from attnviz.core.errors import AttnvizInputError
-from attnviz.app import links
+from attnviz.app.shared import links
 st.session_state.update(d_model=64, num_heads=4)
 try:
     links.restore_edits({buf.getvalue()!r}, "old.npz")

@@ -10,7 +10,7 @@ import attnviz.app.keys
 import attnviz.session.settings
 from attnviz.i18n import t
 from attnviz.models.decoder import MAX_TOKENS
-from attnviz.app import generate_view
+from attnviz.app.generate import generate_view
 from tests.apptest_helpers import (TIMEOUT, charts, decode, heatmap_z, no_exceptions, open_page,
                                    plain, shared_components, shows)
 
@@ -113,7 +113,7 @@ def test_garbage_in_the_link_falls_back_with_a_notice(params):
 
 # ---- issue 18.16: every parameter of a link is bounded -----------------------------------------
 
-import attnviz.app.links as links_module          # noqa: E402
+import attnviz.app.shared.links as links_module          # noqa: E402
 
 DEEP = "[" * 5000 + "]" * 5000                      # the issue's link: 5000 levels, 10 KB
 TOO_LONG = "\x00\u202e" + "9" * 30_000              # past every limit, with a NUL and an RLO
@@ -283,7 +283,8 @@ def _page_with_picks():
     tab bar), between the link's reading and its notice of what the page replaced."""
     import streamlit as st
 
-    from attnviz.app import keys, links
+    from attnviz.app import keys
+    from attnviz.app.shared import links
 
     links.read_once()
     with st.sidebar:
@@ -346,7 +347,8 @@ def test_a_slider_value_beyond_its_range_is_moved_inside_with_a_notice():
 def _huge_picks():
     import streamlit as st
 
-    from attnviz.app import keys, links
+    from attnviz.app import keys
+    from attnviz.app.shared import links
 
     st.session_state[keys.MH_SECTION] = "x" * 12_500_000       # as a hostile client sends it
     st.session_state[keys.TR_WHERE] = "y" * 1_000              # no choice the page offers
@@ -404,7 +406,7 @@ def test_trace_says_which_of_a_links_picks_it_could_not_use(decoder):
 @pytest.mark.slow
 def test_a_links_notice_names_its_parameter_not_a_session_key():
     """gen_tokens beyond Generate's most was said as “gen_from_link”, a key of the app's."""
-    from attnviz.app.generate_state import MAX_NEW_TOKENS
+    from attnviz.app.generate.generate_state import MAX_NEW_TOKENS
 
     at = _picks_page({"gen_tokens": "99999"})
     assert shows(at.sidebar.warning, "link.clamped", name="gen_tokens", used=MAX_NEW_TOKENS)

@@ -531,7 +531,7 @@ from attnviz.models import decoder
 decoder.package_file = lambda: Path(sys.argv[3])
 from tests.apptest_helpers import open_page
 from attnviz.i18n import t
-from attnviz.app.text import literal
+from attnviz.app.shared.text import literal
 at = open_page(sys.argv[1], params={{"lang": "en"}}, **json.loads(sys.argv[2]))
 model = decoder.DecoderModel.load()
 report = model.cache_report
@@ -578,8 +578,8 @@ import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 from tests.apptest_helpers import open_page
 from attnviz.i18n import t
-from attnviz.app.model_loading import INSTALL
-from attnviz.app.text import code, literal
+from attnviz.app.shared.model_loading import INSTALL
+from attnviz.app.shared.text import code, literal
 at = open_page("pages/generate.py", params={{"lang": "en"}})       # no exception, or it fails here
 print(json.dumps({{"errors": [e.value for e in at.error], "titles": [x.value for x in at.title],
                   "expected": t("model_loading.failed", model="SmolLM2-135M-Instruct",

@@ -84,7 +84,7 @@ def test_the_input_modes_are_one_enum_and_no_module_spells_one_out():
     import ast
     from pathlib import Path
 
-    from attnviz.app import sidebar
+    from attnviz.app.sidebar import input_source
     from attnviz.core.modes import Mode
 
     values = {m.value for m in Mode}
@@ -103,9 +103,9 @@ def test_the_input_modes_are_one_enum_and_no_module_spells_one_out():
     assert spelled == []
     assert settings.MODES == tuple(m.value for m in Mode)
     assert settings.TOY_MODE == Mode.TOY == "Toy model"
-    assert sidebar.MODE_IDS == {"Sentence": "sentence", "Preset": "preset",
-                                "Matrix X": "matrix_x", "Q, K, V": "qkv",
-                                "Pretrained model": "pretrained", "Toy model": "toy"}
+    assert input_source.MODE_IDS == {"Sentence": "sentence", "Preset": "preset",
+                                     "Matrix X": "matrix_x", "Q, K, V": "qkv",
+                                     "Pretrained model": "pretrained", "Toy model": "toy"}
     # a file's settings written with the words still read (the values did not change)
     s = settings.Settings.from_dict({**settings.Settings().to_dict(), "mode": "Q, K, V"})
     assert s.mode == Mode.QKV and type(settings.Settings().mode) is str

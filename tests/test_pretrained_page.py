@@ -4,7 +4,7 @@ what it should, it runs alone and on any input, and it sends little for 128 toke
 import numpy as np
 import pytest
 
-from attnviz.app.pretrained_view import EVERY_TOKEN
+from attnviz.app.pretrained.pretrained_view import EVERY_TOKEN
 from tests.apptest_helpers import (chart_bytes, charts, click_points, decode, heatmap_z,
                                    no_exceptions, open_page, shown_tokens, shows)
 

@@ -61,7 +61,7 @@ def test_the_shipped_config_bounds_websocket_messages_to_what_the_app_sends():
     messages both ways on a real server; tests/test_server_limits.py sends the 16 MB.)"""
     import tomllib
 
-    from attnviz.app.text import MAX_MATRIX_CHARS
+    from attnviz.app.shared.text import MAX_MATRIX_CHARS
     from tests.streamlit_client import rerun_message, text_state
 
     server = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from attnviz.app.text import MAX_PROMPT_CHARS
+from attnviz.app.shared.text import MAX_PROMPT_CHARS
 from tests.browser_helpers import streamlit_server
 from tests import streamlit_client
 from tests.streamlit_client import Client, cpu_seconds, rss_mb, text_state

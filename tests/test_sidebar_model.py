@@ -17,9 +17,9 @@ MINILM_ONLY = ("all-MiniLM-L6-v2", "WordPiece", "[CLS]", "[SEP]")
 
 
 def real_model_sidebar():
-    from attnviz.app import sidebar
+    from attnviz.app.sidebar import panel
 
-    sidebar.render(real_model=True)
+    panel.render(real_model=True)
 
 
 def sidebar_texts(model: str, lang: str) -> list:

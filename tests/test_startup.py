@@ -1,7 +1,7 @@
 """Nothing in attnviz/app acts when imported (issue 36 item 5): the language source and the
-training pool's log are switched on by the app's start-up (attnviz.app.startup), beside the
+training pool's log are switched on by the app's start-up (attnviz.app.runtime.startup), beside the
 threads (tests/test_threads.py checks those in a fresh app process); the memory sweeper is the
-server's runtime (attnviz.app.sweeper), not the core's."""
+server's runtime (attnviz.app.runtime.sweeper), not the core's."""
 
 import ast
 import logging
@@ -34,7 +34,8 @@ def test_the_start_up_points_the_language_at_the_session_and_logs_the_training_p
         monkeypatch):
     import streamlit as st
 
-    from attnviz.app import language, startup, threads
+    from attnviz.app.runtime import startup, threads
+    from attnviz.app.shared import language
     from attnviz.models import training
 
     # the threads' part would limit this process's BLAS for the tests after it: not here
@@ -54,9 +55,9 @@ def test_the_start_up_points_the_language_at_the_session_and_logs_the_training_p
 
 
 def test_the_sweeper_expires_the_idle_entries_of_every_cache():
-    """The server's sweeper (attnviz.app.sweeper, moved out of core.cache) drops an entry
+    """The server's sweeper (attnviz.app.runtime.sweeper, moved out of core.cache) drops an entry
     nobody asked for within its cache's max_idle, and says it freed something."""
-    from attnviz.app import sweeper
+    from attnviz.app.runtime import sweeper
     from attnviz.core.cache import SizedCache
 
     cache = SizedCache(max_bytes=1 << 20, max_entries=4, max_idle=0.0)

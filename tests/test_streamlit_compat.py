@@ -1,6 +1,6 @@
 """Streamlit's internals that attnviz still uses, one test each, against the installed
 Streamlit: where the name is, the signature used and the behaviour relied on
-(attnviz/app/streamlit_compat.py). An upgrade that moves or changes one fails here, not
+(attnviz/app/runtime/streamlit_compat.py). An upgrade that moves or changes one fails here, not
 silently in a page. Then what the app relies on Streamlit's public API for instead of the
 internals it used before (docs/architecture.md, "Streamlit"): a page file run first (Streamlit's
 folder mode) runs the whole app around itself, and ``attnviz app``'s script has no ``pages``
@@ -18,7 +18,8 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attnviz.app import keys, streamlit_compat
+from attnviz.app import keys
+from attnviz.app.runtime import streamlit_compat
 from attnviz.i18n import t, use_language
 from tests.apptest_helpers import ROOT, TIMEOUT, no_exceptions, open_page, shared_components
 from tests.browser_helpers import free_port, running_app, stop_process, wait_healthy
@@ -40,7 +41,7 @@ def _script_and_a_thread() -> None:      # an AppTest script: what each side see
 
     import streamlit as st
 
-    from attnviz.app import streamlit_compat
+    from attnviz.app.runtime import streamlit_compat
 
     seen = {}
 
@@ -89,8 +90,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from attnviz.app import streamlit_compat
-from attnviz.app.train_view import LearnerThere
+from attnviz.app.runtime import streamlit_compat
+from attnviz.app.train.train_view import LearnerThere
 
 if "watching" not in st.session_state:       # one watcher: the session's first run
     st.session_state["watching"] = True
@@ -190,7 +191,7 @@ def test_a_fresh_servers_first_request_to_a_page_gets_the_whole_app():
 def test_attnviz_apps_script_has_no_pages_folder_beside_it():
     """A folder named pages beside the main script puts Streamlit 1.67 in its old folder mode
     (PagesManager); for ``attnviz app`` it would run attnviz/app/pages/<name>.py as scripts.
-    The pages' bodies live in attnviz/app/page_bodies/."""
+    Each page's body lives in attnviz/app/<name>/page.py."""
     from attnviz import cli
 
     assert cli.MAIN.is_file()

@@ -11,8 +11,8 @@ import io
 import numpy as np
 import pytest
 
-from attnviz.app import links
-from attnviz.app.text import MAX_MATRIX_CHARS, MAX_PROMPT_CHARS, MAX_TEXT_CHARS
+from attnviz.app.shared import links
+from attnviz.app.shared.text import MAX_MATRIX_CHARS, MAX_PROMPT_CHARS, MAX_TEXT_CHARS
 from attnviz.io.matrix_files import matrix_to_text
 from tests.apptest_helpers import no_exceptions, open_page, plain
 

@@ -1,9 +1,9 @@
 """What the app switches on in its server process, and what importing attnviz leaves alone.
 
 The app runs numpy's BLAS and the engine's blocks on one thread per server process, starts the
-caches' memory sweeper and freezes its modules out of the collector (attnviz.app.threads,
-attnviz.app.gc_tuning): checked in a fresh process that starts with two BLAS threads, after one
-run of the app's script. A notebook that imports attnviz and traces gets none of it: no thread,
+caches' memory sweeper and freezes its modules out of the collector (attnviz.app.runtime.threads,
+attnviz.app.runtime.gc_tuning): checked in a fresh process that starts with two BLAS threads, after
+one run of the app's script. A notebook that imports attnviz and traces gets none of it: no thread,
 no freeze, the collector's thresholds as they were."""
 
 import json

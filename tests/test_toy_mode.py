@@ -10,7 +10,7 @@ from attnviz.session.settings import TOY_MODE
 from attnviz.session.view import NO_TOY_RUN
 from attnviz.i18n import t
 from attnviz.app import keys
-from attnviz.app.toy_view import EDITED_ROW as EDITED_ID
+from attnviz.app.shared.toy_view import EDITED_ROW as EDITED_ID
 from attnviz.i18n import render
 from tests.apptest_helpers import (PAGES, button, charts, decode, heatmap_z, no_exceptions,
                                    open_page, plain, shows)

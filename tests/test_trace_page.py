@@ -356,7 +356,7 @@ def test_at_threshold_zero_the_most_important_edges_are_kept_said_and_walked_onc
     import streamlit
 
     import attnviz.models.flow as flow_module
-    from attnviz.app import trace_view
+    from attnviz.app.trace import trace_view
     from attnviz.models.flow import InformationFlow
     from attnviz.plot import flow_figures
     from tests.apptest_helpers import reachable

@@ -1,7 +1,7 @@
 """The Train page and what it says, in both languages (issue 21): the form's errors, the
 verdict and the time estimate (attnviz.models.toy_plan), the pool's errors
 (attnviz.models.training), the run's tables and charts, the toy model's answer on the step
-pages (attnviz.app.toy_view) and the HTML report, made in the language it was asked in."""
+pages (attnviz.app.shared.toy_view) and the HTML report, made in the language it was asked in."""
 
 from __future__ import annotations
 

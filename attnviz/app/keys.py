@@ -1,8 +1,9 @@
 """Every key the app gives Streamlit (widget keys and `st.session_state` entries), in one place.
 
 Each key is declared once, with what it holds, under the modules that own it (the ones that
-make its widget or write it: ``_section("sidebar")`` declares what follows it as the sidebar's);
-other modules may read it. A key is one of three kinds:
+make its widget or write it, named under attnviz.app: ``_section("sidebar.sizes")`` declares
+what follows it as ``attnviz/app/sidebar/sizes.py``'s); other modules may read it. A key is one
+of three kinds:
 
 - a plain key, ``SENTENCE = "sentence"``: one widget or one stored value;
 - a family, ``STEP_MAP("scores")`` → ``"step_map_scores"``: one key per layer, step, matrix …;
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 class Declared:
     """One declaration: a plain key, a family's prefix or a suffix, and its owners."""
     name: str
-    owners: tuple[str, ...]           # modules under attnviz.app: "sidebar", "page_bodies.steps"
+    owners: tuple[str, ...]           # modules under attnviz.app: "steps.page", "shared.state"
     kind: str                         # "key", "family" or "suffix"
 
 
@@ -87,14 +88,16 @@ def _section(owners: str | None) -> None:
     _owners = tuple(owners.split()) if owners else ()
 
 
-_section("sidebar")
+_section("sidebar.input_source")
 MODE = "mode"                           # where the input comes from (a Mode value)
-SENTENCE = "sentence"                   # the sentence typed in the sidebar
 PRESET = "preset"                       # the tutorial preset's name
 X_TEXT = "x_text"                       # the typed matrix X
 Q_TEXT = "q_text"                       # the typed matrix Q (mode Q, K, V)
 K_TEXT = "k_text"                       # the typed matrix K (mode Q, K, V)
 V_TEXT = "v_text"                       # the typed matrix V (mode Q, K, V)
+_section("sidebar.input_source sidebar.real_model")
+SENTENCE = "sentence"                   # the sentence typed in the sidebar
+_section("sidebar.sizes")
 D_MODEL = "d_model"                     # d_model (the embedding's width)
 NUM_HEADS = "num_heads"                 # the number of heads
 KV_HEADS = "kv_heads"                   # the K/V heads (grouped-query attention; 0 = one per head)
@@ -103,44 +106,49 @@ D_K_AUTO = "d_k_auto"                   # True: d_k follows d_model / heads
 INIT = "init"                           # how random weights are drawn (an INIT_SCHEMES name)
 SEED = "seed"                           # the random weights' seed
 BIAS = "bias"                           # True: the projections have biases
+# a button setting a setting to a suggested value (fix_<setting>_<value>)
+FIX = Family("fix_")
+_section("sidebar.options")
 SCALED = "scaled"                       # True: scores are divided by √d_k
 CAUSAL = "causal"                       # True: the causal mask
 POSITIONAL = "positional"               # True: sinusoidal positions are added to X
 ROPE = "rope"                           # True: rotary positions (RoPE) on Q and K
 ROPE_BASE = "rope_base"                 # RoPE's base
 ROUNDED = "rounded"                     # True: tables show rounded numbers
+_section("sidebar.options sidebar.real_model")
 MAX_TOKENS = "max_tokens"               # the longest input, in tokens
+_section("sidebar.model_choice")
 MODEL = "model"                         # the pretrained model (minilm / smollm2)
+_section("sidebar.model_choice sidebar.input_source")
 LAYER = "layer"                         # the pretrained model's layer the step pages show
+_section("sidebar.fixed")
 # a disabled copy of a setting showing the value in use (shown_<setting>)
 SHOWN_SETTING = Family("shown_")
-# a button setting a setting to a suggested value (fix_<setting>_<value>)
-FIX = Family("fix_")
 
 # ---- the session's own --------------------------------------------------------------------------
-_section("language")
+_section("shared.language")
 LANG = "lang"                           # the page's language (zh / en); also the link's parameter
 LANG_DRAWN = "lang_drawn"               # the language the browser's widgets were last drawn in
 _section("main")
 APP_RAN = "app_ran"                     # True once a run of the app finished in this session
 LOADING_NOTICE = "loading_notice"       # the first visit's notice of what is loading (a container)
-_section("navigation")
+_section("shared.navigation")
 NAV_LINKS = "nav_links"                 # the sidebar's links to every page (a container)
-_section("scales")
+_section("shared.scales")
 WEIGHT_SCALE = "weight_scale"           # the weights' colour scale
 WEIGHT_SCALE_CHOSEN = "weight_scale_chosen"  # True once the user picked a scale
-_section("widgets")
+_section("shared.widgets")
 IMAGE_FORMAT = "image_format"           # the charts' download format (png / svg)
-_section("state links")
+_section("shared.state shared.links")
 EDITS = "edits"                         # signature → {matrix name → attnviz.session.edits.Edit}
-_section("state")
+_section("shared.state")
 # bumped when a matrix changes from elsewhere (the editors restart from the store)
 MATRICES_VERSION = "matrices_version"
-_section("baseline")
+_section("shared.baseline")
 BASELINE = "baseline"                   # the pinned baseline (a baseline.Pin)
 
 # ---- links --------------------------------------------------------------------------------------
-_section("links")
+_section("shared.links")
 LINK_READ = "link_read"                 # True once the link was read
 LINK_TOO_LONG = "link_too_long"         # the settings left out of a too long link
 LINK_NOTICES = "link_notices"           # what reading the link said
@@ -153,13 +161,13 @@ RESTORE_EDITS_NPZ = "restore_edits_npz"  # the uploader restoring edits from a f
 RESTORE_EDITS_NPZ_ERROR = "restore_edits_npz_error"  # why that file could not be read
 KEEP_EDITS_NPZ = "keep_edits_npz"       # the button saving the edits to a file
 DISMISS_LOST_EDITS = "dismiss_lost_edits"  # the button dismissing the lost-edits notice
-_section("links generate_view")
+_section("shared.links generate.generate_view")
 GEN_FROM_LINK = "gen_from_link"         # tokens a link asks Generate to make again (its count)
 GEN_LINK_COUNT = "gen_link_count"       # (the link's recipe, that count): said until Generate is pressed
 GEN_LINK_PROMPT = "gen_link_prompt"     # a link's prompt: its next-token bars wait for a press when long
 
 # ---- widgets every page uses --------------------------------------------------------------------
-_section("widgets")
+_section("shared.widgets")
 HEAD = "head"                           # the head the step pages show
 OVERFLOW_TO_CELL = "overflow_to_cell"   # the button opening the cell a number overflowed
 OVERFLOW_RESET = "overflow_reset"       # the button resetting the edits after an overflow
@@ -169,27 +177,27 @@ CSV = Suffix("_csv")                    # the CSV download button
 JSON = Suffix("_json")                  # the JSON download button
 HTML = Suffix("_html")                  # the HTML report download button
 DONE = Suffix("__done")                 # True for the run after an action button's action
-_section("text")
+_section("shared.text")
 DROPPED = Suffix("_dropped")            # the invisible characters dropped from a text
-_section("uploads")
+_section("shared.uploads")
 UPLOAD = Suffix("_upload")              # a matrix text's file uploader
 UPLOAD_ERROR = Suffix("_upload_error")  # why that file could not be read
 UPLOAD_NOTES = Suffix("_upload_notes")  # how that file was read
 
 # ---- Home, Step by step, Multi-head, Inputs & weights -------------------------------------------
-_section("page_bodies.home")
+_section("home.page")
 HOME_GRID = "home_grid"                 # Home's map of every head's weights
 HOME_OUTPUT = "home_output"             # Home's map of the output
 HOME_FILES = "home_files"               # Home's downloads (the base of their keys)
 HOME_START = "home_start"               # Home's button: Step by step on a tutorial's preset
-_section("page_bodies.steps")
+_section("steps.page")
 STEP = "step"                           # the step Step by step shows
 # Step by step's previous / next buttons (step_go_-1, step_go_+1)
 STEP_GO = Family("step_go_")
 STEP_MAP = Family("step_map_")          # Step by step's map of one step
 STEP_TABLE = Family("step_table_")      # Step by step's table of one step
 STEPS_FILES = "steps_files"             # Step by step's downloads (the base of their keys)
-_section("steps_view")
+_section("steps.steps_view")
 QUERY = "query"                         # the query the weighted values show
 VECTOR = "vector"                       # the base of the one-query view's table toggle
 VECTOR_VIEW = "vector_view"             # the one-query view's choice of chart
@@ -197,7 +205,7 @@ VECTOR_QUERY = "vector_query"           # the one-query view's query
 VECTOR_BARS = "vector_bars"             # the one-query view's bars
 VECTOR_WEIGHTED = "vector_weighted"     # the one-query view's weighted values
 VECTOR_SUM = "vector_sum"               # the one-query view's sum
-_section("page_bodies.multihead")
+_section("multihead.page")
 MH_SECTION = "mh_section"               # Multi-head's open tab
 MH_FILES = "mh_files"                   # Multi-head's downloads (the base of their keys)
 MH_GRID = "mh_grid"                     # Multi-head's map of every head's weights
@@ -209,19 +217,19 @@ MH_CONCAT_TABLE = "mh_concat_table"     # its table
 MH_WO = "mh_wo"                         # Multi-head's map of W_O
 MH_OUTPUT = "mh_output"                 # Multi-head's map of the output
 MH_OUTPUT_TABLE = "mh_output_table"     # its table
-_section("decoder_view")
+_section("shared.decoder_view")
 MH_KV_SHARING = "mh_kv_sharing"         # the map of which heads share K/V
 ROPE_ANGLES = Family("rope_angles_")    # the rotation angles' chart of a step
-_section("compare_view")
+_section("shared.compare_view")
 MH_COMPARE = "mh_compare"               # the base of the second sentence's maps
 MH_COMPARE_HEAD = "mh_compare_head"     # the head the second sentence's maps show
 FIRST = Suffix("_first")                # the first sentence's map beside the second's
 SECOND = Suffix("_second")              # the second sentence's map
 DELTA = Suffix("_delta")                # the map of the difference
-_section("page_bodies.inputs")
+_section("inputs.page")
 MATRIX = "matrix"                       # the matrix Inputs & weights edits
 EDIT_HEAD = "edit_head"                 # the head whose matrix Inputs & weights edits
-_section("editor")
+_section("inputs.editor")
 WEIGHT_EDITOR = "weight_editor"         # the EditorMount of the data editor on the page
 # the weight editor's grid (editor_<matrix>_<head>_<number>)
 EDITOR = Family("editor_")
@@ -238,7 +246,7 @@ UPLOAD_MATRIX = Family("upload_")
 
 # ---- the baseline -------------------------------------------------------------------------------
 INPUTS_BASELINE = "inputs_baseline"     # the base of Inputs & weights' pin buttons
-_section("baseline")
+_section("shared.baseline")
 STEPS_BASELINE = "steps_baseline"       # the base of Step by step's pin buttons
 PIN = Suffix("_pin")                    # the button pinning the baseline
 UNPIN = Suffix("_unpin")                # the button dropping it
@@ -248,9 +256,9 @@ DELTA_KL = "delta_kl"                   # the weights' change in bits (KL) per q
 DELTA_KL_TABLE = "delta_kl_table"       # its table
 
 # ---- Experiments --------------------------------------------------------------------------------
-_section("page_bodies.experiments")
+_section("experiments.page")
 EXPERIMENT = "experiment"               # Experiments' open tab (its label)
-_section("experiments_view")
+_section("experiments.experiments_view")
 EXP_DK = "exp_dk"                       # Scaling: d_k
 EXP_HIST = "exp_hist"                   # Scaling: the dot products' histogram
 EXP_ROW = "exp_row"                     # Scaling: one row's weights
@@ -294,12 +302,12 @@ EXP_SINK_NEXT = "exp_sink_next"         # Attention sink: the next token with an
 EXP_SINK_TABLE = Family("exp_sink_table_")  # its table (before / after masking)
 
 # ---- Pretrained model ---------------------------------------------------------------------------
-_section("page_bodies.pretrained decoder_page")
+_section("pretrained.page pretrained.decoder_page")
 # Pretrained model's open tab (its label), MiniLM's or SmolLM2's
 PT_VIEW = "pt_view"
-_section("pretrained_view")
+_section("pretrained.pretrained_view")
 PT_HIDE_SPECIAL = "pt_hide_special"     # True: [CLS]/[SEP] hidden
-_section("page_bodies.pretrained")
+_section("pretrained.page")
 PT_MODEL_VIEW = "pt_model_view"         # the model view (every layer × head)
 PT_LAYER = "pt_layer"                   # one head's layer
 PT_HEAD = "pt_head"                     # one head's head
@@ -308,11 +316,11 @@ PT_HV_LAYER = "pt_hv_layer"             # the head view's layer
 PT_HV_TOKEN = "pt_hv_token"             # the head view's token: a position, or EVERY_TOKEN
 PT_HV_HEADS = "pt_hv_heads"             # the heads the head view draws
 PT_HEAD_VIEW = "pt_head_view"           # the head view
-_section("pretrained_view")
+_section("pretrained.pretrained_view")
 PT_COMPARE = "pt_compare"               # the second sentence, and the base of its maps
-_section("pretrained_view reading_view")
+_section("pretrained.pretrained_view reading.reading_view")
 PT_STEP_THROUGH = "pt_step_through"     # the button opening a head on Step by step
-_section("decoder_page")
+_section("pretrained.decoder_page")
 PT_DEC_MODEL_VIEW = "pt_dec_model_view"  # SmolLM2: the model view
 PT_DEC_LAYER = "pt_dec_layer"           # SmolLM2: one head's layer
 PT_DEC_HEAD = "pt_dec_head"             # SmolLM2: one head's head
@@ -323,9 +331,9 @@ PT_DEC_HV_HEADS = "pt_dec_hv_heads"     # SmolLM2: the heads the head view draws
 PT_DEC_HEAD_VIEW = "pt_dec_head_view"   # SmolLM2: the head view
 
 # ---- Read the model -----------------------------------------------------------------------------
-_section("page_bodies.reading")
+_section("reading.page")
 RD_VIEW = "rd_view"                     # Read the model's open tab (its label)
-_section("reading_view")
+_section("reading.reading_view")
 RO_LAYER = "ro_layer"                   # Rollout: after which layer
 RO_ROLLOUT = "ro_rollout"               # Rollout: the map
 RO_RAW = "ro_raw"                       # Rollout: the raw weights' map
@@ -377,9 +385,9 @@ LENS_TUNED_CANCELLED = "lens_tuned_cancelled"  # Logit lens (tuned): True after 
                                         # (said once)
 
 # ---- Trace the answer ---------------------------------------------------------------------------
-_section("page_bodies.trace")
+_section("trace.page")
 TR_VIEW = "tr_view"                     # Trace the answer's open tab (its label)
-_section("trace_view")
+_section("trace.trace_view")
 TR_USE_LM = "tr_use_lm"                 # the button choosing the language model (MiniLM chosen)
 TR_PAIR = "tr_pair"                     # Patching: the preset pair (or "custom")
 TR_CLEAN = "tr_clean"                   # Patching: the clean prompt
@@ -403,7 +411,7 @@ FL_GRAPH = "fl_graph"                   # Information flow: the graph
 FL_EDGE = "fl_edge"                     # Information flow: the edge clicked (layer, head, …)
 
 # ---- Generate -----------------------------------------------------------------------------------
-_section("generate_view")
+_section("generate.generate_view")
 GENERATE_RUN = "generate_run"           # {'recipe': (text, chat, temperature, seed), 'generation': …}
 GEN_PROMPT = "gen_prompt"               # the prompt
 GEN_CHAT = "gen_chat"                   # True: the prompt in the chat template
@@ -425,7 +433,7 @@ GEN_SINK_MAP = "gen_sink_map"           # the weight on the first token per laye
 GEN_CACHE_BARS = "gen_cache_bars"       # the KV cache's size per step
 
 # ---- Train and the Toy model input --------------------------------------------------------------
-_section("train_view")
+_section("train.train_view")
 TOY_TASK = "toy_task"                   # the task trained
 TOY_LENGTH = "toy_length"               # the sequences' length
 TOY_VOCAB = "toy_vocab"                 # the vocabulary's size
@@ -443,28 +451,28 @@ TOY_STEP = "toy_step"                   # the checkpoint the Train page shows
 TOY_EXAMPLE = "toy_example"             # the held-out sequence the Train page shows
 TOY_HEADS_OF = Family("toy_heads_of_")  # the heads map of a layer
 TOY_STEP_THROUGH = Family("toy_step_through_")  # the button opening a layer's head on Step by step
-_section("sidebar")
+_section("sidebar.input_source")
 TOY_VIEW_STEP = "toy_view_step"         # the checkpoint the Toy model input shows
 TOY_VIEW_EXAMPLE = "toy_view_example"   # the held-out sequence it shows
-_section("toy_view")
+_section("shared.toy_view")
 TOY_ANSWERS = "toy_answers"             # the Toy model input's answers
 
 _section(None)
 
 # the keys whose options are shown through a translated format_func. The browser matches a
 # widget's value to the label it last drew, so after a switch it would show the old language's
-# label (a selectbox) or nothing selected (a radio): attnviz.app.language gives their values
+# label (a selectbox) or nothing selected (a radio): attnviz.app.shared.language gives their values
 # again on a switch, which redraws them.
 FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
              EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, LENS_KIND, TR_PAIR, TR_WHERE,
              VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
              GEN_SAMPLING, GEN_LAYER, TOY_TASK)
-# the page picks a copied link carries, each with its default (attnviz.app.links): a link holds
-# those whose value differs from it. None: a default the page chooses (the model's last layer,
-# the text's most likely token, the prompt box's example), so any value there is carried,
-# read as LINK_KINDS says. tests/test_link_views.py finds every keyed widget of every page
-# and holds each to a link.
+# the page picks a copied link carries, each with its default (attnviz.app.shared.links): a link
+# holds those whose value differs from it. None: a default the page chooses (the model's last
+# layer, the text's most likely token, the prompt box's example), so any value there is carried,
+# read as LINK_KINDS says. tests/test_link_views.py finds every keyed widget of every page and
+# holds each to a link.
 LINK_DEFAULTS = {
     HEAD: 0, STEP: "", QUERY: 0, VECTOR_QUERY: 0, MH_HEAD: 0, MATRIX: "", EDIT_HEAD: 0,
     # every page's weights colour scale and chart image format; Step by step and Multi-head
@@ -495,7 +503,7 @@ LINK_DEFAULTS = {
     TR_VIEW: "", TR_PAIR: "ioi", TR_CLEAN: None, TR_CORRUPTED: None, TR_ANSWER_CLEAN: None,
     TR_ANSWER_CORRUPTED: None, TR_WHERE: "resid", TR_LAYER: None, TR_RAN: False,
     FL_POSITION: None, FL_THRESHOLD: 0.04, FL_HEADS: True,
-    # Generate (and the number of tokens generated: attnviz.app.links.GEN_TOKENS_PARAM)
+    # Generate (and the number of tokens generated: attnviz.app.shared.links.GEN_TOKENS_PARAM)
     GEN_PROMPT: None, GEN_CHAT: False, GEN_SAMPLING: "greedy", GEN_TEMPERATURE: None,
     GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None}
 # what a link's text is read as, where the default does not say: int, float, bool, str, list
@@ -527,7 +535,7 @@ LINK_CHOSEN = {WEIGHT_SCALE: WEIGHT_SCALE_CHOSEN}
 LINK_SUFFIXES = {SHOWN: False}
 
 # the bounds of a page's pick a link may carry, where "at least 0" is not enough (a value
-# beyond is moved inside, with a notice); Generate's are attnviz.app.generate_state's
+# beyond is moved inside, with a notice); Generate's are attnviz.app.generate.generate_state's
 LINK_BOUNDS = {FL_THRESHOLD: (0.0, 1.0)}
 
 

@@ -1,8 +1,9 @@
 """The app around the page asked for: language, page config, navigation, the sidebar every page
 shares, then the page. ``attnviz app`` runs this file as Streamlit's script, registering the
-pages as the functions of attnviz.app.page_bodies (an installed package has no top-level
-pages/ files); the checkout's app.py calls ``run`` with its pages/ folder, whose files call
-``page_file``."""
+pages as their ``render`` functions (``attnviz/app/<name>/page.py``: an installed package has no
+top-level pages/ files); the checkout's app.py calls ``run`` with its pages/ folder, whose files
+call ``page_file``. No folder beside this file is named ``pages``: that name would put Streamlit
+in its old folder-based multipage mode for ``attnviz app`` (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import streamlit as st
 
 # only what the first moments need: links and the sidebar (pandas, the figures: about a second
 # on a fresh server) are imported in run(), once the loading notice is on the page
-from attnviz.app import gc_tuning, keys, language, navigation, startup
+from attnviz.app import keys
+from attnviz.app.runtime import gc_tuning, startup
+from attnviz.app.shared import language, navigation
 from attnviz.i18n import t
 
 # a local file: a ":material/…:" page icon is fetched from a font host on the internet
@@ -23,15 +26,16 @@ REAL_MODEL = {"pretrained", "reading", "trace"}   # pages that run the real mode
 
 def run(pages_dir: Path | None = None) -> None:
     """One run of the app. `pages_dir`: the folder of the thin page files (app.py's pages/);
-    None: the pages' render functions (see attnviz.app.navigation)."""
-    startup.start_once()           # threads, the session's language, the log (attnviz.app.startup)
+    None: the pages' render functions (see attnviz.app.shared.navigation)."""
+    startup.start_once()           # threads, the session's language, the log (runtime.startup)
     language.activate()            # first: the page titles below are in the session's language
     st.set_page_config(page_title=t("app.page_title"), page_icon=str(ICON), layout="wide")
     st.html(APP_CSS)               # style sheets only: Streamlit gives them no place on the page
     notice = loading_notice()
     with navigation.app_navigation(pages_dir) as page:
         navigation.sidebar_links()
-        from attnviz.app import links, sidebar   # after the notice and the links (see above)
+        from attnviz.app.shared import links   # after the notice and the links (see above)
+        from attnviz.app.sidebar import panel as sidebar
 
         gc_tuning.freeze_long_lived()      # the modules' objects out of Streamlit's collection
         try:

@@ -7,7 +7,7 @@ the same key at the same time wait for one computation of it.
 
 An entry nobody has asked for in `max_idle` seconds goes too, so memory comes back once a class
 has left: :func:`expire_all` drops every cache's idle entries, which the server's memory
-sweeper (attnviz.app.sweeper: a thread, the garbage collector, malloc_trim) calls every few
+sweeper (attnviz.app.runtime.sweeper: a thread, the garbage collector, malloc_trim) calls every few
 seconds; making a cache starts nothing, so a notebook's process keeps its threads as they were
 and its entries leave by the bounds alone.
 
@@ -206,7 +206,7 @@ _EVICTED = [0]          # bytes evicted over budget since the last expire_all (t
 def expire_all(now: float | None = None) -> bool:
     """Expire every cache's idle entries (:meth:`SizedCache.expire`). True if any cache freed
     anything, or evicted entries over its budget, since the last call: the server's sweeper
-    (attnviz.app.sweeper) then collects the garbage."""
+    (attnviz.app.runtime.sweeper) then collects the garbage."""
     freed = sum(c.expire(now) for c in list(_CACHES)) > 0 or _EVICTED[0] > 0
     _EVICTED[0] = 0
     return freed

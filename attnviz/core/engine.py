@@ -417,7 +417,7 @@ _threads: int | None = None   # threads for the blocks; None: one per core (see 
 def set_threads(n: int | None) -> int | None:
     """How many threads a large trace's element-wise blocks run on: None (the default, a
     notebook) one per core, 1 none beside the caller's. The app sets its BLAS thread count
-    (attnviz.app.threads). The threads live for one call only: none outlives a trace.
+    (attnviz.app.runtime.threads). The threads live for one call only: none outlives a trace.
     Returns the previous setting."""
     global _threads
     previous, _threads = _threads, None if n is None else max(1, int(n))

@@ -1,5 +1,5 @@
 """Reading a matrix from a CSV or .npy file's bytes (pickles refused), its size judged before a
-number is read. The app's uploader (attnviz.app.uploads) hands its files here."""
+number is read. The app's uploader (attnviz.app.shared.uploads) hands its files here."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""The Home page: its ``render()`` in ``page``."""

@@ -1,0 +1,1 @@
+"""The Inputs & weights page: its ``render()`` in ``page``, its pieces in ``editor``."""

@@ -1,0 +1,1 @@
+"""The Multi-head page: its ``render()`` in ``page``."""

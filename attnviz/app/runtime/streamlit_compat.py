@@ -1,0 +1,52 @@
+"""Every use of Streamlit's internals, in one place: what Streamlit's public API (``st.*``, its
+documented options and command line) does not offer. Each function names what it reads, and
+``tests/test_streamlit_compat.py`` holds a test per use (the name, the signature used and the
+behaviour relied on), so a Streamlit upgrade that changes one fails there, not silently in a
+page. No other module of attnviz imports from a ``streamlit.`` submodule
+(tests/test_architecture.py).
+
+What needs no internals any more (Streamlit 1.67, see docs/architecture.md): the folder-based
+multipage mode that a top-level ``pages/`` starts is switched off by ``st.navigation`` itself
+(``attnviz.app.main.page_file``), links use the ``st.Page`` objects the run registered
+(``attnviz.app.shared.navigation.page``), ``attnviz app`` starts ``python -m streamlit run``,
+and the training pool's log lines go through :mod:`logging` with Streamlit's own options.
+"""
+
+from __future__ import annotations
+
+
+def in_script_run() -> bool:
+    """Whether this thread runs a session's script (a page, a callback, a fragment): only then
+    may it read ``st.session_state``. False in a training thread or a notebook.
+
+    Streamlit: ``streamlit.runtime.scriptrunner.get_script_run_ctx(suppress_warning=True)``
+    (the thread's ScriptRunContext, None outside a script run; no warning logged)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    return get_script_run_ctx(suppress_warning=True) is not None
+
+
+def session_id() -> str | None:
+    """The id of the session whose script this thread runs; None outside a script run.
+
+    Streamlit: the ScriptRunContext's ``session_id`` (the id
+    ``Runtime.is_active_session`` takes)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else ctx.session_id
+
+
+def session_connected(session_id: str) -> bool | None:
+    """Whether a browser is connected to session `session_id` now; None without a Streamlit
+    server in this process (a notebook, a test without AppTest). A session whose browser went
+    away is not connected, though Streamlit keeps it for a reconnect
+    (``server.disconnectedSessionTTL``). Safe from any thread.
+
+    Streamlit: ``Runtime.exists()``, ``Runtime.instance()`` and
+    ``Runtime.is_active_session(session_id)`` (documented as safe on any thread)."""
+    from streamlit.runtime import Runtime
+
+    if not Runtime.exists():
+        return None
+    return bool(Runtime.instance().is_active_session(session_id))

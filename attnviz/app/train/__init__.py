@@ -1,0 +1,1 @@
+"""The Train page: its ``render()`` in ``page``, its pieces in ``train_view``."""
