@@ -25,8 +25,10 @@ from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import languages, render, t, use_language
 from attnviz.models import heavy, registry
 from attnviz.models.decoder import DecoderModel, DecoderRun
-from attnviz.models.pretrained import MIN_TOKENS, PretrainedTrace, cached_run
+from attnviz.models.pretrained import MIN_TOKENS, PretrainedTrace
 from attnviz.plot import budget, figures, reading_figures, text_layout
+from attnviz.session.decoder_runs import cached_decoder_run
+from attnviz.session.encoder_runs import cached_encoder_run
 
 RANKING_MAX_TOKENS = 64       # the ablation view reads at most this many tokens of each text
 DECODER_MAX_TOKENS = 64       # SmolLM2 reads at most this many tokens of the text on this page
@@ -47,26 +49,19 @@ DECODER_STATS = ("entropy", "max_weight", "sink", "on_self", "on_prev", "previou
 SURVIVAL = ("share of weight", "share of ‖αf(x)‖", "survives")   # its columns' data names
 NO_RATIO = "—"              # "survives" of a group that takes no weight: no ratio to show
 
-# Rankings, embeddings and decoder runs are the same for every learner on the same model and
-# texts (each key starts with the model's name).
+# Rankings, embeddings and the lens are the same for every learner on the same model and texts
+# (each key starts with the model's name); the runs are the session's (encoder_runs,
+# decoder_runs), shared with the Pretrained model page.
 _RANKINGS = SizedCache(max_bytes=8 * 2**20, max_entries=64,
                        size_of=lambda table: int(table.memory_usage(index=True).sum()))
 _EMBEDDINGS = SizedCache(max_bytes=16 * 2**20, max_entries=256)
-
-
-def _run_bytes(run: DecoderRun) -> int:
-    """What a decoder run holds: attentions, value norms (as many), residual stream, logits."""
-    return 2 * run.attentions.nbytes + run.hidden_states.nbytes + run.logits.nbytes
-
-
-_DECODER_RUNS = SizedCache(max_bytes=96 * 2**20, max_entries=16, size_of=_run_bytes)
 _DECODER_RANKINGS = SizedCache(max_bytes=2 * 2**20, max_entries=64,
                                size_of=lambda found: found[0].nbytes + found[1].nbytes)
 _DECODER_ABLATED = SizedCache(max_bytes=16 * 2**20, max_entries=64)    # (vocab,) log-probs
 _LENSES = SizedCache(max_bytes=64 * 2**20, max_entries=16,
                      size_of=lambda found: found[0].residuals.nbytes)
 _REPEATED = SizedCache(max_bytes=16 * 2**20, max_entries=4,
-                       size_of=lambda found: _run_bytes(found[1]))
+                       size_of=lambda found: found[1].nbytes)
 
 
 def chosen_model() -> registry.ModelEntry:
@@ -97,24 +92,19 @@ def load() -> PretrainedTrace | DecoderRun:
     try:
         if not entry.causal:
             with st.spinner(t("reading.loading", model=name)):
-                return cached_run(text, limit, entry.load())
+                return cached_encoder_run(text, limit, entry.load())
         if not text:                     # the decoder has no [CLS]/[SEP]: nothing to read
             st.info(t("reading.empty_decoder", model=name))
             st.stop()
         m = model_loading.decoder(entry)
         limit = min(limit, DECODER_MAX_TOKENS)
         with st.spinner(t("reading.loading", model=name)):
-            return _DECODER_RUNS.get((entry.name, text, limit),
-                                     lambda: _decoder_run(m, text, limit))
+            run = cached_decoder_run(text, limit, m)
+            run.value_norms                      # made now, on the shared run: every view's
+            return run
     except AttnvizInputError as exc:
         st.error(t("reading.error.run", model=name, error=literal(exc)))
         st.stop()
-
-
-def _decoder_run(m: DecoderModel, text: str, limit: int) -> DecoderRun:
-    run = m.run(text, max_tokens=limit)
-    run.value_norms                              # made now, so every view shares them
-    return run
 
 
 def draw_tab(draw, run) -> None:
