@@ -27,6 +27,7 @@ from attnviz.models import heavy, registry
 from attnviz.models.decoder import DecoderModel, DecoderRun
 from attnviz.models.pretrained import MIN_TOKENS, PretrainedTrace
 from attnviz.plot import budget, figures, reading_figures, text_layout
+from attnviz.session import model_views
 from attnviz.session.decoder_runs import cached_decoder_run
 from attnviz.session.encoder_runs import cached_encoder_run
 
@@ -38,7 +39,7 @@ KEPT_COLOUR, OFF_COLOUR = "#c6dbef", "#d6604d"   # the ablation's map of heads i
 # the second sentence's default, in the interface's language (message id)
 OTHER_SENTENCE = "reading.ablation.other.default"
 TABS = ("rollout", "value", "stats", "ablation", "lens")  # the tabs, reading.tab.<name>
-TAB_VIEWS = {"lens": registry.LENS}     # a tab only a model offering that view has
+TAB_VIEWS = {"lens": model_views.LENS}  # a tab only a model offering that view has
 LENS_TOP = 10                 # the tokens the logit lens keeps in each cell
 LENS_COLOURS = ("top", "target")   # what colours the lens's cells: reading.lens.colour.option.*
 LENS_KINDS = ("logit", "tuned")    # how each layer is read: reading.lens.kind.option.*
@@ -140,7 +141,8 @@ def token_list(run) -> None:
 def tab_names() -> list[str]:
     """The tabs the sidebar's model has (TABS; the logit lens only for a language model)."""
     entry = chosen_model()
-    return [name for name in TABS if name not in TAB_VIEWS or entry.supports(TAB_VIEWS[name])]
+    return [name for name in TABS
+            if name not in TAB_VIEWS or model_views.offers(entry, TAB_VIEWS[name])]
 
 
 def tab_labels() -> list[str]:
@@ -242,7 +244,8 @@ def value_weighted_tab(run) -> None:
         widgets.chart(fig, key=keys.VW_NORMS)
     st.markdown(t("reading.value.table"))
     table = survival_table(run.tokens, weights, norms,
-                           first_token=chosen_model().supports(registry.SINK))
+                           first_token=model_views.offers(chosen_model(),
+                                                          model_views.SINK))
     st.dataframe(table, hide_index=True, key=keys.VW_TABLE,
                  column_config={"keys": st.column_config.TextColumn(t("reading.value.keys")),
                                 "count": st.column_config.NumberColumn(
@@ -315,7 +318,8 @@ def decoder_stats_table(run: DecoderRun) -> pd.DataFrame:
 
 
 def head_stats_tab(run) -> None:
-    causal = chosen_model().supports(registry.SINK)   # the first token, the sink; no [CLS]/[SEP]
+    # the first token, the sink; no [CLS]/[SEP]
+    causal = model_views.offers(chosen_model(), model_views.SINK)
     n = len(run.tokens)
     st.caption(t("reading.stats.caption_decoder" if causal else "reading.stats.caption",
                  n=n, uniform=f"{np.log2(n):.2f}"))
@@ -417,9 +421,9 @@ def _other_default() -> None:
 def ablation_tab(run) -> None:
     """Heads switched off: what the next token loses (a language model), or the sentence
     embedding (an encoder)."""
-    if chosen_model().supports(registry.NEXT_TOKEN):
+    if model_views.offers(chosen_model(), model_views.NEXT_TOKEN):
         decoder_ablation(run)
-    elif chosen_model().supports(registry.EMBEDDING):
+    elif model_views.offers(chosen_model(), model_views.EMBEDDING):
         embedding_ablation(run)
 
 
