@@ -860,11 +860,8 @@ def tuned_lens(m: DecoderModel):
             st.info(t("reading.lens.tuned.cancelled"))
         _fit_offer(m)
         return None
-    if st.session_state.pop(keys.LENS_TUNED_WAITED, None):
-        if found.reason is not None:
-            st.info(t(f"reading.lens.tuned.{found.outcome}", reason=literal(found.reason)))
-        elif found.outcome == "in_memory":
-            st.info(t("reading.lens.tuned.not_kept"))
+    model_loading.tell_repair(found, "reading.lens.tuned", not_kept=True,
+                              waited=bool(st.session_state.pop(keys.LENS_TUNED_WAITED, None)))
     return found
 
 
