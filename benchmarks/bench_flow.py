@@ -43,7 +43,7 @@ def main() -> None:
 
     m = DecoderModel.load()
     ids = text_ids(m, 64)
-    h0 = m.embed(ids)
+    h0 = m.token_embeddings(ids)
     f = m.information_flow(ids)                                        # warm
 
     def timed(run) -> float:

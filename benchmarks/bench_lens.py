@@ -30,7 +30,7 @@ def main() -> None:
     ids = text_ids(m, 64)
     rng = np.random.default_rng(0)
     rows = rng.standard_normal((m.num_layers + 1, len(ids), m.d_model)).astype(np.float32)
-    unembedding = m.embed(np.arange(m.vocab_size))                     # E (vocab, d_model), tied
+    unembedding = m.token_embeddings(np.arange(m.vocab_size))         # E (vocab, d_model), tied
     m.logit_lens(ids, k=10)                                            # warm the lazy pieces
 
     def bare() -> float:

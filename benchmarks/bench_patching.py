@@ -40,7 +40,7 @@ def main() -> None:
     for name, (clean, corrupted) in PAIRS.items():
         ids = m.encode(clean)
         assert len(ids) == len(m.encode(corrupted)), name
-        h0 = m.embed(ids)[None]
+        h0 = m.token_embeddings(ids)[None]
         m.run_layers(h0)                                               # warm
 
         def forward() -> float:

@@ -86,13 +86,14 @@ def test_entries_are_limited_in_number_too():
 def test_a_cached_run_is_measured_with_its_stacked_attentions():
     from attnviz.models import pretrained
     from attnviz.core.cache import key_bytes
+    from attnviz.session import encoder_runs
 
-    run = pretrained.cached_run("measured whole, attentions and all", 32)
+    run = encoder_runs.cached_encoder_run("measured whole, attentions and all", 32)
     assert "attentions" in vars(run)                     # made before it was stored
     key = (str(pretrained.PretrainedModel.load().path), "measured whole, attentions and all",
            32)
-    assert pretrained._RUNS._sizes[key] == pretrained._run_size(run) + key_bytes(key)
-    assert pretrained._run_size(run) >= run.attentions.nbytes
+    assert encoder_runs._RUNS._sizes[key] == encoder_runs._run_size(run) + key_bytes(key)
+    assert encoder_runs._run_size(run) >= run.attentions.nbytes
 
 
 def test_simultaneous_requests_compute_once_and_errors_are_not_kept():
@@ -137,25 +138,26 @@ def test_pretrained_runs_kept_stay_within_the_byte_budget(monkeypatch):
     budget plus 400 MB (1.23 runs). Measured here at 128 tokens (one run: ~27 MB, as
     tracemalloc counts what the first run keeps), with the budget the same share of a run,
     so the six runs are evicted as at full size, in a fifth of the time."""
-    from attnviz.models import pretrained
+    from attnviz.session import encoder_runs
 
-    pretrained.cached_run("warm up: " + "word " * 600, 128)   # one-time allocations, not counted
-    pretrained._RUNS.clear()
+    # one-time allocations, not counted
+    encoder_runs.cached_encoder_run("warm up: " + "word " * 600, 128)
+    encoder_runs._RUNS.clear()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        run = pretrained.cached_run("text number 0 " + "word " * 600, 128)
+        run = encoder_runs.cached_encoder_run("text number 0 " + "word " * 600, 128)
         one_run = tracemalloc.get_traced_memory()[0] - before            # what a run holds
-        budget = int(one_run * pretrained.RUNS_MAX_BYTES / (325 * MB))
-        monkeypatch.setattr(pretrained._RUNS, "max_bytes", budget)
+        budget = int(one_run * encoder_runs.RUNS_MAX_BYTES / (325 * MB))
+        monkeypatch.setattr(encoder_runs._RUNS, "max_bytes", budget)
         for i in range(1, 6):
-            run = pretrained.cached_run(f"text number {i} " + "word " * 600, 128)
+            run = encoder_runs.cached_encoder_run(f"text number {i} " + "word " * 600, 128)
             assert len(run.tokens) == 128
         del run
         kept = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-        pretrained._RUNS.clear()
+        encoder_runs._RUNS.clear()
     assert one_run > 20 * MB                                  # a run's arrays were counted
     # the budget and the newest run, 10 % to spare (the full-size bound spared 23 %)
     assert kept < budget + 1.1 * one_run, f"{kept / MB:.1f} MB kept, a run is {one_run / MB:.1f}"

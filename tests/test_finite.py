@@ -21,6 +21,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import Message, use_language
 from attnviz.models import decoder_reading, pretrained
+from attnviz.session import encoder_runs
 from tests.apptest_helpers import button, charts, no_exceptions, open_page, plain
 
 # a text no other test runs: the pages' caches (shared by every session) hold no clean run of it
@@ -321,7 +322,7 @@ def test_a_generation_that_overflows_is_said_with_its_layer_and_token(monkeypatc
 
 @pytest.fixture
 def minilm_damaged(monkeypatch, minilm):
-    pretrained._model_arrays()                 # the real minilm's arrays, as the cache counts
+    encoder_runs._model_arrays()                 # the real minilm's arrays, as the cache counts
     damaged = minilm_with_nan_word(minilm, TEXT, 2)
     serve(monkeypatch, PretrainedModel, damaged)
     return damaged
@@ -342,7 +343,7 @@ def test_minilm_pages_show_the_error_not_a_chart(minilm_damaged, page, state):
 
 def test_read_the_model_says_when_only_the_second_sentence_cannot_be_embedded(monkeypatch,
                                                                             minilm):
-    pretrained._model_arrays()
+    encoder_runs._model_arrays()
     damaged = minilm_with_nan_word(minilm, OTHER, 2)          # "giraffe": only in OTHER
     assert "giraffe" not in minilm.tokenize(TEXT)
     serve(monkeypatch, PretrainedModel, damaged)

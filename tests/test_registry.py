@@ -17,6 +17,7 @@ import pytest
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.models import registry
+from attnviz.session import model_views
 from tests.apptest_helpers import no_exceptions, open_page, shows
 from tests.subprocess_helpers import run_without
 
@@ -88,20 +89,19 @@ def test_every_entry_has_its_words_in_every_catalogue():
 
 
 def test_a_view_needs_what_it_reads():
-    """An entry cannot offer a view its model cannot give (the next token needs a language-
-    model head, the sink a causal mask), nor a view no page knows."""
+    """The views offered follow from what the entry says its model is: the next token and the
+    lens need a language-model head, the sink a causal mask, the sentence embedding and the
+    second sentence an encoder; a view no page knows is refused."""
     base = dict(shown="M", loader=lambda: None, config=lambda: None, install="")
+    encoder = registry.ModelEntry("m", causal=False, lm_head=False, **base)
+    headless = registry.ModelEntry("m", causal=True, lm_head=False, **base)
+    language_model = registry.ModelEntry("m", causal=True, lm_head=True, **base)
+    assert model_views.views(encoder) == {model_views.COMPARE, model_views.EMBEDDING}
+    assert model_views.views(headless) == {model_views.SINK}
+    assert model_views.views(language_model) == {model_views.SINK, model_views.NEXT_TOKEN,
+                                                 model_views.LENS}
     with pytest.raises(ValueError):
-        registry.ModelEntry("m", causal=False, lm_head=False,
-                            views=frozenset({registry.NEXT_TOKEN}), **base)
-    with pytest.raises(ValueError):
-        registry.ModelEntry("m", causal=False, lm_head=True,
-                            views=frozenset({registry.SINK}), **base)
-    with pytest.raises(ValueError):
-        registry.ModelEntry("m", causal=True, lm_head=True, views=frozenset({"logit_lens"}),
-                            **base)
-    with pytest.raises(ValueError):
-        ENTRIES[0].supports("logit_lens")
+        model_views.offers(ENTRIES[0], "logit_lens")
     assert len(set(registry.NAMES)) == len(ENTRIES) and registry.DEFAULT == ENTRIES[0].name
 
 
@@ -178,7 +178,7 @@ def test_the_pretrained_model_pages_views(entry, tab):
     assert at.get("plotly_chart")
     compare = keyed(at.text_input, keys.PT_COMPARE)
     assert len(compare) == (tab == "pretrained.tab.one_head"
-                            and entry.supports(registry.COMPARE))
+                            and model_views.offers(entry, model_views.COMPARE))
 
 
 @pytest.mark.slow
@@ -194,15 +194,17 @@ def test_the_read_the_model_pages_views(entry, tab):
                       rd_view=t(f"reading.tab.{tab}")))
     assert at.get("plotly_chart")
     offered = [shown.label for shown in at.tabs]
-    assert (t("reading.tab.lens") in offered) == entry.supports(registry.LENS)
+    assert (t("reading.tab.lens") in offered) == model_views.offers(entry, model_views.LENS)
     if tab == "stats":
         sizes = entry.sizes()
         table = next(d.value for d in at.dataframe if "entropy" in d.value.columns)
         assert len(table) == sizes.num_layers * sizes.num_heads
-        assert ("sink" in table.columns) == entry.supports(registry.SINK)
+        assert ("sink" in table.columns) == model_views.offers(entry, model_views.SINK)
     if tab == "ablation":
-        assert len(keyed(at.selectbox, keys.AB_TARGET)) == entry.supports(registry.NEXT_TOKEN)
-        assert len(keyed(at.text_input, keys.AB_OTHER)) == entry.supports(registry.EMBEDDING)
+        assert len(keyed(at.selectbox, keys.AB_TARGET)) == model_views.offers(
+            entry, model_views.NEXT_TOKEN)
+        assert len(keyed(at.text_input, keys.AB_OTHER)) == model_views.offers(
+            entry, model_views.EMBEDDING)
 
 
 @pytest.mark.slow

@@ -18,7 +18,8 @@ works on it unchanged. Generation and ``next_token_logprobs`` keep a KV cache: e
 rotated key and its value are appended to every layer's cache and never recomputed; only the
 new token's query attends over them. ``run_layers`` runs any layers on a batch of residual
 streams, with a head mask per sequence and a hook that reads or patches what each layer
-computes (the head ranking of ``decoder_reading``, and readers: ``embed``, ``unembed``).
+computes (the head ranking of ``decoder_reading``, and readers: ``token_embeddings``,
+``unembed``).
 Neither torch nor transformers is needed at run time (numpy, gguf, tokenizers).
 """
 
@@ -622,8 +623,8 @@ class DecoderModel(ConfigSizes):
                    hook: Hook | None = None, cache: KVCache | None = None) -> np.ndarray:
         """Layers start … stop − 1 (None: to the last) on the residual stream before layer
         `start`, h (B, n, d_model) or (n, d_model) float32 for tokens at positions 0 … n − 1
-        (causal): the stream after layer stop − 1, shaped as h. ``embed(ids)`` is the stream
-        before layer 0; ``unembed`` of the last layer's gives the logits.
+        (causal): the stream after layer stop − 1, shaped as h. ``token_embeddings(ids)`` is the
+        stream before layer 0; ``unembed`` of the last layer's gives the logits.
 
         cache: a ``llama_layer.KVCache`` (every layer, B sequences) holding the rotated keys
         and values of the cache.length positions before h's: h is then the tokens at positions
@@ -655,9 +656,10 @@ class DecoderModel(ConfigSizes):
                                 head_mask=None if masks is None else masks[:, layer]).h
         return batch if h.ndim == 3 else batch[0]
 
-    def embed(self, ids: np.typing.ArrayLike) -> np.ndarray:
+    def token_embeddings(self, ids: np.typing.ArrayLike) -> np.ndarray:
         """E[ids] (n, d_model) float32, a copy: the residual stream before layer 0 (for
-        ``run_layers``), or error.model.not_finite ("the embeddings")."""
+        ``run_layers``), or error.model.not_finite ("the embeddings"). A token lookup, named
+        apart from ``PretrainedModel.embed`` (SPEC: the encoder's pooled sentence vector)."""
         ids = np.asarray(ids)
         if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer) or \
                 (ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size)):

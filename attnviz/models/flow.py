@@ -303,7 +303,7 @@ def _forward(model, ids: np.ndarray) -> list[dict[str, np.ndarray]]:
         if name in _READ:
             reads[layer][name] = np.array(value, dtype=_DTYPE)
 
-    model.run_layers(model.embed(ids), hook=read)
+    model.run_layers(model.token_embeddings(ids), hook=read)
     return reads
 
 

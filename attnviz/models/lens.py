@@ -207,7 +207,7 @@ def _positions(positions, n: int) -> np.ndarray:
 def _streams(model, ids: np.ndarray, sublayers: bool, positions: np.ndarray):
     """The rows' labels and streams (R, m, d_model) at `positions`: one pass over every
     token, a hook reading resid_post (and resid_mid)."""
-    h0 = model.embed(ids)                                              # (n, d_model)
+    h0 = model.token_embeddings(ids)                                              # (n, d_model)
     rows, streams = [(LAYER, 0)], [h0[positions]]
     wanted = ("resid_mid", "resid_post") if sublayers else ("resid_post",)
 

@@ -250,7 +250,8 @@ class _Runs:
         self.first = min(int(differ[0]) if differ.size else n, n - 1)
         self.prefix = KVCache(model.num_layers, model.num_kv_heads, n, model.d_k)
         if self.first:
-            model.run_layers(model.embed(self.clean_ids[:self.first])[None], cache=self.prefix)
+            model.run_layers(model.token_embeddings(self.clean_ids[:self.first])[None],
+                             cache=self.prefix)
             self.prefix.advance(self.first)
         self.clean_cache = self._suffix_run(self.clean_ids)
         self.corrupted_cache = self._suffix_run(self.corrupted_ids)
@@ -282,7 +283,7 @@ class _Runs:
             if name in kept:
                 kept[name].append(np.array(value[0], dtype=_DTYPE))    # a copy, batch dropped
 
-        h = self.model.embed(ids[self.first:])[None]
+        h = self.model.token_embeddings(ids[self.first:])[None]
         kv = self._kv_cache(1, self.prefix, self.first)
         final = self.model.run_layers(h, hook=read, cache=kv)[0]
         kv.advance(len(h[0]))

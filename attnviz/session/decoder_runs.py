@@ -1,18 +1,21 @@
 """A causal model's runs (SmolLM2's) as the app's pages share them: one run per model, text and
-token limit, kept for recent texts, every session and page reading the same one. No streamlit
-(session.build builds the Pretrained model input's view from it)."""
+token limit, kept for recent texts, every session and page reading the same one (the Pretrained
+model page's and Read the model's). No streamlit (session.build builds the Pretrained model
+input's view from it). The encoder's runs are encoder_runs'."""
 
 from __future__ import annotations
 
 from attnviz.core.cache import SizedCache
 from attnviz.models.decoder import MAX_TOKENS, DecoderModel, DecoderRun
 
-RUNS_MAX_BYTES = 256 * 2**20     # a 64-token run holds about 18 MB (its logits: 12.6 MB)
+RUNS_MAX_BYTES = 256 * 2**20     # a 64-token run holds about 26 MB (its logits: 12.6 MB)
 RUNS_MAX_ENTRIES = 16
 
 
 def _run_size(run: DecoderRun) -> int:
-    return run.nbytes
+    """The run's arrays and its value norms (as many bytes as its attentions), which Read the
+    model makes on the shared run: counted now, as the cache measures an entry once."""
+    return run.nbytes + run.attentions.nbytes
 
 
 _RUNS = SizedCache(RUNS_MAX_BYTES, RUNS_MAX_ENTRIES, size_of=_run_size)

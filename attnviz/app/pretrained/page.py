@@ -8,7 +8,7 @@ import streamlit as st
 from attnviz.i18n import t
 from attnviz.plot import model_figures
 from attnviz.session.settings import Settings
-from attnviz.models import registry
+from attnviz.session import model_views
 from attnviz.app.shared.text import literal
 from attnviz.app import keys
 from attnviz.app.pretrained import decoder_page, pretrained_view
@@ -64,7 +64,7 @@ def render() -> None:
         fig = pretrained_view.one_head_heatmap(view, layer, head, scale)
         widgets.chart(fig, key=keys.PT_HEAD_HEATMAP)
         pretrained_view.step_through_button(layer, head)
-        if entry.supports(registry.COMPARE):
+        if model_views.offers(entry, model_views.COMPARE):
             pretrained_view.second_sentence(layer, head, view, hide, scale, above=fig)
 
 

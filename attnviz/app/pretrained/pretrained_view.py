@@ -14,7 +14,8 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.session.settings import Settings
 from attnviz.core.cache import SizedCache, python_bytes
 from attnviz.i18n import language, languages, render, t
-from attnviz.models.pretrained import PretrainedTrace, cached_run
+from attnviz.models.pretrained import PretrainedTrace
+from attnviz.session.encoder_runs import cached_encoder_run
 from attnviz.models.registry import ModelEntry
 from attnviz.app import keys
 from attnviz.app.shared import compare_view, state, widgets
@@ -49,7 +50,7 @@ def _shown(sentence: str, max_tokens: int, hide_special: bool) -> ModelRun:
 
 def _model_run(entry: ModelEntry, sentence: str, max_tokens: int,
                hide_special: bool) -> ModelRun:
-    run = cached_run(sentence, max_tokens, entry.load())
+    run = cached_encoder_run(sentence, max_tokens, entry.load())
     attentions = run.attentions                                   # (L, H, n, n)
     positions = np.arange(len(run.tokens))
     if hide_special:
@@ -108,7 +109,7 @@ def load() -> PretrainedTrace:
         with st.spinner(t("pretrained.loading", model=entry.shown)):
             model = entry.load()
         with st.spinner(t("pretrained.running", model=entry.shown)):
-            return cached_run(*_sentence_and_limit(), model)
+            return cached_encoder_run(*_sentence_and_limit(), model)
     except AttnvizInputError as exc:
         st.error(t("pretrained.cannot_run", error=literal(exc)))
         st.stop()

@@ -27,8 +27,11 @@ from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import languages, render, t, use_language
 from attnviz.models import heavy, registry
 from attnviz.models.decoder import DecoderModel, DecoderRun
-from attnviz.models.pretrained import MIN_TOKENS, PretrainedTrace, cached_run
+from attnviz.models.pretrained import MIN_TOKENS, PretrainedTrace
 from attnviz.plot import budget, figures, reading_figures, text_layout
+from attnviz.session import model_views
+from attnviz.session.decoder_runs import cached_decoder_run
+from attnviz.session.encoder_runs import cached_encoder_run
 
 RANKING_MAX_TOKENS = 64       # the ablation view reads at most this many tokens of each text
 DECODER_MAX_TOKENS = 64       # SmolLM2 reads at most this many tokens of the text on this page
@@ -38,7 +41,7 @@ KEPT_COLOUR, OFF_COLOUR = "#c6dbef", "#d6604d"   # the ablation's map of heads i
 # the second sentence's default, in the interface's language (message id)
 OTHER_SENTENCE = "reading.ablation.other.default"
 TABS = ("rollout", "value", "stats", "ablation", "lens")  # the tabs, reading.tab.<name>
-TAB_VIEWS = {"lens": registry.LENS}     # a tab only a model offering that view has
+TAB_VIEWS = {"lens": model_views.LENS}  # a tab only a model offering that view has
 LENS_TOP = 10                 # the tokens the logit lens keeps in each cell
 LENS_COLOURS = ("top", "target")   # what colours the lens's cells: reading.lens.colour.option.*
 LENS_KINDS = ("logit", "tuned")    # how each layer is read: reading.lens.kind.option.*
@@ -49,26 +52,19 @@ DECODER_STATS = ("entropy", "max_weight", "sink", "on_self", "on_prev", "previou
 SURVIVAL = ("share of weight", "share of ‖αf(x)‖", "survives")   # its columns' data names
 NO_RATIO = "—"              # "survives" of a group that takes no weight: no ratio to show
 
-# Rankings, embeddings and decoder runs are the same for every learner on the same model and
-# texts (each key starts with the model's name).
+# Rankings, embeddings and the lens are the same for every learner on the same model and texts
+# (each key starts with the model's name); the runs are the session's (encoder_runs,
+# decoder_runs), shared with the Pretrained model page.
 _RANKINGS = SizedCache(max_bytes=8 * 2**20, max_entries=64,
                        size_of=lambda table: int(table.memory_usage(index=True).sum()))
 _EMBEDDINGS = SizedCache(max_bytes=16 * 2**20, max_entries=256)
-
-
-def _run_bytes(run: DecoderRun) -> int:
-    """What a decoder run holds: attentions, value norms (as many), residual stream, logits."""
-    return 2 * run.attentions.nbytes + run.hidden_states.nbytes + run.logits.nbytes
-
-
-_DECODER_RUNS = SizedCache(max_bytes=96 * 2**20, max_entries=16, size_of=_run_bytes)
 _DECODER_RANKINGS = SizedCache(max_bytes=2 * 2**20, max_entries=64,
                                size_of=lambda found: found[0].nbytes + found[1].nbytes)
 _DECODER_ABLATED = SizedCache(max_bytes=16 * 2**20, max_entries=64)    # (vocab,) log-probs
 _LENSES = SizedCache(max_bytes=64 * 2**20, max_entries=16,
                      size_of=lambda found: found[0].residuals.nbytes)
 _REPEATED = SizedCache(max_bytes=16 * 2**20, max_entries=4,
-                       size_of=lambda found: _run_bytes(found[1]))
+                       size_of=lambda found: found[1].nbytes)
 
 
 def chosen_model() -> registry.ModelEntry:
@@ -99,24 +95,19 @@ def load() -> PretrainedTrace | DecoderRun:
     try:
         if not entry.causal:
             with st.spinner(t("reading.loading", model=name)):
-                return cached_run(text, limit, entry.load())
+                return cached_encoder_run(text, limit, entry.load())
         if not text:                     # the decoder has no [CLS]/[SEP]: nothing to read
             st.info(t("reading.empty_decoder", model=name))
             st.stop()
         m = model_loading.decoder(entry)
         limit = min(limit, DECODER_MAX_TOKENS)
         with st.spinner(t("reading.loading", model=name)):
-            return _DECODER_RUNS.get((entry.name, text, limit),
-                                     lambda: _decoder_run(m, text, limit))
+            run = cached_decoder_run(text, limit, m)
+            run.value_norms                      # made now, on the shared run: every view's
+            return run
     except AttnvizInputError as exc:
         st.error(t("reading.error.run", model=name, error=literal(exc)))
         st.stop()
-
-
-def _decoder_run(m: DecoderModel, text: str, limit: int) -> DecoderRun:
-    run = m.run(text, max_tokens=limit)
-    run.value_norms                              # made now, so every view shares them
-    return run
 
 
 def draw_tab(draw, run) -> None:
@@ -152,7 +143,8 @@ def token_list(run) -> None:
 def tab_names() -> list[str]:
     """The tabs the sidebar's model has (TABS; the logit lens only for a language model)."""
     entry = chosen_model()
-    return [name for name in TABS if name not in TAB_VIEWS or entry.supports(TAB_VIEWS[name])]
+    return [name for name in TABS
+            if name not in TAB_VIEWS or model_views.offers(entry, TAB_VIEWS[name])]
 
 
 def tab_labels() -> list[str]:
@@ -254,7 +246,8 @@ def value_weighted_tab(run) -> None:
         widgets.chart(fig, key=keys.VW_NORMS)
     st.markdown(t("reading.value.table"))
     table = survival_table(run.tokens, weights, norms,
-                           first_token=chosen_model().supports(registry.SINK))
+                           first_token=model_views.offers(chosen_model(),
+                                                          model_views.SINK))
     st.dataframe(table, hide_index=True, key=keys.VW_TABLE,
                  column_config={"keys": st.column_config.TextColumn(t("reading.value.keys")),
                                 "count": st.column_config.NumberColumn(
@@ -327,7 +320,8 @@ def decoder_stats_table(run: DecoderRun) -> pd.DataFrame:
 
 
 def head_stats_tab(run) -> None:
-    causal = chosen_model().supports(registry.SINK)   # the first token, the sink; no [CLS]/[SEP]
+    # the first token, the sink; no [CLS]/[SEP]
+    causal = model_views.offers(chosen_model(), model_views.SINK)
     n = len(run.tokens)
     st.caption(t("reading.stats.caption_decoder" if causal else "reading.stats.caption",
                  n=n, uniform=f"{np.log2(n):.2f}"))
@@ -429,9 +423,9 @@ def _other_default() -> None:
 def ablation_tab(run) -> None:
     """Heads switched off: what the next token loses (a language model), or the sentence
     embedding (an encoder)."""
-    if chosen_model().supports(registry.NEXT_TOKEN):
+    if model_views.offers(chosen_model(), model_views.NEXT_TOKEN):
         decoder_ablation(run)
-    elif chosen_model().supports(registry.EMBEDDING):
+    elif model_views.offers(chosen_model(), model_views.EMBEDDING):
         embedding_ablation(run)
 
 
@@ -868,11 +862,8 @@ def tuned_lens(m: DecoderModel):
             st.info(t("reading.lens.tuned.cancelled"))
         _fit_offer(m)
         return None
-    if st.session_state.pop(keys.LENS_TUNED_WAITED, None):
-        if found.reason is not None:
-            st.info(t(f"reading.lens.tuned.{found.outcome}", reason=literal(found.reason)))
-        elif found.outcome == "in_memory":
-            st.info(t("reading.lens.tuned.not_kept"))
+    model_loading.tell_repair(found, "reading.lens.tuned", not_kept=True,
+                              waited=bool(st.session_state.pop(keys.LENS_TUNED_WAITED, None)))
     return found
 
 

@@ -4,7 +4,8 @@ page's title.
 The model is loaded once per server process, in a thread of its own, while each page waiting
 for it shows how far the load is (checking the cache on disk, reading the GGUF, converting layer
 by layer, writing) and, when the cache was found damaged, says so and that it is being rebuilt;
-once loaded, a page that waited for a repair says, in a short notice, that it was rebuilt.
+once loaded, a page that waited for a repair says, in a short notice, that it was rebuilt
+(:func:`tell_repair`, the one rule of who is told, which the tuned lens's fit follows too).
 
 Why a thread: a page's run can be interrupted at any element it updates (the learner clicks
 and Streamlit raises its rerun exception there), and a conversion interrupted that way would
@@ -87,14 +88,34 @@ def decoder(entry: registry.ModelEntry | None = None, *,
         if stop:
             st.stop()
         return None
-    report = load.model.cache_report
-    if met and report.reason is not None:
-        st.warning(t("model_loading.rebuilt" if report.outcome == "rebuilt"
-                     else "model_loading.in_memory", reason=literal(report.reason)),
-                   icon=":material/build:")
+    tell_repair(load.model.cache_report, "model_loading", waited=met, show=st.warning,
+                icon=":material/build:")
     # the process's model as its loader shares it (loaded by now: no wait), the one every
     # other caller of the page gets too
     return load.entry.load()
+
+
+def tell_repair(found, messages: str, *, waited: bool, not_kept: bool = False, show=None,
+                **options) -> None:
+    """Who is told of a repair, one rule for the work a page waits for (the model's load, the
+    tuned lens's fit on Read the model): the learner whose page waited for the work — a run
+    that met the load unfinished, a session that asked for the fit — is told, once, when it is
+    done; a run that gets the result at once (a later rerun, any other session) is not: the
+    repair is news only to who waited (issue 34: it was said to every later learner).
+
+    found: the work's result, with its `outcome` and `reason` (a Message saying what was found
+    damaged, or None): the model's ``CacheReport``, a ``TunedLens``. A damaged copy made again
+    or kept in memory is said with the message `messages`.<outcome> (the reason in it); with
+    `not_kept`, a result kept in memory with nothing damaged (the copy cannot be written here)
+    with `messages`.not_kept. `show`: st.info (the default) or st.warning, given `options`
+    (an icon)."""
+    if not waited:
+        return
+    show = show or st.info
+    if found.reason is not None:
+        show(t(f"{messages}.{found.outcome}", reason=literal(found.reason)), **options)
+    elif not_kept and found.outcome == "in_memory":
+        show(t(f"{messages}.not_kept"), **options)
 
 
 def _watch(load: _Load) -> None:

@@ -31,6 +31,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import language, t
 from attnviz.models import heavy, registry
+from attnviz.session import model_views
 from attnviz.models.patching import effect_shape, patch_work
 from attnviz.plot import figures, flow_figures, text_layout
 from attnviz.tutorials.patching_pairs import PATCHING_PAIRS, patching_pair
@@ -69,7 +70,7 @@ def needs_language_model() -> bool:
     """True (and said, with a button switching the sidebar's model) when the sidebar's model
     has no language-model head: nothing on this page can be computed for it."""
     entry = reading_view.chosen_model()
-    if entry.supports(registry.LENS):
+    if model_views.offers(entry, model_views.LENS):
         return False
     lm = registry.language_model()
     st.info(t("trace.needs_language_model", model=entry.shown, language_model=lm.shown),
