@@ -41,12 +41,12 @@ t0 = time.perf_counter()
 if {mapped!r}:
     g = decoder.package_file()
     folder = gguf_llama.cache_folder(g)
-    assert disk_cache.verify(folder, gguf_llama._stamp(g), set(gguf_llama.FILES))
+    config = gguf_llama.read_config(g)
+    assert disk_cache.verify(folder, gguf_llama._stamp(g), set(config.files()))
     contents = {{name: bytearray((folder / name).read_bytes()) for name in
                 ("config.json", "tokenizer.json")}}
     from tokenizers import Tokenizer
-    config = gguf_llama.read_config(g)
-    arrays = {{a: np.load(folder / f"{{a}}.npy", mmap_mode="r") for a in gguf_llama.ARRAYS}}
+    arrays = {{a: np.load(folder / f"{{a}}.npy", mmap_mode="r") for a in config.shapes()}}
     tok = Tokenizer.from_str(contents["tokenizer.json"].decode("utf-8"))
     m = decoder._model_of(gguf_llama.LlamaFile(config, arrays, tok, g, folder))
 else:

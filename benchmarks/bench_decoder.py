@@ -70,9 +70,9 @@ LOAD = "m = attnviz.DecoderModel.load()"
 BARE_LOAD = """from attnviz.models import decoder, gguf_llama
 g = decoder.package_file()
 folder = gguf_llama.cache_folder(g)
-contents = {name: bytearray((folder / name).read_bytes()) for name in gguf_llama.FILES}
-m = decoder._model_of(gguf_llama._from_contents(contents, folder, g,
-                                                gguf_llama.read_config(g)))"""
+config = gguf_llama.read_config(g)
+contents = {name: bytearray((folder / name).read_bytes()) for name in config.files()}
+m = decoder._model_of(gguf_llama._from_contents(contents, folder, g, config))"""
 
 
 def prompt_of(model, n: int) -> str:
