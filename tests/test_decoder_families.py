@@ -115,3 +115,35 @@ def test_a_family_or_tokenizer_not_read_is_refused_naming_what_is_read(tmp_path,
         assert caught.value.msg_id == message
         if message == "error.gguf.architecture":
             assert caught.value.params["supported"] == "llama, qwen2, qwen3, gemma3"
+
+
+@pytest.mark.parametrize("arch", files.ARCHS)
+def test_each_blocks_update_is_the_sum_of_its_flow_terms(arch, models):
+    """Information flow on every family (issue 37.4): the attention sublayer's output is the sum
+    of one term per head and earlier token (``flow.head_terms``; with Gemma's post-norm, each
+    term divided by the norm's one number per token and scaled by its gain), within 1e-4 of
+    what the layer adds; the residual and MLP terms then sum to the next stream; and the flow's
+    importances into each node sum to 1."""
+    from attnviz.models import flow
+
+    model = models[(arch, "F32")]
+    ids = model.encode(PROMPT)
+    reads = {}
+
+    def read(layer, name, value):
+        reads[(layer, name)] = np.array(value[0])
+
+    model.run_layers(model.token_embeddings(ids), hook=read)
+    for layer in range(model.num_layers):
+        alpha, parts = flow.head_terms(model, layer, reads[(layer, "pattern")],
+                                       reads[(layer, "v")])
+        terms = np.einsum("hij,hjd->id", alpha.astype(np.float64), parts.astype(np.float64))
+        np.testing.assert_allclose(terms, reads[(layer, "attn_out")], rtol=0, atol=1e-4)
+        np.testing.assert_allclose(reads[(layer, "resid_pre")] + reads[(layer, "attn_out")],
+                                   reads[(layer, "resid_mid")], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(reads[(layer, "resid_mid")] + reads[(layer, "mlp_out")],
+                                   reads[(layer, "resid_post")], rtol=0, atol=1e-5)
+    f = model.information_flow(PROMPT, threshold=0.0)
+    into = f.head_weights.sum(axis=(1, 3)) + f.attn_residual        # (layers, n)
+    np.testing.assert_allclose(into, 1, atol=1e-5)
+    np.testing.assert_allclose(f.mlp + f.mlp_residual, 1, atol=1e-5)

@@ -284,6 +284,12 @@ class DecoderModel(ConfigSizes):
     def rope_base(self) -> float:
         return self.config.rope_base
 
+    def attention_output_norm(self, layer: int) -> np.ndarray | None:
+        """(d_model,): the gain of the RMSNorm layer `layer` applies to its attention's output
+        before it joins the residual stream (Gemma's post-attention norm, with config.rms_eps);
+        None where the output joins as it is (Llama, Qwen)."""
+        return self._blocks[self._check_layer(layer)].post_attn_norm
+
     def layer_weights(self, layer: int) -> MultiHeadWeights:
         """Layer `layer`'s real attention weights: W_Q (9, 576, 64), W_K and W_V (3, 576, 64),
         W_O (576, 576); no biases."""

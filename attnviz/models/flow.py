@@ -1,5 +1,5 @@
 """Information flow routes (Ferrando & Voita 2024, "Information Flow Routes", arXiv 2403.00824)
-on SmolLM2: which earlier tokens, heads and MLPs the residual stream at one position was built
+on a decoder: which earlier tokens, heads and MLPs the residual stream at one position was built
 from, as a graph over (row, position) nodes with an importance on every edge.
 
 Each sublayer adds to the residual stream a sum of parts; each part's share of the result is
@@ -9,6 +9,10 @@ its proximity to it (from ALTI, Ferrando et al. 2022):
     f_h(x_j)     = (RMSNorm(resid_pre_j) · g W_V^{kv(h)}) W_O^h      head h's value of token j
                    (the key/value head kv(h) = h // (H / H_kv) it reads) times its rows of W_O
     resid_post_i = resid_mid_i + mlp_out_i                          the MLP sublayer
+
+(with a norm after attention, Gemma's: each head term α^h_ij / r_i · (f_h(x_j) ⊙ g), r_i the
+norm's one number at i and g its gain, so the terms still sum to what joins: ``head_terms``;
+mlp_out is the MLP's output after its own norm)
     proximity(z, y)  = max(0, ‖y‖₁ − ‖y − z‖₁)
     importance(z, y) = proximity(z, y) / Σ_{z'} proximity(z', y)    over the parts z' of y
 
@@ -48,7 +52,7 @@ from attnviz.core.grouped_query import repeat_kv
 from attnviz.models.finite import quiet
 from attnviz.models.lens import text_ids
 
-__all__ = ["EDGE_COLUMNS", "KINDS", "NODE_COLUMNS", "SAME", "InformationFlow",
+__all__ = ["EDGE_COLUMNS", "KINDS", "NODE_COLUMNS", "SAME", "InformationFlow", "head_terms",
            "information_flow", "proximities"]
 
 KINDS = ("head", "attn", "attn_residual", "mlp", "mlp_residual")
@@ -232,8 +236,7 @@ def information_flow(model, ids_or_text, *, position: int = -1, threshold: float
     attn_residual, mlp, mlp_residual = (np.empty((layers, n), _DTYPE) for _ in range(3))
     reads = _forward(model, ids)
     for layer, read in enumerate(reads):
-        parts = _head_values(model, layer, read["v"][0])              # (H, n, d_model)
-        pattern = read["pattern"][0]                                   # (H, n, n)
+        pattern, parts = head_terms(model, layer, read["pattern"][0], read["v"][0])
         resid_pre, resid_mid = read["resid_pre"][0], read["resid_mid"][0]   # (n, d_model)
         near = proximities(resid_mid, pattern, parts, summed=not heads)   # ([H,] n, n)
         attn[layer], attn_residual[layer] = _shares(near, _proximity(resid_pre, resid_mid),
@@ -305,6 +308,23 @@ def _forward(model, ids: np.ndarray) -> list[dict[str, np.ndarray]]:
 
     model.run_layers(model.token_embeddings(ids), hook=read)
     return reads
+
+
+def head_terms(model, layer: int, pattern: np.ndarray, v: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(α (H, n, n), f (H, n, d_model)) with attn_out_i = Σ_h Σ_{j ≤ i} α^h_ij f_h(x_j): the
+    attention sublayer's output as the sum of one term per head and token. Without a norm after
+    attention, α is the pattern and f_h(x_j) = v^{kv(h)}_j W_O^h. With one (Gemma's post-norm,
+    gain g): the norm divides the whole sum at i by one number, r_i = √(mean(a_i²) + ε) of the
+    sum a_i before it, and scales it by g, so each term is α^h_ij / r_i · (f_h(x_j) ⊙ g), which
+    still sum exactly to what joins the stream."""
+    parts = _head_values(model, layer, v)                              # (H, n, d_model)
+    gain = model.attention_output_norm(layer)
+    if gain is None:
+        return pattern, parts
+    before = np.einsum("hij,hjd->id", pattern, parts)                  # (n, d_model) a_i
+    r = np.sqrt(np.mean(before * before, axis=-1) + _DTYPE(model.config.rms_eps))   # (n,)
+    return (pattern / r[None, :, None]).astype(_DTYPE), (parts * gain).astype(_DTYPE)
 
 
 def _head_values(model, layer: int, v: np.ndarray) -> np.ndarray:
