@@ -147,3 +147,57 @@ def test_each_blocks_update_is_the_sum_of_its_flow_terms(arch, models):
     into = f.head_weights.sum(axis=(1, 3)) + f.attn_residual        # (layers, n)
     np.testing.assert_allclose(into, 1, atol=1e-5)
     np.testing.assert_allclose(f.mlp + f.mlp_residual, 1, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", files.ARCHS)
+def test_the_lens_and_patching_read_every_family(arch, models):
+    """The readers on every family (issue 37.4): the logit lens's last row is the model's own
+    output (the same computation, so the same bits); residual patching's ends are exact — 1
+    where the clean run's stream is put back whole at the one token that differs, 0 wherever
+    the two runs are the same."""
+    model = models[(arch, "F32")]
+    run = model.run(PROMPT)
+    lens = model.logit_lens(PROMPT, k=3)
+    np.testing.assert_array_equal(lens.logits(-1), run.logits)
+    assert (lens.target_rank[-1] == 1).all() and (lens.kl[-1] == 0).all()
+    clean, corrupted = PROMPT, PROMPT.replace("自注意力", "机制", 1)
+    a, b = model.encode(clean), model.encode(corrupted)
+    assert len(a) == len(b) and (a != b).sum() == 1
+    diff = int(np.flatnonzero(a != b)[0])
+    top = int(np.argmax(run.logits[-1]))
+    other = int(np.argsort(run.logits[-1])[-2])
+    p = model.patch(clean, corrupted, answers=(top, other), where="resid")
+    assert p.effect[0, diff] == pytest.approx(1, abs=1e-6)
+    assert np.all(p.effect[:, :diff] == 0)
+    assert p.effect[model.num_layers, -1] == pytest.approx(1, abs=1e-6)
+
+
+@pytest.mark.parametrize("arch", files.ARCHS)
+def test_value_norms_are_the_sizes_of_what_each_head_adds(arch, models):
+    """The value-weighted attention on every family: α_ij ‖v_j W_O,h‖, and with Gemma's norm
+    after attention the size of what joins the stream, α_ij / r_i ‖(v_j W_O,h) ⊙ g‖, r_i the
+    root mean square of the attention's output before that norm — computed here from the run's
+    weights and the values a hook reads. Their sum over heads and keys is at least the size of
+    what the sublayer adds (the layer's own attn_out, the triangle inequality)."""
+    model = models[(arch, "F32")]
+    run = model.run(PROMPT)
+    reads = {}
+    model.run_layers(model.token_embeddings(run.ids),
+                     hook=lambda layer, name, value: reads.__setitem__((layer, name),
+                                                                       np.array(value[0], float)))
+    h, eps = model.num_heads, model.config.rms_eps
+    for layer in range(model.num_layers):
+        alpha = run.attentions[layer].astype(float)                          # (H, n, n)
+        v = np.repeat(reads[(layer, "v")], h // model.num_kv_heads, axis=0)  # (H, n, d_k)
+        w_o = model.layer_weights(layer).w_o.astype(float).reshape(h, v.shape[-1], -1)
+        f = v @ w_o                                                          # (H, n, d_model)
+        gain = model.attention_output_norm(layer)
+        if gain is None:
+            expected = alpha * np.linalg.norm(f, axis=-1)[:, None, :]
+        else:
+            a = np.einsum("hij,hjd->id", alpha, f)                           # before the norm
+            r = np.sqrt((a * a).mean(axis=-1) + eps)
+            expected = alpha / r[None, :, None] * np.linalg.norm(f * gain, axis=-1)[:, None, :]
+        np.testing.assert_allclose(run.value_norms[layer], expected, rtol=1e-4, atol=1e-6)
+        size = np.linalg.norm(reads[(layer, "attn_out")], axis=-1)           # (n,)
+        assert (run.value_norms[layer].sum(axis=(0, 2)) >= size * (1 - 1e-4)).all()

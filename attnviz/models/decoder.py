@@ -131,12 +131,23 @@ class DecoderRun:
         """(layers, heads, n, n): ‖α_ij · v_j W_O,h‖₂, the size of what query i takes from key j
         through head h (Kobayashi et al. 2020); v_j is the value of the key/value head that
         query head h reads. Beside ``attentions``: a large weight on a token whose transformed
-        value is small (often the first token, the "attention sink") moves little."""
+        value is small (often the first token, the "attention sink") moves little. With a norm
+        after attention (Gemma), what joins the stream is each term divided by the norm's one
+        number per token and scaled by its gain (``flow.head_terms``): the sizes are those."""
         m = self._model
+
+        def of(layer: int) -> np.ndarray:
+            if m.attention_output_norm(layer) is None:
+                return value_norms(self.attentions[layer],
+                                   repeat_kv(self._values[layer], m.num_heads),
+                                   m.layer_weights(layer).w_o)
+            from attnviz.models.flow import head_terms
+
+            alpha, parts = head_terms(m, layer, self.attentions[layer], self._values[layer])
+            return alpha * np.linalg.norm(parts, axis=-1)[:, None, :]     # α ≥ 0: ‖α f‖ = α ‖f‖
+
         with np.errstate(over="ignore", invalid="ignore"):        # checked below
-            norms = np.stack([value_norms(self.attentions[l],
-                                          repeat_kv(self._values[l], m.num_heads),
-                                          m.layer_weights(l).w_o) for l in range(m.num_layers)])
+            norms = np.stack([of(layer) for layer in range(m.num_layers)])
         if not all_finite(norms):              # finite weights and values whose sizes overflow
             layer = next(l for l in range(m.num_layers) if not all_finite(norms[l]))
             raise not_finite(self._model.model_name, "value_norms", layer=layer)
