@@ -204,8 +204,17 @@ def llama_mlp(m: np.ndarray, w: LayerWeights, eps: float, activation: str = "sil
     d_ff = gate_up.shape[-1] // 2
     gate = gate_up[..., :d_ff]
     if activation == "gelu_tanh":                                    # torch's approximate="tanh"
-        hidden = _DTYPE(0.5) * gate * (_DTYPE(1.0) + np.tanh(
-            _DTYPE(math.sqrt(2.0 / math.pi)) * (gate + _DTYPE(0.044715) * gate ** 3)))
+        # ½ x (1 + tanh(√(2/π) (x + 0.044715 x³))), in place: x³ as x·x·x (a power is ~10×
+        # slower in numpy)
+        hidden = gate * gate
+        hidden *= gate
+        hidden *= _DTYPE(0.044715)
+        hidden += gate
+        hidden *= _DTYPE(math.sqrt(2.0 / math.pi))
+        np.tanh(hidden, out=hidden)
+        hidden += _DTYPE(1.0)
+        hidden *= gate
+        hidden *= _DTYPE(0.5)
     else:
         hidden = gate / (1.0 + np.exp(-gate))                        # SiLU(x) = x σ(x)
     hidden *= gate_up[..., d_ff:]
