@@ -201,3 +201,34 @@ def test_value_norms_are_the_sizes_of_what_each_head_adds(arch, models):
         np.testing.assert_allclose(run.value_norms[layer], expected, rtol=1e-4, atol=1e-6)
         size = np.linalg.norm(reads[(layer, "attn_out")], axis=-1)           # (n,)
         assert (run.value_norms[layer].sum(axis=(0, 2)) >= size * (1 - 1e-4)).all()
+
+
+def test_the_config_states_the_variation_points_by_spec_names(models):
+    """SPEC's names for what differs (issue 37): layer_types, rope_bases, norms …"""
+    g, llama = models[("gemma3", "F32")].config, models[("llama", "F32")].config
+    assert g.layer_types == ("sliding",) * 5 + ("full",)
+    assert g.rope_bases == (1e4,) * 5 + (1e6,)
+    assert (g.norms, llama.norms) == ("sandwich", "pre")
+    assert (g.sliding_window, llama.sliding_window) == (4, None)
+    assert llama.layer_types == ("full",) * llama.num_layers
+    assert llama.rope_bases == (llama.rope_base,) * llama.num_layers
+    assert (g.qk_norm, g.qkv_bias, g.activation, g.head_dim) == (True, False, "gelu_tanh", 256)
+
+
+def test_the_tuned_lens_is_fitted_per_model_and_chat_only_where_there_is_a_template(
+        models, tmp_path):
+    """The tuned lens on another family (issue 37.4): fitted for that model in its own cache
+    folder, its last row still the model's output; a base model without a chat template
+    refuses chat=True, naming the model."""
+    from attnviz.core.errors import AttnvizInputError
+
+    model = models[("gemma3", "F32")]
+    lens = model.tuned_lens(cache_dir=tmp_path)
+    assert lens.translators.shape == (model.num_layers, model.d_model + 1, model.d_model)
+    assert lens.outcome == "fitted" and any(tmp_path.rglob("*.npy"))   # kept in its folder
+    tuned = model.logit_lens(PROMPT, k=3, tuned=True)
+    np.testing.assert_allclose(tuned.logits(-1), model.run(PROMPT).logits, atol=1e-5)
+    with pytest.raises(AttnvizInputError) as caught:
+        model.generate(PROMPT, 2, chat=True)
+    assert caught.value.msg_id == "error.decoder.no_chat_template"
+    assert caught.value.params["model"] == model.model_name

@@ -384,13 +384,23 @@ class DecoderModel(ConfigSizes):
         ``apply_chat_template`` does: the same ids for a text that types no control token."""
         if not isinstance(user_text, str):
             raise AttnvizInputError("error.text.not_text", type=type(user_text).__name__)
+        if not self.has_chat_template:
+            raise AttnvizInputError("error.decoder.no_chat_template", model=self.model_name)
         encoder, ids = self._encoder(special_tokens), []
         for piece, control in _chat_template(user_text):
             ids += [self._tokenizer.token_to_id(piece)] if control else encoder.encode(piece).ids
         return np.array(ids, dtype=np.intp)
 
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether ``chat=True`` can be asked: the template attnviz writes is SmolLM2-Instruct's
+        (a base model such as Gemma 3 270M has none)."""
+        return self.model_name == MODEL_NAME
+
     def _prompt_ids(self, text: str, special_tokens: bool, chat: bool) -> np.ndarray:
         """What the model reads for `text`: its ids, or with `chat` the template's around it."""
+        if chat and not self.has_chat_template:
+            raise AttnvizInputError("error.decoder.no_chat_template", model=self.model_name)
         if chat:
             return self.chat_ids(text, special_tokens=special_tokens)
         return self.encode(text, special_tokens=special_tokens)

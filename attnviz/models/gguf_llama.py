@@ -42,7 +42,7 @@ from attnviz.i18n import Message
 from attnviz.models import disk_cache
 from attnviz.models.disk_cache import Damage
 
-FORMAT = 2                  # bump when the converted files change meaning
+FORMAT = 3                  # bump when the converted files change meaning
 _DTYPE = np.float32
 # every converted model's arrays; a family's own (QKV_BIAS …) only where its config has them
 ARRAYS = ("embed", "qkv", "o", "gate_up", "down", "norms", "final_norm")
@@ -74,7 +74,7 @@ class DecoderConfig:
     activation: str = "silu"          # the gated MLP's: "silu" or "gelu_tanh" (Gemma)
     embed_scale: float = 1.0          # the embeddings × this (Gemma: √d_model)
     attn_scale: float = 0.0           # the scores × this; 0: 1/√head_dim
-    sliding_window: int = 0           # keys a query on a sliding layer sees (itself included)
+    sliding_window: int | None = None  # keys a query on a sliding layer sees (itself included)
     sliding_layers: tuple = ()        # the layers with that window (Gemma 3: 5 of every 6)
     rope_local_base: float = 0.0      # the rotary base on sliding layers; 0: rope_base
     add_bos: bool = False             # a text's ids start with BOS (Gemma)
@@ -89,6 +89,23 @@ class DecoderConfig:
     def scale(self) -> float:
         """What the scores are multiplied by before the softmax."""
         return self.attn_scale or float(self.head_dim) ** -0.5
+
+    @property
+    def layer_types(self) -> tuple[str, ...]:
+        """Each layer's attention: "sliding" (a window of sliding_window keys) or "full"."""
+        return tuple("sliding" if i in self.sliding_layers else "full"
+                     for i in range(self.num_layers))
+
+    @property
+    def rope_bases(self) -> tuple[float, ...]:
+        """Each layer's rotary base."""
+        return tuple(self.rope_base_of(i) for i in range(self.num_layers))
+
+    @property
+    def norms(self) -> str:
+        """Where the RMSNorms are: "pre" (before attention and the MLP) or "sandwich" (before
+        and after each, Gemma)."""
+        return "sandwich" if self.post_norms else "pre"
 
     def rope_base_of(self, layer: int) -> float:
         """The rotary base of `layer`."""
