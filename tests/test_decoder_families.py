@@ -232,3 +232,41 @@ def test_the_tuned_lens_is_fitted_per_model_and_chat_only_where_there_is_a_templ
         model.generate(PROMPT, 2, chat=True)
     assert caught.value.msg_id == "error.decoder.no_chat_template"
     assert caught.value.params["model"] == model.model_name
+
+
+def test_a_cut_damaged_or_too_large_file_is_refused_in_words(tiny_decoders, tmp_path):
+    """Your own GGUF, broken on purpose (issue 37.3): a file cut anywhere is refused as
+    unreadable, never a traceback; a file whose float32 arrays would not fit in this machine's
+    memory is refused before anything is converted, saying both numbers."""
+    import gguf
+
+    from attnviz.core.errors import AttnvizInputError
+    from attnviz.models.decoder import DecoderModel
+
+    data = tiny_decoders[("gemma3", "Q8_0")].path.read_bytes()
+    for fraction in (0.001, 0.01, 0.3, 0.9, 0.999):
+        cut = tmp_path / f"cut-{fraction}.gguf"
+        cut.write_bytes(data[:int(len(data) * fraction)])
+        with pytest.raises(AttnvizInputError) as caught:
+            DecoderModel.load(cut, cache_dir=tmp_path / "cache")
+        assert caught.value.msg_id in ("error.gguf.unreadable", "error.gguf.no_key"), fraction
+    # the tiny Llama's metadata, claiming a million layers with MLPs a million wide
+    source = gguf.GGUFReader(str(tiny_decoders[("llama", "F32")].path))
+    big = tmp_path / "big.gguf"
+    writer = gguf.GGUFWriter(str(big), arch="llama")
+    for field in source.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        value = {"llama.block_count": 1_000_000,
+                 "llama.feed_forward_length": 1_000_000}.get(field.name, field.contents())
+        writer.add_key_value(field.name, value, field.types[0],
+                             field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY
+                             else None)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    with pytest.raises(AttnvizInputError) as caught:
+        DecoderModel.load(big, cache_dir=tmp_path / "big-cache")
+    assert caught.value.msg_id == "error.gguf.too_large"
+    assert float(caught.value.params["need"]) > float(caught.value.params["available"]) > 0
+    assert not (tmp_path / "big-cache").exists()                    # nothing was converted

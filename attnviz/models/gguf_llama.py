@@ -237,6 +237,7 @@ def load(gguf_path: Path, cache: Path | None = None,
     if not gguf_path.is_file():
         raise AttnvizInputError("error.gguf.missing", path=str(gguf_path))
     expected = read_config(gguf_path)
+    check_memory(expected, gguf_path)
     folder = cache_folder(gguf_path, cache)
     tell(LoadProgress("verifying"))
     found = _open_checked(folder, gguf_path, expected)
@@ -275,6 +276,41 @@ def load(gguf_path: Path, cache: Path | None = None,
 def _done(f: LlamaFile, tell) -> LlamaFile:
     tell(LoadProgress("done"))
     return f
+
+
+def float32_bytes(config: DecoderConfig) -> int:
+    """What the model's arrays take in float32, the form attnviz computes in."""
+    return 4 * sum(int(np.prod(shape)) for shape in config.shapes().values())
+
+
+def available_memory() -> int | None:
+    """The memory this machine can still give without swapping (Linux's MemAvailable, and a
+    cgroup's limit where one is set below it); None where neither can be read."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    for limit, used in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),):
+        try:
+            cap = Path(limit).read_text().strip()
+            if cap != "max":
+                found.append(int(cap) - int(Path(used).read_text().strip()))
+        except (OSError, ValueError):
+            pass
+    return min(found) if found else None
+
+
+def check_memory(config: DecoderConfig, gguf_path: Path) -> None:
+    """error.gguf.too_large, saying both numbers, when the model's float32 arrays (and as much
+    again while it is converted) would not fit in the memory available."""
+    need, free = 2 * float32_bytes(config), available_memory()
+    if free is not None and need > free:
+        raise AttnvizInputError("error.gguf.too_large", path=str(gguf_path),
+                                need=f"{need / 1e9:.1f}", available=f"{free / 1e9:.1f}")
 
 
 def cache_folder(gguf_path: Path, cache: Path | None = None) -> Path:
@@ -554,7 +590,16 @@ def convert(gguf_path: Path, on_layer: Callable[[int, int], None] | None = None)
         raise AttnvizInputError("error.gguf.no_package", command="pip install gguf") from None
     c = config = read_config(gguf_path)
     family = FAMILIES[c.architecture]
-    reader = GGUFReader(str(gguf_path))
+    try:
+        reader = GGUFReader(str(gguf_path))
+        size = gguf_path.stat().st_size
+        end = max((t.data_offset + t.n_bytes for t in reader.tensors), default=0)
+    except (ValueError, IndexError, KeyError, OSError, struct.error) as exc:   # cut, damaged
+        raise AttnvizInputError("error.gguf.unreadable", path=str(gguf_path),
+                                error=f"{type(exc).__name__}: {exc}"[:300]) from None
+    if end > size:
+        raise AttnvizInputError("error.gguf.unreadable", path=str(gguf_path),
+                                error=f"the file ends at byte {size}, its tensors at {end}")
     meta = {name: field for name, field in reader.fields.items()}
     tensors = {t.name: t for t in reader.tensors}
 
@@ -565,7 +610,12 @@ def convert(gguf_path: Path, on_layer: Callable[[int, int], None] | None = None)
         if name not in tensors:
             raise AttnvizInputError("error.gguf.no_tensor", path=str(gguf_path), name=name)
         t = tensors[name]
-        return np.asarray(dequantize(t.data, t.tensor_type), dtype=_DTYPE)
+        try:
+            return np.asarray(dequantize(t.data, t.tensor_type), dtype=_DTYPE)
+        except (NotImplementedError, KeyError, ValueError) as exc:   # a type gguf cannot read
+            raise AttnvizInputError("error.gguf.quant_type", path=str(gguf_path), name=name,
+                                    type=getattr(t.tensor_type, "name", str(t.tensor_type)),
+                                    error=f"{type(exc).__name__}: {exc}"[:200]) from None
 
     def qk(name: str, heads: int) -> np.ndarray:
         w = matrix(name)
