@@ -270,3 +270,29 @@ def test_a_cut_damaged_or_too_large_file_is_refused_in_words(tiny_decoders, tmp_
     assert caught.value.msg_id == "error.gguf.too_large"
     assert float(caught.value.params["need"]) > float(caught.value.params["available"]) > 0
     assert not (tmp_path / "big-cache").exists()                    # nothing was converted
+
+
+def test_the_cache_is_keyed_by_the_files_content(tiny_decoders, tmp_path, monkeypatch):
+    """A copy of a GGUF elsewhere finds the conversion already made (issue 37.3: keyed by
+    content, not by path); a file with one byte changed never does."""
+    import shutil
+
+    from attnviz.models import gguf_llama
+
+    monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    source = tiny_decoders[("qwen2", "F16")].path
+    first = gguf_llama.load(source)
+    copy = tmp_path / "elsewhere" / "renamed.gguf"
+    copy.parent.mkdir()
+    shutil.copyfile(source, copy)
+    copy = copy.rename(copy.with_name(source.name))          # the same stem, another folder
+    again = gguf_llama.load(copy)
+    assert (first.report.outcome, again.report.outcome) == ("converted", "verified")
+    assert again.cached_in == first.cached_in
+    changed = tmp_path / "changed" / source.name
+    changed.parent.mkdir()
+    data = bytearray(source.read_bytes())
+    data[-1] ^= 1                                            # one bit of the last tensor
+    changed.write_bytes(bytes(data))
+    assert gguf_llama.cache_folder(changed) != first.cached_in
+    assert gguf_llama.load(changed).report.outcome == "converted"
