@@ -2,6 +2,7 @@
 
     attnviz --version
     attnviz app [streamlit options…]      # e.g. attnviz app --server.port 8600
+    attnviz app --model my-model.gguf     # your own GGUF in the model choice (repeatable)
 
 ``attnviz app`` runs the installed package's app (attnviz/app/main.py) with Streamlit, from
 any folder. Streamlit reads its config file from the working folder (``.streamlit/``) or the
@@ -60,13 +61,57 @@ def main(argv: list[str] | None = None) -> int:
         prog="attnviz", description="Every step of self-attention, interactive and exact.")
     parser.add_argument("--version", action="version", version=f"attnviz {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("app", help="start the app (any further options go to Streamlit, "
-                                    "e.g. --server.port 8600)", add_help=False)
+    commands.add_parser("app", help="start the app (--model PATH.gguf, repeatable, adds your "
+                                    "own GGUF to the model choice; any further options go to "
+                                    "Streamlit, e.g. --server.port 8600)", add_help=False)
     args, rest = parser.parse_known_args(argv)
     if args.command != "app":
         parser.print_help()
         return 0 if not argv else 2
+    models, rest = _models(rest)
+    if models:
+        refused = check_models(models)
+        if refused:
+            print(refused, file=sys.stderr)
+            return 2
+        known = [p for p in os.environ.get("ATTNVIZ_MODELS", "").split(os.pathsep) if p]
+        os.environ["ATTNVIZ_MODELS"] = os.pathsep.join(known + [str(m) for m in models])
     return run_app(rest)
+
+
+def _models(options: list[str]) -> tuple[list[Path], list[str]]:
+    """The --model PATH (or --model=PATH) options of ``attnviz app``, and the others (for
+    Streamlit)."""
+    models, rest, i = [], [], 0
+    while i < len(options):
+        option = options[i]
+        if option == "--model" and i + 1 < len(options):
+            models.append(Path(options[i + 1]).expanduser().resolve())
+            i += 2
+            continue
+        if option.startswith("--model="):
+            models.append(Path(option.split("=", 1)[1]).expanduser().resolve())
+        else:
+            rest.append(option)
+        i += 1
+    return models, rest
+
+
+def check_models(paths: list[Path]) -> str | None:
+    """Why the server cannot offer these GGUF files (the first that fails: missing, unreadable,
+    an architecture or tokenizer not read), in words; None when every one can be read. Only
+    the person who starts the server chooses files: no page takes a path."""
+    from attnviz.core.errors import AttnvizInputError
+    from attnviz.models import gguf_llama
+
+    for path in paths:
+        try:
+            if not path.is_file():
+                raise AttnvizInputError("error.gguf.missing", path=str(path))
+            gguf_llama.read_config(path)
+        except AttnvizInputError as exc:
+            return f"attnviz app --model {path}: {exc}"
+    return None
 
 
 if __name__ == "__main__":

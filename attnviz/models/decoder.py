@@ -118,6 +118,11 @@ class DecoderRun:
             return None
         return t("decoder.truncated", total=self.total, shown=len(self.ids))
 
+    @property
+    def config(self) -> gguf_llama.DecoderConfig:
+        """The model's spec (its tokenizer's kind, its designs: ``DecoderModel.config``)."""
+        return self._model.config
+
     def trace(self, layer: int) -> AttentionTrace:
         """Layer `layer`'s attention as the engine traces it: its real input (the residual
         stream after RMSNorm), its W_Q, W_K, W_V (3 key/value heads), W_O, rotary positions and

@@ -15,10 +15,16 @@ model").
 
 from __future__ import annotations
 
+import logging
+import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache, partial
+from pathlib import Path
 
-from attnviz.models import bert_checkpoint, builtin, decoder, pretrained
+from attnviz.core.errors import AttnvizInputError
+from attnviz.models import bert_checkpoint, builtin, decoder, gguf_llama, pretrained
 
 @dataclass(frozen=True)
 class ModelSizes:
@@ -29,18 +35,19 @@ class ModelSizes:
     num_kv_heads: int            # key/value heads: as many as query heads unless grouped-query
     d_model: int
     rope_base: float | None      # rotary positions' base; None: positions added to embeddings
+    head_dim: int | None = None  # d_k where the model states it (Gemma 3: 256, not d_model / H)
 
     @property
     def d_k(self) -> int:
-        return self.d_model // self.num_heads
+        return self.head_dim or self.d_model // self.num_heads
 
     @classmethod
     def of(cls, config) -> "ModelSizes":
-        """From a model's config (``BertConfig``, ``LlamaConfig``): its K/V heads and rotary
-        base where it has them."""
+        """From a model's config (``BertConfig``, ``DecoderConfig``): its K/V heads, rotary
+        base and head size where it has them."""
         return cls(config.num_layers, config.num_heads,
                    getattr(config, "num_kv_heads", config.num_heads), config.d_model,
-                   getattr(config, "rope_base", None))
+                   getattr(config, "rope_base", None), getattr(config, "head_dim", None))
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class ModelEntry:
     loader: Callable[..., object]     # the model, read once per process and shared
     config: Callable[[], object]      # its config, read without the weights (ModelSizes.of)
     install: str                 # the command that installs its files
+    file: Path | None = None     # a server's own GGUF (ATTNVIZ_MODELS): its words name the file
 
     def load(self, **options):
         """The model (``options`` go to its loader: ``progress=`` for SmolLM2)."""
@@ -79,6 +87,48 @@ ENTRIES = (
                config=decoder.package_config,
                install=builtin.SMOLLM2_INSTALL),
 )
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "model"
+
+
+def local_entries(value: str | None = None) -> tuple[ModelEntry, ...]:
+    """The server's own GGUF files (``ATTNVIZ_MODELS``: paths joined by ``os.pathsep``; set by
+    ``attnviz app --model PATH``), one causal language-model entry each, named from the file's
+    own metadata (general.name, made a name a link can carry; a clash gets -2, -3 …). A file
+    that cannot be read, or of an architecture attnviz does not read, is left out and said in
+    the server's log (``attnviz app`` refuses it before starting)."""
+    value = os.environ.get("ATTNVIZ_MODELS", "") if value is None else value
+    entries, taken = [], {e.name for e in BUILT_IN_ENTRIES}
+    for raw in value.split(os.pathsep):
+        if not raw.strip():
+            continue
+        path = Path(raw.strip()).expanduser().resolve()
+        try:
+            read_config = lru_cache(maxsize=1)(partial(gguf_llama.read_config, path))
+            read_config()
+            shown = gguf_llama.model_name(path)
+        except AttnvizInputError as exc:
+            logging.getLogger("attnviz").warning("ATTNVIZ_MODELS: %s left out: %s", path,
+                                                 exc.render("en"))
+            continue
+        name, n = _slug(shown), 2
+        while name in taken:
+            name, n = f"{_slug(shown)}-{n}", n + 1
+        taken.add(name)
+        entries.append(ModelEntry(name, shown, causal=True, lm_head=True,
+                                  loader=partial(_load_file, path), config=read_config,
+                                  install="", file=path))
+    return tuple(entries)
+
+
+def _load_file(path: Path, **options):
+    return decoder.DecoderModel.load(path, **options)
+
+
+BUILT_IN_ENTRIES = ENTRIES
+ENTRIES = BUILT_IN_ENTRIES + local_entries()      # read once, when the server starts
 NAMES = tuple(e.name for e in ENTRIES)      # the sidebar's choices, in order; the first is the
 DEFAULT = ENTRIES[0].name                   # default
 _BY_NAME = {e.name: e for e in ENTRIES}

@@ -23,6 +23,7 @@ from attnviz.app.shared.text import code, literal, token_line
 from attnviz.app.shared.decoder_view import head_reads
 from attnviz.app import keys
 from attnviz.app.shared import model_loading, scales, state, widgets
+from attnviz.app.shared.model_words import entry_text
 
 # the model view's maps, at most this many pixels a side, halved until the figure fits its
 # budget (270 maps: a long text's would not fit at 128)
@@ -33,7 +34,7 @@ MODEL_VIEW_MAX_BYTES = budget.PAGE_MAX_BYTES - budget.SMALL_CHARTS_BYTES
 def render(entry: ModelEntry, tabs: list[str]) -> None:
     """The page's body below its title for the model of `entry`; `tabs` the views' message
     ids, in order."""
-    st.caption(t(f"pretrained.caption.{entry.name}"))
+    st.caption(entry_text("pretrained.caption", entry))
     run = load(entry)
     model = model_loading.decoder(entry)
     if run.truncated:
@@ -136,7 +137,8 @@ def readable_tokens(run: DecoderRun) -> list[str]:
 def token_list(run: DecoderRun) -> None:
     """The tokens in one row, a character split over byte tokens as one, and what they are."""
     st.markdown(token_line(readable_tokens(run)))
-    st.caption(t("decoder.bytes_note"))
+    sentencepiece = run.config.tokenizer == "llama"               # Gemma's: ▁ for a space
+    st.caption(t("decoder.pieces_note" if sentencepiece else "decoder.bytes_note"))
     if run.spans:
         spans = t("decoder.span_list_separator").join(
             t("decoder.span", char=code(span.text), first=span.first, last=span.last)

@@ -13,6 +13,7 @@ from attnviz.app.shared.text import literal
 from attnviz.app import keys
 from attnviz.app.pretrained import decoder_page, pretrained_view
 from attnviz.app.shared import scales, state, widgets
+from attnviz.app.shared.model_words import entry_text
 
 # the page's three views (tabs, only the open one drawn), by message id: one heatmap first,
 # it shows soonest
@@ -27,7 +28,7 @@ def render() -> None:
     if entry.causal:                     # a causal model's tokens, mask and K/V heads
         decoder_page.render(entry, TABS)
         return
-    st.caption(t(f"pretrained.caption.{entry.name}"))
+    st.caption(entry_text("pretrained.caption", entry))
 
     run = pretrained_view.load()
     if run.notice:

@@ -10,6 +10,8 @@ from attnviz.app import keys
 from attnviz.app.reading import reading_view
 from attnviz.app.shared import state
 from attnviz.i18n import t
+from attnviz.app.shared.model_words import entry_text
+from attnviz.models import registry
 
 
 def render() -> None:
@@ -17,7 +19,7 @@ def render() -> None:
     state.init()
     model = reading_view.model_name()
     st.title(t("nav.reading"))
-    st.caption(t(f"reading.caption.{model}"))
+    st.caption(entry_text("reading.caption", registry.get(model)))
 
     run = reading_view.load()
     reading_view.token_list(run)

@@ -9,11 +9,12 @@ from attnviz.i18n import t
 from attnviz.session.settings import layer_bounds
 from attnviz.models import registry
 from attnviz.app import keys
+from attnviz.app.shared.model_words import entry_text
 from attnviz.app.sidebar.sizes import is_whole
 
 
 def model_name(model: str) -> str:
-    return t(f"sidebar.model_choice.option.{model}")
+    return entry_text("sidebar.model_choice.option", registry.get(model))
 
 
 def _clamp_layer() -> None:
