@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from attnviz.core.cache import per_process
 from attnviz.core.errors import AttnvizInputError
-from attnviz.models.training import default_workers
+from attnviz.models.training import WorkerThreads, default_workers
 
 __all__ = ["HeavyJob", "HeavyQueue", "WORKERS_VARIABLE", "default_queue"]
 
@@ -85,8 +85,7 @@ class HeavyQueue:
     def __init__(self, workers: int | None = None, *, check_every: float = CHECK_EVERY,
                  max_partials: int = MAX_PARTIALS):
         self.workers = default_workers(WORKERS_VARIABLE) if workers is None else workers
-        if self.workers < 1:
-            raise AttnvizInputError("error.training.no_worker", workers=self.workers)
+        self._threads = WorkerThreads(self.workers, self._loop, "attnviz-heavy")
         self.check_every, self.max_partials = check_every, max_partials
         self.started = 0                    # jobs a worker began computing (a counter)
         self._jobs: dict[Hashable, HeavyJob] = {}          # queued or computing, by key
@@ -95,7 +94,6 @@ class HeavyQueue:
         self._partials: OrderedDict[Hashable, object] = OrderedDict()
         self._cond = threading.Condition()
         self._count = itertools.count(1)
-        self._threads: list[threading.Thread] = []
         self._closed = False
 
     # ---- for the page -------------------------------------------------------------------------
@@ -112,7 +110,7 @@ class HeavyQueue:
                 job = HeavyJob(key, work, total=total, done=done, number=next(self._count))
                 self._jobs[key] = job
                 self._queue.append(job)
-                self._start_workers()
+                self._threads.start()
                 self._cond.notify()
                 log.info("job %d queued (%d units): place %d", job.number, total,
                          len(self._queue))
@@ -173,14 +171,6 @@ class HeavyQueue:
             return True
 
     # ---- the workers --------------------------------------------------------------------------
-    def _start_workers(self) -> None:
-        """Start the worker threads on first use (under self._cond)."""
-        while len(self._threads) < self.workers:
-            thread = threading.Thread(target=self._loop, daemon=True,
-                                      name=f"attnviz-heavy-{len(self._threads) + 1}")
-            self._threads.append(thread)
-            thread.start()
-
     def close(self, timeout: float = 10) -> None:
         """Stop every job and wait up to `timeout` s for the workers to end."""
         with self._cond:
@@ -190,9 +180,7 @@ class HeavyQueue:
         for job in jobs:
             for learner in list(job.learners):
                 self.leave(job, learner)
-        deadline = time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads.join(timeout)
 
     def _forget(self, job: HeavyJob) -> None:
         """`job` is no longer the one computing its key (under self._cond)."""

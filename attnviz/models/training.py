@@ -57,6 +57,32 @@ def default_workers(variable: str = WORKERS_VARIABLE) -> int:
     return int(raw)
 
 
+class WorkerThreads:
+    """A pool's worker threads (the training pool's trainers, the heavy queue's workers): each
+    runs `target`, started on first use, up to `count` of them named prefix-1, prefix-2 …, and
+    joined within one deadline when the pool closes."""
+
+    def __init__(self, count: int, target, prefix: str):
+        if count < 1:
+            raise AttnvizInputError("error.training.no_worker", workers=count)
+        self.count, self._target, self._prefix = count, target, prefix
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        """Start the threads not started yet (the caller holds its pool's lock)."""
+        while len(self._threads) < self.count:
+            thread = threading.Thread(target=self._target, daemon=True,
+                                      name=f"{self._prefix}-{len(self._threads) + 1}")
+            self._threads.append(thread)
+            thread.start()
+
+    def join(self, timeout: float) -> None:
+        """Wait up to `timeout` s in all for every thread to end."""
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
 @dataclass(eq=False)
 class TrainingJob:
     """One learner's run: queued, then trained by a trainer; the page reads it, the trainer
@@ -100,14 +126,12 @@ class TrainingPool:
     def __init__(self, workers: int | None = None, *, max_work: float = toy_plan.MAX_WORK,
                  check_every: float = CHECK_EVERY):
         self.workers = default_workers() if workers is None else workers
-        if self.workers < 1:
-            raise AttnvizInputError("error.training.no_worker", workers=self.workers)
+        self._threads = WorkerThreads(self.workers, self._work, "attnviz-trainer")
         self.max_work, self.check_every = max_work, check_every
         self._queue: deque[TrainingJob] = deque()
         self._training: list[TrainingJob] = []
         self._cond = threading.Condition()
         self._count = itertools.count(1)
-        self._threads: list[threading.Thread] = []
         self._closed = False
 
     # ---- for the page -------------------------------------------------------------------------
@@ -120,7 +144,7 @@ class TrainingPool:
                 raise AttnvizInputError("error.training.shutting_down")
             job = TrainingJob(config, alive=alive or (lambda: True), number=next(self._count))
             self._queue.append(job)
-            self._start_workers()
+            self._threads.start()
             self._cond.notify()
         log.info("run %d queued (%s, %d steps): place %d", job.number, config.task,
                  config.steps, self.place(job))
@@ -162,14 +186,6 @@ class TrainingPool:
             return len(self._training), len(self._queue)
 
     # ---- the trainers -------------------------------------------------------------------------
-    def _start_workers(self) -> None:
-        """Start the trainer threads on first use (under self._cond)."""
-        while len(self._threads) < self.workers:
-            thread = threading.Thread(target=self._work, daemon=True,
-                                      name=f"attnviz-trainer-{len(self._threads) + 1}")
-            self._threads.append(thread)
-            thread.start()
-
     def close(self, timeout: float = 10) -> None:
         """Stop every run (queued ones leave the queue, running ones end after their step)
         and wait up to `timeout` s for the trainers to end: a trainer thread still inside
@@ -182,9 +198,7 @@ class TrainingPool:
             self.cancel(job)
         for job in running:
             job.stop.set()
-        deadline = time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads.join(timeout)
 
     def _next(self) -> TrainingJob | None:
         with self._cond:
