@@ -162,6 +162,31 @@ def shows(elements, msg_id: str, /, **known) -> bool:
     return any(pattern.search(plain(e)) for e in elements)
 
 
+def title_text(fig: dict) -> str:
+    """A figure's title as its reader reads it: HTML entities unescaped, the line breaks
+    attnviz.plot.text_layout.wrap_title put at a space (or after a CJK comma) taken out."""
+    import html
+
+    title = fig["layout"].get("title") or {}
+    return html.unescape(title.get("text", "") if isinstance(title, dict) else str(title))
+
+
+def titled(at: AppTest, msg_id: str, /, **known) -> dict:
+    """The page's chart whose title shows the message `msg_id` (the parameters in `known` as
+    it renders them, any other any text: message_helpers.message_pattern): a chart found by
+    what its title says, not by its English wording."""
+    from tests.message_helpers import message_pattern
+
+    pattern = message_pattern(msg_id, **known)
+    titles = []
+    for fig in charts(at):
+        title = title_text(fig)
+        titles.append(title)
+        if any(pattern.search(title.replace("<br>", joint)) for joint in (" ", "")):
+            return fig
+    raise AssertionError(f"no chart titled {msg_id} {known}; the titles are {titles}")
+
+
 def shown_tokens(at: AppTest) -> list[str]:
     """The tokens of the page's token line (Markdown code spans, ui/text.token_line)."""
     line = next(m.value for m in at.markdown if m.value.lstrip("\u2068").startswith("`"))
