@@ -172,19 +172,23 @@ def title_text(fig: dict) -> str:
 
 
 def titled(at: AppTest, msg_id: str, /, **known) -> dict:
-    """The page's chart whose title shows the message `msg_id` (the parameters in `known` as
-    it renders them, any other any text: message_helpers.message_pattern): a chart found by
-    what its title says, not by its English wording."""
+    """The page's chart whose title is the message `msg_id` (the parameters in `known` as it
+    renders them, any other any text: message_helpers.message_pattern): a chart found by what
+    its title says, not by its English wording."""
+    found = charts_titled(at, msg_id, **known)
+    assert found, (f"no chart titled {msg_id} {known}; the titles are "
+                   f"{[title_text(fig) for fig in charts(at)]}")
+    return found[0]
+
+
+def charts_titled(at: AppTest, msg_id: str, /, **known) -> list[dict]:
+    """Every chart of the page whose title shows the message `msg_id` (see :func:`titled`)."""
     from tests.message_helpers import message_pattern
 
     pattern = message_pattern(msg_id, **known)
-    titles = []
-    for fig in charts(at):
-        title = title_text(fig)
-        titles.append(title)
-        if any(pattern.search(title.replace("<br>", joint)) for joint in (" ", "")):
-            return fig
-    raise AssertionError(f"no chart titled {msg_id} {known}; the titles are {titles}")
+    return [fig for fig in charts(at)
+            if any(pattern.fullmatch(title_text(fig).replace("<br>", joint))
+                   for joint in (" ", ""))]
 
 
 def shown_tokens(at: AppTest) -> list[str]:
