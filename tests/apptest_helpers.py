@@ -101,6 +101,14 @@ def charts(at: AppTest) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
+def charts_keyed(at: AppTest, key) -> list[dict]:
+    """Every plotly chart whose widget key is `key` (a string), or of the family `key` (an
+    attnviz.app.keys.Family: ``keys.DELTA_MAP``), as its figure dict: a chart found by what
+    it is, not by its title's words."""
+    owns = key.owns if hasattr(key, "owns") else key.__eq__
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.key and owns(c.key)]
+
+
 def click_points(at: AppTest, key: str, points: list[dict]) -> AppTest:
     """Run the page as after a click on the points of the plotly chart `key` (drawn with
     on_select): the selection the browser sends (Streamlit's PlotlyChart sends each plotly
@@ -145,6 +153,15 @@ def button(at: AppTest, label: str):
     found = [b for b in at.button if b.label == label]
     assert found, f"no button {label!r}; the buttons are {[b.label for b in at.button]}"
     return found[0]
+
+
+def apply_paste(at: AppTest) -> AppTest:
+    """Press the editor's Apply button (keys.APPLY: the pasted matrix applied) and run."""
+    from attnviz.app import keys
+
+    found = [b for b in at.button if b.key and keys.APPLY.owns(b.key)]
+    assert found, f"no Apply button; the buttons are {[b.key for b in at.button]}"
+    return found[0].click().run()
 
 
 def plain(element) -> str:

@@ -12,8 +12,8 @@ from attnviz.session.edits import Edit
 from attnviz.session.build import build_view
 from attnviz.session.settings import Settings, weights_signature
 from attnviz.app import links
-from tests.apptest_helpers import (TIMEOUT, charts, heatmap_z, no_exceptions, open_page, plain,
-                                   shared_components, shown_tokens, shows)
+from tests.apptest_helpers import (TIMEOUT, apply_paste, charts, heatmap_z, no_exceptions,
+                                   open_page, plain, shared_components, shown_tokens, shows)
 
 BUDGET = 3_000_000          # bytes of figures a page sends (SPEC), counted as UTF-8
 
@@ -214,7 +214,7 @@ def test_a_weight_pasted_with_decimal_commas_is_applied_and_said():
     at = open_page("pages/inputs.py", d_model=4, num_heads=2, matrix="w_q", edit_head=1)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q_1"))
     area.input("1,5;-2\n0,25;3\n4;5\n6;7,75").run()
-    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    apply_paste(at)
     no_exceptions(at)
     assert shows(at.info, "notice.matrix.decimal_comma", row=1, col=1, cell="1,5", dotted="1.5"), \
         [plain(i) for i in at.info]

@@ -12,8 +12,8 @@ from attnviz.i18n import t
 from attnviz.app import keys
 from attnviz.app.toy_view import EDITED_ROW as EDITED_ID
 from attnviz.i18n import render
-from tests.apptest_helpers import (PAGES, button, charts, decode, heatmap_z, no_exceptions,
-                                   open_page, plain, shows)
+from tests.apptest_helpers import (PAGES, apply_paste, button, charts, decode, heatmap_z,
+                                   no_exceptions, open_page, plain, shows)
 from tests.lazy import LazyModule
 
 toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
@@ -68,7 +68,7 @@ def test_an_edited_w_o_changes_the_answer_as_the_model_computes_it(run):
                                               # learn the pattern: one alone changes nothing)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_o"))
     area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_o)).run()
-    button(at, "Apply pasted matrix").click().run()
+    apply_paste(at)
     no_exceptions(at)
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), w_o)
     edited = run.predict(seq, params={0: run.params(0).replace(w_o=w_o)})
@@ -132,7 +132,7 @@ def test_the_link_of_a_toy_view_has_no_edits(run):
     at = open_page("pages/inputs.py", **toy_state(run), matrix="b_o")
     area = next(a for a in at.text_area if a.key.startswith("paste_text_b_o"))
     area.input(" ".join(["0"] * 32)).run()
-    button(at, "Apply pasted matrix").click().run()      # the sidebar writes the link
+    apply_paste(at)      # the sidebar writes the link
     no_exceptions(at)
     assert [k for k, v in at.session_state["edits"].items() if v] == [
         k for k in at.session_state["edits"] if k.startswith("toy:")]      # the edit is kept
