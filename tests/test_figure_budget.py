@@ -8,6 +8,7 @@ import pytest
 import attnviz
 from attnviz.session.settings import Settings
 from attnviz.app.baseline import Pin
+from attnviz.i18n import t
 from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
@@ -23,7 +24,8 @@ HEADS = dict(TOY, d_model=64, num_heads=16)         # the most facets
 MODEL = dict(sentence=TEXT, max_tokens=512)
 PIN = Pin(Settings(sentence=WORDS, max_tokens=512, d_model=1024, num_heads=1, seed=1), {})
 
-# (id, page, seeded state); each page is opened as the session's first run (open_page)
+# (id, page, seeded state); each page is opened as the session's first run (open_page); a tab
+# is seeded by its label, t(its id)
 CASES = [
     ("home-16-heads", "pages/home.py", HEADS),
     ("home-d1024", "pages/home.py", WIDE),
@@ -39,29 +41,29 @@ CASES = [
     ("steps-output-baseline", "pages/steps.py", dict(WIDE, step="output", baseline=PIN)),
     ("steps-pretrained", "pages/steps.py",
      dict(MODEL, mode="Pretrained model", step="weights", vector_view=True)),
-    *[(f"multihead-{name}", "pages/multihead.py", dict(WIDE, mh_section=s))
-      for name, s in (("z", "Each head's Z"), ("concat", "Concatenation"),
-                      ("w_o", "W_O and output"))],
-    ("multihead-16-heads", "pages/multihead.py", dict(HEADS, mh_section="W_O and output")),
+    *[(f"multihead-{name}", "pages/multihead.py", dict(WIDE, mh_section=t(f"multihead.tab.{s}")))
+      for name, s in (("z", "z"), ("concat", "concat"), ("w_o", "output"))],
+    ("multihead-16-heads", "pages/multihead.py",
+     dict(HEADS, mh_section=t("multihead.tab.output"))),
     ("multihead-second-sentence", "pages/multihead.py",
-     dict(WIDE, mh_section="Second sentence", mh_compare=WORDS + " x")),
-    *[(f"experiments-{name}", "pages/experiments.py", dict(WIDE, experiment=tab, **extra))
-      for name, tab, extra in (
-          ("scaling", "√d_k scaling", {}),
-          ("tied", "Tied vs separate Q/K", {"exp_tied_source": "your input X"}),
-          ("raw", "Raw softmax(XXᵀ)X", {"exp_raw_source": "your input X"}),
-          ("order", "Word order & positions", {}), ("masks", "Masks & padding", {}),
-          ("cross", "Cross-attention", {"exp_cross_text": WORDS}),
-          ("bug", "Bug: scale after softmax", {}))],
-    ("pretrained-one-head", "pages/pretrained.py", dict(MODEL, pt_view="One head")),
+     dict(WIDE, mh_section=t("multihead.tab.second"), mh_compare=WORDS + " x")),
+    *[(f"experiments-{name}", "pages/experiments.py",
+       dict(WIDE, experiment=t(f"experiments.tab.{name}"), **extra))
+      for name, extra in (                      # (the sources' values: "tutorial", YOUR_X)
+          ("scaling", {}), ("tied", {"exp_tied_source": "your input X"}),
+          ("raw", {"exp_raw_source": "your input X"}), ("order", {}), ("masks", {}),
+          ("cross", {"exp_cross_text": WORDS}), ("bug", {}))],
+    ("pretrained-one-head", "pages/pretrained.py",
+     dict(MODEL, pt_view=t("pretrained.tab.one_head"))),
     ("pretrained-second-sentence", "pages/pretrained.py",
-     dict(MODEL, pt_view="One head", pt_compare=TEXT.replace("animal", "dog"))),
+     dict(MODEL, pt_view=t("pretrained.tab.one_head"), pt_compare=TEXT.replace("animal", "dog"))),
     ("pretrained-model-view", "pages/pretrained.py",
-     dict(MODEL, pt_view="Model view: every layer and head")),
+     dict(MODEL, pt_view=t("pretrained.tab.model_view"))),
     ("pretrained-head-view", "pages/pretrained.py",
-     dict(MODEL, pt_view="Head view: one layer, every head")),
-    *[(f"reading-{tab}", "pages/reading.py", dict(MODEL, rd_view=tab))
-      for tab in ("Rollout", "Value-weighted", "Head statistics", "Ablation")],
+     dict(MODEL, pt_view=t("pretrained.tab.head_view"))),
+    *[(f"reading-{t(tab)}", "pages/reading.py", dict(MODEL, rd_view=t(tab)))
+      for tab in ("reading.tab.rollout", "reading.tab.value", "reading.tab.stats",
+                  "reading.tab.ablation")],
 ]
 
 
@@ -89,7 +91,8 @@ def test_every_page_at_the_largest_inputs_stays_within_the_figure_budget(page, s
 def test_the_pretrained_head_at_512_tokens_is_sent_whole_on_the_row_scale():
     """Within the budget without pooling the page's main map: every weight, exactly."""
     weights = attnviz.PretrainedModel.load().run(TEXT, max_tokens=512).attentions[0, 0]
-    at = open_page("pages/pretrained.py", **MODEL, pt_view="One head", pt_layer=0, pt_head=0,
+    at = open_page("pages/pretrained.py", **MODEL, pt_view=t("pretrained.tab.one_head"),
+                   pt_layer=0, pt_head=0,
                    weight_scale="row", weight_scale_chosen=True)
     no_exceptions(at)
     fig = charts(at)[0]
