@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attnviz.i18n import t
 from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_page, shows
 
 TEXT = "The animal didn't cross the street because it was too tired"
@@ -155,7 +156,7 @@ def test_the_head_view_brings_back_its_layer_heads_and_highlighted_token(model, 
 
 def test_every_token_stays_every_token_through_a_link():
     at = open_page("pages/pretrained.py", params={"lang": "en"}, sentence=TEXT,
-                   pt_view="Head view: one layer, every head", pt_hv_layer=1)
+                   pt_view=t("pretrained.tab.head_view"), pt_hv_layer=1)
     again = reopened(at, "pages/pretrained.py")
     assert again.session_state["pt_hv_token"] == at.session_state["pt_hv_token"]
     assert not again.warning                 # no "clamped" notice about it

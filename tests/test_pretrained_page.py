@@ -89,8 +89,8 @@ def test_chinese_text_shows_its_unknown_characters(minilm):
     no_exceptions(at)
     tokens = minilm.tokenize("早上好，今天天气很好")
     assert shown_tokens(at) == tokens
-    captions = " ".join(c.value for c in at.caption)
-    assert f"{tokens.count('[UNK]')} of these {len(tokens)} tokens are [UNK]" in captions
+    assert shows(at.caption, "pretrained.unknown", unknown=tokens.count("[UNK]"),
+                 count=len(tokens))
     # the parsed figure's labels, not its JSON text: plotly may write 天 as \u5929 (issue 18.21)
     heat = head_heatmap(open_page(PAGE, sentence="早上好，今天天气很好", pt_view=ONE_HEAD))
     assert any("天" in label for label in heat["data"][0]["x"] + heat["data"][0]["y"])
