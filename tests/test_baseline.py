@@ -12,6 +12,7 @@ from attnviz.session.settings import Settings
 from attnviz.i18n import t
 from tests.apptest_helpers import (apply_paste, charts, charts_keyed, decode, heatmap_z,
                                    no_exceptions, open_page, plain, reachable, shows)
+from tools import streamlit_compat
 
 TOKENS = ["Thinking", "Machines", "think"]
 SMALL = dict(sentence=" ".join(TOKENS), d_model=4, num_heads=2)
@@ -90,7 +91,7 @@ def test_the_change_of_the_scores_is_the_difference_of_two_independent_traces():
                what=t("baseline.what.sentence", text=" ".join(TOKENS)))
     assert shows(at.info, "baseline.without_edits", what=pinned), "pinned before the edit"
 
-    state = at.session_state._state.filtered_state                  # every key, widgets too
+    state = streamlit_compat.session_state_items(at)                # every key, widgets too
     assert keys.BASELINE in state and len(state) > 20
     kept = [(k, o) for k, value in state.items() for o in reachable(value)
             if isinstance(o, attnviz.AttentionTrace)]

@@ -10,6 +10,7 @@ import attnviz
 from attnviz.i18n import t
 from tests.apptest_helpers import open_page, reachable, record_downloads
 from tests.message_helpers import raises_message
+from tools import streamlit_compat
 
 SENTENCE = "Tom's <b>cat</b> sat"
 
@@ -92,7 +93,7 @@ def test_a_session_keeps_no_trace_after_its_run(page, state):
 
     at = open_page(page, sentence="a session that keeps nothing big", **state)
     assert not at.exception
-    kept = [type(o).__name__ for o in reachable(at.session_state._state)   # widgets' metadata
+    kept = [type(o).__name__ for o in reachable(streamlit_compat.session_store(at))   # widgets' metadata
             if isinstance(o, (attnviz.AttentionTrace, PretrainedTrace))]   # included
     assert kept == []
 

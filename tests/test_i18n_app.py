@@ -20,6 +20,7 @@ from attnviz.app import pretrained_view
 from tests.apptest_helpers import (Runs, charts, check_all, no_exceptions, open_page,
                                    shown_tokens)
 from tests.i18n_walker import CJK, Shown, chinese_outside, english_sentences, visible_texts
+from tools import streamlit_compat
 
 CONVERTED_PAGES = [
     "pages/home.py",
@@ -47,7 +48,7 @@ def runs():
 
 
 def nav_titles(at: AppTest) -> list[str]:
-    return [info["page_name"] for info in at._registered_pages.values()]
+    return streamlit_compat.navigation_titles(at)
 
 
 def language_switch(at: AppTest):

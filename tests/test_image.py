@@ -38,12 +38,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.proto.NewSession_pb2 import Config
 
 from tests import image_helpers as ih
 from tests.browser_helpers import first_heatmap, wait_for_app
 from tests.deploy_helpers import assert_metrics_blocked, assert_security_headers, haproxy
 from tests.stream_client import CHARTS, TITLES
+from tools import streamlit_compat
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -217,7 +217,7 @@ def test_every_page_serves_with_no_network_but_the_loopback(offline):
             model = "SmolLM2-135M-Instruct" if "smollm2" in page else "all-MiniLM-L6-v2"
             assert any(model in text for text in seen["texts"]), (page, seen["texts"][:3])
         assert seen["config"] == {"gather_usage_stats": False,
-                                  "toolbar_mode": Config.ToolbarMode.Value("MINIMAL")}
+                                  "toolbar_mode": streamlit_compat.toolbar_mode("MINIMAL")}
 
 
 def test_the_server_runs_unprivileged_and_cannot_write_the_model_cache(offline):
