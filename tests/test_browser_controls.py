@@ -3,6 +3,7 @@ Under CI=true these never skip."""
 
 import pytest
 
+from attnviz.i18n import t
 from tests.browser_helpers import a_run, alerts, exceptions, page_at, wait_for_app
 
 pytestmark = pytest.mark.browser
@@ -21,7 +22,7 @@ def number_input(page, label: str):
 
 def test_plus_on_d_model_moves_16_to_20_with_4_heads_and_the_heatmaps_are_drawn(browser,
                                                                                    app_url):
-    with page_at(browser, app_url, "Self-attention, one step at a time") as page:
+    with page_at(browser, app_url, t("home.title")) as page:
         box = number_input(page, "d_model")
         assert box.locator("input").input_value() == "16"
         with a_run(page):

@@ -13,6 +13,7 @@ import re
 import pytest
 
 from attnviz import i18n
+from attnviz.i18n import t
 from tests.browser_helpers import (ROOT, VIEWPORT, exceptions, streamlit_server,
                                    wait_for_app)
 
@@ -22,7 +23,7 @@ SHOWN_WITHIN_MS = 8_000      # the title and the bar: at once, not after the loa
 PAGES = [("/pretrained?model=smollm2", "Pretrained model"),
          ("/reading?model=smollm2", "Read the model"),
          ("/trace?model=smollm2", "Trace the answer"),
-         ("/generate", "Generate, one token at a time")]
+         ("/generate", t("generate.title"))]
 
 
 @pytest.fixture

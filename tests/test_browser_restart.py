@@ -5,6 +5,7 @@ a sub-page alone first; neither may lose the click."""
 
 import pytest
 
+from attnviz.i18n import t
 from tests.browser_helpers import (a_run, connections_lost, free_port, running_app,
                                    wait_for_app, wait_for_layout, wait_for_reconnect)
 
@@ -75,9 +76,9 @@ def test_edits_too_large_for_the_link_are_never_lost_silently(browser, tmp_path)
             page.goto(f"{url}/inputs?d_model=64")
             wait_for_app(page)
             page.get_by_text("Paste or upload X").click()
-            page.get_by_label("Matrix text (rows on lines; commas, spaces or tabs; or JSON)", exact=True) \
+            page.get_by_label(t("edit.paste.text"), exact=True) \
                 .fill(_matrix_text(x))
-            page.get_by_role("button", name="Apply pasted matrix").click()
+            page.get_by_role("button", name=t("edit.paste.apply")).click()
             warning = page.get_by_text("Your edits of X are too large for the page's link")
             warning.first.wait_for(timeout=30_000)
             assert "reloading the page, closing the tab or a server restart loses them" in \
@@ -100,7 +101,7 @@ def test_edits_too_large_for_the_link_are_never_lost_silently(browser, tmp_path)
             wait_for_app(page)
             assert not np.array_equal(np.array(first_heatmap(page)["z"]), shown)   # generated
             uploader = page.locator('[data-testid="stFileUploader"]').filter(
-                has_text="Load edits from an attnviz .npz")
+                has_text=t("link.restore.label"))
             uploader.locator('input[type="file"]').set_input_files(str(npz))
             page.get_by_text("your edits of X are back").first.wait_for(timeout=60_000)
             wait_for_app(page)

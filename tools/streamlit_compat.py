@@ -3,9 +3,9 @@ place: what AppTest and Streamlit's public API (``st.*``, ``streamlit.testing.v1
 documented options) do not offer. Each function names what it reads and why no public API does;
 ``tests/test_streamlit_compat.py`` holds a test per use, so a Streamlit upgrade that changes one
 fails there, by name, not as a puzzling failure in a page's test or a benchmark. No other
-module of tests/, benchmarks/ or tools/ imports from ``streamlit.proto``, ``streamlit.runtime``
-or ``streamlit.components``, or reads an AppTest's underscored attributes
-(tests/test_architecture.py).
+module of tests/, benchmarks/ or tools/ imports a ``streamlit.`` submodule but the public
+``streamlit.testing.v1``, or reads an AppTest's underscored attributes
+(tests/test_architecture.py; the compat tests themselves excepted).
 
 It lives in tools/, beside the drivers that need it (the websocket client, the AppTest opener),
 because benchmarks/ import those and may import nothing from tests/. The app's own uses of
