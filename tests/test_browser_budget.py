@@ -120,7 +120,7 @@ def test_a_pooled_map_hovers_the_true_largest_weight_of_its_block(browser, app_u
     pooled; a cell's hover names its block and shows the largest weight in it."""
     raw = run.attentions[0].mean(axis=0)                          # layer 0, heads averaged
     chart = titled("Layer 0, heads averaged")
-    with page_at(browser, f"{app_url}/reading?{QUERY}", "Read the model") as page:
+    with page_at(browser, f"{app_url}/reading?{QUERY}", t("nav.reading")) as page:
         page.wait_for_function(f"() => ({chart})()", timeout=60_000)
         assert not exceptions(page)
         page.evaluate(f"() => ({chart})().scrollIntoView({{block: 'center'}})")

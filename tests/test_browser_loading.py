@@ -20,9 +20,9 @@ from tests.browser_helpers import (ROOT, VIEWPORT, exceptions, streamlit_server,
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SHOWN_WITHIN_MS = 8_000      # the title and the bar: at once, not after the load
-PAGES = [("/pretrained?model=smollm2", "Pretrained model"),
-         ("/reading?model=smollm2", "Read the model"),
-         ("/trace?model=smollm2", "Trace the answer"),
+PAGES = [("/pretrained?model=smollm2", t("pretrained.title")),
+         ("/reading?model=smollm2", t("nav.reading")),
+         ("/trace?model=smollm2", t("nav.trace")),
          ("/generate", t("generate.title"))]
 
 

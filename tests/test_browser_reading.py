@@ -16,14 +16,14 @@ CHART_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot
 @pytest.fixture
 def page(browser, app_url):
     """The page at /reading, opened directly."""
-    with page_at(browser, f"{app_url}/reading", "Read the model") as pg:
+    with page_at(browser, f"{app_url}/reading", t("nav.reading")) as pg:
         yield pg
 
 
 @pytest.fixture(scope="module")
 def shared(browser, app_url):
     """One tab at /reading for the tests that only open its tabs and read them."""
-    with page_at(browser, f"{app_url}/reading", "Read the model") as pg:
+    with page_at(browser, f"{app_url}/reading", t("nav.reading")) as pg:
         yield pg
 
 
@@ -33,8 +33,10 @@ def metric_value(page, label: str) -> str:
 
 
 @pytest.mark.parametrize("tab, title", [
-    (t("reading.tab.rollout"), "Rollout after layer 0"), (t("reading.tab.value"), "Layer 0, head 0: ‖α f(x)‖"),
-    (t("reading.tab.stats"), t("reading.stats.entropy")), (t("reading.tab.ablation"), "Heads in use")])
+    (t("reading.tab.rollout"), t("reading.rollout.title", layer=0)),
+    (t("reading.tab.value"), t("reading.value.norms_title", layer=0, head=0)),
+    (t("reading.tab.stats"), t("reading.stats.entropy")),
+    (t("reading.tab.ablation"), t("reading.ablation.map.title"))])
 def test_each_tab_draws_its_chart(shared, tab, title):
     open_tab(shared, tab)
     shared.wait_for_function(
