@@ -10,7 +10,7 @@ bytes of plotly JSON the page sends are printed. Budgets (SPEC.md): ≤ 0.5 s fo
 
 --largest: the figure bytes of every page and tab at the largest inputs the app allows (512
 tokens, d_model 1024, 16 heads, the pretrained model's 512 tokens, a pinned baseline, the
-second sentences), on each colour scale: the cases of tests/test_figure_budget.py.
+second sentences), on each colour scale: the cases of tools/largest_pages.py (the figure budget's).
 """
 
 from __future__ import annotations
@@ -64,15 +64,15 @@ def sent_bytes(at) -> int:
 
 def largest() -> None:
     """Every case of the figure budget test, on each colour scale: MB sent (10⁶ bytes)."""
-    from tests.apptest_helpers import open_page, page_alone
-    from tests.test_figure_budget import CASES, SCALES
+    from tools.apptest import open_page
+    from tools.largest_pages import CASES, SCALES
 
     print(f"{'page, tab and input':<28} " + " ".join(f"{s:>7}" for s in SCALES) + "   MB")
-    for name, page, state, alone in CASES:
+    for name, page, state in CASES:
         sizes = []
         for scale in SCALES:
             seeded = dict(state, weight_scale=scale, weight_scale_chosen=True)
-            at = page_alone(page, **seeded) if alone else open_page(page, **seeded)
+            at = open_page(page, **seeded)
             assert not at.exception, [e.value for e in at.exception]
             sizes.append(sent_bytes(at))
         flag = "  OVER" if max(sizes) > BUDGET_BYTES else ""

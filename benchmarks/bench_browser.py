@@ -31,8 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser_helpers import (CHROMIUM_ARGS, DECODE_Z_JS, chromium_path,  # noqa: E402
-                                   editor_cells, running_app, type_into_cell, wait_for_app)
+from tools.browser import (CHROMIUM_ARGS, DECODE_Z_JS, chromium_path,  # noqa: E402
+                           editor_cells, type_into_cell, wait_for_app)
+from tools.server import running_app  # noqa: E402
 
 PAGES = ("home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading")
 BUDGET_S = 3.0

@@ -25,9 +25,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
 
 import bench_load as bl  # noqa: E402
-from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
+from tools import streamlit_compat  # noqa: E402
 
 HEAVY = "&max_tokens=512&d_model=256&num_heads=8"
 
@@ -49,7 +50,7 @@ async def full_view(s: bl.Session, page: str) -> None:
 async def dropped_view(s: bl.Session, page: str) -> None:
     """Ask for the page, wait for the server's first answer (the run has started), leave."""
     await s.open(proxy=False)
-    msg = BackMsg()
+    msg = streamlit_compat.back_msg()
     msg.rerun_script.query_string = s.query
     msg.rerun_script.page_name = page
     await s.ws.send(msg.SerializeToString())

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_load import Server  # noqa: E402
-from tests import streamlit_client  # noqa: E402
-from tests.streamlit_client import Client, cpu_seconds  # noqa: E402
+from tools import streamlit_client  # noqa: E402
+from tools.streamlit_client import Client, cpu_seconds  # noqa: E402
 
 BUDGET = 1.0                                   # s of server CPU per opening (issue 34)
 

@@ -73,16 +73,13 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-from streamlit.proto.WidgetStates_pb2 import WidgetState
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser_helpers import free_port, stop_process, wait_healthy  # noqa: E402
+from tools import streamlit_compat  # noqa: E402
+from tools.server import free_port, stop_process, wait_healthy  # noqa: E402
 # the protocol's pieces and the server's CPU and memory, shared with the tests
-from tests.streamlit_client import (CLK_TCK, FINISHED_OK, FRAGMENT_OK, connect,  # noqa: E402
+from tools.streamlit_client import (CLK_TCK, FINISHED_OK, FRAGMENT_OK, connect,  # noqa: E402
                                     cpu_seconds, rss_mb)
 
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
@@ -96,7 +93,7 @@ LEAVER_STEPS = 1000            # --leave: the largest run the page allows (the w
 WORD = re.compile(r"[a-z]+")
 
 
-# ---- the machine's CPU; the server's RSS over a run (its CPU: tests/streamlit_client) ----
+# ---- the machine's CPU; the server's RSS over a run (its CPU: tools/streamlit_client) ----
 
 def machine_busy_seconds() -> float:
     """CPU seconds all processes of the machine spent busy (/proc/stat: all but idle, iowait)."""
@@ -424,7 +421,7 @@ class Session:
             self.ws = None
 
     async def view(self, page: str) -> View:
-        msg = BackMsg()
+        msg = streamlit_compat.back_msg()
         rerun = msg.rerun_script
         if page in self.pages:                       # a click in the navigation
             rerun.page_script_hash = self.pages[page]
@@ -439,8 +436,7 @@ class Session:
         while finished is None:
             raw = await asyncio.wait_for(self.ws.recv(), self.timeout)
             size += len(raw)
-            fwd = ForwardMsg()
-            fwd.ParseFromString(raw)
+            fwd = streamlit_compat.forward_msg(raw)
             kind = fwd.WhichOneof("type")
             if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
                 element = fwd.delta.new_element
@@ -564,7 +560,7 @@ class Learner(Session):
 
     async def send(self, *, page: str | None = None, widgets=(), fragment: str | None = None,
                    auto: bool = False) -> Sent:
-        msg = BackMsg()
+        msg = streamlit_compat.back_msg()
         rerun = msg.rerun_script
         if page is not None and page in self.pages:
             rerun.page_script_hash = self.pages[page]
@@ -578,8 +574,8 @@ class Learner(Session):
         await self.ws.send(msg.SerializeToString())
         sent = Sent()
         while True:
-            fwd = ForwardMsg()
-            fwd.ParseFromString(await asyncio.wait_for(self.ws.recv(), self.timeout))
+            raw = await asyncio.wait_for(self.ws.recv(), self.timeout)
+            fwd = streamlit_compat.forward_msg(raw)
             kind = fwd.WhichOneof("type")
             if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
                 e = fwd.delta.new_element
@@ -619,11 +615,11 @@ class Learner(Session):
             if sizes:
                 states = []
                 for label, value in sizes.items():
-                    w = WidgetState(id=sent.numbers[label])
+                    w = streamlit_compat.widget_state(sent.numbers[label])
                     w.double_value = value
                     states.append(w)
                 sent = await self.send(page="train", widgets=states)
-            click = WidgetState(id=sent.buttons["Train"], trigger_value=True)
+            click = streamlit_compat.widget_state(sent.buttons["Train"], trigger_value=True)
             out.clicked = time.monotonic()
             sent = await self.send(page="train", widgets=[click])
             await self.follow(sent, out, self._note, deadline, leave)
@@ -727,7 +723,7 @@ class Patcher(Learner):
                 raise RuntimeError(f"no Patch button; the page said {sent.texts[-3:]}")
             out.clicked = time.monotonic()
             sent = await self.send(page=self.page, widgets=[
-                WidgetState(id=sent.buttons[labels[0]], trigger_value=True)])
+                streamlit_compat.widget_state(sent.buttons[labels[0]], trigger_value=True)])
             await self.follow(sent, out, self._note_patching, deadline)
 
         return await self.visit(out, start, steps)

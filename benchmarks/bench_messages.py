@@ -4,7 +4,7 @@ from).
 
     python benchmarks/bench_messages.py
 
-A client speaking the browser's protocol (tests/streamlit_client.py) opens every page at the
+A client speaking the browser's protocol (tools/streamlit_client.py) opens every page at the
 largest inputs the app allows, through links (512 tokens, d_model 1024 with one head — the
 largest matrices: X 512 × 1024, W_Q and W_O 1024 × 1024 — or 16 heads; the pretrained
 models' 512 tokens), then fills the text boxes a visitor may fill to their limits
@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from attnviz.app.shared.text import MAX_MATRIX_CHARS, MAX_PROMPT_CHARS  # noqa: E402
-from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
-from tests.browser_helpers import streamlit_server  # noqa: E402
-from tests.streamlit_client import (Client, Reply, cpu_seconds, rerun_message,  # noqa: E402
+from tools import streamlit_compat  # noqa: E402
+from tools.server import streamlit_server  # noqa: E402
+from tools.streamlit_client import (Client, Reply, cpu_seconds, rerun_message,  # noqa: E402
                                     rss_mb, text_state)
 
 WORDS = " ".join(f"w{i}" for i in range(600))                  # cut to 512 tokens
@@ -135,7 +135,7 @@ async def measure(url: str) -> list[tuple[str, int, str, int]]:
                  len(rerun_message(page_hash="", widgets=[prompt]))))
     many = next(e.button.id for e in reply.elements("button") if e.button.label.startswith(
         "Generate "))
-    click = [prompt, WidgetState(id=many, trigger_value=True)]
+    click = [prompt, streamlit_compat.widget_state(many, trigger_value=True)]
     reply = await client.rerun("generate", widgets=click)
     rows.append(("…and 5 tokens generated", *largest(reply),
                  len(rerun_message(page_hash="", widgets=click))))

@@ -65,7 +65,7 @@ def rerun_times(at, reruns: int) -> list[float]:
 
 def reruns_while_training(reruns: int) -> None:
     """Multi-head page reruns (12 tokens, 4 heads) idle, then while induction trains."""
-    from tests.apptest_helpers import open_page
+    from tools.apptest import open_page
 
     at = open_page("pages/multihead.py")
     idle = rerun_times(at, reruns)

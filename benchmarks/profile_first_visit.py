@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_browser import HEATMAP, PAGES, VIEWPORT, address, serve  # noqa: E402
-from tests.browser_helpers import CHROMIUM_ARGS, chromium_path  # noqa: E402
+from tools.browser import CHROMIUM_ARGS, chromium_path  # noqa: E402
 
 
 def profiled_visit(browser, url: str) -> tuple[float, collections.Counter]:

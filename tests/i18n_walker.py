@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from attnviz.i18n import languages, native_name
+from tools import streamlit_compat
 
 # proto fields that hold shown text (not ids, values, raw options or icons)
 TEXT_FIELDS = {"body", "label", "help", "options", "content", "placeholder"}
@@ -60,11 +61,10 @@ def visible_texts(at, node=None, *, navigation: bool = True) -> list[Shown]:
     """Every text `node` (default: the whole page, main and sidebar) shows, charts included;
     with `navigation` (and no node), the navigation's page titles too."""
     found: list[Shown] = []
-    _walk(at._tree if node is None else node, found)
+    _walk(streamlit_compat.element_tree(at) if node is None else node, found)
     if node is None and navigation:
-        found += [Shown("navigation", info["page_name"])
-                  for info in getattr(at, "_registered_pages", {}).values()
-                  if info.get("page_name")]
+        found += [Shown("navigation", title) for title in streamlit_compat.navigation_titles(at)
+                  if title]
     return found
 
 

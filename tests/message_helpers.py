@@ -64,3 +64,22 @@ def message_pattern(msg_id: str, /, **known) -> re.Pattern:
                 parts.append(".+?")
         forms.append("".join(parts))
     return re.compile("|".join(f"(?:{f})" for f in forms), re.S)
+
+
+def lead(msg_id: str, /, **known) -> str:
+    """The message `msg_id` as the active language's catalogue writes it, up to its first
+    placeholder not in `known` (those filled in as the message renders them): the part a
+    browser test can find on the page as text (``page.get_by_text(lead("status.cannot_compute"))``)
+    without the parameters it need not recompute."""
+    text = i18n.catalogue(i18n.language())[msg_id].forms[-1]
+    parts = []
+    for literal, name, spec, _ in string.Formatter().parse(text):
+        parts.append(literal)
+        if name is None:
+            continue
+        if name not in known:
+            break
+        value = known[name]
+        value = value.render() if isinstance(value, Message) else value
+        parts.append(format(value, spec or ""))
+    return "".join(parts).strip()

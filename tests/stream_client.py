@@ -33,14 +33,14 @@ def open_page(url: str, page: str, query: str = "", timeout: float = 240) -> dic
     text boxes, the navigation's pages (title, URL path) as its last navigation message lists
     them and the one it marks current, whether the page was not found, any exception, and the
     seconds from the request to the first chart and to the end of the run."""
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
     from websockets.sync.client import connect
+
+    from tools import streamlit_compat
 
     seen = {"titles": [], "texts": [], "types": set(), "exceptions": [], "config": None,
             "script": None, "session_id": None, "first_chart": None, "finished": None,
             "sidebar_text_inputs": [], "navigation": [], "current": None, "not_found": False}
-    msg = BackMsg()
+    msg = streamlit_compat.back_msg()
     msg.rerun_script.page_name = "" if page == "home" else page
     msg.rerun_script.query_string = query
     with connect(url.replace("http", "ws", 1) + "/_stcore/stream",
@@ -49,8 +49,7 @@ def open_page(url: str, page: str, query: str = "", timeout: float = 240) -> dic
         t0 = time.perf_counter()
         ws.send(msg.SerializeToString())
         while True:
-            fwd = ForwardMsg()
-            fwd.ParseFromString(ws.recv(timeout=timeout))
+            fwd = streamlit_compat.forward_msg(ws.recv(timeout=timeout))
             kind = fwd.WhichOneof("type")
             if kind == "new_session":
                 seen["config"] = fwd.new_session.config

@@ -230,6 +230,60 @@ def test_only_the_compat_module_imports_streamlits_internals():
     assert streamlit_submodules(MODULES[STREAMLIT_INTERNALS])
 
 
+# ---- the drivers: tests/, benchmarks/ and tools/ (tools/__init__.py) --------------------------
+
+DRIVERS = {f"{path.parent.name}/{path.name}": ast.parse(path.read_text(encoding="utf-8"))
+           for folder in ("tests", "benchmarks", "tools")
+           for path in sorted((ROOT / folder).glob("*.py"))}
+DRIVERS_INTERNALS = "tools/streamlit_compat.py"   # the drivers' one way into Streamlit's insides
+# the compat modules' own tests (they import what the modules wrap, to check it is there)
+COMPAT_TESTS = {"tests/test_streamlit_compat.py", "tests/test_architecture.py"}
+# AppTest's and its elements' underscored attributes that tools/streamlit_compat.py wraps
+APPTEST_PRIVATE = {"_tree", "_run", "_registered_pages", "_state", "_widget_state",
+                   "_is_single_select", "_bidi_component_manager"}
+
+
+def imported(tree: ast.Module) -> list[str]:
+    """Every module `tree` imports (``from tests import x`` is ``tests``), inside functions
+    too."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append(node.module)
+    return found
+
+
+def test_the_benchmarks_and_the_tools_import_nothing_from_the_tests():
+    """A benchmark measures with the drivers the tests check (tools/), never with a test
+    module: a test's change cannot change what a benchmark measures."""
+    wrong = {name: [m for m in imported(tree) if m == "tests" or m.startswith("tests.")]
+             for name, tree in DRIVERS.items() if not name.startswith("tests/")}
+    assert {name: found for name, found in wrong.items() if found} == {}
+    assert imported(ast.parse("def f():\n    from tests import streamlit_client\n"
+                              "    import tests.browser_helpers\n")) == \
+        ["tests", "tests.browser_helpers"]            # the rule sees both forms, in functions
+
+
+def test_only_the_drivers_compat_module_reaches_into_streamlit():
+    """tests/, benchmarks/ and tools/ use Streamlit's public API (``streamlit``,
+    ``streamlit.testing.v1``); its insides only through tools/streamlit_compat.py."""
+    wrong = {}
+    for name, tree in DRIVERS.items():
+        if name == DRIVERS_INTERNALS or name in COMPAT_TESTS:
+            continue
+        found = [m for m in streamlit_submodules(tree)
+                 if not m.startswith("streamlit.testing.v1")]
+        found += [f".{n.attr}" for n in ast.walk(tree)          # (a class's own: self._run)
+                  if isinstance(n, ast.Attribute) and n.attr in APPTEST_PRIVATE
+                  and not (isinstance(n.value, ast.Name) and n.value.id == "self")]
+        if found:
+            wrong[name] = found
+    assert wrong == {}, f"Streamlit's insides outside {DRIVERS_INTERNALS}: {wrong}"
+    assert streamlit_submodules(DRIVERS[DRIVERS_INTERNALS])
+
+
 def test_the_session_model_imports_no_streamlit_and_builds_a_view_without_it():
     # attnviz/session/ is the app's model without the app: no module of it imports streamlit
     # (inside a function or not), and with streamlit (and plotly) unimportable every module

@@ -10,8 +10,9 @@ from attnviz.app import keys
 from attnviz.app.shared.baseline import Pin
 from attnviz.session.settings import Settings
 from attnviz.i18n import t
-from tests.apptest_helpers import (charts, decode, heatmap_z, no_exceptions, open_page, plain,
-                                   reachable, shows)
+from tests.apptest_helpers import (apply_paste, charts, charts_keyed, decode, heatmap_z,
+                                   no_exceptions, open_page, plain, reachable, shows)
+from tools import streamlit_compat
 
 TOKENS = ["Thinking", "Machines", "think"]
 SMALL = dict(sentence=" ".join(TOKENS), d_model=4, num_heads=2)
@@ -28,9 +29,11 @@ def traces() -> tuple[attnviz.AttentionTrace, attnviz.AttentionTrace]:
     return attnviz.trace_attention(x, w), attnviz.trace_attention(x, w.replace(w_q=w_q))
 
 
-def click(at, text: str):
-    found = [b for b in at.button if text in b.label]
-    assert found, f"no button with {text!r}; the buttons are {[b.label for b in at.button]}"
+def click(at, msg_id: str):
+    """Press the button whose label says the message `msg_id` (after its icon) and run."""
+    text = t(msg_id)
+    found = [b for b in at.button if b.label.endswith(text)]
+    assert found, f"no button {msg_id}; the buttons are {[b.label for b in at.button]}"
     found[0].click().run()
     no_exceptions(at)
     return at
@@ -40,30 +43,31 @@ def pin_and_edit_w_q():
     """Pin on Inputs & weights, then change one cell of W_Q (head 0) and apply it as the page
     does (its paste box: the same store as a typed cell, state.set_matrix)."""
     at = open_page("pages/inputs.py", matrix="w_q", edit_head=0, **SMALL)
-    click(at, "Pin as baseline")
+    click(at, "baseline.pin")
     assert shows(at.info, "baseline.status.pinned")
     w_q = np.array(attnviz.MultiHeadWeights.random(4, 2, seed=0).w_q[0])     # (4, 2)
     w_q[0, 0] = NEW_CELL
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q_0"))
     area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_q)).run()
-    click(at, "Apply pasted matrix")
+    apply_paste(at)
+    no_exceptions(at)
     return at
 
 
 def change_chart(at) -> dict:
-    found = [c for c in charts(at)
-             if c["layout"]["title"]["text"].startswith("Change from the baseline")]
+    """The step's change from the baseline (its chart, keys.DELTA_MAP)."""
+    found = charts_keyed(at, keys.DELTA_MAP)
     assert len(found) == 1, [c["layout"]["title"]["text"] for c in charts(at)]
     return found[0]
 
 
 def no_change_chart(at) -> bool:
-    return not any("Change from the baseline" in c["layout"]["title"]["text"]
-                   for c in charts(at))
+    return not charts_keyed(at, keys.DELTA_MAP)
 
 
-def metric(at, label: str) -> str:
-    return next(m.value for m in at.metric if m.label == label)
+def metric(at, msg_id: str, /, **params) -> str:
+    """The value of the metric labelled with the message `msg_id`."""
+    return next(m.value for m in at.metric if m.label == t(msg_id, **params))
 
 
 def test_the_change_of_the_scores_is_the_difference_of_two_independent_traces():
@@ -78,16 +82,16 @@ def test_the_change_of_the_scores_is_the_difference_of_two_independent_traces():
     assert np.abs(expected).max() > 0.1                    # the edit does change the scores
     np.testing.assert_allclose(heatmap_z(change_chart(at)), expected, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(heatmap_z(charts(at)[0]), now.scores[0], rtol=1e-9)
-    assert metric(at, "max |Δ|, head 0") == f"{np.abs(expected).max():.4g}"
+    assert metric(at, "baseline.metric.head", head=0) == f"{np.abs(expected).max():.4g}"
     all_heads = np.abs(now.scores - base.scores).max()     # head 1 is not edited: the same
-    assert metric(at, "max |Δ|, all heads") == f"{all_heads:.4g}"
+    assert metric(at, "baseline.metric.all_heads") == f"{all_heads:.4g}"
     details = [t("baseline.detail.tokens", count=3), t("baseline.detail.heads", count=2),
                "d_model 4", t("baseline.detail.seed", seed=0)]
     pinned = t("baseline.what.details", details=", ".join(details),
                what=t("baseline.what.sentence", text=" ".join(TOKENS)))
     assert shows(at.info, "baseline.without_edits", what=pinned), "pinned before the edit"
 
-    state = at.session_state._state.filtered_state                  # every key, widgets too
+    state = streamlit_compat.session_state_items(at)                # every key, widgets too
     assert keys.BASELINE in state and len(state) > 20
     kept = [(k, o) for k, value in state.items() for o in reachable(value)
             if isinstance(o, attnviz.AttentionTrace)]
@@ -104,7 +108,7 @@ def test_the_weights_step_shows_each_querys_kl_divergence_in_bits():
     base, now = traces()
     a, b = base.weights[0], now.weights[0]                                  # (n_q, n_k)
     kl = [sum(p * np.log2(p / q) for p, q in zip(row_a, row_b)) for row_a, row_b in zip(a, b)]
-    bars = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("KL"))
+    [bars] = charts_keyed(at, keys.DELTA_KL)
     np.testing.assert_allclose(decode(bars["data"][0]["y"]), kl, rtol=1e-9)
     np.testing.assert_allclose(heatmap_z(change_chart(at)), b - a, atol=1e-12)
 
@@ -115,17 +119,17 @@ def test_unpin_removes_the_change():
     at.session_state["step"] = "q"
     at.run()
     change_chart(at)
-    click(at, "Unpin")
+    click(at, "baseline.unpin")
     assert no_change_chart(at)
     assert keys.BASELINE not in at.session_state
     assert not any(shows(at.info, f"baseline.status.{how}")
                    for how in ("pinned", "compact", "problem"))
-    assert [b for b in at.button if "Pin as baseline" in b.label]
+    assert [b for b in at.button if b.label.endswith(t("baseline.pin"))]
 
 
 def test_a_sentence_of_another_length_asks_to_pin_again_and_the_page_still_works():
     at = open_page("pages/steps.py", step="weights", **SMALL)
-    click(at, "Pin as baseline")
+    click(at, "baseline.pin")
     change_chart(at)
     at.session_state["sentence"] = "only two"     # what the sidebar's box holds
     at.run()
@@ -137,13 +141,13 @@ def test_a_sentence_of_another_length_asks_to_pin_again_and_the_page_still_works
     two = attnviz.trace_attention(attnviz.embed_tokens(["only", "two"], 4, seed=0),
                                   attnviz.MultiHeadWeights.random(4, 2, seed=0))
     np.testing.assert_allclose(heatmap_z(charts(at)[0]), two.weights[0], rtol=1e-9)
-    click(at, "Pin again")                                  # the new input is the baseline
+    click(at, "baseline.pin_again")                         # the new input is the baseline
     np.testing.assert_array_equal(heatmap_z(change_chart(at)), np.zeros((2, 2)))
 
 
 def test_a_step_only_the_current_trace_has_is_named():
     at = open_page("pages/steps.py", step="scores", **SMALL)
-    click(at, "Pin as baseline")
+    click(at, "baseline.pin")
     at.session_state["causal"] = True              # the sidebar's "Causal mask"
     at.run()
     at.session_state["step"] = "masked_scores"

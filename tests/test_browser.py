@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 import attnviz
+from attnviz.i18n import t
+from tests.message_helpers import lead
 from tests.browser_helpers import (exceptions, first_heatmap, open_page, page_at, running_app,
                                    tick_labels, type_into_first_cell, type_sentence,
                                    wait_for_app, wait_for_first_z)
@@ -58,9 +60,9 @@ def test_chinese_sentence_renders(page):
 
 
 @pytest.mark.parametrize("link, title", [
-    ("Inputs & weights", "Inputs & weights"), ("Step by step", "Step by step"),
-    ("Multi-head", "Multi-head attention"), ("Experiments", "Experiments"),
-    ("Home", "Self-attention, one step at a time")])
+    (t("nav.inputs"), t("inputs.title")), (t("nav.steps"), t("steps.title")),
+    (t("nav.multihead"), t("multihead.title")), (t("nav.experiments"), t("experiments.title")),
+    (t("nav.home"), t("home.title"))])
 def test_every_page_opens_without_exception(home, link, title):
     open_page(home, link, title)
     assert home.locator(".js-plotly-plot").count() >= 1, link
@@ -80,7 +82,7 @@ def test_html_in_the_sentence_shows_as_text(page):
 
 
 def test_editing_a_cell_changes_the_heatmap(page):
-    open_page(page, "Inputs & weights", "Inputs & weights")
+    open_page(page, t("nav.inputs"), t("inputs.title"))
     before = first_heatmap(page)["z"][0][0]
     type_into_first_cell(page, "7.5")
     wait_for_first_z(page, 0, 0, 7.5)
@@ -95,7 +97,7 @@ def test_a_shared_link_opens_the_same_heatmap(browser):
         pg.goto(f"{fresh_url}/steps?sentence=the+cat+sat&d_model=8&num_heads=2&seed=3"
                 "&step=weights&head=1")
         wait_for_app(pg)
-        assert pg.get_by_role("link", name="Multi-head").count() >= 1   # the app's navigation
+        assert pg.get_by_role("link", name=t("nav.multihead")).count() >= 1   # the app's navigation
         shown = np.array(first_heatmap(pg)["z"], dtype=float)
         want = attnviz.trace_attention(
             attnviz.embed_tokens(["the", "cat", "sat"], 8, seed=3),
@@ -126,12 +128,12 @@ def test_a_page_that_cannot_compute_still_shows_the_sidebar_to_fix_it(browser, a
     page = context.new_page()
     try:
         page.goto(f"{app_url}/steps?sentence=%20%20")
-        page.get_by_text("Cannot compute attention").wait_for(timeout=60_000)
-        box = page.get_by_role("textbox", name="Sentence")
+        page.get_by_text(lead("status.cannot_compute")).wait_for(timeout=60_000)
+        box = page.get_by_role("textbox", name=t("sidebar.sentence.label"))
         box.fill("now it works")
         box.press("Enter")
-        page.get_by_role("heading", name="Step by step").wait_for(timeout=30_000)
+        page.get_by_role("heading", name=t("steps.title")).wait_for(timeout=30_000)
         wait_for_app(page)
-        assert not page.get_by_text("Cannot compute attention").count()
+        assert not page.get_by_text(lead("status.cannot_compute")).count()
     finally:
         context.close()

@@ -3,6 +3,8 @@ Under CI=true these never skip."""
 
 import pytest
 
+from attnviz.i18n import t
+from tests.message_helpers import lead
 from tests.browser_helpers import (exceptions, open_page, type_into_first_cell, wait_for_app,
                                    wait_for_first_z)
 
@@ -15,17 +17,17 @@ def test_pin_type_a_weight_and_step_by_step_shows_the_change(browser, app_url):
     try:
         page.goto(app_url + "/inputs?matrix=w_q&edit_head=0")
         wait_for_app(page)
-        page.get_by_role("button", name="Pin as baseline").click()
-        page.get_by_text("Baseline pinned").first.wait_for(timeout=30_000)
+        page.get_by_role("button", name=t("baseline.pin")).click()
+        page.get_by_text(lead("baseline.status.pinned")).first.wait_for(timeout=30_000)
         wait_for_app(page)
         type_into_first_cell(page, "2.5")
         wait_for_first_z(page, 0, 0, 2.5)                  # the W_Q heatmap below the editor
-        open_page(page, "Step by step", "Step by step")
-        page.get_by_role("heading", name="Change from the baseline").first.wait_for(
+        open_page(page, t("nav.steps"), t("steps.title"))
+        page.get_by_role("heading", name=t("figure.change.title")).first.wait_for(
             timeout=30_000)
         titles = page.eval_on_selector_all(".js-plotly-plot .gtitle",
                                            "els => els.map(e => e.textContent)")
-        assert any(t.startswith("Change from the baseline") for t in titles), titles
+        assert any(title.startswith(t("figure.change.title")) for title in titles), titles
         assert not exceptions(page)
     finally:
         context.close()

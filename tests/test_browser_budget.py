@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image   # a dependency of streamlit
 
+from attnviz.i18n import t
+from tests.message_helpers import lead
 from tests.browser_helpers import exceptions, page_at
 
 pytestmark = pytest.mark.browser
@@ -93,7 +95,7 @@ def test_a_512_token_map_on_the_row_scale_draws_and_hovers_the_true_weight(brows
         # plotly.js decoded the base64 arrays into typed rows: colours a byte, weights float32
         assert sent == {"spec": ["u1", "f4"], "z": "Array", "rows": 512, "row": "Uint8Array",
                         "cols": 512, "custom": "Float32Array",
-                        "bar": "weight<br>(÷ row max)"}
+                        "bar": t("figure.colorbar.row")}
         page.evaluate(f"() => ({MAP_JS})().scrollIntoView({{block: 'center'}})")
         picture = page.locator(".js-plotly-plot .heatmaplayer image").first
         assert picture.get_attribute("href").startswith("data:image/png")
@@ -118,12 +120,12 @@ def test_a_pooled_map_hovers_the_true_largest_weight_of_its_block(browser, app_u
     pooled; a cell's hover names its block and shows the largest weight in it."""
     raw = run.attentions[0].mean(axis=0)                          # layer 0, heads averaged
     chart = titled("Layer 0, heads averaged")
-    with page_at(browser, f"{app_url}/reading?{QUERY}", "Read the model") as page:
+    with page_at(browser, f"{app_url}/reading?{QUERY}", t("nav.reading")) as page:
         page.wait_for_function(f"() => ({chart})()", timeout=60_000)
         assert not exceptions(page)
         page.evaluate(f"() => ({chart})().scrollIntoView({{block: 'center'}})")
         subtitle = page.evaluate(f"() => ({chart})().layout.title.subtitle.text")
-        assert subtitle.startswith("pooled: each cell the largest of")
+        assert subtitle.startswith(lead("figure.pooled.map.largest"))
         rows, cols = page.evaluate(f"() => [({chart})()._fullData[0].y,"
                                    f" ({chart})()._fullData[0].x]")
         assert len(rows) * len(cols) < 512 * 512

@@ -3,6 +3,8 @@ Under CI=true these never skip."""
 
 import pytest
 
+from attnviz.i18n import t
+from tests.message_helpers import message_pattern
 from tests.browser_helpers import a_run, alerts, exceptions, page_at, wait_for_app
 
 pytestmark = pytest.mark.browser
@@ -21,7 +23,7 @@ def number_input(page, label: str):
 
 def test_plus_on_d_model_moves_16_to_20_with_4_heads_and_the_heatmaps_are_drawn(browser,
                                                                                    app_url):
-    with page_at(browser, app_url, "Self-attention, one step at a time") as page:
+    with page_at(browser, app_url, t("home.title")) as page:
         box = number_input(page, "d_model")
         assert box.locator("input").input_value() == "16"
         with a_run(page):
@@ -35,12 +37,14 @@ def test_plus_on_d_model_moves_16_to_20_with_4_heads_and_the_heatmaps_are_drawn(
         page.wait_for_function(f"() => ({SHAPES_JS})().some(s => s[1] === 20)",
                                timeout=30_000)
         assert not exceptions(page)
-        assert not [a for a in alerts(page) if "does not divide" in a or "Cannot" in a]
+        problems = [message_pattern(msg_id) for msg_id in ("sidebar.size_fix.warning",
+                                                           "status.cannot_compute")]
+        assert not [a for a in alerts(page) if any(said.search(a) for said in problems)]
         assert len(page.evaluate(SHAPES_JS)) >= 5               # 4 heads' weights, output
 
 
-@pytest.mark.parametrize("path, heading", [("pretrained", "Pretrained model"),
-                                           ("reading", "Read the model")])
+@pytest.mark.parametrize("path, heading", [("pretrained", t("pretrained.title")),
+                                           ("reading", t("nav.reading"))])
 def test_the_pretrained_model_pages_show_its_sizes_disabled(browser, app_url, path, heading):
     with page_at(browser, f"{app_url}/{path}", heading) as page:
         for label, value in (("d_model", "384"), ("Heads", "12"), ("d_k", "32")):

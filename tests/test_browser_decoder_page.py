@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from attnviz.i18n import t
 from tests.browser_helpers import exceptions, open_tab, wait_for_idle
 
 pytestmark = pytest.mark.browser
@@ -20,8 +21,8 @@ MODEL_VIEW_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')
     .find(el => el.data && el.data.length && el.data.every(tr => tr.type === 'image'))"""
 HEAD_VIEW_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
     .find(el => el.data && el.data.some(tr => tr.name === 'queries'))"""
-TABS = {"en": ("Pretrained model", "Model view: every layer and head",
-               "Head view: one layer, every head"),
+TABS = {"en": ("Pretrained model", t("pretrained.tab.model_view"),
+               t("pretrained.tab.head_view")),
         "zh": ("预训练模型", "模型视图：每一层、每个头", "头视图：一层的每个头")}
 SHOTS = Path(os.environ.get("ATTNVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="attnviz_shots_"))
 

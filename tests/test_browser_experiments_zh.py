@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from attnviz.i18n import render, t
 from tests.browser_helpers import click_tab, exceptions, wait_for_app, wait_for_layout
 from tests.test_browser_i18n import CLIPPED_JS
 from tests.test_browser_layout import layout_problems
@@ -19,9 +20,9 @@ from tests.test_browser_layout import layout_problems
 pytestmark = pytest.mark.browser
 
 SIZES = [(1400, 1000), (1024, 768)]
-TABS = {"zh": {"rope": "RoPE：分数与距离", "sink": "注意力汇聚点"},
-        "en": {"rope": "RoPE: score and distance", "sink": "Attention sink"}}
-HEADING = {"zh": "实验", "en": "Experiments"}
+TABS = {lang: {tab: render(f"experiments.tab.{tab}", lang) for tab in ("rope", "sink")}
+        for lang in ("zh", "en")}
+HEADING = {lang: render("experiments.title", lang) for lang in ("zh", "en")}
 SHOTS = Path(os.environ.get("ATTNVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="attnviz_exp_"))
 METRIC_LABELS_CLIPPED_JS = CLIPPED_JS.replace(
     "'[data-testid=\"stCaptionContainer\"]'];",
@@ -61,9 +62,9 @@ def test_the_language_switch_keeps_the_open_tab(browser, app_url):
     try:
         page = context.new_page()
         page.goto(f"{app_url}/experiments")
-        page.get_by_role("heading", name="Experiments").first.wait_for(timeout=90_000)
+        page.get_by_role("heading", name=t("experiments.title")).first.wait_for(timeout=90_000)
         wait_for_app(page, timeout_ms=120_000)
-        open_tab(page, "Attention sink")
+        open_tab(page, t("experiments.tab.sink"))
         page.locator('[data-testid="stSidebar"]').get_by_role("radio", name="中文",
                                                               exact=True).click()
         page.get_by_role("heading", name="实验").first.wait_for(timeout=60_000)

@@ -5,6 +5,7 @@ SmolLM2 gives for that row (computed here by DecoderModel.generate in the test's
 import numpy as np
 import pytest
 
+from attnviz.i18n import t
 from tests.browser_helpers import DECODE_Z_JS, exceptions, wait_for_idle
 
 pytestmark = pytest.mark.browser
@@ -35,7 +36,7 @@ def test_generate_five_tokens_and_see_the_fifth_tokens_attention_row(browser, ap
     page = context.new_page()
     try:
         page.goto(f"{app_url}/generate")
-        page.get_by_role("heading", name="Generate, one token at a time").wait_for(
+        page.get_by_role("heading", name=t("generate.title")).wait_for(
             timeout=90_000)
         box = page.get_by_role("textbox", name="Prompt")
         box.wait_for(timeout=60_000)

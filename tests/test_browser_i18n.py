@@ -23,7 +23,7 @@ from tests.test_browser_layout import layout_problems
 pytestmark = pytest.mark.browser
 
 SIZES = [(1400, 1000), (1024, 768)]
-TITLE_ZH, TITLE_EN = "自注意力，一步一步来", "Self-attention, one step at a time"
+TITLE_ZH, TITLE_EN = (render("home.title", lang) for lang in ("zh", "en"))
 NAV_ZH = ["首页", "输入与权重", "逐步计算", "多头注意力", "实验", "预训练模型", "解读模型", "追踪答案",
           "训练", "生成"]
 SHOTS = Path(os.environ.get("ATTNVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="attnviz_i18n_"))
@@ -94,9 +94,12 @@ def test_home_in_chinese_fits_and_switches_to_english(browser, app_url, size):
         assert layout_problems(page) == []
         assert page.evaluate(CLIPPED_JS) == []
         sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
-        assert "语言" in sidebar and "词元上限" in sidebar and "Token limit" not in sidebar
+        assert render("sidebar.language.label", "zh") in sidebar and \
+            render("sidebar.max_tokens.label", "zh") in sidebar and \
+            render("sidebar.max_tokens.label", "en") not in sidebar
         click_language(page, "English", TITLE_EN)
-        assert nav_links(page)[:3] == ["Home", "Inputs & weights", "Step by step"]
+        assert nav_links(page)[:3] == [render(f"nav.{name}", "en")
+                                       for name in ("home", "inputs", "steps")]
         assert lang_in(page) is None                # English is this browser's own language
         shoot(page, f"home_en_{size[0]}x{size[1]}")
         assert not exceptions(page) and layout_problems(page) == []

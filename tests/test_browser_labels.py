@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
+from attnviz.i18n import render
 from tests.browser_helpers import exceptions
 from tests.test_browser_layout import SIZES, layout_problems, open_tab, open_view
 
@@ -69,7 +70,8 @@ def test_home_shows_every_one_of_15_tokens_on_its_maps(page, app_url, lang):
 
 
 @pytest.mark.parametrize("lang, tabs", [
-    ("en", ["Rollout", "Value-weighted"]), ("zh", ["注意力展开", "值加权"])])
+    (lang, [render(f"reading.tab.{tab}", lang) for tab in ("rollout", "value")])
+    for lang in ("en", "zh")])
 def test_read_the_model_labels_never_cover_each_other(page, app_url, lang, tabs):
     """No label covers another, no axis title covers a label (in 中文 the bars' "键" was drawn
     over them); which labels a narrow map thins is held in tests/test_figures.py."""

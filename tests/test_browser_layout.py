@@ -15,19 +15,20 @@ from urllib.parse import quote
 
 import pytest
 
+from attnviz.i18n import t
 from tests.browser_helpers import (a_run, click_tab, exceptions, wait_for_app,
                                    wait_for_layout)
 
 pytestmark = pytest.mark.browser
 
 SIZES = [(1400, 1000), (1024, 768)]
-MULTIHEAD_TABS = ["Each head's Z", "Concatenation", "W_O and output"]
-EXPERIMENT_TABS = ["√d_k scaling", "Tied vs separate Q/K", "Raw softmax(XXᵀ)X",
-                   "Word order & positions", "Masks & padding", "Cross-attention",
-                   "Bug: scale after softmax"]
-PRETRAINED_TABS = ["Model view: every layer and head", "One head",
-                   "Head view: one layer, every head"]
-READING_TABS = ["Rollout", "Value-weighted", "Head statistics", "Ablation",
+MULTIHEAD_TABS = [t("multihead.tab.z"), t("multihead.tab.concat"), t("multihead.tab.output")]
+EXPERIMENT_TABS = [t("experiments.tab.scaling"), t("experiments.tab.tied"), t("experiments.tab.raw"),
+                   t("experiments.tab.order"), t("experiments.tab.masks"), t("experiments.tab.cross"),
+                   t("experiments.tab.bug")]
+PRETRAINED_TABS = [t("pretrained.tab.model_view"), t("pretrained.tab.one_head"),
+                   t("pretrained.tab.head_view")]
+READING_TABS = [t("reading.tab.rollout"), t("reading.tab.value"), t("reading.tab.stats"), t("reading.tab.ablation"),
                 "button:Rank every head"]
 # (URL path and query, tabs to open one after the other, or [None] for the page as it opens):
 # every page, the Step by step page at its weights step, then with its vector view switched on
@@ -39,7 +40,7 @@ VIEWS = [("", [None]), ("inputs", [None]),
          ("reading", READING_TABS)]
 CHINESE = "早上好，今天天气很好。我们一起去公园散步吧"
 CHINESE_VIEWS = [("", [None]), ("steps?step=weights", [None]), ("multihead", MULTIHEAD_TABS),
-                 ("experiments", ["Masks & padding", "Cross-attention"]),
+                 ("experiments", [t("experiments.tab.masks"), t("experiments.tab.cross")]),
                  ("pretrained", PRETRAINED_TABS)]
 
 # Every problem of every drawn plotly chart, as strings naming the chart and the labels.

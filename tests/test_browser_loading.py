@@ -13,16 +13,17 @@ import re
 import pytest
 
 from attnviz import i18n
+from attnviz.i18n import t
 from tests.browser_helpers import (ROOT, VIEWPORT, exceptions, streamlit_server,
                                    wait_for_app)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SHOWN_WITHIN_MS = 8_000      # the title and the bar: at once, not after the load
-PAGES = [("/pretrained?model=smollm2", "Pretrained model"),
-         ("/reading?model=smollm2", "Read the model"),
-         ("/trace?model=smollm2", "Trace the answer"),
-         ("/generate", "Generate, one token at a time")]
+PAGES = [("/pretrained?model=smollm2", t("pretrained.title")),
+         ("/reading?model=smollm2", t("nav.reading")),
+         ("/trace?model=smollm2", t("nav.trace")),
+         ("/generate", t("generate.title"))]
 
 
 @pytest.fixture

@@ -5,16 +5,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from attnviz.i18n import t
 from tests.browser_helpers import exceptions, open_page, wait_for_app, wait_for_layout
 
 pytestmark = pytest.mark.browser
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
 INLINE_SCHEMES = {"data", "blob", "about"}
-PAGES = [("Inputs & weights", "Inputs & weights"), ("Step by step", "Step by step"),
-         ("Multi-head", "Multi-head attention"), ("Experiments", "Experiments"),
-         ("Pretrained model", "Pretrained model"),
-         ("Home", "Self-attention, one step at a time")]
+PAGES = [(t("nav.inputs"), t("inputs.title")), (t("nav.steps"), t("steps.title")),
+         (t("nav.multihead"), t("multihead.title")), (t("nav.experiments"), t("experiments.title")),
+         (t("nav.pretrained"), t("pretrained.title")),
+         (t("nav.home"), t("home.title"))]
 
 # URLs the page points at without the request being reported: headless Chromium does not fetch
 # favicons, so the <link rel=icon> is checked from the DOM as well

@@ -5,6 +5,7 @@ never skip."""
 
 import pytest
 
+from attnviz.i18n import t
 from tests.browser_helpers import exceptions, open_tab, page_at, wait_for_app
 
 pytestmark = pytest.mark.browser
@@ -24,14 +25,14 @@ def page(browser, app_url):
 
 def test_model_view_and_head_view_are_drawn(page):
     assert not exceptions(page)
-    assert page.get_by_role("link", name="Pretrained model").count() >= 1   # the app's nav
-    open_tab(page, "Model view: every layer and head")
+    assert page.get_by_role("link", name=t("nav.pretrained")).count() >= 1   # the app's nav
+    open_tab(page, t("pretrained.tab.model_view"))
     page.wait_for_function(f"() => ({MODEL_VIEW_JS})()", timeout=30_000)
     page.wait_for_function(f"() => ({MODEL_VIEW_JS})().querySelectorAll('image').length === 72",
                            timeout=30_000)
     sources = page.evaluate(f"() => ({MODEL_VIEW_JS})().data.map(tr => tr.source.slice(0, 22))")
     assert sources == ["data:image/png;base64,"] * 72
-    open_tab(page, "Head view: one layer, every head")
+    open_tab(page, t("pretrained.tab.head_view"))
     page.wait_for_function(f"() => ({HEAD_VIEW_JS})()", timeout=30_000)
     head_view_text = page.evaluate(
         f"() => Array.from(({HEAD_VIEW_JS})().querySelectorAll('text')).map(t => t.textContent)")
@@ -43,7 +44,7 @@ def test_model_view_and_head_view_are_drawn(page):
 
 
 def test_clicking_a_head_in_the_legend_hides_its_lines(page):
-    open_tab(page, "Head view: one layer, every head")
+    open_tab(page, t("pretrained.tab.head_view"))
     legend_item = page.locator(".js-plotly-plot .legend .traces").filter(has_text="head 3")
     legend_item.first.click()
     page.wait_for_function(f"""() => ({HEAD_VIEW_JS})().data
@@ -55,8 +56,8 @@ def test_clicking_a_head_in_the_legend_hides_its_lines(page):
 
 
 def test_step_through_this_head_opens_step_by_step(page):
-    page.get_by_role("button", name="Step through this head").click()
-    page.get_by_role("heading", name="Step by step").first.wait_for(timeout=30_000)
+    page.get_by_role("button", name=t("pretrained.step_through.label")).click()
+    page.get_by_role("heading", name=t("steps.title")).first.wait_for(timeout=30_000)
     wait_for_app(page)
     assert page.get_by_role("radio", name="Pretrained model").is_checked()
     assert not exceptions(page)

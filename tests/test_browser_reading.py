@@ -3,11 +3,12 @@ and switching heads off changes the similarity shown. Under CI=true these never 
 
 import pytest
 
+from attnviz.i18n import t
 from tests.browser_helpers import exceptions, open_tab, page_at
 
 pytestmark = pytest.mark.browser
 
-TABS = ["Rollout", "Value-weighted", "Head statistics", "Ablation"]
+TABS = [t("reading.tab.rollout"), t("reading.tab.value"), t("reading.tab.stats"), t("reading.tab.ablation")]
 CHART_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot .gtitle'))
     .map(t => t.textContent)"""
 
@@ -15,14 +16,14 @@ CHART_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot
 @pytest.fixture
 def page(browser, app_url):
     """The page at /reading, opened directly."""
-    with page_at(browser, f"{app_url}/reading", "Read the model") as pg:
+    with page_at(browser, f"{app_url}/reading", t("nav.reading")) as pg:
         yield pg
 
 
 @pytest.fixture(scope="module")
 def shared(browser, app_url):
     """One tab at /reading for the tests that only open its tabs and read them."""
-    with page_at(browser, f"{app_url}/reading", "Read the model") as pg:
+    with page_at(browser, f"{app_url}/reading", t("nav.reading")) as pg:
         yield pg
 
 
@@ -32,8 +33,10 @@ def metric_value(page, label: str) -> str:
 
 
 @pytest.mark.parametrize("tab, title", [
-    ("Rollout", "Rollout after layer 0"), ("Value-weighted", "Layer 0, head 0: ‖α f(x)‖"),
-    ("Head statistics", "mean row entropy (bits)"), ("Ablation", "Heads in use")])
+    (t("reading.tab.rollout"), t("reading.rollout.title", layer=0)),
+    (t("reading.tab.value"), t("reading.value.norms_title", layer=0, head=0)),
+    (t("reading.tab.stats"), t("reading.stats.entropy")),
+    (t("reading.tab.ablation"), t("reading.ablation.map.title"))])
 def test_each_tab_draws_its_chart(shared, tab, title):
     open_tab(shared, tab)
     shared.wait_for_function(
@@ -43,16 +46,16 @@ def test_each_tab_draws_its_chart(shared, tab, title):
 
 
 def test_switching_a_layer_off_changes_the_similarity_and_ranking_draws(page):
-    open_tab(page, "Ablation")
-    assert metric_value(page, "Similarity, heads off") == "—"
-    box = page.get_by_label("Switch off heads", exact=True)       # typed exactly: L2 is every head of layer 2
+    open_tab(page, t("reading.tab.ablation"))
+    assert metric_value(page, t("reading.ablation.similarity_off.label")) == "—"
+    box = page.get_by_label(t("reading.ablation.heads.label"), exact=True)       # typed exactly: L2 is every head of layer 2
     box.fill("L2")
     box.press("Enter")
     page.wait_for_function("""() => Array.from(document.querySelectorAll(
         '[data-testid="stMetricValue"]')).filter(e => /^0\\.\\d{4}$/.test(e.textContent.trim()))
         .length >= 3""", timeout=30_000)
-    assert metric_value(page, "Similarity, heads off") != metric_value(page, "Similarity")
-    page.get_by_role("button", name="Rank every head").click()
+    assert metric_value(page, t("reading.ablation.similarity_off.label")) != metric_value(page, "Similarity")
+    page.get_by_role("button", name=t("reading.ranking.button")).click()
     page.wait_for_function(f"() => ({CHART_TITLES_JS})().some(t => t.startsWith('Change in'))",
                            timeout=60_000)
     assert not exceptions(page)

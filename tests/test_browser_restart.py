@@ -5,6 +5,8 @@ a sub-page alone first; neither may lose the click."""
 
 import pytest
 
+from attnviz.i18n import t
+from tests.message_helpers import lead
 from tests.browser_helpers import (a_run, connections_lost, free_port, running_app,
                                    wait_for_app, wait_for_layout, wait_for_reconnect)
 
@@ -74,37 +76,37 @@ def test_edits_too_large_for_the_link_are_never_lost_silently(browser, tmp_path)
         with running_app(port=port) as url:
             page.goto(f"{url}/inputs?d_model=64")
             wait_for_app(page)
-            page.get_by_text("Paste or upload X").click()
-            page.get_by_label("Matrix text (rows on lines; commas, spaces or tabs; or JSON)", exact=True) \
+            page.get_by_text(lead("edit.paste.expander", matrix="X")).click()
+            page.get_by_label(t("edit.paste.text"), exact=True) \
                 .fill(_matrix_text(x))
-            page.get_by_role("button", name="Apply pasted matrix").click()
-            warning = page.get_by_text("Your edits of X are too large for the page's link")
+            page.get_by_role("button", name=t("edit.paste.apply")).click()
+            said = lead("link.edits_session_only", names="X")       # up to the .npz's name
+            warning = page.get_by_text(said)
             warning.first.wait_for(timeout=30_000)
-            assert "reloading the page, closing the tab or a server restart loses them" in \
-                warning.first.inner_text()
+            assert said in warning.first.inner_text()
             assert "unsaved_edits=X" in page.url and "edits=" not in page.url.replace(
                 "unsaved_edits", "")
             wait_for_app(page)
             np.testing.assert_array_equal(np.array(first_heatmap(page)["z"]), shown)
             with page.expect_download(timeout=30_000) as download:
-                page.get_by_role("button", name="Keep my edits: download the .npz").click()
+                page.get_by_role("button", name=t("link.keep_edits")).click()
             download.value.save_as(npz)
             lost = connections_lost(page)
         with running_app(port=port):                 # a new server on the same address
             wait_for_reconnect(page, lost)           # the browser reconnects (nothing reruns)
             page.get_by_role("radio", name="W_Q").click()       # the first click after it
-            lost = page.get_by_text("Your edits of X were lost")
+            lost = page.get_by_text(t("link.edits_lost", names="X"))
             lost.first.wait_for(timeout=60_000)
             with a_run(page, timeout_ms=30_000):
                 page.get_by_role("radio", name="X", exact=True).click()
             wait_for_app(page)
             assert not np.array_equal(np.array(first_heatmap(page)["z"]), shown)   # generated
             uploader = page.locator('[data-testid="stFileUploader"]').filter(
-                has_text="Load edits from an attnviz .npz")
+                has_text=t("link.restore.label"))
             uploader.locator('input[type="file"]').set_input_files(str(npz))
             page.get_by_text("your edits of X are back").first.wait_for(timeout=60_000)
             wait_for_app(page)
             np.testing.assert_array_equal(np.array(first_heatmap(page)["z"]), shown)
-            assert page.get_by_text("Your edits of X were lost").count() == 0
+            assert page.get_by_text(t("link.edits_lost", names="X")).count() == 0
     finally:
         context.close()

@@ -2,8 +2,12 @@
 the checkpoint slider redraws the heatmap, and "Step through this layer" opens the trained layer
 on Step by step. Under CI=true these never skip."""
 
+import re
+
 import pytest
 
+from attnviz.i18n import t
+from tests.message_helpers import lead
 from tests.browser_helpers import a_run, exceptions, first_heatmap, wait_for_app, wait_for_idle
 
 pytestmark = pytest.mark.browser
@@ -17,17 +21,17 @@ TITLE_JS = """() => {
 def train_60_steps(page, app_url: str) -> None:
     """Open the Train page, train reverse for 60 steps and wait for the heads."""
     page.goto(f"{app_url}/train")
-    page.get_by_role("heading", name="Train attention yourself").wait_for(timeout=60_000)
-    page.get_by_text("This page has its own settings").wait_for(timeout=30_000)
-    assert page.get_by_role("textbox", name="Sentence").count() == 0   # not used here
-    steps = page.get_by_role("spinbutton", name="Steps")
+    page.get_by_role("heading", name=t("train.title")).wait_for(timeout=60_000)
+    page.get_by_text(lead("sidebar.own_settings")).wait_for(timeout=30_000)
+    assert page.get_by_role("textbox", name=t("sidebar.sentence.label")).count() == 0   # unused
+    steps = page.get_by_role("spinbutton", name=t("train.field.steps"))
     steps.fill("60")
     with a_run(page, timeout_ms=120_000):                 # the number reaches the server
         steps.press("Enter")
     train = page.get_by_test_id("stButton").get_by_role("button", name="Train")
     train.click()
     # (no wait for the progress bar's "Training reverse": a 60-step run can end between polls)
-    page.get_by_text("Weights after training step").wait_for(timeout=120_000)
+    page.get_by_text(t("train.checkpoint.label")).wait_for(timeout=120_000)
     wait_for_app(page)
     assert not exceptions(page)
 
@@ -56,15 +60,16 @@ def test_step_through_this_layer_opens_the_trained_layer_on_step_by_step(browser
     page = context.new_page()
     try:
         train_60_steps(page, app_url)
-        page.get_by_role("button", name="Step through this layer").click()
-        page.get_by_role("heading", name="Step by step").first.wait_for(timeout=30_000)
+        page.get_by_role("button", name=t("train.step_through.label")).click()
+        page.get_by_role("heading", name=t("steps.title")).first.wait_for(timeout=30_000)
         wait_for_app(page)
         assert not exceptions(page)
         assert page.get_by_role("radio", name="Toy model").is_checked()
         rows = page.eval_on_selector_all(".js-plotly-plot .ytick text",
                                          "els => els.map(e => e.textContent)")
         assert sorted(int(r.split(": ")[0]) for r in rows) == list(range(8))   # "0: 6" …
-        page.get_by_text("The model's answer", exact=True).wait_for(timeout=30_000)
+        bold = re.search(r"\*\*(.+?)\*\*", lead("toy_view.heading")).group(1)  # its heading
+        page.get_by_text(bold, exact=True).wait_for(timeout=30_000)
     finally:
         context.close()
 
@@ -76,15 +81,14 @@ def test_a_typed_99999_is_kept_shown_as_an_error_and_turns_train_off(browser, ap
     page = context.new_page()
     try:
         page.goto(f"{app_url}/train")
-        page.get_by_role("heading", name="Train attention yourself").wait_for(timeout=60_000)
+        page.get_by_role("heading", name=t("train.title")).wait_for(timeout=60_000)
         train = page.get_by_test_id("stButton").get_by_role("button", name="Train")
         train.wait_for(timeout=60_000)
         wait_for_idle(page)                                         # the first run has ended
         assert train.is_enabled()
-        for label, message in (("Length", "Length must be a whole number from 3 to 16, "
-                                          "not 99999."),
-                               ("Steps", "Steps must be a whole number from 1 to 5,000, "
-                                         "not 99999.")):
+        for label, low, high in ((t("train.field.length"), 3, 16),
+                                 (t("train.field.steps"), 1, 5000)):
+            message = t("train.error.range", field=label, low=low, high=high, value="99999")
             box = page.get_by_role("spinbutton", name=label)
             box.click()
             page.keyboard.press("Control+A")
@@ -93,7 +97,7 @@ def test_a_typed_99999_is_kept_shown_as_an_error_and_turns_train_off(browser, ap
             page.get_by_text(message).wait_for(timeout=30_000)
             assert box.input_value() == "99999"
             assert train.is_disabled()
-            assert page.get_by_text("Train is off: fix the values in red above first.") \
+            assert page.get_by_text(t("train.button.off")) \
                 .is_visible()
             box.click()
             page.keyboard.press("Control+A")

@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 
+from attnviz.i18n import t
 from tests.browser_helpers import (EDITOR, alerts, editor_cells, exceptions, first_heatmap,
                                    tick_labels, type_into_cell, type_into_first_cell,
                                    wait_for_app, wait_for_first_z, wait_for_idle)
@@ -106,7 +107,7 @@ def test_two_quick_downloads_both_arrive(context, app_url):
     page = context.new_page()
     page.goto(app_url + "/steps")
     wait_for_app(page)
-    page.get_by_text("Download every intermediate").click()
+    page.get_by_text(t("downloads.label")).click()
     names = []
     for label in ("JSON", "NumPy .npz"):
         with page.expect_download(timeout=30_000) as download:
@@ -139,7 +140,7 @@ SHOWN = {"w_q": "W_Q", "w_k": "W_K"}
 
 def paste_box(page) -> np.ndarray:
     """The matrix in the page's paste box: the stored matrix, every number written exactly."""
-    box = page.get_by_label("Matrix text (rows on lines; commas, spaces or tabs; or JSON)", exact=True)
+    box = page.get_by_label(t("edit.paste.text"), exact=True)
     return np.array([[float(v) for v in line.split(",")]
                      for line in box.input_value().splitlines()])
 
@@ -214,7 +215,7 @@ def test_a_refused_cell_keeps_its_value_and_names_itself_while_the_others_land(c
     assert len(refused) == 1, alerts(page)
     assert "W_Q of head 0, row 2 (d1), column 1 (q0): 'abc' is not a number" in refused[0]
     assert "W_Q of head 0, row 4 (d3), column 3 (q2): '1,5' is not a number" in refused[0]
-    assert "keeps its previous values for those cells" in refused[0]
+    assert t("edit.kept_previous", count=2) in refused[0]
     expected = before.copy()
     expected[0, 0], expected[1, 1] = 2.0, -0.5          # the others landed; d1/q0, d3/q2 kept
     np.testing.assert_array_equal(first_heatmap(page)["z"], expected)
@@ -222,7 +223,7 @@ def test_a_refused_cell_keeps_its_value_and_names_itself_while_the_others_land(c
     wait_for_first_z(page, 1, 0, 3.0)
     refused = [a for a in alerts(page) if "W_Q of head 0" in a]
     assert len(refused) == 1 and "(d1)" not in refused[0] and "'1,5'" in refused[0], refused
-    assert "keeps its previous value for that cell" in refused[0]
+    assert t("edit.kept_previous", count=1) in refused[0]
     assert not exceptions(page)
 
 
@@ -242,12 +243,12 @@ def test_a_huge_weight_names_its_cell_and_step_and_reset_brings_the_heatmaps_bac
     wait_for_alert(page, overflow)
     wait_for_first_z(page, 0, 0, 1e308)           # the editor and W_Q's own heatmap stay
     assert page.locator(EDITOR).count() == 1
-    page.get_by_role("link", name="Home").first.click()
+    page.get_by_role("link", name=t("nav.home")).first.click()
     wait_for_alert(page, overflow)                # Home: the error and the ways out
     wait_for_idle(page, 30_000)
     assert page.locator(".js-plotly-plot").count() == 0
     page.get_by_role("button", name="Change W_Q of head 0 on Inputs & weights").click()
-    page.get_by_role("heading", name="Inputs & weights").first.wait_for(timeout=30_000)
+    page.get_by_role("heading", name=t("inputs.title")).first.wait_for(timeout=30_000)
     wait_for_alert(page, overflow)
     page.reload()                                 # the edit is in the link: still reachable
     wait_for_alert(page, overflow)
@@ -256,8 +257,8 @@ def test_a_huge_weight_names_its_cell_and_step_and_reset_brings_the_heatmaps_bac
     page.wait_for_function("""() => !Array.from(document.querySelectorAll(
         '[data-testid="stAlert"]')).some(a => a.textContent.includes('overflow'))""",
                            timeout=30_000)
-    page.get_by_role("link", name="Home").first.click()
-    page.get_by_role("heading", name="Self-attention, one step at a time").first.wait_for(
+    page.get_by_role("link", name=t("nav.home")).first.click()
+    page.get_by_role("heading", name=t("home.title")).first.wait_for(
         timeout=30_000)
     wait_for_app(page)                            # the heatmaps are back
     assert not [a for a in alerts(page) if "overflow" in a]
@@ -317,11 +318,11 @@ def test_in_the_toy_model_mode_each_typed_cell_updates_the_models_answer(context
 
     page = context.new_page()
     train_60_steps(page, app_url)
-    page.get_by_role("button", name="Step through this layer").click()
-    page.get_by_role("heading", name="Step by step").first.wait_for(timeout=30_000)
+    page.get_by_role("button", name=t("train.step_through.label")).click()
+    page.get_by_role("heading", name=t("steps.title")).first.wait_for(timeout=30_000)
     wait_for_app(page)
-    page.get_by_role("link", name="Inputs & weights").first.click()
-    page.get_by_role("heading", name="Inputs & weights").first.wait_for(timeout=30_000)
+    page.get_by_role("link", name=t("nav.inputs")).first.click()
+    page.get_by_role("heading", name=t("inputs.title")).first.wait_for(timeout=30_000)
     wait_for_app(page)
     page.get_by_role("radio", name="W_O", exact=True).click()
     page.wait_for_function("""() => Array.from(document.querySelectorAll('.gtitle'))
@@ -338,11 +339,11 @@ def test_in_the_toy_model_mode_each_typed_cell_updates_the_models_answer(context
     wait_for_app(page)
     answer_drawn(page, other_than=first)
     shown = answers_with_edits(page)
-    page.get_by_role("link", name="Step by step").first.click()    # away and back: the page
-    page.get_by_role("heading", name="Step by step").first.wait_for(timeout=30_000)
+    page.get_by_role("link", name=t("nav.steps")).first.click()    # away and back: the page
+    page.get_by_role("heading", name=t("steps.title")).first.wait_for(timeout=30_000)
     wait_for_app(page)
-    page.get_by_role("link", name="Inputs & weights").first.click()  # computed afresh
-    page.get_by_role("heading", name="Inputs & weights").first.wait_for(timeout=30_000)
+    page.get_by_role("link", name=t("nav.inputs")).first.click()  # computed afresh
+    page.get_by_role("heading", name=t("inputs.title")).first.wait_for(timeout=30_000)
     wait_for_app(page)
     answer_drawn(page)
     afresh = answers_with_edits(page)

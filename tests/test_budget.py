@@ -12,6 +12,7 @@ import pytest
 import attnviz
 from attnviz.plot import budget, colour_scales, figures
 from attnviz.plot.budget import Blocks, figure_bytes
+from attnviz.i18n import t
 from tests.apptest_helpers import decode
 
 RNG = np.random.default_rng(7)
@@ -120,10 +121,11 @@ def test_a_map_too_large_for_its_share_is_pooled_to_true_cells_within_it(scale):
         if scale == "row":                                       # and its own colour
             assert decode(trace["z"])[i, j] == 1 + round(colour[block][r, c] * 249)
     assert spec["layout"]["title"]["subtitle"]["text"] == \
-        f"pooled: each cell the largest of {br}×{bc}"
+        t("figure.pooled.map.largest", rows=br, cols=bc)
     assert "largest weight" in trace["hovertemplate"]
     assert trace["x"][0] == (f"0–{bc - 1}" if bc > 1 else "w0")
-    assert spec["layout"]["xaxis"]["title"]["text"].startswith("key positions") == (bc > 1)
+    key_positions = t("figure.axis.positions", axis=t("figure.axis.key"))
+    assert spec["layout"]["xaxis"]["title"]["text"].startswith(key_positions) == (bc > 1)
 
 
 def test_a_map_within_its_share_sends_every_weight():

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import attnviz
-from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page
+from attnviz.i18n import Message, t
+from tests.apptest_helpers import charts, decode, heatmap_z, no_exceptions, open_page, shows
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
 
@@ -46,16 +47,16 @@ def test_the_control_changes_the_chart_and_hover_keeps_the_true_weights(page, st
     at = open_page(page, sentence=SENTENCE, **state)
     no_exceptions(at)
     control = at.segmented_control(key="weight_scale")
-    assert control.label == "Colour scale" and control.value == "fixed"   # short input
+    assert control.label == t("scales.label") and control.value == "fixed"   # short input
     fixed = weights_chart(at)
-    assert colour_bar_title(fixed) == "weight"
+    assert colour_bar_title(fixed) == t("figure.colorbar.fixed")
     want = expected_weights(TOKENS)[0]                           # head 0, by the engine
     np.testing.assert_allclose(heatmap_z(fixed), want, rtol=1e-6)
 
     control.set_value("row").run()
     no_exceptions(at)
     row = weights_chart(at)
-    assert "row max" in colour_bar_title(row)
+    assert colour_bar_title(row) == t("figure.colorbar.row")
     z, true = colours(row), decode(row["data"][0]["customdata"])
     np.testing.assert_array_equal(z.max(axis=1), 1.0)           # each row's max: darkest
     np.testing.assert_allclose(z, want / want.max(axis=1, keepdims=True), atol=LEVEL)
@@ -64,7 +65,7 @@ def test_the_control_changes_the_chart_and_hover_keeps_the_true_weights(page, st
 
     at.segmented_control(key="weight_scale").set_value("head").run()
     head = weights_chart(at)
-    assert "head max" in colour_bar_title(head)
+    assert colour_bar_title(head) == t("figure.colorbar.head")
     np.testing.assert_allclose(colours(head), want / want.max(), atol=LEVEL)
 
 
@@ -74,71 +75,78 @@ def test_a_long_input_starts_on_each_rows_max_but_the_users_choice_wins():
     assert at.segmented_control(key="weight_scale").value == "row"
     assert np.nanmax(colours(weights_chart(at)), axis=1) == pytest.approx(1.0)
     at.segmented_control(key="weight_scale").set_value("fixed").run()
-    assert colour_bar_title(weights_chart(at)) == "weight"
+    assert colour_bar_title(weights_chart(at)) == t("figure.colorbar.fixed")
     at.session_state["sentence"] = LONG + " more words"          # a new long input
     at.run()
     assert at.segmented_control(key="weight_scale").value == "fixed"
-    assert colour_bar_title(weights_chart(at)) == "weight"
+    assert colour_bar_title(weights_chart(at)) == t("figure.colorbar.fixed")
 
 
 # ---- every other attention map (issue 18 item 9) -----------------------------------------------
 
 OTHER = "the dog sat on a mat"
 MODEL_SENTENCE = "The animal didn't cross the street because it was too tired"
-# (page, seeded state, each weights chart's title): every page and tab that
-# draws attention weights as a map, beyond Home, Multi-head and the weights step above
+# (page, seeded state, each weights chart's title: a message, or a formula no language
+# translates): every page and tab that draws attention weights as a map, beyond Home,
+# Multi-head and the weights step above. A tab is seeded by its label, the tabs' state.
+FIRST, SECOND = Message("figure.first_sentence"), Message("figure.second_sentence")
 MAPS = [
-    ("pages/pretrained.py", dict(pt_view="One head", pt_layer=2, pt_head=3),
-     ["Layer 2, head 3: attention weights"]),
-    ("pages/pretrained.py", dict(pt_view="One head", pt_compare=OTHER),
-     ["First sentence", "Second sentence"]),
-    ("pages/reading.py", dict(rd_view="Rollout", ro_layer=3),
-     ["Rollout after layer 3", "Layer 3, heads averaged"]),
-    ("pages/reading.py", dict(rd_view="Value-weighted", vw_layer=2, vw_head=5),
-     ["Layer 2, head 5: weights α"]),
-    ("pages/experiments.py", dict(experiment="Raw softmax(XXᵀ)X"), ["softmax(X Xᵀ)"]),
-    ("pages/experiments.py", dict(experiment="Masks & padding", exp_causal=True),
-     ["Weights after softmax"]),
-    ("pages/experiments.py", dict(experiment="Cross-attention"),
-     ["Weights, head 0: 6 queries × 4 keys"]),
-    ("pages/experiments.py", dict(experiment="Bug: scale after softmax"),
-     ["softmax(QKᵀ/√d_k)", "softmax(QKᵀ) · 1/√d_k  (bug)"]),
-    ("pages/multihead.py", dict(mh_section="Second sentence", mh_compare=OTHER),
-     ["First sentence", "Second sentence"]),
+    ("pages/pretrained.py", dict(pt_view=t("pretrained.tab.one_head"), pt_layer=2, pt_head=3),
+     [Message("pretrained.one_head.title", layer=2, head=3)]),
+    ("pages/pretrained.py", dict(pt_view=t("pretrained.tab.one_head"), pt_compare=OTHER),
+     [FIRST, SECOND]),
+    ("pages/reading.py", dict(rd_view=t("reading.tab.rollout"), ro_layer=3),
+     [Message("reading.rollout.title", layer=3), Message("reading.rollout.raw_title", layer=3)]),
+    ("pages/reading.py", dict(rd_view=t("reading.tab.value"), vw_layer=2, vw_head=5),
+     [Message("reading.value.weights_title", layer=2, head=5)]),
+    ("pages/experiments.py", dict(experiment=t("experiments.tab.raw")), ["softmax(X Xᵀ)"]),
+    ("pages/experiments.py", dict(experiment=t("experiments.tab.masks"), exp_causal=True),
+     [Message("experiments.masks.weights")]),
+    ("pages/experiments.py", dict(experiment=t("experiments.tab.cross")),
+     [Message("experiments.cross.title", queries=6, keys=4)]),
+    ("pages/experiments.py", dict(experiment=t("experiments.tab.bug")),
+     ["softmax(QKᵀ/√d_k)", Message("experiments.bug.buggy_title")]),
+    ("pages/multihead.py", dict(mh_section=t("multihead.tab.second"), mh_compare=OTHER),
+     [FIRST, SECOND]),
 ]
 
 
-def titled(at, title: str) -> dict:
+def titled(at, title: Message | str) -> dict:
+    """The one chart whose whole title is `title` (a message rendered, or a formula)."""
+    title = title.render() if isinstance(title, Message) else title
     found = [f for f in charts(at) if f["layout"].get("title", {}).get("text") == title]
     assert len(found) == 1, (title, [f["layout"].get("title", {}).get("text")
                                      for f in charts(at)])
     return found[0]
 
 
-@pytest.mark.parametrize("page, state, titles", MAPS,
-                         ids=[f"{p[6:-3]}-{'-'.join(t)}" for p, _, t in MAPS])
+def map_id(page: str, titles: list) -> str:
+    return "-".join([page[6:-3], *(m.msg_id if isinstance(m, Message) else m for m in titles)])
+
+
+@pytest.mark.parametrize("page, state, titles", MAPS, ids=[map_id(p, ts) for p, _, ts in MAPS])
 def test_every_attention_map_offers_the_scale_and_hover_keeps_the_true_weight(page, state,
                                                                              titles):
     at = open_page(page, sentence=MODEL_SENTENCE if "pretrained" in page or "reading" in page
                     else SENTENCE, weight_scale="fixed", weight_scale_chosen=True, **state)
     no_exceptions(at)
     control = at.segmented_control(key="weight_scale")
-    assert control.label == "Colour scale" and control.value == "fixed"
-    fixed = {t: heatmap_z(titled(at, t)) for t in titles}          # the weights themselves
-    for t in titles:
-        assert colour_bar_title(titled(at, t)) == "weight"
-        assert np.nanmax(fixed[t]) <= 1 + 1e-6
+    assert control.label == t("scales.label") and control.value == "fixed"
+    fixed = [heatmap_z(titled(at, title)) for title in titles]    # the weights themselves
+    for title, weights in zip(titles, fixed):
+        assert colour_bar_title(titled(at, title)) == t("figure.colorbar.fixed")
+        assert np.nanmax(weights) <= 1 + 1e-6
     control.set_value("row").run()
     no_exceptions(at)
-    for t in titles:
-        fig = titled(at, t)
-        assert "row max" in colour_bar_title(fig)
+    for title, weights in zip(titles, fixed):
+        fig = titled(at, title)
+        assert colour_bar_title(fig) == t("figure.colorbar.row")
         z, true = colours(fig), decode(fig["data"][0]["customdata"])
-        np.testing.assert_allclose(true, fixed[t], rtol=1e-6, equal_nan=True)   # hover
+        np.testing.assert_allclose(true, weights, rtol=1e-6, equal_nan=True)   # hover
         assert "customdata" in fig["data"][0]["hovertemplate"]
-        rows = np.nanmax(fixed[t], axis=1, keepdims=True)
-        np.testing.assert_allclose(z, fixed[t] / rows, atol=LEVEL, equal_nan=True)
-        assert not np.allclose(z, fixed[t], atol=LEVEL, equal_nan=True)   # colours changed
+        rows = np.nanmax(weights, axis=1, keepdims=True)
+        np.testing.assert_allclose(z, weights / rows, atol=LEVEL, equal_nan=True)
+        assert not np.allclose(z, weights, atol=LEVEL, equal_nan=True)   # colours changed
 
 
 def png_indices(uri: str) -> np.ndarray:
@@ -168,19 +176,21 @@ def test_the_model_view_offers_the_scale_and_colours_each_row_by_its_max():
 
     weights = PretrainedModel.load().run(MODEL_SENTENCE).attentions      # (6, 12, n, n)
     at = open_page("pages/pretrained.py", sentence=MODEL_SENTENCE,
-                   pt_view="Model view: every layer and head", weight_scale="fixed",
+                   pt_view=t("pretrained.tab.model_view"), weight_scale="fixed",
                    weight_scale_chosen=True)
     no_exceptions(at)
     control = at.segmented_control(key="weight_scale")
-    assert control.label == "Colour scale"
+    assert control.label == t("scales.label")
     fig = charts(at)[0]
     panel = png_indices(fig["data"][7]["source"])                     # layer 0, head 7
     np.testing.assert_array_equal(panel, np.rint(weights[0, 7] * 255))
-    assert any("fixed 0–1" in c.value for c in at.caption)
+    assert shows(at.caption, "pretrained.model_view.caption",
+                 scale=t("figure.weight_scale.fixed"))
     control.set_value("row").run()
     fig = charts(at)[0]
     panel = png_indices(fig["data"][7]["source"])
     row_max = weights[0, 7] / weights[0, 7].max(axis=1, keepdims=True)
     np.testing.assert_array_equal(panel, np.rint(row_max * 255))
     assert (panel.max(axis=1) == 255).all()                         # each row's max: darkest
-    assert any("each row's max" in c.value for c in at.caption)
+    assert shows(at.caption, "pretrained.model_view.caption",
+                 scale=t("figure.weight_scale.row"))

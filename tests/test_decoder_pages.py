@@ -20,15 +20,15 @@ from attnviz.session.build import build_view
 from attnviz.session.in_use import in_use
 from attnviz.session.settings import Settings
 from tests.apptest_helpers import (chart_bytes, charts, click_points, heatmap_z, no_exceptions,
-                                   open_page, plain, shown_tokens, shows)
-from tests.message_helpers import raises_message
+                                   open_page, plain, shown_tokens, shows, titled)
+from tests.message_helpers import message_pattern, raises_message
 from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
 
 PAGE = "pages/pretrained.py"
 TEXT = "早上好 The animal didn't cross the street"
 DECODER = dict(mode="Pretrained model", model="smollm2", sentence=TEXT)
-MODEL_VIEW = "Model view: every layer and head"
-HEAD_VIEW = "Head view: one layer, every head"
+MODEL_VIEW = t("pretrained.tab.model_view")          # the tabs' state holds their label
+HEAD_VIEW = t("pretrained.tab.head_view")
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +43,18 @@ def causal_nan(weights: np.ndarray) -> np.ndarray:
     return out
 
 
-def chart_titled(at, text: str) -> dict:
-    found = [f for f in charts(at) if text in f["layout"].get("title", {}).get("text", "")]
-    assert found, [f["layout"].get("title", {}).get("text") for f in charts(at)]
-    return found[0]
+def sharing(heads: int, kv_heads: int) -> str:
+    """Which query heads share each K/V head, as decoder.sharing's groups list them, the
+    groups computed here: query heads kv·g … kv·g + g − 1 read K/V head kv."""
+    g = heads // kv_heads
+    return t("decoder.span_list_separator").join(
+        t("decoder.sharing.group", first=kv * g, last=kv * g + g - 1, kv_head=kv)
+        for kv in range(kv_heads))
+
+
+def numbers(*heads: int) -> str:
+    """Query heads listed as the captions list them."""
+    return t("decoder.number_separator").join(map(str, heads))
 
 
 def rotate(x: np.ndarray, positions: np.ndarray, base: float) -> np.ndarray:
@@ -108,22 +116,23 @@ def test_one_head_shows_smollm2s_weights_with_the_causal_mask(run):
     assert shown_tokens(at) == ["早", "上", "好", "The", "animal", "didn", "'t", "cross", "the",
                                 "street"]
     assert run.pieces[5] == "ĠThe" and run.tokens[5] == " The"
-    note = next(c.value for c in at.caption if "UTF-8" in c.value)
-    assert "`早` (tokens 0–1)" in note and "`好` (tokens 3–4)" in note
+    assert shows(at.caption, "decoder.spans_note",
+                 spans=t("decoder.span_list_separator").join(
+                     [t("decoder.span", char="`早`", first=0, last=1),
+                      t("decoder.span", char="`好`", first=3, last=4)]))
     assert len(run.ids) == 12                                   # 早 and 好: two tokens each
-    info = " ".join(i.value for i in at.info)
-    assert "causal" in info and "upper triangle" in info
-    assert ("heads 0–2 read K/V head 0, heads 3–5 read K/V head 1, heads 6–8 read K/V head 2"
-            in info)
-    np.testing.assert_array_equal(heatmap_z(chart_titled(at, "Layer 0, head 0")),
+    assert shows(at.info, "decoder.mask_note")
+    assert shows(at.info, "decoder.sharing", heads=9, kv_heads=3, groups=sharing(9, 3))
+    np.testing.assert_array_equal(heatmap_z(titled(at, "pretrained.one_head.title", layer=0,
+                                                   head=0)),
                                   causal_nan(run.attentions[0, 0]))
     at.selectbox(key="pt_dec_layer").set_value(23)
     at.button_group(key="pt_dec_head").set_value(7).run()
     no_exceptions(at)
-    np.testing.assert_array_equal(heatmap_z(chart_titled(at, "Layer 23, head 7")),
+    np.testing.assert_array_equal(heatmap_z(titled(at, "pretrained.one_head.title", layer=23,
+                                                   head=7)),
                                   causal_nan(run.attentions[23, 7]))
-    assert any("Head 7 reads K/V head 2, shared by query heads 6, 7, 8" in c.value
-               for c in at.caption)
+    assert shows(at.caption, "decoder.head_reads", head=7, kv_head=2, heads=numbers(6, 7, 8))
 
 
 def png_indices(uri: str) -> np.ndarray:
@@ -156,7 +165,7 @@ def test_the_model_view_of_a_long_text_is_pooled_into_the_budget(decoder):
     no_exceptions(at)
     assert len(charts(at)[0]["data"]) == 270
     assert chart_bytes(at) <= 3_000_000
-    assert any("shrunk to" in c.value for c in at.caption)
+    assert shows(at.caption, "pretrained.model_view.pooled")
 
 
 def test_the_head_view_draws_smollm2s_lines_and_none_to_a_later_token(run):
@@ -248,8 +257,8 @@ def test_the_page_says_a_problem_in_the_page_not_a_traceback():
     no_exceptions(at)
     at = open_page(PAGE, model="smollm2", sentence="")
     no_exceptions(at)
-    assert [plain(e) for e in at.error] == ["Cannot run the model: the text is empty: type at "
-                                           "least one character"]
+    assert [plain(e) for e in at.error] == [
+        t("pretrained.cannot_run", error=t("error.text.empty_character"))]
 
 
 @pytest.mark.slow
@@ -294,12 +303,12 @@ def test_step_by_step_weights_of_a_smollm2_layer_equal_transformers(hf_decoder, 
         out = model(torch.tensor([list(run.ids)]), output_attentions=True)
     at = open_page("pages/steps.py", **DECODER, layer=21, step="weights", head=5)
     no_exceptions(at)
-    z = heatmap_z(chart_titled(at, "head 5"))
+    z = heatmap_z(titled(at, "figure.title.head", head=5))
     expected = out.attentions[21][0, 5].numpy()
     lower = np.tril_indices(len(expected))
     np.testing.assert_allclose(z[lower], expected[lower], atol=1e-4)
     assert np.isnan(z[np.triu_indices(len(expected), k=1)]).all()
-    assert any("causal mask hides every key after the query" in c.value for c in at.caption)
+    assert shows(at.caption, "decoder_view.causal", model="SmolLM2-135M-Instruct")
 
 
 @pytest.mark.slow
@@ -309,30 +318,30 @@ def test_step_by_step_shows_q_before_and_after_rotation_and_the_angles(run):
     n = len(run.ids)
     at = open_page("pages/steps.py", **DECODER, layer=layer, step="q_rotated", head=head)
     no_exceptions(at)
-    shown = heatmap_z(chart_titled(at, "head 4"))
+    shown = heatmap_z(titled(at, "figure.title.head", head=4))
     expected = rotate(trace.q[head].astype(np.float64), np.arange(n), 100000.0)
     np.testing.assert_allclose(shown, expected, rtol=1e-4, atol=1e-4)
-    angles = heatmap_z(chart_titled(at, "Rotation angles"))
+    angles = heatmap_z(titled(at, "figure.rope.title", base=100000))
     i = np.arange(32)
     np.testing.assert_allclose(angles, np.arange(n)[:, None] * 100000.0 ** (-2 * i / 64)[None, :],
                                rtol=1e-12)
     at = open_page("pages/steps.py", **DECODER, layer=layer, step="k", head=head)
     no_exceptions(at)
-    np.testing.assert_allclose(heatmap_z(chart_titled(at, "head 4")), trace.k_shared[1],
+    np.testing.assert_allclose(heatmap_z(titled(at, "figure.title.head", head=4)),
+                               trace.k_shared[1],
                                rtol=1e-6)                   # K of the K/V head it reads: 4 // 3
-    assert any("Head 4 reads K/V head 1, shared by query heads 3, 4, 5" in c.value
-               for c in at.caption)
+    assert shows(at.caption, "decoder.head_reads", head=4, kv_head=1, heads=numbers(3, 4, 5))
 
 
 @pytest.mark.slow
 def test_multihead_shows_which_kv_head_each_query_head_shares():
     at = open_page("pages/multihead.py", **DECODER, layer=4)
     no_exceptions(at)
-    z = heatmap_z(chart_titled(at, "Which K/V head"))
+    z = heatmap_z(titled(at, "figure.kv.title", heads=9, kv_heads=3))
     assert z.shape == (9, 3)
     np.testing.assert_array_equal(z, [[1.0 if kv == h // 3 else 0.0 for kv in range(3)]
                                       for h in range(9)])
-    assert any("9 query heads, 3 key/value heads" in c.value for c in at.caption)
+    assert shows(at.caption, "decoder_view.sharing", heads=9, kv_heads=3, group=3)
 
 
 def test_inputs_and_weights_shows_the_kv_head_a_query_head_reads(hf_decoder):
@@ -342,7 +351,7 @@ def test_inputs_and_weights_shows_the_kv_head_a_query_head_reads(hf_decoder):
     k_proj = model.model.layers[6].self_attn.k_proj.weight.detach().numpy()   # (3·64, 576)
     expected = k_proj[128:192].T                                              # K/V head 2
     np.testing.assert_allclose(heatmap_z(charts(at)[0]), expected, atol=1e-6)
-    assert any("K/V head 2's, read by query heads 6, 7, 8" in c.value for c in at.caption)
+    assert shows(at.caption, "decoder_view.edit_shared", kv_head=2, heads=numbers(6, 7, 8))
 
 
 # ---- K-V heads and rotary positions for the synthetic inputs --------------------------------
@@ -352,7 +361,7 @@ def test_kv_heads_and_rotary_positions_in_the_sidebar_build_the_view():
     at = open_page("pages/home.py", num_heads=4)
     no_exceptions(at)
     kv = at.sidebar.selectbox(key="kv_heads")
-    assert kv.options == ["as many as heads", "1", "2"] and kv.value == 0
+    assert kv.options == [t("sidebar.kv_heads.option.all"), "1", "2"] and kv.value == 0
     assert at.sidebar.toggle(key="rope").value is False
     assert at.sidebar.selectbox(key="rope_base").disabled          # off: its base unused
     at = open_page("pages/home.py", num_heads=4, kv_heads=2, rope=True, rope_base=100000)
@@ -375,7 +384,7 @@ def test_kv_heads_and_rotary_positions_in_the_sidebar_build_the_view():
     np.testing.assert_allclose(view.trace.weights[3], expected, atol=1e-12)
     at = open_page("pages/multihead.py", **{k: at.session_state[k] for k in
                                              ("num_heads", "kv_heads", "rope", "rope_base")})
-    np.testing.assert_allclose(heatmap_z(chart_titled(at, "Which K/V head")),
+    np.testing.assert_allclose(heatmap_z(titled(at, "figure.kv.title", heads=4, kv_heads=2)),
                                [[1, 0], [1, 0], [0, 1], [0, 1]])
 
 
@@ -383,12 +392,13 @@ def test_kv_heads_and_rotary_positions_in_the_sidebar_build_the_view():
 def test_kv_heads_and_rotation_are_disabled_with_the_reason_where_they_do_nothing():
     at = open_page("pages/home.py", mode="Preset", preset="two_queries")
     shown = at.sidebar.number_input(key="shown_kv_heads")
-    assert shown.disabled and "its K/V heads are its own" in shown.help
+    assert shown.disabled and message_pattern("in_use.preset.kv_heads").search(shown.help)
     rope = at.sidebar.toggle(key="shown_rope")
-    assert rope.disabled and rope.value is False and "directly" in rope.help
+    assert rope.disabled and rope.value is False and \
+        message_pattern("in_use.preset.rope_given").search(rope.help)
     at = open_page("pages/home.py", d_model=12, num_heads=4)                # d_k = 3: odd
     rope = at.sidebar.toggle(key="shown_rope")
-    assert rope.disabled and "d_k is 3, an odd number" in rope.help
+    assert rope.disabled and message_pattern("in_use.rope.odd_d_k", d_k=3).search(rope.help)
     at = open_page("pages/home.py", **DECODER)
     assert at.sidebar.number_input(key="shown_kv_heads").value == 3
     assert at.sidebar.toggle(key="shown_rope").value is True

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_load import REPLICA_HEADER, local_haproxy_cfg  # noqa: E402
+from attnviz.i18n import t
 from tests.browser_helpers import free_port, stop_process  # noqa: E402
 from tests.deploy_helpers import (CFG, Port, assert_metrics_blocked,  # noqa: E402
                                   assert_security_headers, haproxy, raw_get)
@@ -300,10 +301,10 @@ def test_the_websocket_opens_only_from_the_same_site(proxied_app):
     assert "Rejecting WebSocket" not in app_log.read_text(errors="replace")
 
 
-PAGES = [("Home", "Self-attention, one step at a time"), ("Inputs & weights", "Inputs & weights"),
-         ("Step by step", "Step by step"), ("Multi-head", "Multi-head attention"),
-         ("Experiments", "Experiments"), ("Pretrained model", "Pretrained model"),
-         ("Read the model", "Read the model"), ("Train", "Train attention yourself")]
+PAGES = [(t("nav.home"), t("home.title")), (t("nav.inputs"), t("inputs.title")),
+         (t("nav.steps"), t("steps.title")), (t("nav.multihead"), t("multihead.title")),
+         (t("nav.experiments"), t("experiments.title")), (t("nav.pretrained"), t("pretrained.title")),
+         (t("nav.reading"), t("nav.reading")), (t("nav.train"), t("train.title"))]
 
 
 @pytest.mark.deploy

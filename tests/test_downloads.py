@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import attnviz
+from attnviz.i18n import t
 from tests.apptest_helpers import open_page, reachable, record_downloads
 from tests.message_helpers import raises_message
+from tools import streamlit_compat
 
 SENTENCE = "Tom's <b>cat</b> sat"
 
@@ -82,7 +84,7 @@ def test_download_buttons_keep_no_trace_for_the_session(downloads, page):
 @pytest.mark.slow
 @pytest.mark.parametrize("page, state", [
     ("pages/steps.py", {}), ("pages/inputs.py", {}), ("pages/multihead.py", {}),
-    ("pages/home.py", {}), ("pages/pretrained.py", {"pt_view": "Model view: every layer and head"}),
+    ("pages/home.py", {}), ("pages/pretrained.py", {"pt_view": t("pretrained.tab.model_view")}),
     ("pages/reading.py", {})])
 def test_a_session_keeps_no_trace_after_its_run(page, state):
     """A session lives on for minutes after its browser left; what it keeps must not include
@@ -91,7 +93,7 @@ def test_a_session_keeps_no_trace_after_its_run(page, state):
 
     at = open_page(page, sentence="a session that keeps nothing big", **state)
     assert not at.exception
-    kept = [type(o).__name__ for o in reachable(at.session_state._state)   # widgets' metadata
+    kept = [type(o).__name__ for o in reachable(streamlit_compat.session_store(at))   # widgets' metadata
             if isinstance(o, (attnviz.AttentionTrace, PretrainedTrace))]   # included
     assert kept == []
 

@@ -87,7 +87,7 @@ def test_agrees_with_torch_for_any_shapes_biases_and_masks(cfg):
     assert not np.isnan(t.weights).any() and not np.isnan(t.output).any()
     if dead.any():
         assert (t.weights[dead] == 0).all()
-        assert t.warnings and "every key is masked" in t.warnings[0]
+        assert t.warning_messages and t.warning_messages[0].msg_id == "notice.masked_rows"
     else:
         assert t.warnings == []
         np.testing.assert_allclose(t.output, out, atol=1e-5, rtol=1e-5)

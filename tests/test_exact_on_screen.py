@@ -12,10 +12,11 @@ import pytest
 
 import attnviz
 from attnviz.io import matrix_files
-from attnviz.i18n import Message
-from tests.message_helpers import cell_at, raises_message
+from attnviz.i18n import Message, t
+from tests.message_helpers import cell_at, message_pattern, raises_message
 
-from tests.apptest_helpers import ROOT, charts, heatmap_z, no_exceptions, open_page, plain, shows
+from tests.apptest_helpers import (ROOT, apply_paste, charts, heatmap_z, no_exceptions, open_page,
+                                   plain, shows)
 
 ARTICLE_003_OUTPUT = [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]      # tutorial 003, as printed
 
@@ -36,16 +37,16 @@ def test_a_preset_shows_its_own_sizes_and_scaling_disabled_with_the_reason():
     no_exceptions(at)
     numbers = sidebar_numbers(at)
     assert numbers["d_model"] == (4, True)      # tutorial 003: inputs of 4 numbers
-    assert numbers["Heads"] == (1, True)
+    assert numbers[t("sidebar.heads.label")] == (1, True)
     assert numbers["d_k"] == (3, True)          # its W_Q is 4 × 3
-    scaled = [c for c in at.sidebar.checkbox if c.label == "Divide scores by √d_k"][0]
+    scaled = [c for c in at.sidebar.checkbox if c.label == t("sidebar.scaled.label")][0]
     assert scaled.value is False and scaled.disabled
     assert "003" in scaled.help
 
 
 def test_the_two_queries_preset_divides_by_root_3_and_says_so():
     at = open_page("pages/home.py", mode="Preset", preset="two_queries")
-    assert sidebar_checkboxes(at)["Divide scores by √d_k"] == (True, True)
+    assert sidebar_checkboxes(at)[t("sidebar.scaled.label")] == (True, True)
     assert sidebar_numbers(at)["d_k"] == (3, True)
 
 
@@ -68,7 +69,7 @@ def test_q_k_v_mode_shows_one_head_and_the_width_of_q():
     at = open_page("pages/home.py", mode="Q, K, V", q_text="1 2 3 4\n5 6 7 8",
                    k_text="1 0 0 0\n0 1 0 0", v_text="1\n2")
     numbers = sidebar_numbers(at)
-    assert numbers["Heads"] == (1, True) and numbers["d_k"] == (4, True)
+    assert numbers[t("sidebar.heads.label")] == (1, True) and numbers["d_k"] == (4, True)
 
 
 @pytest.mark.slow
@@ -76,11 +77,11 @@ def test_d_k_shows_the_derived_value_not_zero_or_the_users_choice():
     # (AppTest loses the sidebar after a click on it, so the choices are seeded.)
     at = open_page("pages/home.py", d_model=12, num_heads=3)
     assert sidebar_numbers(at)["d_k"] == (4, True)
-    assert sidebar_checkboxes(at)["d_k = d_model / heads"] == (True, False)
+    assert sidebar_checkboxes(at)[t("sidebar.d_k_auto.label")] == (True, False)
     chosen = dict(d_model=12, num_heads=3, d_k=6)
     at = open_page("pages/home.py", **chosen)
     assert sidebar_numbers(at)["d_k"] == (6, False)
-    assert sidebar_checkboxes(at)["d_k = d_model / heads"] == (False, False)
+    assert sidebar_checkboxes(at)[t("sidebar.d_k_auto.label")] == (False, False)
     at = open_page("pages/steps.py", step="q", **chosen)
     assert heatmap_z(charts(at)[0]).shape == (11, 6)       # 11 tokens × d_k 6
 
@@ -88,7 +89,7 @@ def test_d_k_shows_the_derived_value_not_zero_or_the_users_choice():
 @pytest.mark.slow
 def test_positional_encoding_is_shown_off_where_it_cannot_apply():
     at = open_page("pages/home.py", mode="Preset", preset="it", positional=True)
-    assert sidebar_checkboxes(at)["Sinusoidal positional encoding"] == (False, True)
+    assert sidebar_checkboxes(at)[t("sidebar.positional.label")] == (False, True)
 
 
 def formula_of(at) -> str:
@@ -118,14 +119,14 @@ def test_tutorial_003_notes_the_rounding_and_the_switch_gives_the_printed_output
     exact = heatmap_z(charts(at)[0])
     np.testing.assert_allclose(exact[0], [1.936621, 6.683105, 1.595068], atol=1e-6)
     home = open_page("pages/home.py", mode="Preset", preset="three_inputs")
-    assert sidebar_checkboxes(home)["Use the tutorial's rounded weights"] == (False, False)
+    assert sidebar_checkboxes(home)[t("sidebar.rounded.label")] == (False, False)
     at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="output",
                    rounded=True)
     no_exceptions(at)
     np.testing.assert_allclose(heatmap_z(charts(at)[0]), ARTICLE_003_OUTPUT, atol=1e-12)
     at.session_state["step"] = "weights"
     at.run()
-    assert "not the softmax" in at.subheader[0].value
+    assert message_pattern("step.weights.title_given").search(at.subheader[0].value)
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]),
                                   [[0, .5, .5], [0, 1, 0], [0, .9, .1]])
 
@@ -168,7 +169,7 @@ def test_the_paste_box_holds_every_number_exactly_so_applying_it_changes_nothing
     x = attnviz.embed_tokens(["Thinking", "Machines"], 4)          # the page's X, from the engine
     area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
     np.testing.assert_array_equal(attnviz.parse_matrix(area.value), x)
-    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    apply_paste(at)
     no_exceptions(at)
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), x)
 
@@ -179,7 +180,7 @@ def test_a_bad_paste_names_the_matrix_and_head_as_the_page_does():
                    matrix="w_k", edit_head=1)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_k"))
     area.input("1\n1e400").run()
-    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    apply_paste(at)
     where = cell_at(2, 1, Message("edit.of_head", matrix="W_K", head=1))
     assert shows(at.error, "error.cell.too_large_text", where=where, value="'1e400'"), \
         [plain(e) for e in at.error]

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import attnviz
+from attnviz.i18n import t
 from attnviz.tutorials import experiments
-from tests.apptest_helpers import Runs, charts, decode, heatmap_z, no_exceptions, open_page
+from tests.apptest_helpers import (Runs, charts, decode, heatmap_z, no_exceptions, open_page,
+                                   shows, titled)
 
 W = attnviz.MultiHeadWeights.random(16, 2, seed=1)
 TOKENS = attnviz.tokenize("the quick brown fox jumps over the lazy dog")
@@ -83,13 +85,25 @@ def test_scaling_after_softmax_breaks_the_row_sums():
 # ---- the page ------------------------------------------------------------------------------------
 
 def metrics(at) -> dict[str, str]:
+    """The page's metrics, label → value."""
     return {m.label: m.value for m in at.metric}
 
 
+def metric(at_or_metrics, msg_id: str, /, **params) -> str:
+    """The value of the metric labelled with the message `msg_id`."""
+    found = metrics(at_or_metrics) if not isinstance(at_or_metrics, dict) else at_or_metrics
+    return found[t(msg_id, **params)]
+
+
+def tied(kind: str) -> dict:
+    """The parameters of experiments.tied.asymmetry for W_Q and W_K `kind` (tied, separate)."""
+    return dict(name=t(f"experiments.tied.{kind}"))
+
+
 def open_tab(tab: str, **state):
-    """The Experiments page with one tab open (only the open tab is computed and drawn), in a
-    run of its own (for a test that sets its widgets)."""
-    return open_page("pages/experiments.py", experiment=tab, **state)
+    """The Experiments page with the tab whose label is message `tab` open (only the open tab
+    is computed and drawn), in a run of its own (for a test that sets its widgets)."""
+    return open_page("pages/experiments.py", experiment=t(tab), **state)
 
 
 @pytest.fixture(scope="module")
@@ -97,11 +111,13 @@ def tab_run():
     """The Experiments page with one tab open, one run per tab shared by the tests that only
     read it."""
     runs = Runs()
-    return lambda tab: runs("pages/experiments.py", experiment=tab)
+    return lambda tab: runs("pages/experiments.py", experiment=t(tab))
 
 
-TABS = ("√d_k scaling", "Tied vs separate Q/K", "Raw softmax(XXᵀ)X", "Word order & positions",
-        "Masks & padding", "Cross-attention", "Bug: scale after softmax")
+# the tabs by their labels' message ids (a tab's state is its label)
+SCALING, TIED, RAW, ORDER, MASKS, CROSS, BUG = TABS = tuple(
+    f"experiments.tab.{tab}" for tab in ("scaling", "tied", "raw", "order", "masks", "cross",
+                                         "bug"))
 
 
 @pytest.mark.slow
@@ -111,36 +127,36 @@ def test_page_shows_each_experiments_proof(tab_run):
         at = tab_run(tab)
         assert charts(at), tab
         m.update(metrics(at))
-    assert float(m["variance of q·k"]) == pytest.approx(64, rel=0.1)
-    assert float(m["max |S − Sᵀ|, tied W_Q = W_K"]) == 0
-    assert float(m["max |S − Sᵀ|, separate W_Q, W_K"]) > 0
-    assert float(m["without positions: max |row change|"]) < 1e-9
-    assert float(m["with sinusoidal positions"]) > 1e-3
-    assert float(m["largest weight on a masked cell"]) == 0
-    assert float(m["row sums, correct order"]) == pytest.approx(1)
-    assert float(m["row sums, scale after softmax"]) == pytest.approx(0.5, abs=1e-4)
+    assert float(metric(m, "experiments.scaling.variance")) == pytest.approx(64, rel=0.1)
+    assert float(metric(m, "experiments.tied.asymmetry", **tied("tied"))) == 0
+    assert float(metric(m, "experiments.tied.asymmetry", **tied("separate"))) > 0
+    assert float(metric(m, "experiments.order.plain")) < 1e-9
+    assert float(metric(m, "experiments.order.encoded")) > 1e-3
+    assert float(metric(m, "experiments.masks.largest")) == 0
+    assert float(metric(m, "experiments.bug.correct")) == pytest.approx(1)
+    assert float(metric(m, "experiments.bug.buggy")) == pytest.approx(0.5, abs=1e-4)
 
 
 @pytest.mark.slow
 def test_only_the_open_tab_is_drawn(tab_run):
-    assert set(metrics(tab_run("Masks & padding"))) == {"largest weight on a masked cell"}
+    assert set(metrics(tab_run(MASKS))) == {t("experiments.masks.largest")}
 
 
 @pytest.mark.slow
 def test_page_variance_follows_the_d_k_slider():
-    at = open_tab("√d_k scaling")
+    at = open_tab(SCALING)
     at.slider(key="exp_dk").set_value(400).run()
-    assert float(metrics(at)["variance of q·k"]) == pytest.approx(400, rel=0.1)
+    assert float(metric(at, "experiments.scaling.variance")) == pytest.approx(400, rel=0.1)
 
 
 def test_page_masks_give_exact_zero_weights_on_pads():
-    at = open_tab("Masks & padding", sentence="one two three")
+    at = open_tab(MASKS, sentence="one two three")
     at.number_input(key="exp_len").set_value(6).run()
     table = next(d.value for d in at.dataframe if "[PAD] (6)" in list(d.value.columns))
     assert table.shape == (6, 6)
     assert (table.iloc[:, 3:].to_numpy() == 0).all()
     np.testing.assert_allclose(table.to_numpy().sum(1), 1.0)
-    fig = next(f for f in charts(at) if "Weights after softmax" in str(f["layout"]["title"]))
+    fig = titled(at, "experiments.masks.weights")
     shown = heatmap_z(fig)
     assert np.isnan(shown[:, 3:]).all() and not np.isnan(shown[:, :3]).any()  # masked: grey
     assert fig["data"][1]["name"] == "masked"
@@ -148,14 +164,15 @@ def test_page_masks_give_exact_zero_weights_on_pads():
 
 @pytest.mark.slow
 def test_page_cross_attention_is_not_square_and_labelled():
-    at = open_tab("Cross-attention", sentence="the cat sat")
+    at = open_tab(CROSS, sentence="the cat sat")
     at.text_input(key="exp_cross_text").input("le chat").run()
-    fig = next(f for f in charts(at) if "queries ×" in str(f["layout"]["title"]))
+    fig = titled(at, "experiments.cross.title", queries=3, keys=2)
     assert heatmap_z(fig).shape == (3, 2)
     assert "chat" in str(fig["data"][0]["x"]) and "cat" in str(fig["data"][0]["y"])
 
 
-def titled(at, start: str) -> dict:
+def formula(at, start: str) -> dict:
+    """The one chart whose title, a formula no language translates, starts with `start`."""
     found = [f for f in charts(at) if str(f["layout"].get("title", {}).get("text", ""))
              .startswith(start)]
     assert len(found) == 1, (start, [f["layout"].get("title") for f in charts(at)])
@@ -167,8 +184,8 @@ def softmax(s):
     return e / e.sum(-1, keepdims=True)
 
 
-NEEDS_WEIGHTS = {"Word order & positions": "needs a sentence (or X) of at least two tokens",
-                 "Masks & padding": "needs weights", "Cross-attention": "needs a sentence or"}
+NEEDS_WEIGHTS = {ORDER: "experiments.order.needs", MASKS: "experiments.masks.needs",
+                 CROSS: "experiments.cross.needs"}
 
 
 @pytest.mark.slow
@@ -185,44 +202,45 @@ def test_every_tab_runs_on_other_inputs(mode, tab):
     assert not at.error
     m = metrics(at)
     if mode == "Q, K, V" and tab in NEEDS_WEIGHTS:
-        assert any(NEEDS_WEIGHTS[tab] in i.value for i in at.info), [i.value for i in at.info]
+        assert shows(at.info, NEEDS_WEIGHTS[tab]), [i.value for i in at.info]
         assert not charts(at)
         return
-    if tab == "√d_k scaling":                   # the same experiment whatever the input
-        assert m["theory (d_k)"] == "64"
-        assert float(m["variance of q·k"]) == pytest.approx(64, rel=0.1)
-        assert float(m["variance of q·k/√d_k"]) == pytest.approx(1, rel=0.1)
-    elif tab == "Tied vs separate Q/K":         # tutorial 004's X until "your input X"
-        assert float(m["max |S − Sᵀ|, tied W_Q = W_K"]) <= 1e-12
-        assert float(m["max |S − Sᵀ|, separate W_Q, W_K"]) > 1e-3
-    elif tab == "Raw softmax(XXᵀ)X":            # tutorial 001's 早上好 until "your input X"
+    if tab == SCALING:                          # the same experiment whatever the input
+        assert metric(m, "experiments.scaling.theory") == "64"
+        assert float(metric(m, "experiments.scaling.variance")) == pytest.approx(64, rel=0.1)
+        assert float(metric(m, "experiments.scaling.scaled_variance")) == \
+            pytest.approx(1, rel=0.1)
+    elif tab == TIED:                           # tutorial 004's X until "your input X"
+        assert float(metric(m, "experiments.tied.asymmetry", **tied("tied"))) <= 1e-12
+        assert float(metric(m, "experiments.tied.asymmetry", **tied("separate"))) > 1e-3
+    elif tab == RAW:                            # tutorial 001's 早上好 until "your input X"
         x = attnviz.load_preset("zao_shang_hao").x
-        np.testing.assert_allclose(heatmap_z(titled(at, "X Xᵀ")), x @ x.T, rtol=1e-12)
-        np.testing.assert_allclose(heatmap_z(titled(at, "softmax(X Xᵀ)")), softmax(x @ x.T),
+        np.testing.assert_allclose(heatmap_z(formula(at, "X Xᵀ")), x @ x.T, rtol=1e-12)
+        np.testing.assert_allclose(heatmap_z(formula(at, "softmax(X Xᵀ)")), softmax(x @ x.T),
                                    rtol=1e-9)
-    elif tab == "Word order & positions":
-        assert float(m["without positions: max |row change|"]) < 1e-9
-        assert float(m["with sinusoidal positions"]) > 1e-3
-    elif tab == "Masks & padding":              # padded by 3: the last 3 keys are [PAD]
-        assert m["largest weight on a masked cell"] == "0.0"
-        shown = heatmap_z(titled(at, "Weights after softmax"))
+    elif tab == ORDER:
+        assert float(metric(m, "experiments.order.plain")) < 1e-9
+        assert float(metric(m, "experiments.order.encoded")) > 1e-3
+    elif tab == MASKS:                          # padded by 3: the last 3 keys are [PAD]
+        assert metric(m, "experiments.masks.largest") == "0.0"
+        shown = heatmap_z(titled(at, "experiments.masks.weights"))
         assert np.isnan(shown[:, -3:]).all() and not np.isnan(shown[:, :-3]).any()
         np.testing.assert_allclose(np.nansum(shown, axis=1), 1.0, rtol=1e-6)
-    elif tab == "Cross-attention":              # keys: "Le chat est assis", 4 tokens
-        shown = heatmap_z(titled(at, "Weights, head 0:"))
+    elif tab == CROSS:                          # keys: "Le chat est assis", 4 tokens
+        shown = heatmap_z(titled(at, "experiments.cross.title", keys=4))
         assert shown.shape[1] == 4
         np.testing.assert_allclose(shown.sum(axis=1), 1.0, rtol=1e-6)
     else:                                       # the bug: rows sum to 1/√d_k, not 1
         d_k = build_view(Settings(mode=mode)).trace.d_k
-        assert m["row sums, correct order"] == "1.0000"
-        assert m["row sums, scale after softmax"] == f"{1 / math.sqrt(d_k):.4f}"
+        assert metric(m, "experiments.bug.correct") == "1.0000"
+        assert metric(m, "experiments.bug.buggy") == f"{1 / math.sqrt(d_k):.4f}"
 
 
 @pytest.mark.slow
 def test_the_histogram_sends_its_counts_not_every_sample():
     """80 bars per histogram, each counting what np.histogram counts on the raw samples; the
     page's √d_k tab used to send all 20,000 samples twice (253 KB, the same for every learner)."""
-    at = open_tab("√d_k scaling")
+    at = open_tab(SCALING)
     at.slider(key="exp_dk").set_value(16).run()
     hist = next(c for c in at.get("plotly_chart") if "dot products" in c.proto.spec)
     fig = json.loads(hist.proto.spec)
@@ -240,7 +258,7 @@ def test_on_the_scaling_tab_one_colour_means_unscaled_and_another_scaled_everywh
     """Issue 18 item 11: the histogram drew q·k in red and the softmax bars drew the scaled row
     in red (the theme's second colour). Every trace of the tab is named by what it shows; its
     colour must follow whether it is scaled (the name divides by √d_k) or not."""
-    at = tab_run("√d_k scaling")
+    at = tab_run(SCALING)
     colours = {"scaled": set(), "unscaled": set()}
     traces = [tr for fig in charts(at) for tr in fig["data"]]
     assert len(traces) == 4                          # two histograms, two rows of bars
@@ -251,7 +269,7 @@ def test_on_the_scaling_tab_one_colour_means_unscaled_and_another_scaled_everywh
     assert len(colours["unscaled"]) == 1 and len(colours["scaled"]) == 1, colours
     assert colours["unscaled"] != colours["scaled"]
     table = at.table[0].value
-    unscaled_row = next(i for i in table.index if i.startswith("without"))
-    scaled_row = next(i for i in table.index if i.startswith("with "))
+    unscaled_row, scaled_row = t("experiments.scaling.without"), t("experiments.scaling.with")
+    assert list(table.index) == [unscaled_row, scaled_row]
     assert "red" in unscaled_row and "blue" in scaled_row        # the table's words agree
     assert colours == {"unscaled": {"#d62728"}, "scaled": {"#1f77b4"}}     # red, blue

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from attnviz.core.errors import AttnvizInputError
-from attnviz.i18n import use_language
+from attnviz.i18n import t, use_language
 from attnviz.tutorials import experiments
-from tests.apptest_helpers import charts, decode, no_exceptions, open_page, plain
+from tests.apptest_helpers import decode, no_exceptions, open_page, plain, shows, titled
+from tests.message_helpers import message_pattern
 from tests.i18n_walker import CJK, english_runs
 
 TEXT = "The capital of France is"
@@ -227,23 +228,29 @@ def test_a_text_the_sink_cannot_use_is_said_in_both_languages(decoder, text, msg
 
 # ---- the page ------------------------------------------------------------------------------
 
-ROPE_TAB, SINK_TAB = "RoPE: score and distance", "Attention sink"
+ROPE_TAB, SINK_TAB = "experiments.tab.rope", "experiments.tab.sink"    # their labels' ids
 
 
 def metric_values(at) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+def tab(msg_id: str) -> str:
+    """A tab's label, its state (the experiments page is seeded with it)."""
+    return t(msg_id)
+
+
 @pytest.mark.slow
 def test_the_rope_tab_shows_the_same_score_for_every_shift_random_q_k():
-    at = open_page("pages/experiments.py", experiment=ROPE_TAB, exp_rope_source="random",
+    at = open_page("pages/experiments.py", experiment=tab(ROPE_TAB), exp_rope_source="random",
                    exp_rope_offset=300)
     assert not at.error
     q, k = np.random.default_rng(0).standard_normal((2, 64))  # seed 0, d_k 64: the defaults
     shown = metric_values(at)
     expected = closed_form_score(q, k, 7, 3, 10000.0)
-    assert float(shown["score at (m, n) = (7, 3)"]) == pytest.approx(expected, abs=1e-6)
-    assert float(shown["change when shifted"]) < 1e-10
+    assert float(shown[t("experiments.rope.score", m=7, n=3)]) == pytest.approx(expected,
+                                                                                abs=1e-6)
+    assert float(shown[t("experiments.rope.shift_change")]) < 1e-10
     table = at.table[0].value
     together = table.iloc[:, 1].tolist()
     assert together[0] == f"(7, 3) → {expected:.6f}" and together[-1] == \
@@ -251,7 +258,7 @@ def test_the_rope_tab_shows_the_same_score_for_every_shift_random_q_k():
     assert len({row.split("→")[1] for row in together}) == 1       # one score, every shift
     apart = table.iloc[:, 2].tolist()
     assert apart[-1] == f"(303, 3) → {closed_form_score(q, k, 303, 3, 10000.0):.6f}"
-    fig = next(f for f in charts(at) if "RoPE" in f["layout"]["title"]["text"])
+    fig = titled(at, "figure.experiment.rope.title", base="10000", d=64)
     flat, curve = (decode(tr["y"]) for tr in fig["data"])
     assert len(flat) == len(curve) == 301
     assert np.ptp(flat) < 1e-10 and np.ptp(curve) > 1
@@ -260,52 +267,57 @@ def test_the_rope_tab_shows_the_same_score_for_every_shift_random_q_k():
 
 @pytest.mark.slow
 def test_the_rope_tab_on_a_smollm2_head(decoder):
-    at = open_page("pages/experiments.py", experiment=ROPE_TAB, exp_rope_layer=5, exp_rope_head=7)
+    at = open_page("pages/experiments.py", experiment=tab(ROPE_TAB), exp_rope_layer=5,
+                   exp_rope_head=7)
     assert not at.error
     tr = decoder.run(TEXT).trace(5)
     n = tr.q.shape[1]
     q, k = tr.q[7, n - 1].astype(np.float64), tr.k[7, 0].astype(np.float64)
     shown = metric_values(at)
-    label = f"score at (m, n) = ({n - 1}, 0)"
+    label = t("experiments.rope.score", m=n - 1, n=0)
     assert float(shown[label]) == pytest.approx(closed_form_score(q, k, n - 1, 0, 100000.0),
                                                 abs=1e-5)
-    assert float(shown["change when shifted"]) < 1e-9
-    caption = " ".join(plain(c) for c in at.caption)
-    assert "layer 5, query head 7 (key/value head 2)" in caption
+    assert float(shown[t("experiments.rope.shift_change")]) < 1e-9
+    assert shows(at.caption, "experiments.rope.pair", i=n - 1, j=0, layer=5, head=7, kv_head=2)
 
 
 def test_the_sink_tab_shows_transformers_numbers(hf_sink):
     attentions, before, after, tokenizer = hf_sink
-    at = open_page("pages/experiments.py", experiment=SINK_TAB)
+    at = open_page("pages/experiments.py", experiment=tab(SINK_TAB))
     assert not at.error
     shown = metric_values(at)
-    assert float(shown["mean weight on the first token"]) == pytest.approx(
+    assert float(shown[t("experiments.sink.mean")]) == pytest.approx(
         attentions[:, :, 1:, 0].mean(), abs=1e-3)
-    assert shown["most likely next token"] == "␣Paris"          # one notation (issue 27.13)
+    assert shown[t("experiments.sink.top")] == "␣Paris"          # one notation (issue 27.13)
     paris = int(np.argmax(before))
-    change = next(v for label, v in shown.items() if label.startswith("change in log p("))
+    change = next(v for label, v in shown.items()
+                  if message_pattern("experiments.sink.change").fullmatch(label))
     assert float(change) == pytest.approx(after[paris] - before[paris], abs=2e-3)
     tables = [d.value for d in at.dataframe]
     assert tables[0].iloc[0, 0] == "␣Paris"
     assert float(tables[0].iloc[0, 1]) == pytest.approx(before[paris], abs=2e-3)
     assert float(tables[1].iloc[0, 2]) == pytest.approx(after.max(), abs=2e-3)
-    bars = next(f for f in charts(at) if "each layer" in f["layout"]["title"]["text"])
+    bars = titled(at, "figure.experiment.sink.title")
     np.testing.assert_allclose(decode(bars["data"][0]["y"]),
                                attentions[:, :, 1:, 0].mean(axis=(1, 2)), atol=1e-4)
 
 
 @pytest.mark.slow
 def test_the_decoder_tabs_say_what_is_wrong_in_the_page_in_both_languages():
-    for lang, empty, short in (("en", "the text is empty", "only one token"),
-                               ("zh", "文本是空的", "文本只有一个词元")):
-        at = open_page("pages/experiments.py", params={"lang": lang}, experiment=SINK_TAB,
+    for lang in ("en", "zh"):
+        with use_language(lang):
+            sink, rope = tab(SINK_TAB), tab(ROPE_TAB)
+        at = open_page("pages/experiments.py", params={"lang": lang}, experiment=sink,
                        exp_sink_text="")
-        assert any(empty in e.value for e in at.error), [e.value for e in at.error]
-        at = open_page("pages/experiments.py", params={"lang": lang}, experiment=SINK_TAB,
+        with use_language(lang):
+            assert shows(at.error, "error.experiment.sink.empty"), [e.value for e in at.error]
+        at = open_page("pages/experiments.py", params={"lang": lang}, experiment=sink,
                        exp_sink_text="Hi")
-        assert any(short in e.value for e in at.error), [e.value for e in at.error]
+        with use_language(lang):
+            assert shows(at.error, "error.experiment.sink.too_short"), \
+                [e.value for e in at.error]
         assert at.title and at.tabs                     # the page goes on around the error
-        at = open_page("pages/experiments.py", params={"lang": lang}, experiment=ROPE_TAB,
+        at = open_page("pages/experiments.py", params={"lang": lang}, experiment=rope,
                        exp_rope_source="random", exp_rope_d=7)
         assert [e.value for e in at.error] != []
         assert re.search("7", at.error[0].value)
@@ -314,10 +326,11 @@ def test_the_decoder_tabs_say_what_is_wrong_in_the_page_in_both_languages():
 def test_the_chinese_page_keeps_the_open_tab_named_in_english():
     with use_language("zh"):
         label = experiments_tab_label("sink")
-    at = open_page("pages/experiments.py", params={"lang": "zh"}, experiment=SINK_TAB)
-    no_exceptions(at)
+        mean = t("experiments.sink.mean")
+    at = open_page("pages/experiments.py", params={"lang": "zh"}, experiment=tab(SINK_TAB))
+    no_exceptions(at)                      # (the English label: a link made in English)
     assert at.session_state["experiment"] == label
-    assert "第一个词元上的平均权重" in metric_values(at)
+    assert mean in metric_values(at)
 
 
 def experiments_tab_label(name: str) -> str:

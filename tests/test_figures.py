@@ -11,8 +11,9 @@ import attnviz
 from attnviz import MultiHeadWeights, embed_tokens, trace_attention
 from attnviz.plot import colour_scales, figures, text_layout
 from attnviz.plot.budget import figure_bytes
+from attnviz.i18n import t
 from tests.apptest_helpers import decode
-from tests.message_helpers import raises_message
+from tests.message_helpers import message_pattern, raises_message
 
 TOKENS = ["the", "cat", "<b>sat</b>", "the"]
 
@@ -257,7 +258,7 @@ def all_strings(obj):
 
 def test_query_vector_view_names_the_query_and_masked_keys(trace):
     fig = figures.query_vector_figure(trace, 0, head=1, tokens_q=TOKENS)
-    assert fig.layout.title.text == "Query the (1) — head 1"
+    assert fig.layout.title.text == t("figure.vector.title", query="the (1)", head=1)
     assert list(fig.data[1].text[1:]) == ["−∞ (masked)"] * 3      # keys after the query
     assert list(fig.data[2].text[1:]) == ["0 (masked)"] * 3
 
@@ -384,7 +385,8 @@ def test_pooled_grid_subtitle_sits_above_the_head_titles():
                                 attnviz.MultiHeadWeights.random(8, 2, seed=1))
     fig = figures.heads_grid(t, tokens)
     title = fig.layout.title
-    assert "<sub>" not in title.text and "tokens per cell" in title.subtitle.text
+    assert "<sub>" not in title.text and \
+        message_pattern("figure.pooled.grid.tokens.largest").fullmatch(title.subtitle.text)
     assert (title.yref, title.y, title.yanchor) == ("container", 1, "top")   # pinned at the top
     assert fig.layout.margin.t >= 90                             # room for title, subtitle, heads
 

@@ -19,7 +19,7 @@ import pytest
 from attnviz import DecoderModel, PretrainedModel
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.weights import MultiHeadWeights
-from attnviz.i18n import Message, use_language
+from attnviz.i18n import Message, t, use_language
 from attnviz.models import decoder_reading, pretrained
 from attnviz.session import encoder_runs
 from tests.apptest_helpers import button, charts, no_exceptions, open_page, plain
@@ -295,8 +295,8 @@ def test_generate_shows_the_error_not_the_next_token_bars(smollm2_damaged, lang)
 
 
 @pytest.mark.parametrize("state", [
-    {"experiment": "Attention sink", "exp_sink_text": TEXT},
-    {"experiment": "RoPE: score and distance", "exp_rope_text": TEXT},
+    {"experiment": t("experiments.tab.sink"), "exp_sink_text": TEXT},
+    {"experiment": t("experiments.tab.rope"), "exp_rope_text": TEXT},
 ])
 @pytest.mark.slow
 def test_the_experiments_smollm2_tabs_show_the_error_not_a_chart(smollm2_damaged, state):

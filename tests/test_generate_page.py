@@ -14,8 +14,9 @@ from streamlit.testing.v1 import AppTest
 from attnviz.i18n import t, use_language
 from attnviz.plot.budget import PAGE_MAX_BYTES
 from attnviz.app.generate import generate_view
-from tests.apptest_helpers import (chart_bytes, charts, decode, no_exceptions, open_page, plain,
-                                   shows)
+from tests.apptest_helpers import (chart_bytes, charts, charts_titled, decode, no_exceptions,
+                                   open_page, plain, shows, title_text)
+from tests.message_helpers import message_pattern
 from tests.i18n_walker import chinese_outside, english_sentences, visible_texts
 
 PROMPT = "The capital of France is"
@@ -36,10 +37,10 @@ def click(at: AppTest, key: str, lang: str = "en") -> AppTest:
     return at
 
 
-def chart(at: AppTest, title_part: str) -> dict:
-    found = [c for c in charts(at)
-             if title_part in (c["layout"].get("title") or {}).get("text", "")]
-    assert len(found) == 1, [(c["layout"].get("title") or {}).get("text") for c in charts(at)]
+def chart(at: AppTest, msg_id: str, /, **known) -> dict:
+    """The one chart whose title shows the message `msg_id` with the parameters `known`."""
+    found = charts_titled(at, msg_id, **known)
+    assert len(found) == 1, [title_text(c) for c in charts(at)]
     return found[0]
 
 
@@ -51,7 +52,7 @@ def softmax64(x: np.ndarray) -> np.ndarray:
 @pytest.mark.slow
 def test_the_next_token_bars_are_the_softmax_of_the_last_positions_logits(decoder):
     at = page()
-    bars = chart(at, "Next-token probabilities")["data"][0]
+    bars = chart(at, "figure.generate.next.title")["data"][0]
     shown = decode(bars["x"])
     probs = softmax64(decoder.run(PROMPT).logits[-1])          # computed here, not by the page
     best = np.argsort(-probs)[:10]
@@ -60,13 +61,13 @@ def test_the_next_token_bars_are_the_softmax_of_the_last_positions_logits(decode
     assert decoder.piece_text(int(best[0])) == " Paris"
     assert bars["y"][0] == "␣Paris"                    # the space shown (issue 27.13)
     assert f"{probs[best].sum():.1%}" in at.caption[1].value
-    assert at.subheader[0].value == "Prompt: 5 tokens"
+    assert at.subheader[0].value == t("generate.tokens", count=5)
 
 
 @pytest.mark.slow
 def test_the_chat_template_is_what_the_model_reads(decoder):
     at = page(gen_chat=True, gen_prompt="What is attention?")
-    shown = decode(chart(at, "Next-token probabilities")["data"][0]["x"])
+    shown = decode(chart(at, "figure.generate.next.title")["data"][0]["x"])
     text = decoder.chat_prompt("What is attention?")
     assert "<|im_start|>user\nWhat is attention?<|im_end|>" in text
     # the template's string read with its control tokens: what the page's chat ids are for a
@@ -84,7 +85,7 @@ def test_typed_control_tokens_are_text_and_the_template_says_so(decoder):
     """Issue 26: a prompt that types the template's control tokens is read as its characters
     inside the user's turn; the page says so where it shows the template."""
     at = page(gen_chat=True, gen_prompt=TYPED)
-    shown = decode(chart(at, "Next-token probabilities")["data"][0]["x"])
+    shown = decode(chart(at, "figure.generate.next.title")["data"][0]["x"])
     ids = decoder.chat_ids(TYPED)
     assert ids.tolist().count(1) == 3 and ids.tolist().count(2) == 2     # the template's only
     probs = softmax64(decoder.run(TYPED, chat=True).logits[-1])
@@ -94,9 +95,9 @@ def test_typed_control_tokens_are_text_and_the_template_says_so(decoder):
     # …which is not what the decoder reads when the typed ones are control tokens
     injected = softmax64(decoder.run(decoder.chat_prompt(TYPED), special_tokens=True).logits[-1])
     assert not np.allclose(np.sort(injected)[::-1][:10], shown, atol=1e-3)
-    assert at.subheader[0].value == f"Prompt: {len(ids)} tokens"
-    said = " ".join(plain(c) for c in at.caption)
-    assert "are read as the characters they are" in said and "<|im_end|>" in said
+    assert at.subheader[0].value == t("generate.tokens", count=len(ids))
+    assert shows(at.caption, "generate.chat.typed_text")
+    assert "<|im_end|>" in " ".join(plain(c) for c in at.caption)
     click(at, "gen_next")
     gen = at.session_state["generate_run"]["generation"]
     assert gen.chat and gen.ids[:gen.prompt_length].tolist() == ids.tolist()
@@ -109,20 +110,19 @@ def test_a_prompt_longer_than_its_box_is_cut_with_a_warning(decoder):
     at = page(gen_prompt="word " * 100_000)                     # 500,000 characters
     assert len(at.session_state["gen_prompt"]) == MAX_PROMPT_CHARS
     assert at.text_area(key="gen_prompt").proto.max_chars == MAX_PROMPT_CHARS
-    assert any(f"at most {MAX_PROMPT_CHARS:,} characters" in plain(w) for w in at.warning)
-    assert at.subheader[0].value == "Prompt: 512 tokens"
+    assert shows(at.warning, "text.at_limit", chars=f"{MAX_PROMPT_CHARS:,}")
+    assert at.subheader[0].value == t("generate.tokens", count=512)
 
 
 @pytest.mark.slow
 def test_generate_five_then_one_more_shows_each_new_tokens_row(decoder):
     at = click(page(gen_count=5), "gen_many")
     gen = decoder.generate(PROMPT, max_new_tokens=5)
-    assert at.subheader[3].value == "Generated: 5 new tokens"
+    assert at.subheader[3].value == t("generate.new.subheader", count=5)
     assert at.code[-1].value == gen.text
-    row = chart(at, "New token 5")
     step = gen.steps[4]
     layer = decoder.num_layers - 1                                   # the default layer
-    assert f"layer {layer}" in row["layout"]["title"]["text"]
+    row = chart(at, "figure.generate.row.title", number=5, layer=layer)
     z = decode(row["data"][0]["z"])
     assert z.shape == (decoder.num_heads, len(gen.ids) - 1)          # keys: all but the 5th token
     np.testing.assert_allclose(z, step.attentions[layer], atol=1e-6)
@@ -133,14 +133,14 @@ def test_generate_five_then_one_more_shows_each_new_tokens_row(decoder):
     ids = gen.ids[:gen.steps[1].query_position + 1]
     text = decoder.decode(ids)
     assert list(decoder.encode(text)) == list(ids) and text == PROMPT + " Paris"
-    z2 = decode(chart(at, "New token 2")["data"][0]["z"])
+    z2 = decode(chart(at, "figure.generate.row.title", number=2)["data"][0]["z"])
     np.testing.assert_allclose(z2, decoder.run(text).attentions[layer, :, -1], atol=1e-4)
 
     click(at, "gen_next")                                           # one more: 6 in all
     longer = decoder.generate(PROMPT, max_new_tokens=6)
     assert list(longer.ids[:len(gen.ids)]) == list(gen.ids)         # the first 5 stay
     assert at.session_state["gen_step"] == 6
-    z6 = decode(chart(at, "New token 6")["data"][0]["z"])
+    z6 = decode(chart(at, "figure.generate.row.title", number=6)["data"][0]["z"])
     np.testing.assert_allclose(z6, longer.steps[5].attentions[layer], atol=1e-6)
 
 
@@ -149,18 +149,17 @@ def test_the_layer_choice_and_the_attention_sink(decoder):
     at = click(page(gen_count=3, gen_layer=4), "gen_many")
     gen = decoder.generate(PROMPT, max_new_tokens=3)
     step = gen.steps[2]
-    z = decode(chart(at, "layer 4")["data"][0]["z"])
+    z = decode(chart(at, "figure.generate.row.title", layer=4)["data"][0]["z"])
     np.testing.assert_allclose(z, step.attentions[4], atol=1e-6)
-    sink = decode(chart(at, "Weight on the first token")["data"][0]["z"])
+    sink = decode(chart(at, "figure.generate.sink.title")["data"][0]["z"])
     assert sink.shape == (decoder.num_layers, decoder.num_heads)
     # the weight on the first key, from a plain forward pass over the same ids
     ids = gen.ids[:step.query_position + 1]
     assert list(decoder.encode(decoder.decode(ids))) == list(ids)
     first = decoder.run(decoder.decode(ids)).attentions[:, :, -1, 0]
     np.testing.assert_allclose(sink, first, atol=1e-4)
-    caption = [c.value for c in at.caption if "first token" in c.value][0]
-    assert f"on average {first.mean():.3f}" in caption
-    assert f"above 0.5 in {int((first > 0.5).sum())} of the 270 heads" in caption
+    assert shows(at.caption, "generate.sink.caption", mean=first.mean(),
+                 over=int((first > 0.5).sum()), heads=270)
 
 
 @pytest.mark.slow
@@ -181,8 +180,7 @@ def test_the_lens_of_the_step_shown_ends_in_its_greedy_token(torch, hf_decoder, 
     step = gen.steps[2]
     ids = gen.ids[:step.query_position + 1]                      # the text before token 3
     with use_language(lang):
-        title = t("figure.generate.lens.title", position=step.query_position)
-    lens = chart(at, title)
+        lens = chart(at, "figure.generate.lens.title", position=step.query_position)
     cells, line = lens["data"]
     assert len(cells["y"]) == decoder.num_layers + 1
     with torch.no_grad():
@@ -214,15 +212,14 @@ def test_the_kv_cache_size_follows_from_the_models_shapes(decoder):
     positions = prompt_length + 3              # the 4th token's row: prompt and tokens 1-3
     vectors = 2 * 30 * 3 * positions           # keys and values, 30 layers, 3 key/value heads
     assert {m.label: m.value for m in at.metric} == {
-        "Positions cached": str(positions), "Key and value vectors": f"{vectors:,}",
-        "Bytes (float32)": f"{vectors * 64 * 4:,}"}
-    bars = chart(at, "KV cache size")["data"]
+        t("generate.cache.positions"): str(positions), t("generate.cache.vectors"): f"{vectors:,}",
+        t("generate.cache.bytes"): f"{vectors * 64 * 4:,}"}
+    bars = chart(at, "figure.generate.cache.title")["data"]
     kept, appended = decode(bars[0]["y"]), decode(bars[1]["y"])
     assert list(kept + appended) == [prompt_length + s for s in range(4)]
     assert list(appended) == [prompt_length, 1, 1, 1]       # appended, never recomputed
-    caption = [c.value for c in at.caption if "appends its own" in c.value][0]
-    assert f"computed {prompt_length + 3} positions' keys and values in all" in caption
-    assert f"would compute {sum(prompt_length + s for s in range(4))}" in caption
+    assert shows(at.caption, "generate.cache.caption", prompt=prompt_length,
+                 computed=prompt_length + 3, without=sum(prompt_length + s for s in range(4)))
 
 
 @pytest.mark.slow
@@ -237,16 +234,17 @@ def test_sampling_with_a_temperature_and_seed_gives_generates_tokens(decoder):
     click(at, "gen_reset")
     assert "generate_run" not in at.session_state
     assert [b for b in at.button if b.key == "gen_reset"][0].disabled
-    assert not [c for c in charts(at) if "New token" in c["layout"]["title"]["text"]]
+    assert not charts_titled(at, "figure.generate.row.title")
 
 
 @pytest.mark.slow
 def test_a_changed_prompt_starts_over_and_an_empty_one_is_said():
     at = click(page(gen_count=2), "gen_many")
-    assert at.subheader[3].value == "Generated: 2 new tokens"
+    assert at.subheader[3].value == t("generate.new.subheader", count=2)
     at.text_area(key="gen_prompt").set_value("Once upon a time").run()
     no_exceptions(at)
-    assert not any(s.value.startswith("Generated") for s in at.subheader)
+    assert not any(message_pattern("generate.new.subheader").search(s.value)
+                   for s in at.subheader)
     at.text_area(key="gen_prompt").set_value("   ").run()
     no_exceptions(at)
     assert plain(at.info[0]) == t("generate.prompt.empty")
@@ -260,7 +258,7 @@ def test_new_tokens_are_bounded(decoder):
     at = click(page(gen_prompt=counting, gen_count=most), "gen_many")
     assert len(at.session_state["generate_run"]["generation"].steps) == most == 40
     assert all(b.disabled for b in at.button if b.key in ("gen_next", "gen_many"))
-    assert any(f"at most {most} new tokens" in i.value for i in at.info)
+    assert shows(at.info, "generate.stopped.limit", n=most)
 
 
 @pytest.mark.slow
@@ -272,7 +270,7 @@ def test_the_end_of_the_answer_stops_generation(decoder):
     assert gen.text.endswith(end)                        # the model's text ends in <|im_end|>
     assert at.code[-1].value == gen.text.removesuffix(end).rstrip("\n")   # the page's, not
     assert shows(at.caption, "generate.answer.end", end=f"`{end}`")
-    assert at.subheader[3].value == f"Generated: {len(gen.steps)} new tokens"
+    assert at.subheader[3].value == t("generate.new.subheader", count=len(gen.steps))
     assert shows(at.info, "generate.stopped.eos")
     assert all(b.disabled for b in at.button if b.key in ("gen_next", "gen_many"))
 
@@ -361,9 +359,9 @@ def test_a_byte_that_ends_a_character_is_shown_as_that_character(decoder, hf_dec
                    if f"{char}[2/2]" in c.value or f"{char}[3/3]" in c.value)
     piece = tokenizer.convert_ids_to_tokens([last.id])[0]    # the vocabulary's spelling
     assert "".join(f"<0x{BYTES[c]:02X}>" for c in piece) in caption   # the bytes, a detail
-    title = chart(at, "New token 8")["layout"]["title"]["text"]
+    title = chart(at, "figure.generate.row.title", number=8)["layout"]["title"]["text"]
     assert char in title and "&lt;0x" not in title and "<0x" not in title
-    bars = chart(at, "What new token 8 was chosen from")["data"][0]
+    bars = chart(at, "figure.generate.step_bars.title", number=8)["data"][0]
     assert bars["y"][0].startswith(char)                      # the chosen one, most likely
 
 

@@ -14,12 +14,13 @@ from streamlit.testing.v1 import AppTest
 
 import attnviz
 from attnviz import i18n
-from attnviz.i18n import use_language
+from attnviz.i18n import render, use_language
 from attnviz.tutorials.presets import PRESET_NAMES, load_preset
 from attnviz.app.pretrained import pretrained_view
 from tests.apptest_helpers import (Runs, charts, check_all, no_exceptions, open_page,
                                    shown_tokens)
 from tests.i18n_walker import CJK, Shown, chinese_outside, english_sentences, visible_texts
+from tools import streamlit_compat
 
 CONVERTED_PAGES = [
     "pages/home.py",
@@ -32,10 +33,10 @@ CONVERTED_PAGES = [
     "pages/reading.py",
     "pages/trace.py",
 ]
-NAV_ZH = ["首页", "输入与权重", "逐步计算", "多头注意力", "实验", "预训练模型", "解读模型", "追踪答案",
-          "训练", "生成"]
-NAV_EN = ["Home", "Inputs & weights", "Step by step", "Multi-head", "Experiments",
-          "Pretrained model", "Read the model", "Trace the answer", "Train", "Generate"]
+NAV = ["home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
+       "train", "generate"]
+NAV_ZH, NAV_EN = ([render(f"nav.{name}", lang) for name in NAV] for lang in ("zh", "en"))
+TITLE_ZH, TITLE_EN = (render("home.title", lang) for lang in ("zh", "en"))
 
 
 ZH = {"lang": "zh"}
@@ -47,7 +48,7 @@ def runs():
 
 
 def nav_titles(at: AppTest) -> list[str]:
-    return [info["page_name"] for info in at._registered_pages.values()]
+    return streamlit_compat.navigation_titles(at)
 
 
 def language_switch(at: AppTest):
@@ -61,7 +62,7 @@ def language_switch(at: AppTest):
 def test_lang_zh_in_the_link_gives_chinese_titles_and_sidebar(runs):
     at = runs(params=ZH)
     assert nav_titles(at) == NAV_ZH
-    assert at.title[0].value == "自注意力，一步一步来"
+    assert at.title[0].value == TITLE_ZH
     assert [r.label for r in at.sidebar.radio] == ["输入"]
     assert at.sidebar.radio[0].options[:2] == ["句子", "教程示例"]
     assert dict(at.query_params)["lang"] == "zh"
@@ -85,12 +86,12 @@ def test_a_chinese_page_starts_from_a_chinese_sentence_which_its_link_keeps(runs
 @pytest.mark.slow
 def test_the_switch_changes_the_language_and_the_link():
     at = open_page()
-    assert nav_titles(at) == NAV_EN and at.title[0].value == "Self-attention, one step at a time"
+    assert nav_titles(at) == NAV_EN and at.title[0].value == TITLE_EN
     assert "lang" not in dict(at.query_params)            # English: the browser's (none) own
     assert language_switch(at).options == ["English", "中文"]
     language_switch(at).set_value("zh").run()
     assert at.session_state["lang"] == "zh"
-    assert at.title[0].value == "自注意力，一步一步来"
+    assert at.title[0].value == TITLE_ZH
     # a fresh session as the click left the link: its navigation and link (the browser test
     # clicks it)
     after = open_page(lang="zh")
@@ -297,22 +298,18 @@ def test_the_walker_finds_what_it_looks_for(monkeypatch, runs):
 
 # ---- the Experiments page, every tab (each is drawn only when open) ------------------------------
 
-EXPERIMENT_TABS = {   # the tab's English label (as a link or a test names it) and its state
-    "√d_k scaling": {}, "Tied vs separate Q/K": {},
-    "Tied vs separate Q/K, your X": {"exp_tied_source": "your input X"},
-    "Raw softmax(XXᵀ)X": {}, "Raw softmax(XXᵀ)X, your X": {"exp_raw_source": "your input X"},
-    "Word order & positions": {}, "Masks & padding": {"exp_len": 4},
-    "Cross-attention": {}, "Bug: scale after softmax": {},
-    "RoPE: score and distance": {}, "RoPE: score and distance, random": {
-        "exp_rope_source": "random"},
-    "Attention sink": {},
+EXPERIMENT_TABS = {   # the tab (its label's id experiments.tab.<name>), a variant, its state
+    "scaling": {}, "tied": {}, "tied, your X": {"exp_tied_source": "your input X"},
+    "raw": {}, "raw, your X": {"exp_raw_source": "your input X"},
+    "order": {}, "masks": {"exp_len": 4}, "cross": {}, "bug": {},
+    "rope": {}, "rope, random": {"exp_rope_source": "random"}, "sink": {},
 }
 DECODER_TEXT = "The capital of France is"
 
 
 def experiments_tab(label: str, lang: str | None, sentence: str) -> AppTest:
-    tab = label.split(", ")[0] if label.startswith(("Tied", "Raw", "RoPE")) else label
-    return open_page("pages/experiments.py", params={"lang": lang} if lang else None,
+    tab = render(f"experiments.tab.{label.split(', ')[0]}", "en")   # the tab's state: its
+    return open_page("pages/experiments.py", params={"lang": lang} if lang else None,  # label
                      sentence=sentence, experiment=tab, **EXPERIMENT_TABS[label])
 
 
@@ -351,13 +348,13 @@ def test_every_experiments_tab_in_english_has_no_chinese_outside_tokens(label, s
 @pytest.mark.slow
 def test_the_experiments_walk_finds_what_it_looks_for():
     # the same walk over the tabs drawn in English finds their English sentences
-    for tab in ("√d_k scaling", "RoPE: score and distance", "Attention sink"):
-        at = open_page("pages/experiments.py", experiment=tab)            # drawn in English
+    for tab in ("scaling", "rope", "sink"):
+        at = open_page("pages/experiments.py",
+                       experiment=render(f"experiments.tab.{tab}", "en"))      # drawn in English
         assert english_sentences(visible_texts(at), ignore=experiments_tokens("x")), tab
 
-READING_TABS = {"rollout": ("Rollout", "注意力展开"), "value": ("Value-weighted", "值加权"),
-                "stats": ("Head statistics", "头的统计"), "ablation": ("Ablation", "消融"),
-                "lens": ("Logit lens", "logit 透镜")}
+READING_TABS = {name: tuple(render(f"reading.tab.{name}", lang) for lang in ("en", "zh"))
+                for name in ("rollout", "value", "stats", "ablation", "lens")}
 
 
 # every tab of each model (the logit lens needs a language-model head: MiniLM has no such tab)

@@ -38,12 +38,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.proto.NewSession_pb2 import Config
 
+from attnviz.i18n import t
 from tests import image_helpers as ih
 from tests.browser_helpers import first_heatmap, wait_for_app
 from tests.deploy_helpers import assert_metrics_blocked, assert_security_headers, haproxy
 from tests.stream_client import CHARTS, TITLES
+from tools import streamlit_compat
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -217,7 +218,7 @@ def test_every_page_serves_with_no_network_but_the_loopback(offline):
             model = "SmolLM2-135M-Instruct" if "smollm2" in page else "all-MiniLM-L6-v2"
             assert any(model in text for text in seen["texts"]), (page, seen["texts"][:3])
         assert seen["config"] == {"gather_usage_stats": False,
-                                  "toolbar_mode": Config.ToolbarMode.Value("MINIMAL")}
+                                  "toolbar_mode": streamlit_compat.toolbar_mode("MINIMAL")}
 
 
 def test_the_server_runs_unprivileged_and_cannot_write_the_model_cache(offline):
@@ -390,7 +391,7 @@ def test_uploads_and_downloads_reach_the_replica_that_holds_the_session(cluster,
             csv = tmp_path / f"x{k}.csv"
             csv.write_text("\n".join(",".join(str(v) for v in row) for row in x))
             uploader = page.locator('[data-testid="stFileUploader"]').filter(
-                has_text="…or upload a .csv or .npy file")
+                has_text=t("edit.paste.upload"))
             uploader.locator('input[type="file"]').set_input_files(str(csv))
             page.wait_for_function(
                 "() => document.querySelectorAll('[data-testid=\"stStatusWidget\"]').length "
@@ -399,10 +400,10 @@ def test_uploads_and_downloads_reach_the_replica_that_holds_the_session(cluster,
             while not np.allclose(np.array(first_heatmap(page)["z"]), x, atol=1e-6):
                 assert time.monotonic() < deadline, "the uploaded X is not shown"
                 page.wait_for_timeout(500)
-            page.get_by_role("link", name="Step by step", exact=True).click()
-            page.get_by_role("heading", name="Step by step").first.wait_for(timeout=60_000)
+            page.get_by_role("link", name=t("nav.steps"), exact=True).click()
+            page.get_by_role("heading", name=t("steps.title")).first.wait_for(timeout=60_000)
             wait_for_app(page)
-            page.get_by_text("Download every intermediate").click()
+            page.get_by_text(t("downloads.label")).click()
             with page.expect_download(timeout=60_000) as download:
                 page.get_by_role("button", name="NumPy .npz").click()
             npz = tmp_path / f"trace{k}.npz"
@@ -508,8 +509,8 @@ def test_a_killed_replicas_learners_land_on_the_other(cluster, browser):
             timeout=60_000)
         wait_for_app(page)
         assert sentence.input_value() == " ".join(words), (url_before, page.url)
-        page.get_by_role("link", name="Multi-head", exact=True).click()
-        page.get_by_role("heading", name="Multi-head attention").first.wait_for(timeout=60_000)
+        page.get_by_role("link", name=t("nav.multihead"), exact=True).click()
+        page.get_by_role("heading", name=t("multihead.title")).first.wait_for(timeout=60_000)
         wait_for_app(page)
         assert sentence.input_value() == " ".join(words), (url_before, page.url)
         assert page.locator('[data-testid="stException"]').count() == 0

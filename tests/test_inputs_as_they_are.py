@@ -12,8 +12,9 @@ from attnviz.session.edits import Edit
 from attnviz.session.build import build_view
 from attnviz.session.settings import Settings, weights_signature
 from attnviz.app.shared import links
-from tests.apptest_helpers import (TIMEOUT, charts, heatmap_z, no_exceptions, open_page, plain,
-                                   shared_components, shown_tokens, shows)
+from attnviz.i18n import t
+from tests.apptest_helpers import (TIMEOUT, apply_paste, charts, heatmap_z, no_exceptions,
+                                   open_page, plain, shared_components, shown_tokens, shows)
 
 BUDGET = 3_000_000          # bytes of figures a page sends (SPEC), counted as UTF-8
 
@@ -37,8 +38,7 @@ def test_a_one_megabyte_word_keeps_every_page_within_the_figure_budget(page):
     no_exceptions(at)
     assert at.session_state["sentence"] == "a " + "x" * (MAX_TEXT_CHARS - 2)
     if page == "pages/home.py":       # (AppTest runs another page alone, without the sidebar)
-        assert any(f"at most {MAX_TEXT_CHARS:,} characters" in plain(w)
-                   for w in at.sidebar.warning)
+        assert shows(at.sidebar.warning, "text.at_limit", chars=f"{MAX_TEXT_CHARS:,}")
     assert charts(at), "the page draws"
     assert sent_bytes(at) <= BUDGET, f"{sent_bytes(at) / 1e6:.1f} MB of figures"
     assert sum(len(m.value) for m in at.markdown) < 20_000      # the token line, cut too
@@ -150,8 +150,7 @@ def test_after_a_restart_the_link_says_which_edits_were_lost():
     again = open_page(params=dict(first.query_params))
     assert shows(again.sidebar.warning, "link.edits_lost", names="X")
     assert shows(again.toast, "link.edits_lost_toast", names="X")
-    assert [u.proto.label for u in again.get("file_uploader")] == \
-        ["Load edits from an attnviz .npz"]
+    assert [u.proto.label for u in again.get("file_uploader")] == [t("link.restore.label")]
     assert not again.session_state["edits"].get(weights_signature(Settings(d_model=64,
                                                                            num_heads=4)))
 
@@ -167,6 +166,7 @@ def test_the_exported_npz_brings_the_lost_edits_back():
     script = f"""
 import streamlit as st
 from attnviz.app.shared import links
+from attnviz.i18n import t
 st.session_state.update(d_model=64, num_heads=4)
 restored = links.restore_edits({buf.getvalue()!r}, "attnviz_trace.npz")
 st.session_state["restored_names"] = sorted(restored)
@@ -186,14 +186,18 @@ def test_an_npz_of_other_sizes_is_refused_naming_the_difference():
 import streamlit as st
 from attnviz.core.errors import AttnvizInputError
 from attnviz.app.shared import links
+from attnviz.i18n import t
 st.session_state.update(d_model=64, num_heads=4)
 try:
     links.restore_edits({buf.getvalue()!r}, "old.npz")
 except AttnvizInputError as exc:
-    st.session_state["why"] = str(exc)
+    st.session_state["why"] = exc.message.msg_id, {{k: str(v) for k, v in exc.message.params.items()}}
 """
     fresh = shared_components(AppTest.from_string(script, default_timeout=TIMEOUT)).run()
-    assert "old.npz: its X is 11 × 8, here it is 11 × 64" in fresh.session_state["why"]
+    msg_id, params = fresh.session_state["why"]
+    assert msg_id == "error.restore.shape"
+    assert {k: params[k] for k in ("name", "matrix", "shape", "want")} == \
+        {"name": "old.npz", "matrix": "X", "shape": "11 × 8", "want": "11 × 64"}
 
 
 # ---- 12: the HTML report ------------------------------------------------------------------------
@@ -204,7 +208,7 @@ def test_the_report_shows_an_override_as_its_code_and_isolates_every_token():
     view = build_view(s)
     html = attnviz.report_html(view.trace, view.tokens_q, settings=s)
     assert "\u202e" not in html                                   # nothing reverses the page
-    assert "Sentence: “one ⟨U+202E⟩two שָׁלוֹם עוֹלָם”" in html
+    assert t("report.source.sentence", sentence="one ⟨U+202E⟩two שָׁלוֹם עוֹלָם") in html
     for token in ("one", "two", "שָׁלוֹם", "עוֹלָם"):
         assert f"<bdi class='tok'>{token}</bdi>" in html
 
@@ -214,7 +218,7 @@ def test_a_weight_pasted_with_decimal_commas_is_applied_and_said():
     at = open_page("pages/inputs.py", d_model=4, num_heads=2, matrix="w_q", edit_head=1)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q_1"))
     area.input("1,5;-2\n0,25;3\n4;5\n6;7,75").run()
-    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    apply_paste(at)
     no_exceptions(at)
     assert shows(at.info, "notice.matrix.decimal_comma", row=1, col=1, cell="1,5", dotted="1.5"), \
         [plain(i) for i in at.info]

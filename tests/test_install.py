@@ -17,12 +17,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from streamlit.proto.NewSession_pb2 import Config
 
 import attnviz
 from attnviz import cli
 from tests.browser_helpers import free_port, stop_process, wait_healthy
 from tests.stream_client import CHARTS, TITLES, open_page
+from tools import streamlit_compat
 
 pytestmark = pytest.mark.install
 
@@ -133,7 +133,7 @@ def test_attnviz_app_serves_every_page_from_the_installed_package(venv, tmp_path
             assert page in ("train", "generate") or "Sentence" in seen["sidebar_text_inputs"]
             assert seen["script"].endswith("site-packages/attnviz/app/main.py")
             # the shipped config took effect (given as options: no .streamlit/ here)
-            assert seen["config"].toolbar_mode == Config.ToolbarMode.Value("MINIMAL")
+            assert seen["config"].toolbar_mode == streamlit_compat.toolbar_mode("MINIMAL")
             assert seen["config"].gather_usage_stats is False
     finally:
         stop_process(server)

@@ -18,6 +18,7 @@ from attnviz.app import keys
 from attnviz.session.settings import Settings
 from attnviz.core.modes import Mode
 from tests.apptest_helpers import open_page
+from tools import streamlit_compat
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "attnviz" / "app"
@@ -240,7 +241,7 @@ def _run(at: AppTest, page: str) -> set[str]:
             button.click().run()
             break
     assert not at.exception, (page, at.exception)
-    return set(at.session_state._state.filtered_state)
+    return set(streamlit_compat.session_state_items(at))
 
 
 @pytest.mark.slow
@@ -249,7 +250,7 @@ def test_every_key_the_pages_leave_in_session_state_is_declared():
     Step by step in each synthetic input mode: every key session state holds is declared (the
     models' pages are left to their own tests: they load the models)."""
     at = open_page(timeout=180)
-    seen = set(at.session_state._state.filtered_state)
+    seen = set(streamlit_compat.session_state_items(at))
     for page in ("inputs", "steps", "multihead", "experiments", "home"):
         seen |= _run(at, f"pages/{page}.py")
     for mode in (Mode.PRESET, Mode.MATRIX_X, Mode.QKV):

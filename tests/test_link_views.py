@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attnviz.i18n import t
 from tests.apptest_helpers import charts, heatmap_z, no_exceptions, open_page, shows
 
 TEXT = "The animal didn't cross the street because it was too tired"
@@ -155,7 +156,7 @@ def test_the_head_view_brings_back_its_layer_heads_and_highlighted_token(model, 
 
 def test_every_token_stays_every_token_through_a_link():
     at = open_page("pages/pretrained.py", params={"lang": "en"}, sentence=TEXT,
-                   pt_view="Head view: one layer, every head", pt_hv_layer=1)
+                   pt_view=t("pretrained.tab.head_view"), pt_hv_layer=1)
     again = reopened(at, "pages/pretrained.py")
     assert again.session_state["pt_hv_token"] == at.session_state["pt_hv_token"]
     assert not again.warning                 # no "clamped" notice about it
@@ -182,12 +183,12 @@ def test_the_second_sentence_comes_back():
 
 import time                                                     # noqa: E402
 
-from streamlit.proto.WidgetStates_pb2 import WidgetState        # noqa: E402
 from streamlit.testing.v1 import AppTest                        # noqa: E402
 from streamlit.testing.v1 import element_tree as et             # noqa: E402
 
 from attnviz.app import keys                                    # noqa: E402
 from tests.apptest_helpers import ROOT                          # noqa: E402
+from tools import streamlit_compat                              # noqa: E402
 
 EVERY_PAGE = sorted(p.stem for p in (ROOT / "pages").glob("*.py"))
 # a page drawn differently for a language model (SmolLM2's own views and tabs): run that way
@@ -234,7 +235,7 @@ def _not_a_pick(node) -> str | None:
 def _keyed(at: AppTest) -> tuple[dict, dict]:
     """The page's picks {key: widget} and its keyed tab bars {key: (block id, labels)}."""
     picks, tabs = {}, {}
-    for node in _walk(at._tree):
+    for node in _walk(streamlit_compat.element_tree(at)):
         key = getattr(node, "key", None)
         if not key or key.startswith("$$"):
             continue
@@ -245,12 +246,13 @@ def _keyed(at: AppTest) -> tuple[dict, dict]:
     return picks, tabs
 
 
-def _changed(widget) -> WidgetState:
-    """The widget's state as the browser sends it after a learner changed its value."""
+def _changed(widget):
+    """The widget's state (a WidgetState) as the browser sends it after a learner changed its
+    value."""
     if isinstance(widget, (et.Selectbox, et.Radio, et.ButtonGroup, et.SelectSlider)):
-        state = WidgetState(id=widget.id)
+        state = streamlit_compat.widget_state(widget.id)
         options = list(widget.options)
-        if isinstance(widget, et.ButtonGroup) and not widget._is_single_select:
+        if isinstance(widget, et.ButtonGroup) and not streamlit_compat.is_single_select(widget):
             now = list(widget.formatted_values)
             chosen = now[1:] if len(now) > 1 else [*now, next(o for o in options
                                                               if o not in now)]
@@ -285,7 +287,7 @@ def _changed(widget) -> WidgetState:
         widget.set_value(int(value) if p.data_type == p.INT else float(value))
     else:                                                   # a text
         widget.set_value((widget.value or "") + " too")
-    return widget._widget_state
+    return streamlit_compat.widget_state_of(widget)
 
 
 def _shown_option(widget) -> str | None:
@@ -294,17 +296,17 @@ def _shown_option(widget) -> str | None:
         return None if widget.index is None else widget.options[widget.index]
     if isinstance(widget, et.ButtonGroup):
         return widget.formatted_values[0] if widget.formatted_values else None
-    return widget._widget_state.string_array_value.data[0]
+    return streamlit_compat.widget_state_of(widget).string_array_value.data[0]
 
 
 def _set(at: AppTest, widgets: dict) -> AppTest:
     """Run `at` again with every widget of `widgets` changed, the others as they are."""
     changed = {w.id: _changed(w) for w in widgets.values()}
-    states = at._tree.get_widget_states()
+    states = streamlit_compat.widget_states(at)
     kept = [s for s in states.widgets if s.id not in changed]
     del states.widgets[:]
     states.widgets.extend([*kept, *changed.values()])
-    at = at._run(states)
+    at = streamlit_compat.run_with_states(at, states)
     no_exceptions(at)
     return at
 

@@ -113,20 +113,20 @@ def test_the_input_modes_are_one_enum_and_no_module_spells_one_out():
 
 def test_the_tests_open_the_apps_pages_one_way():
     """Issue 35: the tests opened a page in AppTest seven ways (one ran Home before every
-    page). tests/apptest_helpers.open_page is now the only one: no other test file builds an
-    AppTest from a file (a script of the test's own, from_function or from_string, is not a
-    page of the app)."""
+    page). tools/apptest.open_page (shared with the benchmarks, imported by
+    tests/apptest_helpers) is now the only one: no test file builds an AppTest from a file (a
+    script of the test's own, from_function or from_string, is not a page of the app)."""
     from pathlib import Path
 
     tests = Path(__file__).resolve().parent
     # test_threads.py runs app.py once in a fresh process that imports nothing of the tests
-    allowed = {"apptest_helpers.py", "test_threads.py"}
+    allowed = {"test_threads.py"}
     call = "AppTest." + "from_file("                # (not this line)
+    assert call in (tests.parent / "tools" / "apptest.py").read_text(encoding="utf-8")
     openers = sorted(p.name for p in tests.glob("*.py") if call in p.read_text(encoding="utf-8"))
-    assert "apptest_helpers.py" in openers
     assert [name for name in openers if name not in allowed] == []
     # an AppTest of the test's own script finds Streamlit's components once too (see
-    # apptest_helpers.shared_components: otherwise 1-5 s for each)
+    # tools/apptest.shared_components: otherwise 1-5 s for each)
     bare = [f"{p.name}: {line.strip()}" for p in sorted(tests.glob("*.py"))
             for line in p.read_text(encoding="utf-8").splitlines()
             if any(f"AppTest.{way}(" in line for way in ("from_function", "from_string"))

@@ -9,8 +9,10 @@ import pytest
 
 import attnviz
 from attnviz.tutorials.presets import PRESET_NAMES
-from tests.apptest_helpers import (PAGES, Runs, button, chart_bytes, charts, decode, heatmap_z,
-                                   no_exceptions, open_page, plain, shown_tokens, shows)
+from attnviz.app import keys
+from tests.apptest_helpers import (PAGES, Runs, apply_paste, chart_bytes, charts, decode,
+                                   heatmap_z, no_exceptions, open_page, plain, shown_tokens, shows,
+                                   titled)
 from tests.message_helpers import cell_at
 from attnviz.i18n import Message, t
 
@@ -146,13 +148,13 @@ def test_changing_the_sentence_changes_the_numbers():
 def test_step_page_walks_the_tutorial_003_numbers():
     at = open_page("pages/steps.py", mode="Preset", preset="three_inputs", step="scores")
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), [[2, 4, 4], [4, 16, 12], [4, 12, 10]])
-    button(at, "Next ▶").click().run()        # the scaled scores (here unscaled)
+    at.button(key=keys.STEP_GO("+1")).click().run()    # the scaled scores (here unscaled)
     assert at.session_state["step"] == "scaled_scores"
-    button(at, "Next ▶").click().run()
+    at.button(key=keys.STEP_GO("+1")).click().run()
     assert at.session_state["step"] == "weights"
     np.testing.assert_allclose(heatmap_z(charts(at)[0])[0], [0.063379, 0.468311, 0.468311],
                                atol=1e-6)
-    button(at, "◀ Previous").click().run()
+    at.button(key=keys.STEP_GO("-1")).click().run()
     assert at.session_state["step"] == "scaled_scores"
 
 
@@ -163,11 +165,11 @@ def test_step_page_vector_view_follows_one_query():
     assert len(charts(at)) == 3 and not at.dataframe, "its tables wait for their own toggle"
     at.toggle(key="vector_shown").set_value(True).run()
     frames = [d.value for d in at.dataframe]
-    sums = [f for f in frames if "Σ (sum)" in list(f.index)]
+    total, z_row = t("steps.vector.sum_row"), t("steps.vector.z_row")
+    sums = [f for f in frames if total in list(f.index)]
     assert sums, "the vector view ends with the sum of the weighted values"
-    np.testing.assert_allclose(sums[0].loc["Σ (sum)"], [1.936621, 6.683105, 1.595068],
-                               atol=1e-6)
-    np.testing.assert_allclose(sums[0].loc["z row of Z"], sums[0].loc["Σ (sum)"])
+    np.testing.assert_allclose(sums[0].loc[total], [1.936621, 6.683105, 1.595068], atol=1e-6)
+    np.testing.assert_allclose(sums[0].loc[z_row], sums[0].loc[total])
 
 
 @pytest.mark.slow
@@ -179,7 +181,7 @@ def test_the_vector_views_chart_ends_with_the_sum_it_promises_equal_to_z():
     at = open_page("pages/steps.py", sentence=" ".join(tokens), d_model=8, num_heads=2,
                    head=1, step="z", vector_view=True, vector_query=2)
     no_exceptions(at)
-    fig = next(f for f in charts(at) if "weight × value" in f["layout"]["title"]["text"])
+    fig = titled(at, "figure.weighted_sum.title")
     x = attnviz.embed_tokens(tokens, 8, seed=0)
     w = attnviz.MultiHeadWeights.random(8, 2, init="xavier", seed=0)
     q, k, v = x @ w.w_q[1], x @ w.w_k[1], x @ w.w_v[1]                 # (6, 4) each
@@ -205,15 +207,16 @@ def test_a_step_table_shows_the_heatmap_numbers_when_toggled():
 
 @pytest.mark.slow
 def test_multihead_tables_show_z_concat_and_output_when_toggled():
-    t = attnviz.trace_attention(attnviz.embed_tokens(["Thinking", "Machines"], 4),
-                                attnviz.MultiHeadWeights.random(4, 2))
-    # one section tab open at a time (only the open one is drawn)
-    for section, key, expected in (("Each head's Z", "mh_z_table", t.z[0]),
-                                   ("Concatenation", "mh_concat_table", t.concat),
-                                   ("W_O and output", "mh_output_table", t.output)):
+    trace = attnviz.trace_attention(attnviz.embed_tokens(["Thinking", "Machines"], 4),
+                                    attnviz.MultiHeadWeights.random(4, 2))
+    # one section tab open at a time (only the open one is drawn), seeded by its label
+    for section, key, expected in (("multihead.tab.z", "mh_z_table", trace.z[0]),
+                                   ("multihead.tab.concat", "mh_concat_table", trace.concat),
+                                   ("multihead.tab.output", "mh_output_table", trace.output)):
         at = open_page("pages/multihead.py", sentence="Thinking Machines", d_model=4,
-                       num_heads=2, mh_section=section)
-        assert len(charts(at)) == 1 + (section == "W_O and output") + 1 and not at.dataframe
+                       num_heads=2, mh_section=t(section))
+        assert len(charts(at)) == 1 + (section == "multihead.tab.output") + 1 and \
+            not at.dataframe
         at.toggle(key=f"{key}_shown").set_value(True).run()
         np.testing.assert_allclose(at.dataframe[0].value.to_numpy(), expected, rtol=1e-6)
 
@@ -233,7 +236,7 @@ def test_pasting_a_weight_changes_every_later_step():
     new_wq = np.arange(16.0).reshape(4, 4) / 10
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q"))
     area.input("\n".join(" ".join(str(v) for v in row) for row in new_wq)).run()
-    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    apply_paste(at)
     no_exceptions(at)
     assert not at.error
     at.switch_page("pages/steps.py")
@@ -249,14 +252,14 @@ def test_a_bad_paste_shows_an_error_and_keeps_the_matrix():
     before = heatmap_z(charts(at)[0])
     area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
     area.input("1 2 3 4\n5 6 oops 8").run()
-    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    apply_paste(at)
     no_exceptions(at)
     assert shows(at.error, "error.cell.not_a_number", where=cell_at(2, 3, "X"), value="'oops'"), \
         [plain(e) for e in at.error]
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), before)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
     area.input("1 2 3\n4 5 6").run()
-    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    apply_paste(at)
     assert shows(at.error, "error.edits.shape", matrix="X", want="2 × 4", shape="2 × 3")
 
 
@@ -264,9 +267,9 @@ def test_reset_drops_the_edits():
     at = open_page("pages/inputs.py", sentence="a b", d_model=2, num_heads=1)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
     area.input("1 2\n3 4").run()
-    next(b for b in at.button if b.label == "Apply pasted matrix").click().run()
+    apply_paste(at)
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), [[1, 2], [3, 4]])
-    next(b for b in at.button if "Reset edits" in b.label).click().run()
+    at.button(key=keys.RESET_EDITS).click().run()
     np.testing.assert_allclose(heatmap_z(charts(at)[0]), attnviz.embed_tokens(["a", "b"], 2))
 
 
@@ -343,7 +346,7 @@ def test_step_page_on_the_pretrained_model_shows_its_real_weights():
 def test_pages_offer_every_export(page, runs):
     at = runs(page)
     labels = [b.proto.label for b in at.get("download_button")]
-    assert labels == ["NumPy .npz", "CSV files (.zip)", "JSON", "HTML report (offline)"]
+    assert labels == [t("downloads.npz"), t("downloads.csv"), "JSON", t("downloads.html")]
     assert all(b.proto.ignore_rerun for b in at.get("download_button"))   # a click: no rerun
 
 
@@ -375,16 +378,17 @@ def test_multihead_compares_one_head_on_a_second_sentence():
     the positions holding the same token; expected from traces built here."""
     first, second = "the cat sat on the mat", "the cat sat on a mat"
     at = open_page("pages/multihead.py", sentence=first, d_model=8, num_heads=2,
-                   mh_section="Second sentence", mh_compare=second, mh_compare_head=1)
+                   mh_section=t("multihead.tab.second"), mh_compare=second, mh_compare_head=1)
     assert not at.exception
     w = attnviz.MultiHeadWeights.random(8, 2, seed=0)
     a, b = (attnviz.trace_attention(attnviz.embed_tokens(attnviz.tokenize(s), 8, seed=0), w)
             for s in (first, second))
-    figs = {f["layout"]["title"]["text"].split(",")[0]: f for f in charts(at)[1:]}
-    np.testing.assert_allclose(heatmap_z(figs["First sentence"]), a.weights[1], rtol=1e-12)
-    np.testing.assert_allclose(heatmap_z(figs["Second sentence"]), b.weights[1], rtol=1e-12)
+    np.testing.assert_allclose(heatmap_z(titled(at, "figure.first_sentence")), a.weights[1],
+                               rtol=1e-12)
+    np.testing.assert_allclose(heatmap_z(titled(at, "figure.second_sentence")), b.weights[1],
+                               rtol=1e-12)
     same = [0, 1, 2, 3, 5]                                 # "the" at 4 became "a"
-    delta = next(f for t, f in figs.items() if t.startswith("Δ weights"))
+    delta = titled(at, "figure.delta_weights")
     np.testing.assert_allclose(heatmap_z(delta), b.weights[1][np.ix_(same, same)]
                                - a.weights[1][np.ix_(same, same)], atol=1e-12)
     assert delta["data"][0]["y"] == ["the", "cat", "sat", "on", "mat"]
@@ -393,7 +397,7 @@ def test_multihead_compares_one_head_on_a_second_sentence():
 def test_the_second_sentence_tab_is_only_for_the_sentence_input(runs):
     at = runs("pages/multihead.py", mode="Preset", preset="three_inputs")
     assert not at.exception
-    assert "Second sentence" not in [t.label for t in at.tabs]
+    assert t("multihead.tab.second") not in [tab.label for tab in at.tabs]
 
 
 def test_home_says_its_weights_are_random_and_starts_a_tutorial_on_step_by_step():

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from benchmarks.bench_load import Patcher, Words
-from tests import streamlit_client
+from tools import streamlit_client
 from tests.browser_helpers import streamlit_server
 
 pytestmark = pytest.mark.slow

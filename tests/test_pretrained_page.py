@@ -5,8 +5,11 @@ import numpy as np
 import pytest
 
 from attnviz.app.pretrained.pretrained_view import EVERY_TOKEN
+from attnviz.i18n import t
 from tests.apptest_helpers import (chart_bytes, charts, click_points, decode, heatmap_z,
-                                   no_exceptions, open_page, shown_tokens, shows)
+                                   no_exceptions, open_page, shown_tokens, shows, title_text,
+                                   titled)
+from tests.message_helpers import message_pattern
 
 PAGE = "pages/pretrained.py"
 DEFAULT = "The animal didn't cross the street because it was too tired"
@@ -14,9 +17,9 @@ LONG = " ".join(f"Sentence {i}: the animal didn't cross the street because it wa
                 for i in range(20))                       # ≈ 340 word pieces
 
 
-# the page's three views are tabs, only the open one drawn
-MODEL_VIEW, ONE_HEAD = "Model view: every layer and head", "One head"
-HEAD_VIEW = "Head view: one layer, every head"
+# the page's three views are tabs, only the open one drawn; a tab's state is its label
+MODEL_VIEW, ONE_HEAD = t("pretrained.tab.model_view"), t("pretrained.tab.one_head")
+HEAD_VIEW = t("pretrained.tab.head_view")
 
 
 def model_view(at) -> dict:
@@ -69,7 +72,8 @@ def test_picking_a_layer_and_head_opens_that_head(minilm):
     fig = head_heatmap(at)
     expected = minilm.trace("Thinking machines think about attention")[3].weights[7]
     np.testing.assert_array_equal(heatmap_z(fig), expected)
-    assert "Layer 3, head 7" in fig["layout"]["title"]["text"]
+    assert message_pattern("pretrained.one_head.title", layer=3, head=7).fullmatch(
+        title_text(fig))
     at.button_group(key="pt_head").set_value(0).run()
     assert not np.array_equal(heatmap_z(head_heatmap(at)), expected)
 
@@ -85,8 +89,8 @@ def test_chinese_text_shows_its_unknown_characters(minilm):
     no_exceptions(at)
     tokens = minilm.tokenize("早上好，今天天气很好")
     assert shown_tokens(at) == tokens
-    captions = " ".join(c.value for c in at.caption)
-    assert f"{tokens.count('[UNK]')} of these {len(tokens)} tokens are [UNK]" in captions
+    assert shows(at.caption, "pretrained.unknown", unknown=tokens.count("[UNK]"),
+                 count=len(tokens))
     # the parsed figure's labels, not its JSON text: plotly may write 天 as \u5929 (issue 18.21)
     heat = head_heatmap(open_page(PAGE, sentence="早上好，今天天气很好", pt_view=ONE_HEAD))
     assert any("天" in label for label in heat["data"][0]["x"] + heat["data"][0]["y"])
@@ -188,7 +192,7 @@ def test_empty_or_unreadable_text_is_an_error_not_a_crash():
     for text in ("   ", "\u200b\u200b"):
         at = open_page(PAGE, sentence=text)
         no_exceptions(at)
-        assert at.error and "Cannot run the model" in at.error[0].value
+        assert at.error and shows(at.error[:1], "pretrained.cannot_run")
 
 
 @pytest.mark.parametrize("view", [ONE_HEAD, HEAD_VIEW, "no such view"])
@@ -219,13 +223,13 @@ def test_payload_for_128_tokens_is_under_the_budget(view):
 def test_in_the_app_step_through_opens_step_by_step_on_that_head(minilm):
     at = open_page(PAGE, mode="Q, K, V", step="weights", pt_view=ONE_HEAD)
     no_exceptions(at)
-    assert at.title[0].value == "Pretrained model"
+    assert at.title[0].value == t("pretrained.title")
     at.button_group(key="pt_layer").set_value(1)
     at.button_group(key="pt_head").set_value(5)
     at.run()
     at.button(key="pt_step_through").click().run()
     no_exceptions(at)
-    assert at.title[0].value == "Step by step"
+    assert at.title[0].value == t("steps.title")
     assert at.session_state["mode"] == "Pretrained model"
     expected = minilm.trace(DEFAULT, max_tokens=64)[1].weights[5]
     assert at.session_state["step"] == "weights"
@@ -260,13 +264,14 @@ def test_a_second_sentence_shows_the_same_head_and_the_difference(minilm):
     at.text_input(key="pt_compare").input(other).run()
     no_exceptions(at)
     first, second = minilm.run(DEFAULT), minilm.run(other)
-    figs = {f["layout"]["title"]["text"]: f for f in charts(at)}
-    np.testing.assert_array_equal(heatmap_z(figs["First sentence"]), first.attentions[2, 4])
-    np.testing.assert_array_equal(heatmap_z(figs["Second sentence"]), second.attentions[2, 4])
+    np.testing.assert_array_equal(heatmap_z(titled(at, "figure.first_sentence")),
+                                  first.attentions[2, 4])
+    np.testing.assert_array_equal(heatmap_z(titled(at, "figure.second_sentence")),
+                                  second.attentions[2, 4])
     same = [i for i, (a, b) in enumerate(zip(first.tokens, second.tokens)) if a == b]
     assert "street" not in [first.tokens[i] for i in same] and len(same) == len(first.tokens) - 2
     expected = (second.attentions[2, 4][np.ix_(same, same)]
                 - first.attentions[2, 4][np.ix_(same, same)])
-    delta = next(f for title, f in figs.items() if title.startswith("Δ weights"))
+    delta = titled(at, "figure.delta_weights")
     np.testing.assert_allclose(heatmap_z(delta), expected, atol=1e-7)
     assert f"{np.abs(expected).max():.3f}" in delta["layout"]["title"]["text"]

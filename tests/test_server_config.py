@@ -55,14 +55,14 @@ def test_the_image_turns_the_module_watcher_off_by_its_environment(tmp_path):
 def test_the_shipped_config_bounds_websocket_messages_to_what_the_app_sends():
     """Issue 26: server.maxMessageSize and server.maxWidgetStateSize (MB) are lowered from
     Streamlit's 200 and 25 to what the app needs: the largest message a browser sends for it
-    (the Q, K, V boxes full, as tests/streamlit_client builds the rerun) fits, with the rest of
+    (the Q, K, V boxes full, as tools/streamlit_client builds the rerun) fits, with the rest of
     a page's widgets; a 16 MB one does not. Streamlit reads both from the project's folder, and
     the image sets neither otherwise. (benchmarks/bench_messages.py measures the largest
     messages both ways on a real server; tests/test_server_limits.py sends the 16 MB.)"""
     import tomllib
 
     from attnviz.app.shared.text import MAX_MATRIX_CHARS
-    from tests.streamlit_client import rerun_message, text_state
+    from tools.streamlit_client import rerun_message, text_state
 
     server = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]
     qkv = len(rerun_message(page_hash="0" * 32, widgets=[

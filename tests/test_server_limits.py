@@ -1,6 +1,6 @@
 """Issue 26: what one visitor sends costs the server little, whatever its size. A real server
 (`streamlit run app.py` from the project's folder: its .streamlit/config.toml applies) and a
-real websocket client speaking the browser's protocol (tests/streamlit_client.py, as
+real websocket client speaking the browser's protocol (tools/streamlit_client.py, as
 benchmarks/bench_load.py does) that sends Generate a 16 MB prompt, then four 4 MB prompts from
 four sessions at once. Each is refused (the connection closed: a message over
 server.maxMessageSize) or cut to the prompt box's 8,000 characters with a warning; the server's
@@ -25,8 +25,8 @@ import pytest
 
 from attnviz.app.shared.text import MAX_PROMPT_CHARS
 from tests.browser_helpers import streamlit_server
-from tests import streamlit_client
-from tests.streamlit_client import Client, cpu_seconds, rss_mb, text_state
+from tools import streamlit_client
+from tools.streamlit_client import Client, cpu_seconds, rss_mb, text_state
 
 pytestmark = pytest.mark.slow
 

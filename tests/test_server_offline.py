@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from attnviz.i18n import t
 from tests.browser_helpers import (exceptions, free_port, open_page, stop_process, wait_for_app,
                                    wait_healthy)
 
@@ -127,8 +128,8 @@ def test_pages_served_connect_nowhere_else(server, browser):
     page = context.new_page()
     page.goto(server.url)
     wait_for_app(page)
-    for link, title in (("Pretrained model", "Pretrained model"),
-                        ("Step by step", "Step by step")):
+    for link, title in ((t("nav.pretrained"), t("pretrained.title")),
+                        (t("nav.steps"), t("steps.title"))):
         open_page(page, link, title)
         assert not exceptions(page), link
     context.close()

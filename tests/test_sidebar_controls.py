@@ -7,7 +7,9 @@ the settings that do not apply there are disabled, each saying why."""
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.apptest_helpers import PAGES, charts, no_exceptions, open_page
+from attnviz.app import keys
+from attnviz.i18n import ID_PATTERN, t
+from tests.apptest_helpers import PAGES, charts, no_exceptions, open_page, shows
 
 pytestmark = pytest.mark.slow        # each test runs pages or processes: see tests/conftest.py
 
@@ -15,7 +17,10 @@ DRAWING_PAGES = (*PAGES, "pages/experiments.py")      # every page that uses d_m
 REAL_MODEL_PAGES = ("pages/pretrained.py", "pages/reading.py")
 
 
-def sidebar_widget(at: AppTest, label: str):
+def sidebar_widget(at: AppTest, name: str):
+    """The sidebar's widget labelled `name`: a message id, or a symbol no language translates
+    (d_model, d_k)."""
+    label = t(name) if ID_PATTERN.fullmatch(name) else name
     found = [w for kind in ("number_input", "selectbox", "checkbox", "radio", "text_input")
              for w in getattr(at.sidebar, kind) if w.label == label]
     assert len(found) == 1, (label, found)
@@ -62,17 +67,19 @@ def test_with_d_k_set_by_hand_every_count_of_heads_and_every_d_model_step_is_off
 def test_a_d_model_that_does_not_divide_offers_the_nearest_ones_in_one_click():
     at = open_page("pages/home.py", d_model=18, num_heads=4)    # typed, or from a link
     no_exceptions(at)
-    assert any("d_model 18 does not divide by 4 heads" in w.value for w in at.sidebar.warning)
-    labels = [b.label for b in at.sidebar.button]
-    assert labels == ["d_model 16", "d_model 20", "3 heads"]
+    assert shows(at.sidebar.warning, "sidebar.size_fix.warning", d_model=18, heads=4)
+    fixes = [(b.key, b.label) for b in at.sidebar.button]
+    assert fixes == [(keys.FIX(keys.D_MODEL, 16), "d_model 16"),
+                     (keys.FIX(keys.D_MODEL, 20), "d_model 20"),
+                     (keys.FIX(keys.NUM_HEADS, 3), t("sidebar.size_fix.heads", count=3))]
     heads = at.sidebar.selectbox(key="num_heads")               # kept, not changed silently
     assert heads.value == 4 and heads.options == ["1", "2", "3", "4", "6", "9"]
-    next(b for b in at.sidebar.button if b.label == "d_model 20").click().run()
+    at.sidebar.button(key=keys.FIX(keys.D_MODEL, 20)).click().run()
     no_exceptions(at)
     assert at.session_state["d_model"] == 20 and at.session_state["num_heads"] == 4
     assert not at.error and charts(at)
     at = open_page("pages/home.py", d_model=18, num_heads=4)
-    next(b for b in at.sidebar.button if b.label == "3 heads").click().run()
+    at.sidebar.button(key=keys.FIX(keys.NUM_HEADS, 3)).click().run()
     assert at.session_state["d_model"] == 18 and at.session_state["num_heads"] == 3
     assert not at.error and charts(at)
 
@@ -81,25 +88,25 @@ def test_a_matrix_x_whose_width_does_not_divide_offers_a_count_of_heads_that_doe
     at = open_page("pages/home.py", mode="Matrix X", x_text="1 2 3\n4 5 6", num_heads=2)
     # 1 and 3 divide X's width 3; 2, the user's, stays offered while the warning says why
     assert at.sidebar.selectbox(key="num_heads").options == ["1", "2", "3"]
-    assert any("does not divide by 2 heads" in w.value for w in at.sidebar.warning)
-    assert [b.label for b in at.sidebar.button] == ["3 heads"]   # X's width is not ours to set
-    next(b for b in at.sidebar.button if b.label == "3 heads").click().run()
+    assert shows(at.sidebar.warning, "sidebar.size_fix.warning", d_model=3, heads=2)
+    assert [b.key for b in at.sidebar.button] == [keys.FIX(keys.NUM_HEADS, 3)]   # X's width
+    at.sidebar.button(key=keys.FIX(keys.NUM_HEADS, 3)).click().run()        # is not ours to set
     assert at.session_state["num_heads"] == 3 and not at.error and charts(at)
 
 
 # ---- item 5: the pages of the pretrained model -------------------------------------------------
 
-USED_HERE = ("Sentence", "Token limit")
-NOT_USED_HERE = ("Input", "d_model", "Heads", "d_k", "Initialisation", "Seed", "Biases",
-                 "Divide scores by √d_k", "Causal mask (no looking ahead)",
-                 "Sinusoidal positional encoding")
+USED_HERE = ("sidebar.sentence.label", "sidebar.max_tokens.label")
+NOT_USED_HERE = ("sidebar.mode.label", "d_model", "sidebar.heads.label", "d_k",
+                 "sidebar.init.label", "sidebar.seed.label", "sidebar.bias.label",
+                 "sidebar.scaled.label", "sidebar.causal.label", "sidebar.positional.label")
 
 
 @pytest.mark.parametrize("page", REAL_MODEL_PAGES)
 def test_on_the_pretrained_model_pages_settings_that_do_nothing_are_disabled_and_say_why(page):
     at = open_page(page, num_heads=8, d_model=32, seed=7, init="gaussian")
     no_exceptions(at)
-    assert at.title[0].value in ("Pretrained model", "Read the model")
+    assert at.title[0].value in (t("pretrained.title"), t("nav.reading"))
     for label in NOT_USED_HERE:
         widget = sidebar_widget(at, label)
         assert widget.disabled, label
@@ -107,7 +114,7 @@ def test_on_the_pretrained_model_pages_settings_that_do_nothing_are_disabled_and
     for label in USED_HERE:
         assert not sidebar_widget(at, label).disabled, label
     # the model's own sizes are shown (all-MiniLM-L6-v2: d_model 384, 12 heads of d_k 32)
-    assert (sidebar_widget(at, "d_model").value, sidebar_widget(at, "Heads").value,
+    assert (sidebar_widget(at, "d_model").value, sidebar_widget(at, "sidebar.heads.label").value,
             sidebar_widget(at, "d_k").value) == (384, 12, 32)
     # the user's own settings stay for the other pages
     assert (at.session_state["num_heads"], at.session_state["d_model"],
@@ -116,5 +123,6 @@ def test_on_the_pretrained_model_pages_settings_that_do_nothing_are_disabled_and
 
 def test_on_home_the_same_settings_are_enabled():
     at = open_page("pages/home.py")
-    for label in ("d_model", "Heads", "Initialisation", "Seed", "Input"):
+    for label in ("d_model", "sidebar.heads.label", "sidebar.init.label", "sidebar.seed.label",
+                  "sidebar.mode.label"):
         assert not sidebar_widget(at, label).disabled, label

@@ -1,6 +1,7 @@
 """Streamlit's internals that attnviz still uses, one test each, against the installed
 Streamlit: where the name is, the signature used and the behaviour relied on
-(attnviz/app/runtime/streamlit_compat.py). An upgrade that moves or changes one fails here, not
+(attnviz/app/runtime/streamlit_compat.py); and at the end the ones the tests and benchmarks drive the
+app with (tools/streamlit_compat.py). An upgrade that moves or changes one fails here, not
 silently in a page. Then what the app relies on Streamlit's public API for instead of the
 internals it used before (docs/architecture.md, "Streamlit"): a page file run first (Streamlit's
 folder mode) runs the whole app around itself, and ``attnviz app``'s script has no ``pages``
@@ -24,6 +25,7 @@ from attnviz.i18n import t, use_language
 from tests.apptest_helpers import ROOT, TIMEOUT, no_exceptions, open_page, shared_components
 from tests.browser_helpers import free_port, running_app, stop_process, wait_healthy
 from tests.stream_client import open_page as open_streamed
+from tools import streamlit_compat as drivers
 
 # ---- in_script_run, session_id: the thread's ScriptRunContext ---------------------------------
 
@@ -196,3 +198,105 @@ def test_attnviz_apps_script_has_no_pages_folder_beside_it():
 
     assert cli.MAIN.is_file()
     assert not (cli.MAIN.parent / "pages").exists()
+
+
+# ---- the drivers' uses: tools/streamlit_compat.py (tests/ and benchmarks/) ---------------------
+
+def test_the_protocols_messages_are_where_and_as_the_clients_use_them():
+    """A rerun as tools/streamlit_client.py builds it, read back; the statuses it waits for;
+    a widget's state; the toolbar mode of a session's config."""
+    msg = drivers.back_msg()
+    msg.rerun_script.page_name, msg.rerun_script.query_string = "steps", "head=1"
+    msg.rerun_script.widget_states.widgets.append(drivers.widget_state("w", string_value="x"))
+    msg.rerun_script.widget_states.widgets.append(drivers.widget_state("b", trigger_value=True))
+    back = type(msg)()
+    back.ParseFromString(msg.SerializeToString())
+    assert (back.rerun_script.page_name, back.rerun_script.query_string) == ("steps", "head=1")
+    assert [(w.id, w.WhichOneof("value")) for w in back.rerun_script.widget_states.widgets] == \
+        [("w", "string_value"), ("b", "trigger_value")]
+    statuses = {name: drivers.script_finished(name) for name in
+                ("FINISHED_SUCCESSFULLY", "FINISHED_FRAGMENT_RUN_SUCCESSFULLY",
+                 "FINISHED_EARLY_FOR_RERUN")}
+    assert len(set(statuses.values())) == 3
+    finished = drivers.forward_msg(b"")                  # an empty message parses to defaults
+    finished.script_finished = statuses["FINISHED_SUCCESSFULLY"]
+    again = drivers.forward_msg(finished.SerializeToString())
+    assert again.WhichOneof("type") == "script_finished"
+    assert again.script_finished == statuses["FINISHED_SUCCESSFULLY"]
+    assert {"new_session", "navigation", "delta"} <= {
+        f.name for f in again.DESCRIPTOR.oneofs_by_name["type"].fields}
+    config = drivers.forward_msg(b"").new_session.config
+    config.toolbar_mode = drivers.toolbar_mode("MINIMAL")
+    assert config.toolbar_mode != drivers.toolbar_mode("AUTO")
+
+
+def _driven() -> None:            # an AppTest script: one of each thing the drivers reach into
+    import streamlit as st
+
+    st.text_input("name", key="name")
+    st.segmented_control("one", ["a", "b"], key="one")
+    st.pills("many", ["a", "b"], selection_mode="multi", key="many")
+    with st.tabs(["first", "second"])[0]:
+        st.button("go", key="go")
+    st.download_button("file", data=lambda: b"made when clicked", file_name="made.txt",
+                       key="file", on_click="ignore")
+    st.session_state["seen"] = st.session_state.get("seen", 0) + 1
+
+
+def test_apptests_insides_are_where_and_as_the_tests_use_them(monkeypatch):
+    from tools import apptest
+
+    made = drivers.record_deferred_files(monkeypatch)
+    at = shared_components(AppTest.from_function(_driven, default_timeout=TIMEOUT))
+    with pytest.raises(AssertionError):                  # given once, before the first run
+        drivers.use_component_registry(at, drivers.new_component_registry())
+    at.run()
+    no_exceptions(at)
+    assert at._bidi_component_manager is apptest._COMPONENTS[0]       # the shared registry kept
+    assert made["made.txt"]() == b"made when clicked"    # the download's deferred maker
+    keys_drawn = []
+
+    def walk(node):
+        if getattr(node, "key", None):
+            keys_drawn.append(node.key)
+        children = getattr(node, "children", None) or {}
+        for child in (children.values() if isinstance(children, dict) else children):
+            walk(child)
+    walk(drivers.element_tree(at))
+    assert {"name", "one", "many", "go", "file"} <= set(keys_drawn)   # the tab's button too
+    assert drivers.is_single_select(at.button_group(key="one"))
+    assert not drivers.is_single_select(at.button_group(key="many"))
+    at.text_input(key="name").set_value("typed")
+    assert drivers.widget_state_of(at.text_input(key="name")).string_value == "typed"
+    name_id = at.text_input(key="name").id
+    states = drivers.widget_states(at)
+    assert name_id in {state.id for state in states.widgets}
+    kept = [state for state in states.widgets if state.id != name_id]
+    del states.widgets[:]
+    states.widgets.extend([*kept, drivers.widget_state(name_id, string_value="sent")])
+    at = drivers.run_with_states(at, states)
+    no_exceptions(at)
+    assert at.text_input(key="name").value == "sent" and at.session_state["seen"] == 2
+    items = drivers.session_state_items(at)
+    assert items["seen"] == 2 and items["name"] == "sent"          # widgets' keys too
+    assert drivers.session_store(at).filtered_state == drivers.session_state_items(at)
+
+
+def _navigated() -> None:         # an AppTest script: two pages in the navigation
+    import streamlit as st
+
+    def first():
+        st.write("one")
+
+    def second():
+        st.write("two")
+
+    st.navigation([st.Page(first, title="First page"),
+                   st.Page(second, title="Second page")]).run()
+
+
+def test_the_navigations_titles_are_where_the_tests_read_them():
+    at = shared_components(AppTest.from_function(_navigated, default_timeout=TIMEOUT))
+    at.run()
+    no_exceptions(at)
+    assert drivers.navigation_titles(at) == ["First page", "Second page"]

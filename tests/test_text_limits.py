@@ -14,7 +14,8 @@ import pytest
 from attnviz.app.shared import links
 from attnviz.app.shared.text import MAX_MATRIX_CHARS, MAX_PROMPT_CHARS, MAX_TEXT_CHARS
 from attnviz.io.matrix_files import matrix_to_text
-from tests.apptest_helpers import no_exceptions, open_page, plain
+from attnviz.i18n import t, use_language
+from tests.apptest_helpers import no_exceptions, open_page, plain, shows
 
 WORDS = " ".join(f"w{i}" for i in range(600))
 WIDE = dict(sentence=WORDS, max_tokens=512, d_model=1024, num_heads=1)   # X is 512 × 1024
@@ -38,14 +39,16 @@ def text_boxes(at) -> dict[str, int]:
     ("pages/inputs.py", "en", {"matrix": "w_q"}, {"sentence": MAX_TEXT_CHARS}),
     ("pages/generate.py", "en", {}, {"gen_prompt": MAX_PROMPT_CHARS}),
     ("pages/pretrained.py", "en", {}, {"pt_compare": MAX_TEXT_CHARS}),
-    ("pages/reading.py", "en", {"rd_view": "Ablation"}, {"ab_other": MAX_TEXT_CHARS}),
-    ("pages/experiments.py", "en", {"experiment": "Cross-attention"},
+    # (a tab is seeded by its label: the English page's)
+    ("pages/reading.py", "en", {"rd_view": t("reading.tab.ablation")},
+     {"ab_other": MAX_TEXT_CHARS}),
+    ("pages/experiments.py", "en", {"experiment": t("experiments.tab.cross")},
      {"exp_cross_text": MAX_TEXT_CHARS}),
-    ("pages/experiments.py", "en", {"experiment": "Attention sink"},
+    ("pages/experiments.py", "en", {"experiment": t("experiments.tab.sink")},
      {"exp_sink_text": MAX_TEXT_CHARS}),
-    ("pages/experiments.py", "en", {"experiment": "RoPE: score and distance"},
+    ("pages/experiments.py", "en", {"experiment": t("experiments.tab.rope")},
      {"exp_rope_text": MAX_TEXT_CHARS}),
-    ("pages/multihead.py", "en", {"mh_section": "Second sentence"},
+    ("pages/multihead.py", "en", {"mh_section": t("multihead.tab.second")},
      {"mh_compare": MAX_TEXT_CHARS}),
 ])
 def test_every_text_box_has_its_limit(page, lang, state, expected):
@@ -73,20 +76,21 @@ def test_text_put_in_the_session_beyond_the_box_is_cut_before_the_box_is_drawn()
                    x_text="1 2\n" * 2_000_000)
     no_exceptions(at)
     assert len(at.session_state["x_text"]) == MAX_MATRIX_CHARS
-    said = [plain(w) for w in at.sidebar.warning]
-    assert any(f"at most {MAX_MATRIX_CHARS:,} characters" in w for w in said), said
+    assert shows(at.sidebar.warning, "text.at_limit", chars=f"{MAX_MATRIX_CHARS:,}"), \
+        [plain(w) for w in at.sidebar.warning]
 
 
 @pytest.mark.slow
 def test_a_full_box_says_so_and_a_shorter_one_does_not():
     at = open_page("pages/home.py", params={"lang": "en"}, sentence="a " * (MAX_TEXT_CHARS // 2))
     assert len(at.session_state["sentence"]) == MAX_TEXT_CHARS
-    assert any("at most 20,000 characters" in plain(w) for w in at.sidebar.warning)
+    assert shows(at.sidebar.warning, "text.at_limit", chars="20,000")
     at = open_page("pages/home.py", params={"lang": "en"},
                    sentence="a " * (MAX_TEXT_CHARS // 2 - 1))
-    assert not any("characters" in plain(w) for w in at.sidebar.warning)
+    assert not shows(at.sidebar.warning, "text.at_limit")
     at = open_page("pages/home.py", params={"lang": "zh"}, sentence="a " * (MAX_TEXT_CHARS // 2))
-    assert any("最多容纳 20,000 个字符" in plain(w) for w in at.sidebar.warning)
+    with use_language("zh"):
+        assert shows(at.sidebar.warning, "text.at_limit", chars="20,000")
 
 
 @pytest.mark.slow
@@ -96,8 +100,8 @@ def test_a_matrix_too_long_for_a_paste_box_is_not_written_into_it():
     paste = [a for a in at.text_area if a.key.startswith("paste_text_x")]
     assert len(paste) == 1 and paste[0].value == ""
     assert paste[0].proto.max_chars == MAX_MATRIX_CHARS
-    assert any("524,288 numbers" in plain(c) and f"{MAX_MATRIX_CHARS:,}" in plain(c)
-               for c in at.caption)
+    assert shows(at.caption, "edit.paste.too_long", numbers=f"{512 * 1024:,}",
+                 limit=f"{MAX_MATRIX_CHARS:,}")
     # the first row's text as the box would have held it: the whole matrix would not fit
     x = at.session_state["weight_editor"].full
     assert x.shape == (512, 1024) and len(matrix_to_text(x[:1])) * 512 > MAX_MATRIX_CHARS

@@ -12,14 +12,16 @@ from attnviz.i18n import t
 from attnviz.app import keys
 from attnviz.app.shared.toy_view import EDITED_ROW as EDITED_ID
 from attnviz.i18n import render
-from tests.apptest_helpers import (PAGES, button, charts, decode, heatmap_z, no_exceptions,
-                                   open_page, plain, shows)
+from tests.apptest_helpers import (PAGES, apply_paste, charts, decode, heatmap_z,
+                                   no_exceptions, open_page, plain, shows)
 from tests.lazy import LazyModule
 
 toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
 
 pytestmark = pytest.mark.usefixtures("torch")    # one torch thread
 EDITED_ROW = render(EDITED_ID, "en")          # the row's name as the English page shows it
+INPUT_ROW, RIGHT_ROW, TRAINED_ROW = (render(f"toy_view.row.{row}", "en")
+                                     for row in ("input", "right", "trained"))
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +55,10 @@ def test_step_by_step_shows_the_layer_at_the_chosen_step_and_sequence(run):
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), expected.weights[1])
     assert charts(at)[0]["data"][0]["x"] == [f"{i}: {t}" for i, t in enumerate(seq)]
     shown = answers(at)
-    assert shown["input"] == as_text(seq)
-    assert shown["right answer"] == as_text(run.targets(seq))
-    assert shown["trained weights"] == as_text(run.predict(seq, step=step))
-    assert shown[EDITED_ROW] == shown["trained weights"]          # nothing edited yet
+    assert shown[INPUT_ROW] == as_text(seq)
+    assert shown[RIGHT_ROW] == as_text(run.targets(seq))
+    assert shown[TRAINED_ROW] == as_text(run.predict(seq, step=step))
+    assert shown[EDITED_ROW] == shown[TRAINED_ROW]                # nothing edited yet
 
 
 @pytest.mark.slow
@@ -68,7 +70,7 @@ def test_an_edited_w_o_changes_the_answer_as_the_model_computes_it(run):
                                               # learn the pattern: one alone changes nothing)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_o"))
     area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_o)).run()
-    button(at, "Apply pasted matrix").click().run()
+    apply_paste(at)
     no_exceptions(at)
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), w_o)
     edited = run.predict(seq, params={0: run.params(0).replace(w_o=w_o)})
@@ -76,10 +78,10 @@ def test_an_edited_w_o_changes_the_answer_as_the_model_computes_it(run):
     assert not np.array_equal(edited, trained)     # else the test would show nothing
     shown = answers(at)
     assert shown[EDITED_ROW] == as_text(edited)
-    assert shown["trained weights"] == as_text(trained)
-    changed = ", ".join(str(i) for i in np.nonzero(edited != trained)[0])
-    assert any("change the answer at position" in c.value and changed in c.value
-               for c in at.caption)
+    assert shown[TRAINED_ROW] == as_text(trained)
+    changed = np.nonzero(edited != trained)[0]
+    where = render("toy_view.separator", "en").join(str(i) for i in changed)
+    assert shows(at.caption, "toy_view.changed", count=len(changed), where=where)
     # the edit belongs to this run, layer and step: at step 0 the weights are the start's
     at.session_state[keys.TOY_VIEW_STEP] = 0
     at.run()
@@ -132,7 +134,7 @@ def test_the_link_of_a_toy_view_has_no_edits(run):
     at = open_page("pages/inputs.py", **toy_state(run), matrix="b_o")
     area = next(a for a in at.text_area if a.key.startswith("paste_text_b_o"))
     area.input(" ".join(["0"] * 32)).run()
-    button(at, "Apply pasted matrix").click().run()      # the sidebar writes the link
+    apply_paste(at)      # the sidebar writes the link
     no_exceptions(at)
     assert [k for k, v in at.session_state["edits"].items() if v] == [
         k for k in at.session_state["edits"] if k.startswith("toy:")]      # the edit is kept
@@ -146,7 +148,7 @@ def test_step_through_this_layer_opens_it_on_step_by_step(run):
     at.select_slider(key="toy_step").set_value(run.checkpoint_steps[4]).run()
     at.button(key="toy_step_through_0").click().run()
     no_exceptions(at)
-    assert at.title[0].value == "Step by step"
+    assert at.title[0].value == render("steps.title", "en")
     state = at.session_state
     assert (state["mode"], state["layer"], state[keys.TOY_VIEW_STEP],
             state[keys.TOY_VIEW_EXAMPLE]) == (TOY_MODE, 0, run.checkpoint_steps[4], 7)
@@ -197,7 +199,7 @@ def test_a_baseline_pinned_on_the_toy_model_compares_with_the_same_run(run):
 
     at = open_page("pages/steps.py", **toy_state(run), step="weights")
     no_exceptions(at)
-    button(at, ":material/push_pin: Pin as baseline").click().run()
+    at.button(key=keys.PIN(keys.STEPS_BASELINE)).click().run()
     no_exceptions(at)
     assert at.session_state[keys.BASELINE].toy is not None
     assert not shows(at.info, "baseline.cannot_rebuild")

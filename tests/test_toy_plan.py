@@ -4,11 +4,24 @@ learnt, or why not and what to change — on real runs of each kind."""
 import numpy as np
 import pytest
 
+from attnviz.i18n import t
 from attnviz.models import toy_plan
+from attnviz.models.toy_tasks import task_name
 from tests.lazy import LazyModule
-from tests.message_helpers import raises_message
+from tests.message_helpers import message_pattern, raises_message
 
 toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+
+
+def says(text: str, msg_id: str, /, **known) -> bool:
+    """Whether `text` is the message `msg_id` whole (the parameters in `known` as it renders
+    them, any other any text)."""
+    return message_pattern(msg_id, **known).fullmatch(text) is not None
+
+
+def has_tip(advice: str, msg_id: str, /, **params) -> bool:
+    """Whether the advice holds the tip `msg_id` (the sentence it opens starts with a capital)."""
+    return t(msg_id, **params).lower() in advice.lower()
 
 
 def verdict_of(run):
@@ -34,8 +47,7 @@ def test_a_run_that_learnt_is_said_to_have_learnt(toy_reverse):
     run = toy_reverse
     v = verdict_of(run)
     assert run.mean_accuracy >= toy_plan.LEARNT and v.learnt
-    assert v.text == f"Learnt: {run.mean_accuracy:.0%} right on held-out sequences (the bar " \
-                     "is 90%)."
+    assert v.text == t("toy.verdict.learnt", accuracy=run.mean_accuracy, bar=0.9)
 
 
 @pytest.mark.slow
@@ -44,10 +56,9 @@ def test_too_few_steps_say_it_was_still_improving_and_to_train_longer():
     first, last = [p for p in run.history if p.step >= 30][0], run.history[-1]
     assert run.mean_accuracy < toy_plan.LEARNT and last.accuracy - first.accuracy >= 0.05
     v = verdict_of(run)
-    assert not v.learnt and "still improving in the second half of training" in v.reason
-    assert f"{first.accuracy:.0%} at step {first.step}, {last.accuracy:.0%} at step 60" \
-        in v.reason
-    assert v.advice.startswith("Train with more steps (up to 5,000 here)")
+    assert not v.learnt and says(v.reason, "toy.verdict.still_rising", first=first.accuracy,
+                                 first_step=first.step, last=last.accuracy, last_step=60)
+    assert v.advice.startswith(t("toy.tip.more_steps", most=5000))
 
 
 @pytest.mark.slow
@@ -55,8 +66,8 @@ def test_a_stopped_run_says_where_it_stopped():
     run = toy.train("sort", steps=400, on_step=lambda step, *_: step < 40)
     v = verdict_of(run)
     assert run.stopped and not v.learnt
-    assert v.reason.endswith(f"stopped at step {run.steps} of 400.")
-    assert "let it finish" in v.advice
+    assert says(v.reason, "toy.verdict.stopped", step=run.steps, steps=400)
+    assert v.advice == t("toy.advice.let_it_finish")
 
 
 @pytest.mark.slow
@@ -67,9 +78,10 @@ def test_a_model_too_small_for_its_task_settles_and_is_told_what_to_change():
     half = [p.accuracy for p in run.history if p.step >= 0.5 * run.steps]
     assert run.mean_accuracy < 0.5 and half[-1] - half[0] < 0.05           # settled
     v = verdict_of(run)
-    assert not v.learnt and "settled" in v.reason
-    assert "try 1 layer" in v.advice
-    assert "only d_model / heads = 2 features" in v.advice
+    assert not v.learnt and (says(v.reason, "toy.verdict.settled")
+                             or says(v.reason, "toy.verdict.guessing"))
+    assert has_tip(v.advice, "toy.tip.no_residual", task=task_name("copy"), layers=4)
+    assert has_tip(v.advice, "toy.tip.small_d_k", count=2)
 
 
 def test_a_loss_that_rose_well_above_its_best_reads_as_unstable():
@@ -79,8 +91,8 @@ def test_a_loss_that_rose_well_above_its_best_reads_as_unstable():
     history = [toy.Point(20 * (i + 1), float(l), 0.02) for i, l in enumerate(loss)]
     v = toy_plan.verdict(cfg, history, 0.02)
     assert not v.learnt
-    assert "became unstable, the loss rose from 0.80 at step 200 to 3.90" in v.reason
-    assert "fewer layers or a smaller d_model" in v.advice
+    assert says(v.reason, "toy.verdict.unstable", best=0.8, best_step=200, last=3.9)
+    assert v.advice == t("toy.advice.smaller")
 
 
 def test_still_improving_at_the_most_steps_allowed_asks_for_a_smaller_model():
@@ -90,7 +102,6 @@ def test_still_improving_at_the_most_steps_allowed_asks_for_a_smaller_model():
     assert toy_plan.max_steps(cfg) == cfg.steps == 1000
     history = [toy.Point(20 * (i + 1), 3.0 - 0.02 * i, 0.02 + 0.0045 * i) for i in range(50)]
     v = toy_plan.verdict(cfg, history, history[-1].accuracy, most_steps=5000)
-    assert not v.learnt and "still improving in the second half of training" in v.reason
-    assert v.advice.startswith("These sizes allow no more steps than 1,000: try a smaller "
-                               "model")
-    assert "copy has no residual connection here, so each of the 4 layers" in v.advice
+    assert not v.learnt and says(v.reason, "toy.verdict.still_rising")
+    assert v.advice.startswith(t("toy.tip.no_more_steps", most=1000))
+    assert has_tip(v.advice, "toy.tip.no_residual", task=task_name("copy"), layers=4)

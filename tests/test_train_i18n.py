@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 import attnviz
 from attnviz.core.errors import AttnvizInputError
-from attnviz.i18n import use_language
+from attnviz.i18n import render, use_language
 from attnviz.models import toy_plan, training
 from attnviz.session.settings import Settings
 from tests.apptest_helpers import charts, open_page, record_downloads
@@ -37,36 +37,32 @@ def train_page(lang: str, **state) -> AppTest:
 # ---- the form's errors, in both languages --------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lang, said", [
-    ("en", "Length must be a whole number from 3 to 16, not 99999."),
-    ("zh", "长度必须是 3 到 16 之间的整数，而不是 99999。")])
-def test_a_value_out_of_range_is_named_in_the_pages_language(lang, said):
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_value_out_of_range_is_named_in_the_pages_language(lang):
     at = train_page(lang, toy_length=99999)
-    assert [e.value for e in at.error] == [said]
+    assert [e.value for e in at.error] == [
+        render("train.error.range", lang, field=render("train.field.length", lang), low=3,
+               high=16, value="99999")]
     train = [b for b in at.button if b.key == "toy_train"][0]
     assert train.disabled
-    assert ("Fix the values in red" in train.help) == (lang == "en")
-    assert ("请先改正上面标红的值" in train.help) == (lang == "zh")
+    assert train.help == render("train.button.fix_first", lang)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lang, said", [
-    ("en", "d_model 30 does not divide by heads 4: each head gets d_model / heads features."),
-    ("zh", "d_model 30 不能被头数 4 整除：每个头分到 d_model / 头数 个特征。")])
-def test_heads_that_do_not_divide_d_model_are_said_in_the_pages_language(lang, said):
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_heads_that_do_not_divide_d_model_are_said_in_the_pages_language(lang):
     at = train_page(lang, toy_d_model=30, toy_heads=4)
-    assert [e.value for e in at.error] == [said]
+    assert [e.value for e in at.error] == [
+        render("train.error.heads_divide", lang, d_model=30, heads=4)]
 
 
 @pytest.mark.slow
 def test_induction_with_one_layer_is_refused_in_both_languages():
-    en = train_page("en", toy_task="induction", toy_layers=1)
-    assert [e.value for e in en.error] == [
-        "induction needs at least 2 layers (one finds the token before each position, the "
-        "next uses it), not 1."]
-    zh = train_page("zh", toy_task="induction", toy_layers=1)
-    assert [e.value for e in zh.error] == [
-        "“归纳”任务至少需要 2 层（一层找出每个位置前面的词元，下一层用它），而不是 1。"]
+    for lang in ("en", "zh"):
+        at = train_page(lang, toy_task="induction", toy_layers=1)
+        assert [e.value for e in at.error] == [
+            render("train.error.min_layers", lang, task=render("toy.task.induction.name", lang),
+                   count=2, layers=1)]
 
 
 @pytest.mark.slow
@@ -74,18 +70,19 @@ def test_steps_over_the_bound_in_chinese_name_the_most_allowed():
     at = train_page("zh", toy_task="induction", toy_length=16, toy_vocab=50, toy_layers=4,
                     toy_heads=8, toy_d_model=128, toy_steps=5000)
     assert [e.value for e in at.error] == [
-        "在这些尺寸下，步数必须是 1 到 1,000 之间的整数，而不是 5000。"]
+        render("train.error.range_at_sizes", "zh", field=render("train.field.steps", "zh"),
+               low=1, high=1000, value="5000")]
 
 
 # ---- the plan and the pool say their words in the reader's language ----------------------------
 
 def test_the_time_estimate_in_both_languages():
-    with use_language("en"):
-        assert [toy_plan.describe_seconds(s) for s in (0.4, 4.2, 42, 150)] == [
-            "under a second", "about 4 s", "about 40 s", "about 3 min"]
-    with use_language("zh"):
-        assert [toy_plan.describe_seconds(s) for s in (0.4, 4.2, 42, 150)] == [
-            "不到 1 秒", "约 4 秒", "约 40 秒", "约 3 分钟"]
+    for lang in ("en", "zh"):                # seconds rounded to 10 from 20 on, minutes up
+        with use_language(lang):
+            assert [toy_plan.describe_seconds(s) for s in (0.4, 4.2, 42, 150)] == [
+                render("toy.time.under_a_second", lang), render("toy.time.seconds", lang, seconds=4),
+                render("toy.time.seconds", lang, seconds=40),
+                render("toy.time.minutes", lang, minutes=3)]
 
 
 def test_a_verdict_and_its_advice_in_chinese():
@@ -94,22 +91,22 @@ def test_a_verdict_and_its_advice_in_chinese():
     with use_language("zh"):
         v = toy_plan.verdict(cfg, history, 0.02)
     assert not v.learnt
-    assert v.reason == "没学会：留出序列上答对 2%（标准是 90%）：它停在了瞎猜的水平（随机猜的准确率是 2%）。"
-    assert v.advice == "对 50 个词的词表来说，d_model 4 太小：试试 d_model ≥ 16 或更小的词表。"
+    assert v.reason == render("toy.verdict.guessing", "zh", accuracy=0.02, bar=0.9, chance=0.02)
+    tip = {lang: render("toy.tip.small_d_model", lang, d_model=4, vocab=50) for lang in ("en", "zh")}
+    assert v.advice == render("toy.tip.sentence", "zh", text=tip["zh"])
     with use_language("en"):
         english = toy_plan.verdict(cfg, history, 0.02)
-    assert english.advice == ("d_model 4 is small for a vocabulary of 50: try d_model ≥ 16 or "
-                              "a smaller vocabulary.")
+    assert english.advice == render("toy.tip.sentence", "en", text=tip["en"])   # d_model: as is
 
 
 def test_the_pools_errors_are_ids_said_in_both_languages(monkeypatch):
     with pytest.raises(AttnvizInputError) as caught:
         training.TrainingPool(workers=0)
     assert caught.value.message.msg_id == "error.training.no_worker"
-    with use_language("en"):
-        assert str(caught.value) == "a training pool needs at least one worker, not 0"
-    with use_language("zh"):
-        assert str(caught.value) == "训练池至少需要一个训练线程，而不是 0"
+    assert caught.value.message.params == {"workers": 0}
+    for lang in ("en", "zh"):
+        with use_language(lang):
+            assert str(caught.value) == render("error.training.no_worker", lang, workers=0)
     monkeypatch.setenv(training.WORKERS_VARIABLE, "two")
     with pytest.raises(AttnvizInputError) as bad:
         training.default_workers()
@@ -176,7 +173,10 @@ def test_the_report_is_in_the_language_it_was_made_in():
                   "因果掩码", "位置编码", "头数", "因果（每个词元只看到自己和前面的词元）"):
         assert words in shown, words
     assert re.search(r"缩放\s+÷ √d_k = ÷ √4 = × 0\.5\b", shown)      # d_k = 8 / 2 heads
-    for words in ("attnviz report", "This trace", "Sentence: “the cat sat”", "causal mask"):
+    for msg_id, params in (("report.title", {}), ("report.this_trace", {}),
+                           ("report.source.sentence", {"sentence": "the cat sat"}),
+                           ("report.setting.causal", {})):
+        words = render(msg_id, "en", **params)
         assert words in _visible(en) and words not in shown, words
     assert not CJK.search(_visible(en).replace("the cat sat", ""))
 

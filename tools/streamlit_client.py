@@ -1,6 +1,6 @@
 """Streamlit's browser protocol without a browser, and a server process's CPU and memory, for the
 tests and the benchmarks (benchmarks/bench_load.py, benchmarks/bench_messages.py,
-tests/test_server_limits.py).
+tests/test_server_limits.py); the protocol's messages through tools/streamlit_compat.py.
 
 A client speaks what the frontend speaks on /_stcore/stream: the subprotocols "streamlit" and
 a placeholder token (and, to get its session back after a reconnect, the session id); each
@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import websockets
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-FINISHED_OK = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
-FRAGMENT_OK = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_FRAGMENT_RUN_SUCCESSFULLY")
-EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_EARLY_FOR_RERUN")
+from tools import streamlit_compat
+
+FINISHED_OK = streamlit_compat.script_finished("FINISHED_SUCCESSFULLY")
+FRAGMENT_OK = streamlit_compat.script_finished("FINISHED_FRAGMENT_RUN_SUCCESSFULLY")
+EARLY_FOR_RERUN = streamlit_compat.script_finished("FINISHED_EARLY_FOR_RERUN")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -112,7 +111,7 @@ def rerun_message(*, page_hash: str | None = None, page_name: str | None = None,
                   query: str = "", widgets=()) -> bytes:
     """A serialized BackMsg rerun_script: a page by its hash (a click in the navigation) or,
     on a first visit, by its URL path with the link's `query`; `widgets` are WidgetStates."""
-    msg = BackMsg()
+    msg = streamlit_compat.back_msg()
     rerun = msg.rerun_script
     if page_hash is not None:
         rerun.page_script_hash = page_hash
@@ -123,16 +122,16 @@ def rerun_message(*, page_hash: str | None = None, page_name: str | None = None,
     return msg.SerializeToString()
 
 
-def text_state(widget_id: str, text: str) -> WidgetState:
-    """A text box's value, as the frontend sends it."""
-    return WidgetState(id=widget_id, string_value=text)
+def text_state(widget_id: str, text: str):
+    """A text box's value (a WidgetState), as the frontend sends it."""
+    return streamlit_compat.widget_state(widget_id, string_value=text)
 
 
 @dataclass
 class Reply:
     """What the server sent for one rerun, until its script finished (or the socket closed)."""
 
-    messages: list[ForwardMsg] = field(default_factory=list)
+    messages: list = field(default_factory=list)            # ForwardMsgs
     sizes: list[int] = field(default_factory=list)        # each message's bytes
     finished: bool = False
     closed: int | None = None                             # the close code, if it closed
@@ -204,11 +203,11 @@ class Client:
                 if fwd.script_finished != EARLY_FOR_RERUN:
                     return reply             # (a run that st.rerun() ended: the next follows)
 
-    async def receive_one(self) -> tuple[ForwardMsg, int]:
-        """The next message and its size; notes the session id and the pages' hashes."""
+    async def receive_one(self) -> tuple:
+        """The next message (a ForwardMsg) and its size; notes the session id and the pages'
+        hashes."""
         raw = await asyncio.wait_for(self.ws.recv(), self.timeout)
-        fwd = ForwardMsg()
-        fwd.ParseFromString(raw)
+        fwd = streamlit_compat.forward_msg(raw)
         kind = fwd.WhichOneof("type")
         if kind == "new_session" and self.session_id is None:
             self.session_id = fwd.new_session.initialize.session_id
