@@ -9,7 +9,7 @@ module of tests/, benchmarks/ or tools/ imports a ``streamlit.`` submodule but t
 
 It lives in tools/, beside the drivers that need it (the websocket client, the AppTest opener),
 because benchmarks/ import those and may import nothing from tests/. The app's own uses of
-Streamlit's internals are attnviz/app/streamlit_compat.py's (Streamlit 1.67 for both).
+Streamlit's internals are attnviz/app/runtime/streamlit_compat.py's (Streamlit 1.67 for both).
 
 The browser's protocol (``streamlit.proto``): the websocket carries protobuf messages, a
 ``BackMsg`` from the browser (rerun a page, with the widgets' states), ``ForwardMsg`` from the
