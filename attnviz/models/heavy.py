@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from attnviz.core.cache import per_process
 from attnviz.core.errors import AttnvizInputError
-from attnviz.models.training import WorkerThreads, default_workers
+from attnviz.models.training import WorkerThreads, default_workers, next_queued
 
 __all__ = ["HeavyJob", "HeavyQueue", "WORKERS_VARIABLE", "default_queue"]
 
@@ -189,15 +189,11 @@ class HeavyQueue:
         self._cond.notify_all()
 
     def _take(self) -> HeavyJob | None:
-        with self._cond:
-            while not self._queue and not self._closed:
-                self._cond.wait()
-            if self._closed:
-                return None
-            job = self._queue.popleft()
-            self._computing.append(job)
-            self.started += 1
-            return job
+        job = next_queued(self._cond, self._queue, self._computing, lambda: self._closed)
+        if job is not None:
+            with self._cond:
+                self.started += 1
+        return job
 
     def _loop(self) -> None:
         while True:

@@ -83,6 +83,19 @@ class WorkerThreads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
+def next_queued(cond: threading.Condition, queue: deque, running: list, closed) -> object | None:
+    """The pools' one way to take work: wait on `cond` until `queue` holds a job or `closed()`
+    says the pool closed; the job moved to `running`, or None once closed."""
+    with cond:
+        while not queue and not closed():
+            cond.wait()
+        if closed():
+            return None
+        job = queue.popleft()
+        running.append(job)
+        return job
+
+
 @dataclass(eq=False)
 class TrainingJob:
     """One learner's run: queued, then trained by a trainer; the page reads it, the trainer
@@ -201,14 +214,7 @@ class TrainingPool:
         self._threads.join(timeout)
 
     def _next(self) -> TrainingJob | None:
-        with self._cond:
-            while not self._queue and not self._closed:
-                self._cond.wait()
-            if self._closed:
-                return None
-            job = self._queue.popleft()
-            self._training.append(job)
-            return job
+        return next_queued(self._cond, self._queue, self._training, lambda: self._closed)
 
     def _work(self) -> None:
         while True:
