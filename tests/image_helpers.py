@@ -481,6 +481,17 @@ def stream_client(container: Container, url: str, pages: list[str],
     """tests/stream_client.py run inside `container` against `url` (its own loopback): one
     dict per page."""
     source = (ROOT / "tests" / "stream_client.py").read_text(encoding="utf-8")
+    # the image holds no tools/: its one way into Streamlit's protos goes in with the script,
+    # as the module `tools.streamlit_compat` (standard library and Streamlit only)
+    compat = (ROOT / "tools" / "streamlit_compat.py").read_text(encoding="utf-8")
+    prelude = ("import sys as _sys, types as _types\n"
+               "_compat = _types.ModuleType('tools.streamlit_compat')\n"
+               f"exec(compile({compat!r}, 'tools/streamlit_compat.py', 'exec'), _compat.__dict__)\n"
+               "_tools = _types.ModuleType('tools')\n_tools.streamlit_compat = _compat\n"
+               "_sys.modules.update({'tools': _tools, 'tools.streamlit_compat': _compat})\n")
+    future = "from __future__ import annotations\n"
+    assert future in source                      # the prelude goes right after it
+    source = source.replace(future, future + prelude, 1)
     done = container.exec("python", "-", url, *pages, input=source, timeout=timeout)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 

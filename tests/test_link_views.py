@@ -220,7 +220,7 @@ def _not_a_pick(node) -> str | None:
     if isinstance(node, PICKS):
         if getattr(node.proto, "disabled", False):
             return "a disabled copy showing the value in use (shown_<setting>)"
-        if any(d.kind == "family" and node.key.startswith(d.name) and "editor" in d.owners
+        if any(d.kind == "family" and node.key.startswith(d.name) and "inputs.editor" in d.owners
                for d in keys.REGISTRY.values()):
             return "the weight editor's draft of one matrix: its edits go by the `edits` parameter"
         return None
