@@ -101,7 +101,8 @@ MARK_OF_FIXTURE = {"browser": "browser", "hf": "reference", "hf_decoder": "refer
 
 @pytest.hookimpl(tryfirst=True)         # before `-m` selects and before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    grouped = config.pluginmanager.hasplugin("xdist")
+    # on a worker the plugin is not registered as "xdist": workerinput says it is one
+    grouped = config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for fixture, mark in MARK_OF_FIXTURE.items():
@@ -111,8 +112,23 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("fast")
         if grouped and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(xdist_group(item, used)))
+    if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+        _name_groups(items)
     if hasattr(config, "workerinput"):          # an xdist worker: the longest groups first
         items.sort(key=lambda item: FIRST.get(group_of(item), len(FIRST)))
+
+
+def _name_groups(items) -> None:
+    """Each test's node id with "@<group>" after it, which is how --dist loadgroup's scheduler
+    reads a test's group. pytest-xdist 3.8 writes it into ``item._nodeid``, which pytest 9.2 no
+    longer reads (a node's id is ``item._id``, a NodeId): without this every test would be a
+    group of its own, and a module's fixtures made on both workers."""
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        group = group_of(item)
+        if group and not item.nodeid.endswith(f"@{group}"):
+            item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 # ---- pytest-xdist: which tests share a worker (`python -m pytest -n 2 --dist loadgroup`) -------

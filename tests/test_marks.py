@@ -42,3 +42,25 @@ def test_collecting_the_tests_imports_no_heavy_library(modules_after_collection)
     heavy = {"torch", "transformers", "sentence_transformers", "playwright", "transformer_lens"}
     loaded = {name.split(".")[0] for name in modules_after_collection} & heavy
     assert loaded == set(), "import these in the fixture or the test that needs them"
+
+
+@pytest.mark.slow
+def test_a_files_tests_share_one_worker_under_xdist():
+    """--dist loadgroup runs each group (a file, unless conftest says otherwise) on one worker,
+    so a module's fixtures are made once: with pytest 9.2 this needs conftest's own "@group"
+    node ids (pytest-xdist 3.8 writes them where pytest no longer reads)."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.apptest_helpers import ROOT
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+                           "-v", "tests/test_keys.py", "tests/test_constraints.py"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    workers: dict[str, set[str]] = {}
+    for worker, file in re.findall(r"\[(gw\d)\].*?PASSED (tests/\w+\.py)", done.stdout):
+        workers.setdefault(file, set()).add(worker)
+    assert set(workers) == {"tests/test_keys.py", "tests/test_constraints.py"}
+    assert all(len(w) == 1 for w in workers.values()), workers
