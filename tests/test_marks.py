@@ -6,6 +6,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import HEAVY, MARK_OF_FIXTURE
 
 ROOT = Path(__file__).resolve().parents[1]
