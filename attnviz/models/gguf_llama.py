@@ -238,7 +238,7 @@ def load(gguf_path: Path, cache: Path | None = None,
     if not gguf_path.is_file():
         raise AttnvizInputError("error.gguf.missing", path=str(gguf_path))
     expected = read_config(gguf_path)
-    check_memory(expected, gguf_path)
+    check_memory(expected, gguf_path, converting=False)
     folder = cache_folder(gguf_path, cache)
     tell(LoadProgress("verifying"))
     found = _open_checked(folder, gguf_path, expected)
@@ -254,6 +254,7 @@ def load(gguf_path: Path, cache: Path | None = None,
         damage = found.reason if isinstance(found, Damage) else None
         if damage is not None:
             tell(LoadProgress("damaged", reason=damage))
+        check_memory(expected, gguf_path, converting=True)
         tell(LoadProgress("reading"))
         made = convert(gguf_path, on_layer=lambda done, layers: tell(
             LoadProgress("converting", layer=done, layers=layers)))
@@ -305,13 +306,13 @@ def available_memory() -> int | None:
     return min(found) if found else None
 
 
-def check_memory(config: DecoderConfig, gguf_path: Path) -> None:
-    """error.gguf.too_large, saying both numbers, when the model's float32 arrays (and as much
-    again while it is converted) would not fit in the memory available."""
-    need, free = 2 * float32_bytes(config), available_memory()
-    if free is not None and need > free:
+def check_memory(config: DecoderConfig, gguf_path: Path, *, converting: bool) -> None:
+    """error.gguf.too_large, saying both numbers, when the model's float32 arrays (and, while
+    `converting`, as much again) would not fit in the memory available."""
+    arrays, free = float32_bytes(config), available_memory()
+    if free is not None and (2 if converting else 1) * arrays > free:
         raise AttnvizInputError("error.gguf.too_large", path=str(gguf_path),
-                                need=f"{need / 1e9:.1f}", available=f"{free / 1e9:.1f}")
+                                need=f"{arrays / 1e9:.1f}", available=f"{free / 1e9:.1f}")
 
 
 def cache_folder(gguf_path: Path, cache: Path | None = None) -> Path:
@@ -457,22 +458,22 @@ _STRING, _ARRAY = 8, 9
 def read_config(gguf_path: Path) -> DecoderConfig:
     """The model's config from the GGUF's own metadata, read directly (~15 ms; gguf's
     GGUFReader, which also maps every tensor, takes seconds)."""
-    try:
-        values, lengths = read_metadata(gguf_path)
-    except (OSError, ValueError, KeyError, struct.error, UnicodeDecodeError) as exc:
-        raise AttnvizInputError("error.gguf.unreadable", path=str(gguf_path),
-                                error=f"{type(exc).__name__}: {exc}") from None
-    return _config(values, lengths, gguf_path)
+    return _config(*_checked_metadata(gguf_path), gguf_path)
 
 
 def model_name(gguf_path: Path) -> str:
     """The model's own name from its GGUF's metadata (general.name, else the file's name)."""
+    values, _ = _checked_metadata(gguf_path)
+    return str(values.get("general.name") or Path(gguf_path).stem)
+
+
+def _checked_metadata(gguf_path: Path) -> tuple[dict, dict]:
+    """``read_metadata``, a file it cannot read being error.gguf.unreadable."""
     try:
-        values, _ = read_metadata(gguf_path)
+        return read_metadata(gguf_path)
     except (OSError, ValueError, KeyError, struct.error, UnicodeDecodeError) as exc:
         raise AttnvizInputError("error.gguf.unreadable", path=str(gguf_path),
                                 error=f"{type(exc).__name__}: {exc}") from None
-    return str(values.get("general.name") or Path(gguf_path).stem)
 
 
 def read_metadata(gguf_path: Path) -> tuple[dict, dict]:
@@ -746,7 +747,7 @@ def build_tokenizer(meta: dict, config: DecoderConfig):
         if "tokenizer.ggml.merges" in meta else None
     if config.tokenizer == "gpt2":
         return _byte_level(tokens, types, merges, config.pre_tokenizer)
-    return _sentencepiece(tokens, types, merges, config.bos_id, meta)
+    return _sentencepiece(tokens, types, merges, meta)
 
 
 def _byte_level(tokens: list[str], types: list[int], merges, pre: str):
@@ -773,7 +774,7 @@ def _byte_level(tokens: list[str], types: list[int], merges, pre: str):
     return tok
 
 
-def _sentencepiece(tokens: list[str], types: list[int], merges, bos_id: int, meta: dict):
+def _sentencepiece(tokens: list[str], types: list[int], merges, meta: dict):
     """Gemma's tokenizer from its GGUF, as transformers' ``gemma_tokenizer`` builds it: a token
     of two or more spaces is spelt with ▁ as the vocabulary's other tokens are; the file has no
     merges, so they are made from the vocabulary, ranked by the tokens' order in the file."""
