@@ -151,7 +151,7 @@ def test_reading_the_sizes_loads_no_model():
             "pretrained._load.cache_info().currsize]))\n")
     out = run_without(("safetensors",), code)
     sizes, decoders, encoders = json.loads(out.strip().splitlines()[-1])
-    assert sizes == {"minilm": 6, "smollm2": 30}
+    assert sizes == {"minilm": 6, "smollm2": 30, "gemma3-270m": 18}   # their model cards
     assert (decoders, encoders) == (0, 0)
 
 

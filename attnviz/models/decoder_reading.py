@@ -22,7 +22,8 @@ from attnviz.core.engine import log_softmax
 from attnviz.models.decoder import DecoderModel, DecoderRun
 
 REPEAT_LENGTH = 20          # random tokens, then the same tokens again
-COMMON = 10_000             # drawn among the first ids: byte-level BPE gives common words low ids
+COMMON = 10_000             # drawn among the first ids: BPE and SentencePiece give common words low ids
+WORD_START = "Ġ▁"           # a piece that starts a word: byte-level BPE's space, SentencePiece's
 _DTYPE = np.float32
 
 
@@ -33,20 +34,21 @@ def repeated_random_text(model: DecoderModel, length: int = REPEAT_LENGTH,
     """(text, ids): `length` random whole-word tokens (" river", " seven", … drawn from the
     first COMMON ids of the vocabulary with numpy's generator seeded by `seed`), then the same
     tokens again — the sequence on which TransformerLens finds induction heads. The text
-    encodes back to exactly these 2 · length ids (a word whose text encodes to another token
-    is never drawn)."""
+    encodes back to exactly these 2 · length ids, after the model's BOS where it puts one
+    first (Gemma; a word whose text encodes to another token is never drawn)."""
     pieces = (model.piece(i) for i in range(COMMON))
     words = [i for i, p in enumerate(pieces)
-             if len(p) > 3 and p[0] == "Ġ" and p[1:].isascii() and p[1:].isalpha()
+             if len(p) > 3 and p[0] in WORD_START and p[1:].isascii() and p[1:].isalpha()
              and p[1:].islower()]
+    start = [model.config.bos_id] if model.config.add_bos else []   # what a text begins with
     rng = np.random.default_rng(seed)
     chosen: list[int] = []
     while len(chosen) < length:
         i = int(rng.choice(words))
-        if i not in chosen and model.encode(model.decode([i])).tolist() == [i]:
+        if i not in chosen and model.encode(model.decode([i])).tolist() == start + [i]:
             chosen.append(i)
-    ids = np.array(chosen * 2, dtype=np.intp)
-    text = model.decode(ids)
+    ids = np.array(start + chosen * 2, dtype=np.intp)
+    text = model.decode(chosen * 2)
     assert model.encode(text).tolist() == ids.tolist()      # whole words split at spaces
     return text, ids
 

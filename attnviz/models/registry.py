@@ -86,6 +86,10 @@ ENTRIES = (
                loader=lambda **options: decoder.DecoderModel.load(**options),
                config=decoder.package_config,
                install=builtin.SMOLLM2_INSTALL),
+    ModelEntry(builtin.GEMMA3, builtin.GEMMA3_NAME, causal=True, lm_head=True,
+               loader=lambda **options: decoder.DecoderModel.load(name=builtin.GEMMA3, **options),
+               config=lambda: gguf_llama.read_config(builtin.gemma3_file()),
+               install=builtin.GEMMA3_INSTALL),
 )
 
 
