@@ -229,7 +229,7 @@ def test_sampling_with_a_temperature_and_seed_gives_generates_tokens(decoder):
     gen = decoder.generate(PROMPT, max_new_tokens=6, temperature=1.5, seed=7)
     greedy = decoder.generate(PROMPT, max_new_tokens=6)
     assert at.code[-1].value == gen.text != greedy.text
-    assert at.session_state["generate_run"]["recipe"] == (PROMPT, False, 1.5, 7)
+    assert at.session_state["generate_run"]["recipe"] == ("smollm2", PROMPT, False, 1.5, 7)
     assert not [b for b in at.button if b.key == "gen_reset"][0].disabled
     click(at, "gen_reset")
     assert "generate_run" not in at.session_state

@@ -79,15 +79,22 @@ def test_no_module_but_the_registry_spells_a_model_name_or_compares_one():
 
 def test_every_entry_has_its_words_in_every_catalogue():
     """A new entry's option in the sidebar and its captions are catalogue entries (the tests'
-    strict i18n raises MissingMessage for one that is missing)."""
+    strict i18n raises MissingMessage for one that is missing), its name's hyphens written as
+    underscores (a message id's parts are words); one used under terms names them in each."""
     from attnviz.i18n import use_language
+    from attnviz.app.shared.model_words import entry_text
 
     for lang in ("en", "zh"):
         with use_language(lang):
             for e in ENTRIES:
-                for msg_id in (f"sidebar.model_choice.option.{e.name}",
-                               f"reading.caption.{e.name}", f"pretrained.caption.{e.name}"):
-                    assert t(msg_id)
+                name = e.name.replace("-", "_")
+                for kind in ("sidebar.model_choice.option", "reading.caption",
+                             "pretrained.caption"):
+                    assert t(f"{kind}.{name}")
+                    if e.terms is not None:
+                        assert "Gemma" in entry_text(kind, e) and (
+                            kind.startswith("sidebar") or "ai.google.dev/gemma/terms"
+                            in entry_text(kind, e))
 
 
 def test_a_view_needs_what_it_reads():

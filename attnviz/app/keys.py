@@ -118,7 +118,9 @@ ROUNDED = "rounded"                     # True: tables show rounded numbers
 _section("sidebar.options sidebar.real_model")
 MAX_TOKENS = "max_tokens"               # the longest input, in tokens
 _section("sidebar.model_choice")
-MODEL = "model"                         # the pretrained model (minilm / smollm2)
+MODEL = "model"                         # the pretrained model (a registry name: minilm, smollm2 …)
+LM_PICK = "lm_pick"                     # the language model a page that needs one uses (Generate):
+                                        # shows keys.MODEL's, or the first one's; a pick sets MODEL
 _section("sidebar.model_choice sidebar.input_source")
 LAYER = "layer"                         # the pretrained model's layer the step pages show
 _section("sidebar.fixed")

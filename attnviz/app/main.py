@@ -22,6 +22,7 @@ from attnviz.i18n import t
 ICON = Path(__file__).resolve().parent / "static" / "favicon.svg"
 OWN_SETTINGS = {"train", "generate"}   # pages with their settings on the page: no sidebar input
 REAL_MODEL = {"pretrained", "reading", "trace"}   # pages that run the real model on the sentence
+LANGUAGE_MODEL = {"generate"}      # pages with their own settings that run a language model
 
 
 def run(pages_dir: Path | None = None) -> None:
@@ -41,7 +42,8 @@ def run(pages_dir: Path | None = None) -> None:
         try:
             # before the page: a page that stops (st.stop) ends the run
             sidebar.render(inputs=page.url_path not in OWN_SETTINGS,
-                           real_model=page.url_path in REAL_MODEL)
+                           real_model=page.url_path in REAL_MODEL,
+                           language_model=page.url_path in LANGUAGE_MODEL)
             try:
                 page.run()
             finally:

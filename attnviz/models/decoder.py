@@ -1059,7 +1059,7 @@ def _utf8_length(lead: int) -> int:
 
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[tuple[str, str | None], "DecoderModel"] = {}     # (file, cache_dir) → model
-_KEEP = 2                                                        # models kept at most
+_KEEP = 4                                                        # models kept at most: the built-in two and two of a server's own
 
 
 @lru_cache(maxsize=4)

@@ -62,6 +62,8 @@ class ModelEntry:
     config: Callable[[], object]      # its config, read without the weights (ModelSizes.of)
     install: str                 # the command that installs its files
     file: Path | None = None     # a server's own GGUF (ATTNVIZ_MODELS): its words name the file
+    chat_template: bool = False  # its prompt can be put in its chat template (an instruct model)
+    terms: str | None = None     # the terms it is used under, where not an open licence
 
     def load(self, **options):
         """The model (``options`` go to its loader: ``progress=`` for SmolLM2)."""
@@ -85,11 +87,11 @@ ENTRIES = (
     ModelEntry(builtin.SMOLLM2, builtin.MODEL_NAME, causal=True, lm_head=True,
                loader=lambda **options: decoder.DecoderModel.load(**options),
                config=decoder.package_config,
-               install=builtin.SMOLLM2_INSTALL),
+               install=builtin.SMOLLM2_INSTALL, chat_template=True),
     ModelEntry(builtin.GEMMA3, builtin.GEMMA3_NAME, causal=True, lm_head=True,
                loader=lambda **options: decoder.DecoderModel.load(name=builtin.GEMMA3, **options),
                config=lambda: gguf_llama.read_config(builtin.gemma3_file()),
-               install=builtin.GEMMA3_INSTALL),
+               install=builtin.GEMMA3_INSTALL, terms=builtin.GEMMA3_TERMS),
 )
 
 

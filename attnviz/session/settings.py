@@ -154,6 +154,13 @@ class Settings:
         """The pretrained model's entry: what pages ask of it (causal, its views, sizes)."""
         return registry.get(self.model)
 
+    @property
+    def language_model_entry(self) -> registry.ModelEntry:
+        """The language model a page that needs one runs (Generate): the chosen model where it
+        has a language-model head, else the registry's first that has one."""
+        entry = self.model_entry
+        return entry if entry.lm_head else registry.language_model()
+
     def to_dict(self) -> dict:
         """The settings by name (str, int or bool values) that made the view: what an exported
         file carries so that `view_from_file` rebuilds it. A pretrained model's view leaves out

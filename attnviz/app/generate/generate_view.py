@@ -3,16 +3,14 @@ next-token bars, the generation kept in the session and its controls, and the vi
 (its attention row in every head, the logit lens of the position choosing it, the attention
 sink, the KV cache).
 
-The generation lives under the non-widget key keys.GENERATE_RUN as {"recipe": (text, chat,
-temperature, seed), "generation": Generation}; a "next token" or "generate N" continues it with
+The generation lives under the non-widget key keys.GENERATE_RUN as {"recipe": (model, text,
+chat, temperature, seed), "generation": Generation}; a "next token" or "generate N" continues it with
 ``DecoderModel.generate_more`` (the steps made are kept, not run again: one prefill rebuilds the
 KV cache, the sampler's random stream goes on where it stopped), and a changed prompt,
 temperature or seed starts over from the prompt with ``DecoderModel.generate``.
 At most MAX_NEW_TOKENS new tokens (the session holds every step's rows, never the cache)."""
 
 from __future__ import annotations
-
-from functools import lru_cache
 
 import numpy as np
 import streamlit as st
@@ -21,7 +19,7 @@ from attnviz.core.cache import SizedCache
 from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
-from attnviz.models.decoder import MAX_TOKENS, MODEL_NAME, DecoderModel, Generation
+from attnviz.models.decoder import MAX_TOKENS, DecoderModel, Generation
 from attnviz.plot import generate_figures, lens_figures
 from attnviz.app import keys
 from attnviz.app.reading import reading_view
@@ -50,6 +48,8 @@ _STEP_LENSES = SizedCache(max_bytes=16 * 2**20, max_entries=128,
 
 # the next-token bars of a prompt, once for every learner: keys of at most MAX_PROMPT_CHARS
 _NEXT = SizedCache(max_bytes=4 * 2**20, max_entries=64)
+# a prompt's number of tokens, per model
+_COUNTS = SizedCache(max_bytes=2**20, max_entries=256, size_of=lambda n: 32)
 # a link's prompt of more tokens than this draws its next-token bars only when pressed: one
 # forward pass over them costs ~1.8 s of server CPU at 512 tokens (~0.4 s at 128), and a link
 # opened by a class costs at most 1 s each (issue 34)
@@ -57,11 +57,16 @@ LINK_BARS_TOKENS = 128
 TOP_K = 10                              # the next-token bars' tokens
 
 
-def next_tokens(text: str, chat: bool, k: int = TOP_K) -> list[tuple[str, float]]:
+def model_key(m: DecoderModel) -> str:
+    """What the page's caches are keyed by besides the prompt: the model's file."""
+    return str(m.path)
+
+
+def next_tokens(m: DecoderModel, text: str, chat: bool,
+                k: int = TOP_K) -> list[tuple[str, float]]:
     """The model's k most likely next tokens after the prompt (numbers and tokens only: the
     same in every language)."""
-    return _NEXT.get((text, chat, k),
-                     lambda: DecoderModel.load().next_tokens(text, k=k, chat=chat))
+    return _NEXT.get((model_key(m), text, chat, k), lambda: m.next_tokens(text, k=k, chat=chat))
 
 
 def prompt_ids(m: DecoderModel, text: str, chat: bool):
@@ -69,14 +74,14 @@ def prompt_ids(m: DecoderModel, text: str, chat: bool):
     return m.chat_ids(text) if chat else m.encode(text)
 
 
-@lru_cache(maxsize=64)
-def token_count(text: str, chat: bool) -> int:
-    return len(prompt_ids(DecoderModel.load(), text, chat))
+def token_count(m: DecoderModel, text: str, chat: bool) -> int:
+    return _COUNTS.get((model_key(m), text, chat), lambda: len(prompt_ids(m, text, chat)))
 
 
-def prompt(m: DecoderModel) -> tuple[str, bool] | None:
-    """The prompt box and the chat-template switch; the prompt the model reads, (text, chat)
-    (None when the prompt is empty, which is said)."""
+def prompt(m: DecoderModel, chat_offered: bool) -> tuple[str, bool] | None:
+    """The prompt box and, where the model has a chat template (`chat_offered`), the switch
+    putting the prompt in it; the prompt the model reads, (text, chat) (None when the prompt is
+    empty, which is said). A base model (Gemma 3 270M) reads the prompt as it is."""
     st.session_state.setdefault(keys.GEN_PROMPT,
                                 language.default(keys.GEN_PROMPT, DEFAULT_PROMPT))
     st.session_state.setdefault(keys.GEN_CHAT, False)
@@ -86,8 +91,10 @@ def prompt(m: DecoderModel) -> tuple[str, bool] | None:
                          height=80, max_chars=MAX_PROMPT_CHARS, help=t("generate.prompt.help"))
     typed = typed[:MAX_PROMPT_CHARS]     # Streamlit cut a longer one already (max_chars): and here
     at_limit(typed, MAX_PROMPT_CHARS)
-    chat = st.toggle(t("generate.chat.label"), key=keys.GEN_CHAT, persist_state="session",
-                     help=t("generate.chat.help"))
+    chat = chat_offered and st.toggle(t("generate.chat.label"), key=keys.GEN_CHAT,
+                                      persist_state="session", help=t("generate.chat.help"))
+    if not chat_offered:
+        st.caption(t("generate.chat.none", model=m.model_name))
     if not typed.strip():
         st.info(t("generate.prompt.empty"))
         return None
@@ -96,7 +103,7 @@ def prompt(m: DecoderModel) -> tuple[str, bool] | None:
             st.code(m.chat_prompt(typed), language=None, wrap_lines=True)
             st.caption(t("generate.chat.typed_text", start=code("<|im_start|>"),
                          end=code("<|im_end|>"), eot=code("<|endoftext|>")))
-    n = token_count(typed, chat)
+    n = token_count(m, typed, chat)
     if n > MAX_TOKENS:
         st.info(t("generate.prompt.cut", tokens=n, kept=MAX_TOKENS))
     return typed, chat
@@ -118,32 +125,33 @@ def _spans_note(spans) -> None:
             t("generate.span", char=code(s.text), first=s.first, last=s.last) for s in spans)))
 
 
-def cannot_run(exc: AttnvizInputError) -> None:
+def cannot_run(m: DecoderModel, exc: AttnvizInputError) -> None:
     """What the model could not compute (numbers that are not finite: error.model.not_finite,
     naming the layer and the new token), said in place of its charts; the page stops."""
-    st.error(t("generate.error.run", model=MODEL_NAME, error=literal(exc)))
+    st.error(t("generate.error.run", model=m.model_name, error=literal(exc)))
     st.stop()
 
 
-def next_token_bars(text: str, chat: bool) -> None:
+def next_token_bars(m: DecoderModel, text: str, chat: bool) -> None:
     st.subheader(t("generate.next.subheader"))
-    if not _asked_for(text, chat):
+    if not _asked_for(m, text, chat):
         return
     try:
-        top = next_tokens(text, chat)
+        top = next_tokens(m, text, chat)
     except AttnvizInputError as exc:
-        cannot_run(exc)
+        cannot_run(m, exc)
     st.caption(t("generate.next.caption", total=sum(p for _, p in top)))
     widgets.chart(generate_figures.next_token_bars(top, title=t("figure.generate.next.title")),
                   key=keys.GEN_NEXT_BARS)
 
 
-def _asked_for(text: str, chat: bool) -> bool:
+def _asked_for(m: DecoderModel, text: str, chat: bool) -> bool:
     """False while the prompt is a link's, longer than LINK_BARS_TOKENS and its bars not yet
     computed on this server: a button computes them (the prompt typed or pressed: True)."""
-    if st.session_state.get(keys.GEN_LINK_PROMPT) != text or _NEXT.peek((text, chat, TOP_K)):
+    if st.session_state.get(keys.GEN_LINK_PROMPT) != text \
+            or _NEXT.peek((model_key(m), text, chat, TOP_K)):
         return True
-    tokens = min(token_count(text, chat), MAX_TOKENS)
+    tokens = min(token_count(m, text, chat), MAX_TOKENS)
     if tokens <= LINK_BARS_TOKENS:
         return True
     button = t("generate.next.button")
@@ -181,7 +189,7 @@ def controls() -> tuple[float, int, bool]:
     return (float(temperature) if sampled else 0.0), (int(seed) if sampled else 0), sampled
 
 
-def from_link(m: DecoderModel, text: str, chat: bool, temperature: float,
+def from_link(m: DecoderModel, model: str, text: str, chat: bool, temperature: float,
               seed: int) -> Generation | None:
     """The generation a link asked for (its prompt, settings and number of tokens: one
     generation is reproducible from them) when one was made already on this server; else the
@@ -189,26 +197,26 @@ def from_link(m: DecoderModel, text: str, chat: bool, temperature: float,
     count = st.session_state.pop(keys.GEN_FROM_LINK, 0)
     if not count:
         return None
-    gen = _MADE.peek((text, chat, temperature, seed, count))
+    gen = _MADE.peek((model_key(m), text, chat, temperature, seed, count))
     if gen is not None:
-        st.session_state[keys.GENERATE_RUN] = {"recipe": (text, chat, temperature, seed),
-                                               "generation": gen}
+        st.session_state[keys.GENERATE_RUN] = {
+            "recipe": (model, text, chat, temperature, seed), "generation": gen}
         return gen
     st.session_state[keys.GEN_COUNT] = count
-    st.session_state[keys.GEN_LINK_COUNT] = ((text, chat, temperature, seed), count)
+    st.session_state[keys.GEN_LINK_COUNT] = ((model, text, chat, temperature, seed), count)
     return None
 
 
-def link_notice(text: str, chat: bool, temperature: float, seed: int) -> None:
+def link_notice(model: str, text: str, chat: bool, temperature: float, seed: int) -> None:
     """What a link's generation needs: a press (said while the prompt and settings are the
     link's, until the page generates)."""
     recipe, count = st.session_state.get(keys.GEN_LINK_COUNT) or (None, 0)
-    if count and recipe == (text, chat, temperature, seed):
+    if count and recipe == (model, text, chat, temperature, seed):
         st.info(t("generate.link.press", n=count,
                   button=t("generate.button.many", n=count)), icon=":material/link:")
 
 
-def buttons(m: DecoderModel, text: str, chat: bool, temperature: float, seed: int,
+def buttons(m: DecoderModel, model: str, text: str, chat: bool, temperature: float, seed: int,
             gen: Generation | None) -> Generation | None:
     """Next token, Generate N, Start over; the generation after the click."""
     count = len(gen.steps) if gen else 0
@@ -239,12 +247,12 @@ def buttons(m: DecoderModel, text: str, chat: bool, temperature: float, seed: in
                                  seed=seed, chat=chat) if gen is None \
                     else m.generate_more(gen, total - count)
         except AttnvizInputError as exc:
-            cannot_run(exc)
+            cannot_run(m, exc)
         linked = st.session_state.pop(keys.GEN_LINK_COUNT, None)
         if count == 0:                 # one generation from the prompt: a link's, for anyone
-            _MADE.get((text, chat, temperature, seed, len(gen.steps)), lambda: gen)
-        st.session_state[keys.GENERATE_RUN] = {"recipe": (text, chat, temperature, seed),
-                                               "generation": gen}
+            _MADE.get((model_key(m), text, chat, temperature, seed, len(gen.steps)), lambda: gen)
+        st.session_state[keys.GENERATE_RUN] = {
+            "recipe": (model, text, chat, temperature, seed), "generation": gen}
         if not (linked and st.session_state.get(keys.GEN_STEP) in range(1, len(gen.steps) + 1)):
             st.session_state[keys.GEN_STEP] = len(gen.steps)      # a link's step is kept
         st.rerun()                           # the buttons again, as the state now is
@@ -349,7 +357,7 @@ def lens_of_step(m: DecoderModel, gen: Generation, number: int):
                   for row in lens.top_ids]                              # (R, k)
         return lens, labels
 
-    return _STEP_LENSES.get((MODEL_NAME, context.tobytes(), int(step.id)), compute)
+    return _STEP_LENSES.get((model_key(m), context.tobytes(), int(step.id)), compute)
 
 
 def step_lens(m: DecoderModel, gen: Generation, number: int) -> None:
@@ -363,7 +371,7 @@ def step_lens(m: DecoderModel, gen: Generation, number: int) -> None:
         try:
             lens, labels = lens_of_step(m, gen, number)
         except AttnvizInputError as exc:
-            cannot_run(exc)
+            cannot_run(m, exc)
     shown = token_shown(gen.tokens[step.query_position + 1])   # as the step view names it
     token = code(shown)
     st.caption(t("generate.lens.caption", position=step.query_position, query=query,

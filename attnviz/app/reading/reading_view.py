@@ -788,7 +788,7 @@ def _fit_progress(m: DecoderModel):
         if stage is None or stage.stage not in ("generating", "fitting", "writing"):
             return 0.0, t("reading.lens.tuned.loading")
         return stage.fraction, t(f"reading.lens.tuned.progress.{stage.stage}",
-                                 done=stage.done + 1, total=stage.total)
+                                 done=stage.done + 1, total=stage.total, model=m.model_name)
     return progress
 
 
@@ -859,7 +859,7 @@ def tuned_lens(m: DecoderModel):
         st.error(t("reading.lens.tuned.failed", error=literal(job.error)))
     if found is None:
         if st.session_state.pop(keys.LENS_TUNED_CANCELLED, None):
-            st.info(t("reading.lens.tuned.cancelled"))
+            st.info(t("reading.lens.tuned.cancelled", model=m.model_name))
         _fit_offer(m)
         return None
     model_loading.tell_repair(found, "reading.lens.tuned", not_kept=True,
@@ -892,7 +892,7 @@ def lens_tab(run: DecoderRun) -> None:
     fitted = tuned_lens(m) if kind == "tuned" else None
     tuned = fitted is not None
     if tuned:
-        st.caption(t("reading.lens.tuned.caption", tokens=fitted.tokens))
+        st.caption(t("reading.lens.tuned.caption", tokens=fitted.tokens, model=m.model_name))
     sublayers = st.checkbox(t("reading.lens.sublayers.label"), value=False,
                             persist_state="session", key=keys.LENS_SUBLAYERS, disabled=tuned,
                             help=t("reading.lens.tuned.no_sublayers" if tuned

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.i18n import t
-from attnviz.session.settings import layer_bounds
+from attnviz.session.settings import Settings, layer_bounds
 from attnviz.models import registry
 from attnviz.app import keys
 from attnviz.app.shared.model_words import entry_text
@@ -36,6 +36,27 @@ def model_choice() -> str:
     return st.selectbox(t("sidebar.model_choice.label"), registry.NAMES, persist_state="session",
                         key=keys.MODEL, format_func=model_name, on_change=_clamp_layer,
                         help=t("sidebar.model_choice.help"))
+
+
+def language_model() -> registry.ModelEntry:
+    """The language model a page that needs one uses (Generate): the sidebar's model where it
+    has a language-model head, else the first that has one (MiniLM chosen: SmolLM2). A link
+    carries it as ``model``; a link without one opens the first."""
+    return Settings.from_mapping(st.session_state).language_model_entry
+
+
+def _pick_language_model() -> None:
+    st.session_state[keys.MODEL] = st.session_state[keys.LM_PICK]
+
+
+def language_model_choice() -> registry.ModelEntry:
+    """The sidebar's choice among the language models (widget key keys.LM_PICK): it shows the
+    one :func:`language_model` gives and a pick becomes the sidebar's model on every page."""
+    names = [e.name for e in registry.ENTRIES if e.lm_head]
+    st.session_state[keys.LM_PICK] = language_model().name
+    st.selectbox(t("sidebar.lm_choice.label"), names, key=keys.LM_PICK, format_func=model_name,
+                 on_change=_pick_language_model, help=t("sidebar.lm_choice.help"))
+    return language_model()
 
 
 def layer_input() -> None:

@@ -12,19 +12,24 @@ from attnviz.session.in_use import in_use
 from attnviz.session.settings import TOY_MODE
 from attnviz.app.shared import language, links, state
 from attnviz.app.sidebar.input_source import input_controls, toy_controls
+from attnviz.app.sidebar.model_choice import language_model_choice
 from attnviz.app.sidebar.options import option_controls
 from attnviz.app.sidebar.real_model import real_model_controls
 from attnviz.app.sidebar.sizes import model_controls
 
 
-def render(inputs: bool = True, real_model: bool = False) -> None:
-    """The sidebar; without `inputs` (a page with its own settings) only a line saying so; with
+def render(inputs: bool = True, real_model: bool = False, language_model: bool = False) -> None:
+    """The sidebar; without `inputs` (a page with its own settings) only a line saying so, after
+    the choice of language model where the page runs one (`language_model`: Generate); with
     `real_model` (a page that runs the pretrained model on the sentence) the sentence and the
     token limit, every other setting shown disabled with the reason."""
     state.init()
     with st.sidebar:
         language.switch()
     if not inputs:
+        if language_model:
+            with st.sidebar:
+                language_model_choice()
         st.sidebar.caption(t("sidebar.own_settings"))
         links.write()                       # the page's own picks (Generate's prompt…)
         with st.sidebar:

@@ -1,4 +1,4 @@
-"""Trace the answer: from attention to the next token on a language model (SmolLM2) — the logit
+"""Trace the answer: from attention to the next token on the sidebar's language model — the logit
 lens (every layer read as the last, on the sidebar's sentence), activation patching (a clean
 and a corrupted prompt: which layer, position or head carries the answer) and information flow
 (Ferrando & Voita's contribution graph of the sidebar's sentence, from one position down to
@@ -38,6 +38,7 @@ from attnviz.tutorials.patching_pairs import PATCHING_PAIRS, patching_pair
 
 TABS = ("lens", "patching", "flow")        # the tabs, trace.tab.<name>
 PAIRS = tuple(p.name for p in PATCHING_PAIRS) + ("custom",)   # trace.patch.pair.option.*
+CUSTOM = PAIRS[-1]
 WHERE = ("resid", "attn", "mlp", "heads", "heads_pos")        # trace.patch.where.option.*
 MAX_PATCH_CHARS = 400       # a patching prompt's characters: a short sentence
 MAX_PATCH_TOKENS = 32       # and its tokens: residual patching is (L + 1) × n runs
@@ -49,6 +50,8 @@ TOP_PATCHES = 5             # the strongest patches listed under the map
 THRESHOLD = 0.04            # the flow's default: the smallest importance an edge keeps
 FLOW_EDGES = flow_figures.MAX_EDGES     # the most edges a flow's graph keeps (the most
                                         # important): what its figure draws and its files hold
+# the presets a model answers right (greedy, both prompts, as many tokens each), per model file
+_OFFERED = SizedCache(max_bytes=2**20, max_entries=16, size_of=lambda names: 64 * len(names))
 # finished patchings, the same for every learner on the same prompts, answers and kind
 _PATCHES = SizedCache(max_bytes=8 * 2**20, max_entries=64,
                       size_of=lambda p: 2 * p.metric.nbytes + 64 * len(p.clean_tokens))
@@ -103,10 +106,33 @@ def lens_tab() -> None:
 
 # ---- activation patching ---------------------------------------------------------------------------
 
+def offered_pairs(m) -> tuple[str, ...]:
+    """The presets `m` answers right — each prompt's most likely next token the first of its
+    answer, both prompts of as many tokens — then "custom" (a learner's own pair works on any
+    model). Checked once per model file for every learner (six short runs)."""
+    def compute():
+        def right(text: str, answer: str) -> bool:
+            return int(np.argmax(m.next_token_logprobs(text))) == answer_ids(m, answer)[0]
+
+        return tuple(p.name for p in PATCHING_PAIRS
+                     if len(m.encode(p.clean)) == len(m.encode(p.corrupted))
+                     and right(p.clean, p.clean_answer)
+                     and right(p.corrupted, p.corrupted_answer)) + (CUSTOM,)
+
+    return _OFFERED.get(str(m.path), compute)
+
+
+def answer_ids(m, text: str) -> np.ndarray:
+    """An answer's token ids: its text's, without the BOS a model puts first (Gemma): an answer
+    is the tokens after a prompt, not a text of its own."""
+    ids = m.encode(text)
+    return ids[1:] if m.config.add_bos and len(ids) > 1 and ids[0] == m.config.bos_id else ids
+
+
 def _fill_pair() -> None:
     """on_change of the preset: its prompts and answers in the boxes ("custom" keeps them)."""
     name = st.session_state.get(keys.TR_PAIR)
-    if name in PAIRS[:-1]:
+    if name != CUSTOM and name in PAIRS:
         p = patching_pair(name)
         st.session_state[keys.TR_CLEAN] = p.clean
         st.session_state[keys.TR_CORRUPTED] = p.corrupted
@@ -115,14 +141,18 @@ def _fill_pair() -> None:
         st.session_state[keys.TR_ANSWER_CORRUPTED] = p.corrupted_answer
 
 
-def _patch_inputs() -> tuple[str, str, tuple[str, str] | None, str, int | None]:
-    """The preset, both prompts, both answers, what to patch (and the layer of heads_pos)."""
-    if st.session_state.get(keys.TR_PAIR) not in PAIRS:
-        st.session_state[keys.TR_PAIR] = app_language.default(keys.TR_PAIR, PAIRS[0])
+def _patch_inputs(m) -> tuple[str, str, tuple[str, str] | None, str, int | None]:
+    """The preset (among those `m` answers right), both prompts, both answers, what to patch
+    (and the layer of heads_pos)."""
+    offered = offered_pairs(m)
+    if st.session_state.get(keys.TR_PAIR) not in offered:
+        default = app_language.default(keys.TR_PAIR, PAIRS[0])
+        st.session_state[keys.TR_PAIR] = default if default in offered else offered[0]
     if st.session_state.get(keys.TR_CLEAN) is None:         # a fresh session: the preset's
         _fill_pair()
-    st.selectbox(t("trace.patch.pair.label"), PAIRS, key=keys.TR_PAIR, persist_state="session",
-                 on_change=_fill_pair, format_func=_pair_name, help=t("trace.patch.pair.help"))
+    st.selectbox(t("trace.patch.pair.label"), offered, key=keys.TR_PAIR, persist_state="session",
+                 on_change=_fill_pair, format_func=_pair_name,
+                 help=t("trace.patch.pair.help", model=m.model_name))
     texts = []
     for key, label, help_id in ((keys.TR_CLEAN, "trace.patch.clean.label",
                                  "trace.patch.clean.help"),
@@ -147,7 +177,7 @@ def _patch_inputs() -> tuple[str, str, tuple[str, str] | None, str, int | None]:
     where = st.radio(t("trace.patch.where.label"), WHERE, horizontal=True, key=keys.TR_WHERE,
                      persist_state="session", format_func=_where_name,
                      help=t("trace.patch.where.help"))
-    return texts[0], texts[1], _answers(answers), where
+    return texts[0], texts[1], _answers(m, answers), where
 
 
 def _pair_name(name: str) -> str:
@@ -158,7 +188,7 @@ def _where_name(where: str) -> str:
     return t(f"trace.patch.where.option.{where}")
 
 
-def _answers(typed: list[str]) -> tuple[int, int] | None:
+def _answers(m, typed: list[str]) -> tuple[int, int] | None:
     """Both answers' token ids: each typed text's first token (a text of several — 四, two
     byte pieces — said with the token compared), or None (each prompt's own most likely
     next token) when both boxes are empty; one empty box is said."""
@@ -167,11 +197,10 @@ def _answers(typed: list[str]) -> tuple[int, int] | None:
     if not all(typed):
         st.error(t("trace.patch.one_answer"))
         st.stop()
-    m = registry.language_model().load()
     ids = []
     for text in typed:
         try:
-            encoded = m.encode(text)
+            encoded = answer_ids(m, text)
         except AttnvizInputError as exc:
             st.error(t("trace.patch.error", error=literal(exc)))
             st.stop()
@@ -186,7 +215,7 @@ def _answer_label(m, typed, token_id: int, fallback: str = "") -> str:
     """An answer as shown: the first token of the text typed for it, as the prompt's chips
     write it (四 → 四[1/2]) when `token_id` is that token, else `fallback` (the token alone)."""
     try:
-        ids = m.encode(typed) if isinstance(typed, str) else None
+        ids = answer_ids(m, typed) if isinstance(typed, str) else None
     except AttnvizInputError:
         ids = None
     if ids is not None and int(ids[0]) == int(token_id):
@@ -226,10 +255,11 @@ def _show_tokens(m, clean_ids: np.ndarray, corrupted_ids: np.ndarray) -> bool:
     return True
 
 
-def patching_key(clean_ids, corrupted_ids, answers, where: str, layer: int | None) -> tuple:
-    """What a patching result is kept under (every learner's): the prompts, answers, kind."""
-    return (registry.language_model().name, clean_ids.tobytes(), corrupted_ids.tobytes(),
-            answers, where, layer)
+def patching_key(m, clean_ids, corrupted_ids, answers, where: str,
+                 layer: int | None) -> tuple:
+    """What a patching result is kept under (every learner's): the model's file, the prompts,
+    answers, kind."""
+    return (str(m.path), clean_ids.tobytes(), corrupted_ids.tobytes(), answers, where, layer)
 
 
 def within_budget(m, where: str, clean_ids, corrupted_ids) -> bool:
@@ -280,9 +310,9 @@ def _stop(key: tuple, job, token: str) -> None:
 
 def patching_tab() -> None:
     """Two prompts, two answers, one kind of patch: the effect of every patch as a map."""
-    m = model_loading.decoder(registry.language_model())
+    m = model_loading.decoder(reading_view.chosen_model())
     st.caption(t("trace.patch.caption"))
-    clean_text, corrupted_text, answers, where = _patch_inputs()
+    clean_text, corrupted_text, answers, where = _patch_inputs(m)
     layer = None
     if where == "heads_pos":
         layer = pretrained_view.pick_number("layer", m.num_layers, keys.TR_LAYER,
@@ -296,7 +326,7 @@ def patching_tab() -> None:
         return
     if not within_budget(m, where, clean_ids, corrupted_ids):
         return
-    key = patching_key(clean_ids, corrupted_ids, answers, where, layer)
+    key = patching_key(m, clean_ids, corrupted_ids, answers, where, layer)
     result = _PATCHES.peek(key)             # computed already, for any learner: shown at once
     if result is None:
         result = _run(m, key, clean_ids, corrupted_ids, answers, where, layer)

@@ -1,0 +1,88 @@
+"""Every decoder page takes every decoder (issue 38 §1): the language model a page runs is the
+sidebar's (a link's ``model=``), its caches are keyed by it, a base model generates without a
+chat template, and patching offers the presets that model answers right. The numbers a page
+shows are checked against the model's own run, held to transformers elsewhere
+(tests/test_gemma3.py, tests/test_decoder.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.i18n import t
+from tests.apptest_helpers import charts_titled, decode, no_exceptions, open_page, shows
+
+PROMPT = "The capital of France is"
+GENERATE = "pages/generate.py"
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    from attnviz.models.decoder import DecoderModel
+
+    return DecoderModel.load(name="gemma3-270m")
+
+
+def softmax64(x: np.ndarray) -> np.ndarray:
+    z = np.exp(x.astype(np.float64) - x.max())
+    return z / z.sum()
+
+
+def click(at, key: str):
+    [b for b in at.button if b.key == key][0].click().run()
+    no_exceptions(at)
+    return at
+
+
+@pytest.mark.slow
+def test_a_link_to_generate_on_gemma_runs_gemma_without_a_chat_template(gemma):
+    """``model=gemma3-270m`` in a link: the sidebar's language model is Gemma 3, the page says
+    it has no chat template and offers no switch, its next-token bars are Gemma's and a
+    generation is Gemma's greedy continuation, kept under Gemma's name."""
+    at = open_page(GENERATE, params={"model": "gemma3-270m"}, gen_prompt=PROMPT, gen_count=3)
+    assert at.selectbox(key="lm_pick").value == "gemma3-270m"
+    assert not [w for w in at.toggle if w.key == "gen_chat"]
+    assert shows(at.caption, "generate.chat.none", model="Gemma 3 270M")
+    bars = charts_titled(at, "figure.generate.next.title")[0]["data"][0]
+    probs = softmax64(gemma.run(PROMPT).logits[-1])
+    np.testing.assert_allclose(decode(bars["x"]), np.sort(probs)[::-1][:10], rtol=1e-5,
+                               atol=1e-7)
+    click(at, "gen_many")
+    assert at.code[-1].value == gemma.generate(PROMPT, max_new_tokens=3).text
+    assert at.session_state["generate_run"]["recipe"][0] == "gemma3-270m"
+
+
+@pytest.mark.slow
+def test_an_encoder_chosen_generates_with_the_first_language_model_and_a_pick_is_the_models():
+    """MiniLM chosen elsewhere: Generate runs SmolLM2 and leaves the choice as it was; picking
+    Gemma 3 in its sidebar chooses it on every page (the link says so)."""
+    at = open_page(GENERATE, model="minilm", gen_prompt=PROMPT)
+    assert at.selectbox(key="lm_pick").value == "smollm2"
+    assert at.session_state["model"] == "minilm"
+    assert [w for w in at.toggle if w.key == "gen_chat"]        # SmolLM2-Instruct has one
+    at.selectbox(key="lm_pick").set_value("gemma3-270m").run()
+    no_exceptions(at)
+    assert at.session_state["model"] == "gemma3-270m"
+    assert at.query_params["model"] in ("gemma3-270m", ["gemma3-270m"])
+    assert not [w for w in at.toggle if w.key == "gen_chat"]
+
+
+def test_patching_offers_only_the_presets_the_model_answers_right(tiny_decoders):
+    """A model with random weights (a tiny fixture) answers none of the presets: only the
+    learner's own pair is offered; SmolLM2 answers all three (test_patching holds that to
+    transformers)."""
+    from attnviz.models.decoder import DecoderModel
+    from attnviz.app.trace import trace_view
+
+    tiny = DecoderModel.load(tiny_decoders[("llama", "F32")].path)
+    assert trace_view.offered_pairs(tiny) == ("custom",)
+    assert trace_view.offered_pairs(DecoderModel.load()) == trace_view.PAIRS
+
+
+def test_an_answer_is_the_tokens_after_a_prompt_not_a_text_with_its_bos(gemma):
+    """Gemma puts BOS first in every text it encodes; an answer's first token is the word's."""
+    from attnviz.app.trace import trace_view
+
+    assert gemma.encode(" Paris")[0] == gemma.config.bos_id
+    ids = trace_view.answer_ids(gemma, " Paris")
+    assert gemma.decode(ids) == " Paris" and gemma.config.bos_id not in ids
