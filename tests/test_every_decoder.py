@@ -86,3 +86,32 @@ def test_an_answer_is_the_tokens_after_a_prompt_not_a_text_with_its_bos(gemma):
     assert gemma.encode(" Paris")[0] == gemma.config.bos_id
     ids = trace_view.answer_ids(gemma, " Paris")
     assert gemma.decode(ids) == " Paris" and gemma.config.bos_id not in ids
+
+
+@pytest.mark.slow
+def test_the_sidebar_states_gemmas_own_sizes_bases_and_scale():
+    """Gemma 3 270M's model card: d_k 256 (not 640 / 4), 1 K/V head, no biases, rotary base
+    10,000 on sliding-window layers and 1,000,000 on layers 5, 11 and 17, scores × 1/16."""
+    at = open_page("pages/pretrained.py", model="gemma3-270m", sentence="The cat sat.")
+    fixed = {w.key: w for w in [*at.number_input, *at.checkbox, *at.toggle]
+             if w.key.startswith("shown_")}
+    shown = {k: w.value for k, w in fixed.items()}
+    assert (shown["shown_d_model"], shown["shown_num_heads"], shown["shown_kv_heads"],
+            shown["shown_d_k"], shown["shown_bias"], shown["shown_rope_base"]) == \
+        (640, 4, 1, 256, False, 1_000_000)
+    from tests.message_helpers import message_pattern
+
+    assert message_pattern("sidebar.decoder.rope_layers", local="10,000", base="1,000,000",
+                           layers="5, 11, 17").search(fixed["shown_rope"].help)
+    assert message_pattern("sidebar.real.scaled_fixed").search(fixed["shown_scaled"].help)
+
+
+def test_a_qwen2_files_sizes_state_its_biases(tiny_decoders):
+    """The sizes the sidebar shows come from the file's config: Qwen2 has Q, K and V biases,
+    Llama has none (tests/tiny_decoders.py writes them so)."""
+    from attnviz.models import gguf_llama
+    from attnviz.models.registry import ModelSizes
+
+    sizes = {arch: ModelSizes.of(gguf_llama.read_config(tiny_decoders[(arch, "F32")].path))
+             for arch in ("qwen2", "llama")}
+    assert sizes["qwen2"].qkv_bias and not sizes["llama"].qkv_bias

@@ -28,7 +28,7 @@ from attnviz.models import bert_checkpoint, builtin, decoder, gguf_llama, pretra
 
 @dataclass(frozen=True)
 class ModelSizes:
-    """A model's sizes as its config states them (no weights read)."""
+    """A model's sizes and designs as its config states them (no weights read)."""
 
     num_layers: int
     num_heads: int
@@ -36,6 +36,9 @@ class ModelSizes:
     d_model: int
     rope_base: float | None      # rotary positions' base; None: positions added to embeddings
     head_dim: int | None = None  # d_k where the model states it (Gemma 3: 256, not d_model / H)
+    rope_bases: tuple[float, ...] | None = None   # per layer (Gemma 3: 10,000 local, 1e6 global)
+    qkv_bias: bool = False       # Q, K and V have learned biases (Qwen2)
+    scale: float | None = None   # what the scores are multiplied by (None: 1/√d_k)
 
     @property
     def d_k(self) -> int:
@@ -44,10 +47,12 @@ class ModelSizes:
     @classmethod
     def of(cls, config) -> "ModelSizes":
         """From a model's config (``BertConfig``, ``DecoderConfig``): its K/V heads, rotary
-        base and head size where it has them."""
+        bases, head size, biases and scale where it has them."""
         return cls(config.num_layers, config.num_heads,
                    getattr(config, "num_kv_heads", config.num_heads), config.d_model,
-                   getattr(config, "rope_base", None), getattr(config, "head_dim", None))
+                   getattr(config, "rope_base", None), getattr(config, "head_dim", None),
+                   getattr(config, "rope_bases", None), getattr(config, "qkv_bias", False),
+                   getattr(config, "scale", None))
 
 
 @dataclass(frozen=True)

@@ -93,21 +93,44 @@ def _fixed_model_panel(name: str, sentence_help: str, caption: str,
 
 
 def _decoder_controls(entry: registry.ModelEntry) -> None:
-    """real_model_controls for a causal model (SmolLM2): its sizes, its K/V heads, its rotary
-    base and its causal mask, shown disabled with the reason; the sentence and the token limit
-    are used."""
+    """real_model_controls for a causal model (SmolLM2, Gemma 3, a server's own GGUF): its
+    sizes, its K/V heads and head size as its config states them, its biases, its scale, its
+    rotary base (one per kind of layer where it has two) and its causal mask, shown disabled
+    with the reason; the sentence and the token limit are used."""
     c = _sizes(entry)                    # the config's own sizes: the model loads on the page
     d_model, heads, kv, d_k = (c.d_model, c.num_heads, c.num_kv_heads, c.d_k) if c else (None,) * 4
     base = int(c.rope_base) if c and c.rope_base is not None else None
     name = entry.shown
-    rope_why = t("sidebar.decoder.rope_fixed", model=name)
     _fixed_model_panel(
         name, t("sidebar.decoder.sentence.help", model=name),
         t("sidebar.decoder.caption", model=name),
         [(keys.D_MODEL, d_model), (keys.NUM_HEADS, heads), (keys.KV_HEADS, kv), (keys.D_K, d_k)],
-        {keys.BIAS: (False, t("sidebar.decoder.bias_fixed", model=name)),
-         keys.SCALED: (True, t("sidebar.real.scaled_fixed", model=name)),
+        {keys.BIAS: (bool(c and c.qkv_bias), t("sidebar.decoder.bias_qkv" if c and c.qkv_bias
+                                               else "sidebar.decoder.bias_fixed", model=name)),
+         keys.SCALED: (True, _scale_why(c, name)),
          keys.CAUSAL: (True, t("sidebar.decoder.causal_fixed", model=name)),
          keys.POSITIONAL: (False, t("sidebar.decoder.positional_fixed", model=name)),
-         keys.ROPE: (True, rope_why)},
+         keys.ROPE: (True, _rope_why(c, name))},
         t("sidebar.decoder.max_tokens.help", model=name), rope_base=base)
+
+
+def _scale_why(c: registry.ModelSizes | None, name: str) -> str:
+    """Why the scores are scaled: by 1/√d_k, or by the model's own number where it states one
+    that is not (Gemma 3 states 1/√query_pre_attn_scalar, which is 1/16 = 1/√256 on 270M)."""
+    if c is None or c.scale is None or abs(c.scale * c.d_k ** 0.5 - 1) < 1e-6:
+        return t("sidebar.real.scaled_fixed", model=name)
+    return t("sidebar.decoder.scaled_own", model=name, scale=f"{c.scale:.6g}",
+             scalar=f"{c.scale ** -2:.6g}")
+
+
+def _rope_why(c: registry.ModelSizes | None, name: str) -> str:
+    """The rotary base said: the model's one, or each kind of layer's where they differ (the
+    number shown is the global layers')."""
+    bases = sorted(set(c.rope_bases)) if c and c.rope_bases else []
+    if len(bases) <= 1:
+        return t("sidebar.decoder.rope_fixed", model=name,
+                 base=f"{int(c.rope_base):,}" if c and c.rope_base else "")
+    others = [i for i, b in enumerate(c.rope_bases) if b == c.rope_base]
+    local = next(b for b in bases if b != c.rope_base)
+    return t("sidebar.decoder.rope_layers", model=name, local=f"{int(local):,}",
+             base=f"{int(c.rope_base):,}", layers=", ".join(map(str, others)))
