@@ -121,6 +121,8 @@ _section("sidebar.model_choice")
 MODEL = "model"                         # the pretrained model (a registry name: minilm, smollm2 …)
 LM_PICK = "lm_pick"                     # the language model a page that needs one uses (Generate):
                                         # shows keys.MODEL's, or the first one's; a pick sets MODEL
+CMP_A = "cmp_a"                         # Compare models: the left column's language model
+CMP_B = "cmp_b"                         # Compare models: the right column's language model
 _section("sidebar.model_choice sidebar.input_source")
 LAYER = "layer"                         # the pretrained model's layer the step pages show
 _section("sidebar.fixed")
@@ -412,6 +414,17 @@ FL_HEADS = "fl_heads"                   # Information flow: True, one edge per h
 FL_GRAPH = "fl_graph"                   # Information flow: the graph
 FL_EDGE = "fl_edge"                     # Information flow: the edge clicked (layer, head, …)
 
+# ---- Compare models -----------------------------------------------------------------------------
+_section("compare.compare_view")
+CMP_LAYER_A = "cmp_layer_a"             # the layer shown of the left column's model
+CMP_HEAD_A = "cmp_head_a"               # … and its head
+CMP_LAYER_B = "cmp_layer_b"             # the layer shown of the right column's model
+CMP_HEAD_B = "cmp_head_b"               # … and its head
+CMP_MAP = Family("cmp_map_")            # a column's head map (a, b)
+CMP_SINK = Family("cmp_sink_")          # a column's weights on the first token
+CMP_LENS = Family("cmp_lens_")          # a column's lens of the last position
+CMP_FILES = "cmp_files"                 # both runs' files
+
 # ---- Generate -----------------------------------------------------------------------------------
 _section("generate.generate_view")
 GENERATE_RUN = "generate_run"           # {'recipe': (text, chat, temperature, seed), 'generation': …}
@@ -465,7 +478,8 @@ _section(None)
 # widget's value to the label it last drew, so after a switch it would show the old language's
 # label (a selectbox) or nothing selected (a radio): attnviz.app.shared.language gives their values
 # again on a switch, which redraws them.
-FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
+FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, LM_PICK, CMP_A, CMP_B, CMP_LAYER_A, CMP_HEAD_A,
+             CMP_LAYER_B, CMP_HEAD_B, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
              EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, LENS_KIND, TR_PAIR, TR_WHERE,
              VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
@@ -505,6 +519,9 @@ LINK_DEFAULTS = {
     TR_VIEW: "", TR_PAIR: "ioi", TR_CLEAN: None, TR_CORRUPTED: None, TR_ANSWER_CLEAN: None,
     TR_ANSWER_CORRUPTED: None, TR_WHERE: "resid", TR_LAYER: None, TR_RAN: False,
     FL_POSITION: None, FL_THRESHOLD: 0.04, FL_HEADS: True,
+    # Compare models (its two models: a link's unknown name is the column's default)
+    CMP_A: None, CMP_B: None, CMP_LAYER_A: None, CMP_HEAD_A: 0, CMP_LAYER_B: None,
+    CMP_HEAD_B: 0,
     # Generate (and the number of tokens generated: attnviz.app.shared.links.GEN_TOKENS_PARAM)
     GEN_PROMPT: None, GEN_CHAT: False, GEN_SAMPLING: "greedy", GEN_TEMPERATURE: None,
     GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None}
@@ -514,7 +531,8 @@ LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
               PT_HIDE_SPECIAL: bool, PT_DEC_LAYER: int, RO_LAYER: int, RO_TOKEN: int,
               AB_OTHER: str, AB_TARGET: int, LENS_POSITION: int, LENS_LAYER: int,
               TR_CLEAN: str, TR_CORRUPTED: str, TR_ANSWER_CLEAN: str, TR_ANSWER_CORRUPTED: str,
-              TR_LAYER: int, FL_POSITION: int, GEN_PROMPT: str,
+              TR_LAYER: int, FL_POSITION: int, GEN_PROMPT: str, CMP_A: "name", CMP_B: "name",
+              CMP_LAYER_A: int, CMP_LAYER_B: int,
               GEN_TEMPERATURE: float, GEN_COUNT: int, GEN_STEP: int, GEN_LAYER: int,
               EXP_DK: int, EXP_LEN: int, EXP_CROSS_TEXT: str, EXP_ROPE_TEXT: str,
               EXP_ROPE_OFFSET: int, EXP_ROPE_LAYER: int, EXP_ROPE_HEAD: int, EXP_ROPE_QUERY: int,

@@ -23,6 +23,7 @@ ICON = Path(__file__).resolve().parent / "static" / "favicon.svg"
 OWN_SETTINGS = {"train", "generate"}   # pages with their settings on the page: no sidebar input
 REAL_MODEL = {"pretrained", "reading", "trace"}   # pages that run the real model on the sentence
 LANGUAGE_MODEL = {"generate"}      # pages with their own settings that run a language model
+COMPARE = {"compare"}              # the page with two models in its sidebar
 
 
 def run(pages_dir: Path | None = None) -> None:
@@ -43,7 +44,8 @@ def run(pages_dir: Path | None = None) -> None:
             # before the page: a page that stops (st.stop) ends the run
             sidebar.render(inputs=page.url_path not in OWN_SETTINGS,
                            real_model=page.url_path in REAL_MODEL,
-                           language_model=page.url_path in LANGUAGE_MODEL)
+                           language_model=page.url_path in LANGUAGE_MODEL,
+                           compare=page.url_path in COMPARE)
             try:
                 page.run()
             finally:

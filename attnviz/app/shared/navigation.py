@@ -38,6 +38,7 @@ PAGES = [
     ("trace", ":material/route:"),
     ("train", ":material/model_training:"),
     ("generate", ":material/auto_awesome:"),
+    ("compare", ":material/compare:"),
 ]
 ICONS = dict(PAGES)
 

@@ -71,3 +71,39 @@ def layer_input() -> None:
     st.number_input(t("sidebar.layer.label"), low, high, persist_state="session", key=keys.LAYER,
                     step=1, help=t("sidebar.layer.help_model", layers=high + 1,
                                    model=entry.shown))
+
+
+# ---- Compare models: two language models -------------------------------------------------------
+
+def language_models() -> list[str]:
+    """The registry's language models (built-in and the server's own GGUF files)."""
+    return [e.name for e in registry.ENTRIES if e.lm_head]
+
+
+def _compare_key(side: str) -> str:
+    return keys.CMP_A if side == "a" else keys.CMP_B
+
+
+def _compare_default(side: str) -> str:
+    """Column a: the first language model (SmolLM2); b: the next one (Gemma 3), or the first
+    again when the registry has only one."""
+    names = language_models()
+    return names[0] if side == "a" or len(names) == 1 else names[1]
+
+
+def compared(side: str) -> registry.ModelEntry:
+    """The model of Compare models' column `side` ("a" or "b"): the sidebar's choice, kept
+    among the language models (a link's unknown name: the column's default)."""
+    key = _compare_key(side)
+    if st.session_state.get(key) not in language_models():
+        st.session_state[key] = _compare_default(side)
+    return registry.get(st.session_state[key])
+
+
+def compare_choices() -> None:
+    """The two models Compare models shows side by side (widget keys keys.CMP_A, CMP_B)."""
+    for side in ("a", "b"):
+        compared(side)
+        st.selectbox(t(f"sidebar.compare.{side}.label"), language_models(),
+                     key=_compare_key(side), persist_state="session", format_func=model_name,
+                     help=t("sidebar.compare.help", command="attnviz app --model"))

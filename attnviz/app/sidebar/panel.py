@@ -14,15 +14,17 @@ from attnviz.app.shared import language, links, state
 from attnviz.app.sidebar.input_source import input_controls, toy_controls
 from attnviz.app.sidebar.model_choice import language_model_choice
 from attnviz.app.sidebar.options import option_controls
-from attnviz.app.sidebar.real_model import real_model_controls
+from attnviz.app.sidebar.real_model import compare_controls, real_model_controls
 from attnviz.app.sidebar.sizes import model_controls
 
 
-def render(inputs: bool = True, real_model: bool = False, language_model: bool = False) -> None:
+def render(inputs: bool = True, real_model: bool = False, language_model: bool = False,
+           compare: bool = False) -> None:
     """The sidebar; without `inputs` (a page with its own settings) only a line saying so, after
     the choice of language model where the page runs one (`language_model`: Generate); with
     `real_model` (a page that runs the pretrained model on the sentence) the sentence and the
-    token limit, every other setting shown disabled with the reason."""
+    token limit, every other setting shown disabled with the reason; with `compare` (Compare
+    models) its two models, the sentence and the token limit."""
     state.init()
     with st.sidebar:
         language.switch()
@@ -35,9 +37,9 @@ def render(inputs: bool = True, real_model: bool = False, language_model: bool =
         with st.sidebar:
             links.show_link_notices()       # a link that opened this page: said here
         return
-    if real_model:
+    if real_model or compare:
         with st.sidebar:
-            real_model_controls()
+            compare_controls() if compare else real_model_controls()
             links.write()
             links.show_notices()
         return

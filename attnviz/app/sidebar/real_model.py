@@ -14,7 +14,7 @@ from attnviz.app import keys
 from attnviz.app.shared import text
 from attnviz.app.sidebar.fixed import show_fixed, show_fixed_number
 from attnviz.app.sidebar.input_source import mode_name
-from attnviz.app.sidebar.model_choice import model_choice
+from attnviz.app.sidebar.model_choice import compare_choices, model_choice
 
 
 def real_model_controls() -> None:
@@ -134,3 +134,15 @@ def _rope_why(c: registry.ModelSizes | None, name: str) -> str:
     local = next(b for b in bases if b != c.rope_base)
     return t("sidebar.decoder.rope_layers", model=name, local=f"{int(local):,}",
              base=f"{int(c.rope_base):,}", layers=", ".join(map(str, others)))
+
+
+def compare_controls() -> None:
+    """The sidebar of Compare models: its two language models, the sentence both read and the
+    token limit (at most 64 here: two runs on one page)."""
+    compare_choices()
+    st.text_input(t("sidebar.sentence.label"), persist_state="session", key=keys.SENTENCE,
+                  max_chars=text.MAX_TEXT_CHARS, help=t("sidebar.compare.sentence.help"))
+    text.at_limit(st.session_state[keys.SENTENCE], text.MAX_TEXT_CHARS)
+    st.number_input(t("sidebar.max_tokens.label"), *BOUNDS["max_tokens"],
+                    persist_state="session", key=keys.MAX_TOKENS, step=1,
+                    help=t("sidebar.compare.max_tokens.help"))
