@@ -37,7 +37,7 @@ def test_generate_brings_back_the_prompt_the_sampling_and_the_tokens_generated(d
     made = decoder.generate(prompt, max_new_tokens=6, temperature=0.9, seed=7)
     at = open_page("pages/generate.py", params={"lang": "en"}, gen_prompt=prompt,
                    gen_sampling="sample", gen_temperature=0.9, gen_seed=7, gen_step=4, gen_layer=3,
-                   generate_run={"recipe": (prompt, False, 0.9, 7), "generation": made})
+                   generate_run={"recipe": ("smollm2", prompt, False, 0.9, 7), "generation": made})
     no_exceptions(at)
     assert link_of(at)["gen_tokens"] == "6"
     again = reopened(at, "pages/generate.py")
