@@ -34,7 +34,7 @@ PROPER_NAMES = {"MiniLM", "SmolLM", "BERT", "WordPiece", "Transformer", "Transfo
                 "Xavier", "Kaiming", "NumPy", "JSON", "CSV", "HTML", "PNG", "SVG", "PyTorch",
                 "torch", "softmax", "Softmax", "Self-Attention", "Attention", "Thinking",
                 "Machines", "CLS", "SEP", "UNK", "Abnar", "Zuidema", "Kobayashi", "GELU",
-                "LayerNorm", "RoPE", "GQA", "ReLU", "Adam", "MHA"}
+                "LayerNorm", "RoPE", "GQA", "ReLU", "Adam", "MHA", "Gemma"}
 CJK = re.compile(r"[\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
                  r"\uf900-\ufaff\uff00-\uffef]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:['’-][A-Za-z0-9_]+)*")

@@ -32,9 +32,10 @@ CONVERTED_PAGES = [
     "pages/train.py",
     "pages/reading.py",
     "pages/trace.py",
+    "pages/compare.py",
 ]
 NAV = ["home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
-       "train", "generate"]
+       "train", "generate", "compare"]
 NAV_ZH, NAV_EN = ([render(f"nav.{name}", lang) for name in NAV] for lang in ("zh", "en"))
 TITLE_ZH, TITLE_EN = (render("home.title", lang) for lang in ("zh", "en"))
 
@@ -168,7 +169,7 @@ def test_the_pages_numbers_do_not_depend_on_the_language(runs):
 
 EVERY_PAGE = ["pages/home.py", "pages/inputs.py", "pages/steps.py", "pages/multihead.py",
               "pages/experiments.py", "pages/pretrained.py", "pages/reading.py", "pages/train.py",
-              "pages/generate.py"]
+              "pages/generate.py", "pages/compare.py"]
 
 
 @pytest.mark.slow

@@ -434,12 +434,13 @@ def test_the_preset_box_names_each_preset_in_full_sight_with_its_title_below(run
                  title=t("preset.thinking_machines.title"))
 
 
-def test_homes_map_links_every_page_and_names_both_real_models(runs):
+def test_homes_map_links_every_page_and_names_the_real_models(runs):
     """Home's map of pages leads to every other page (issue 27.11: it left out Read the model,
-    Train and Generate) and its Pretrained card names both models the page runs."""
+    Train and Generate) and its Pretrained card names the models the page runs."""
     at = runs("pages/home.py")
     linked = [link.proto.page for link in at.main.get("page_link")]
     assert linked == ["inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
-                      "train", "generate"]
+                      "train", "generate", "compare"]
     captions = [c.value for c in at.caption]
-    assert any("all-MiniLM-L6-v2" in c and "SmolLM2-135M-Instruct" in c for c in captions)
+    assert any("all-MiniLM-L6-v2" in c and "SmolLM2-135M-Instruct" in c and "Gemma 3 270M" in c
+               for c in captions)

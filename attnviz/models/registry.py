@@ -68,7 +68,8 @@ class ModelEntry:
     install: str                 # the command that installs its files
     file: Path | None = None     # a server's own GGUF (ATTNVIZ_MODELS): its words name the file
     chat_template: bool = False  # its prompt can be put in its chat template (an instruct model)
-    terms: str | None = None     # the terms it is used under, where not an open licence
+    terms: str | None = None     # the terms it is used under, where not an open licence: a
+                                 # name the app's words have (model.terms.<terms>)
 
     def load(self, **options):
         """The model (``options`` go to its loader: ``progress=`` for SmolLM2)."""
@@ -96,7 +97,7 @@ ENTRIES = (
     ModelEntry(builtin.GEMMA3, builtin.GEMMA3_NAME, causal=True, lm_head=True,
                loader=lambda **options: decoder.DecoderModel.load(name=builtin.GEMMA3, **options),
                config=lambda: gguf_llama.read_config(builtin.gemma3_file()),
-               install=builtin.GEMMA3_INSTALL, terms=builtin.GEMMA3_TERMS),
+               install=builtin.GEMMA3_INSTALL, terms="gemma"),
 )
 
 

@@ -32,4 +32,4 @@ def named(entry: ModelEntry) -> str:
     has some ("Gemma 3 270M (Gemma Terms of Use)")."""
     if entry.terms is None:
         return entry.shown
-    return t("model.with_terms", model=entry.shown, terms=entry.terms)
+    return t("model.with_terms", model=entry.shown, terms=t(f"model.terms.{entry.terms}"))
