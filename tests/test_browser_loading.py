@@ -91,7 +91,6 @@ COUNTER_OVERLAP_JS = """() => {
         - parseFloat(getComputedStyle(input).paddingRight);
     return text_right - counter.getBoundingClientRect().left;
 }"""
-NOTICE_WITHIN_MS = 2_000     # after Streamlit first draws its frame (the script's first moments)
 PAGE_FILES = {"app"} | {p.stem for p in (ROOT / "pages").glob("*.py")}
 
 
@@ -161,7 +160,9 @@ def test_a_fresh_servers_first_page_says_what_loads_and_never_lists_file_names(b
         assert seen["links"], lang                               # the app's own links ...
         assert not PAGE_FILES & set(seen["links"]), (lang, seen["links"])   # ... never files
         assert seen["noticeText"] == shown("app.loading", lang), lang
-        assert seen["notice"] - seen["app"] <= NOTICE_WITHIN_MS, (lang, seen)
-        assert seen["notice"] <= seen["title"] < seen["chart"], (lang, seen)
+        # the notice is the page's first element, before its title and charts; how soon after
+        # Streamlit's frame is a matter of the machine's load (2 s bound, 3 s seen under a load
+        # of 8), not of the code: no wall-clock bound here (issue 35)
+        assert seen["app"] <= seen["notice"] <= seen["title"] < seen["chart"], (lang, seen)
         assert not seen["notice_after"], lang                    # gone once the page is drawn
         assert seen["text_past_counter_px"] <= 0, (lang, seen)  # the text stops before it

@@ -34,7 +34,9 @@ def test_the_pages_modules_are_frozen_once_and_later_cycles_are_still_collected(
     assert all(name in sys.modules for name in gc_tuning.PRELOAD)
     frozen = gc.get_freeze_count()
     assert not gc_tuning.freeze_long_lived()             # nothing big imported since: no work
-    assert gc.get_freeze_count() == frozen
+    # nothing frozen again; the count may fall meanwhile: a frozen object another thread of
+    # this process lets go of leaves the permanent generation (CI saw 2 fewer under load)
+    assert gc.get_freeze_count() <= frozen
 
     a, b = _Node(), _Node()                              # a cycle made after the freeze:
     a.other, b.other = b, a                              # garbage the collector still finds
