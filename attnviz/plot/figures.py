@@ -184,8 +184,10 @@ def _heatmap(array2d, *, row_labels, col_labels, title: str, kind: str, masked, 
             true=tv if masked_level else None,                # a grey level's hover: 0
             overlay=overlay, masked_label=masked_label, approx=_rounded(a, values),
             value_name=_pooled_name(name, kind) if blocks.pooled else name))
-        fig.update_layout(height=_height(a.shape[0]),
-                          margin=dict(l=10, r=10, t=60 if title else 30, b=10))
+        # a title of several lines (wrapped by the caller: text_layout.wrap_title) gets their room
+        lines = title.count("<br>") + 1 if title else 0
+        fig.update_layout(height=_height(a.shape[0]) + 22 * max(0, lines - 1),
+                          margin=dict(l=10, r=10, t=38 + 22 * lines if title else 30, b=10))
         if blocks.pooled:
             fig.update_layout(title=dict(text=title or " ", subtitle=dict(
                 text=_pooled_subtitle(blocks, kind)), yref="container", y=1, yanchor="top",

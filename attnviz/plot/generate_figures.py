@@ -71,14 +71,16 @@ def attention_row_map(row: np.ndarray, key_tokens: list[str], *, title: str = ""
 
 
 def sink_map(first_weights: np.ndarray, *, title: str = "",
-             max_bytes: int = SINK_MAX_BYTES) -> go.Figure:
-    """(layers, heads): the weight each head's query puts on the first token."""
+             max_bytes: int = SINK_MAX_BYTES, width: int = figures.NARROW_WIDTH) -> go.Figure:
+    """(layers, heads): the weight each head's query puts on the first token (its title
+    wrapped for a chart `width` px wide)."""
     w = np.asarray(first_weights)
     return _title_left(figures.heatmap(
         w, row_labels=[str(l) for l in range(w.shape[0])],
         col_labels=[str(h) for h in range(w.shape[1])], title=title,
         kind="weights", row_title=t("figure.generate.axis.layer"),
-        col_title=t("figure.generate.axis.head"), show_values=False, max_bytes=max_bytes))
+        col_title=t("figure.generate.axis.head"), show_values=False, max_bytes=max_bytes,
+        width=width))
 
 
 def cache_bars(cache_tokens: list[int], cache_bytes: list[int], *, selected: int | None = None,

@@ -178,8 +178,11 @@ def step_lens(top_probs, top_labels, ranks, probs, *, row_labels, token: str, ti
     text = [[f"{_esc(top_labels[r][0])}  {p[r, 0]:.2f}"] for r in range(rows_n)]
     hover = [["<br>".join(f"{_esc(top_labels[r][j])}  {p[r, j]:.3f}"
                           for j in range(min(HOVER_TOP, k)))] for r in range(rows_n)]
+    # each panel's title wrapped to its panel, the figure's to the figure (a narrow column)
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.45, 0.55],
-                        horizontal_spacing=0.03, subplot_titles=(top_name, rank_of))
+                        horizontal_spacing=0.03,
+                        subplot_titles=(wrap_title(top_name, int(0.45 * width)),
+                                        wrap_title(rank_of, int(0.55 * width))))
     fig.add_trace(go.Heatmap(
         z=p[:, :1], x=[top_name], y=rows, text=text, customdata=hover, zmin=0.0, zmax=1.0,
         texttemplate="%{text}", textfont=dict(size=11), colorscale="Blues", showscale=False,
@@ -192,9 +195,11 @@ def step_lens(top_probs, top_labels, ranks, probs, *, row_labels, token: str, ti
         customdata=chance,
         hovertemplate=f"%{{y}}<br>{name}: {rank_name} %{{x:.0f}}, {prob_name} "
                       "%{customdata:.4f}<extra></extra>"), row=1, col=2)
+    title = wrap_title(title, width)
     fig.update_layout(title=dict(text=title), width=width, showlegend=False,
                       height=int(max(320, 150 + STEP_ROW_PX * rows_n)),
-                      margin=dict(l=10, r=10, t=90, b=10), plot_bgcolor="white")
+                      margin=dict(l=10, r=10, t=30 + _title_margin(title, width), b=10),
+                      plot_bgcolor="white")
     fig.update_annotations(font=dict(size=13))                         # the panels' titles
     _category_axis(fig.layout.yaxis, rows, None)
     fig.update_xaxes(showticklabels=False, ticks="", showgrid=False, row=1, col=1)

@@ -17,7 +17,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import t
 from attnviz.models.decoder import DecoderModel, DecoderRun
-from attnviz.plot import figures, generate_figures, lens_figures
+from attnviz.plot import figures, generate_figures, lens_figures, text_layout
 from attnviz.session.decoder_runs import cached_decoder_run
 from attnviz.app import keys
 from attnviz.app.reading import reading_view
@@ -30,6 +30,7 @@ SIDES = ("a", "b")              # the two columns, keys.CMP_A and keys.CMP_B's m
 MAX_TOKENS = 64                 # what each model reads at most (the sidebar's limit within it)
 CONTINUATION = 12               # the greedy continuation's new tokens
 LENS_TOP = 5                    # the tokens each lens row keeps (its hover)
+COLUMN_PX = 250                 # a column's charts at 1024 px: titles wrapped to fit
 
 # a model's greedy continuation and its last position's lens, per (model file, text, limit)
 _CONTINUED = SizedCache(max_bytes=2**20, max_entries=64, size_of=python_bytes)
@@ -115,15 +116,16 @@ def column(side: str, text: str, limit: int) -> dict | None:
     widgets.chart(figures.heatmap(
         run.attentions[layer, head], row_labels=shown, col_labels=shown, kind="weights",
         masked=window_mask(m, layer, n), row_title=t("figure.axis.query"),
-        col_title=t("figure.axis.key"),
-        title=t("figure.compare.head.title", model=entry.shown, layer=layer, head=head)),
+        col_title=t("figure.axis.key"), show_values=False, width=COLUMN_PX,
+        title=_title(t("figure.compare.head.title", model=entry.shown, layer=layer, head=head))),
         key=keys.CMP_MAP(side))
 
     sink = first_weights(run)
     st.caption(t("compare.sink.caption", first=code(shown[0]), mean=float(sink.mean()),
                  over=int((sink > 0.5).sum()), heads=sink.size))
     widgets.chart(generate_figures.sink_map(
-        sink, title=t("figure.compare.sink.title", model=entry.shown)), key=keys.CMP_SINK(side))
+        sink, title=_title(t("figure.compare.sink.title", model=entry.shown)), width=COLUMN_PX),
+        key=keys.CMP_SINK(side))
 
     with st.spinner(t("compare.lens.computing", model=entry.shown)):
         lens, labels = last_lens(m, run)
@@ -132,7 +134,8 @@ def column(side: str, text: str, limit: int) -> dict | None:
     answer = token_shown(m.piece_after(run.ids, int(lens.target[0])))
     widgets.chart(lens_figures.step_lens(
         lens.top_probs[:, 0], labels, ranks, probs, row_labels=rows, token=answer,
-        title=t("figure.compare.lens.title", model=entry.shown, position=n - 1)),
+        title=t("figure.compare.lens.title", model=entry.shown, position=n - 1),
+        width=COLUMN_PX),
         key=keys.CMP_LENS(side))
     rise = _first_of_last_run(ranks)
     st.caption(t("compare.lens.first_top", token=code(answer), row=rows[rise],
@@ -147,6 +150,11 @@ def column(side: str, text: str, limit: int) -> dict | None:
             "attentions": run.attentions, "sink": sink, "lens_top_ids": lens.top_ids[:, 0],
             "lens_top_probs": lens.top_probs[:, 0], "lens_target_rank": ranks,
             "lens_target_prob": probs, "continuation": continued}
+
+
+def _title(title: str) -> str:
+    """A heatmap's title escaped and wrapped to a column (the heatmap writes it as given)."""
+    return text_layout.wrap_title(text_layout.escape(title), COLUMN_PX)
 
 
 def _first_of_last_run(ranks: np.ndarray) -> int:
