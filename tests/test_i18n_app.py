@@ -303,6 +303,9 @@ EXPERIMENT_TABS = {   # the tab (its label's id experiments.tab.<name>), a varia
     "raw": {}, "raw, your X": {"exp_raw_source": "your input X"},
     "order": {}, "masks": {"exp_len": 4}, "cross": {}, "bug": {},
     "rope": {}, "rope, random": {"exp_rope_source": "random"}, "sink": {},
+    # the decoder designs (issue 38): on SmolLM2 (no window, no QK-norm) and on Gemma 3
+    "window": {}, "window, gemma": {"decoder": "gemma3-270m"},
+    "qk": {}, "qk, gemma": {"decoder": "gemma3-270m"}, "kv": {},
 }
 DECODER_TEXT = "The capital of France is"
 

@@ -119,6 +119,7 @@ _section("sidebar.options sidebar.real_model")
 MAX_TOKENS = "max_tokens"               # the longest input, in tokens
 _section("sidebar.model_choice")
 MODEL = "model"                         # the pretrained model (minilm / smollm2)
+DECODER = "decoder"                     # the decoder the Experiments' model tabs run
 _section("sidebar.model_choice sidebar.input_source")
 LAYER = "layer"                         # the pretrained model's layer the step pages show
 _section("sidebar.fixed")
@@ -300,6 +301,13 @@ EXP_SINK_TEXT = "exp_sink_text"         # Attention sink: the model's sentence
 EXP_SINK_LAYERS = "exp_sink_layers"     # Attention sink: weight on the first token per layer
 EXP_SINK_NEXT = "exp_sink_next"         # Attention sink: the next token with and without it
 EXP_SINK_TABLE = Family("exp_sink_table_")  # its table (before / after masking)
+EXP_WINDOW_TEXT = "exp_window_text"     # Sliding window: the text repeated to 600 tokens
+EXP_WINDOW_CHART = "exp_window_chart"   # Sliding window: the last query's weights
+EXP_REACH_CHART = "exp_reach_chart"     # Sliding window: how far back each layer sees
+EXP_QK_TEXT = "exp_qk_text"             # QK-norm: the model's sentence
+EXP_QK_CHART = "exp_qk_chart"           # QK-norm: the scores' range per layer
+EXP_KV_CHART = "exp_kv_chart"           # KV cache: bytes per token of each design
+EXP_KV_TABLE = "exp_kv_table"           # KV cache: the table
 
 # ---- Pretrained model ---------------------------------------------------------------------------
 _section("pretrained.page pretrained.decoder_page")
@@ -463,7 +471,8 @@ _section(None)
 # widget's value to the label it last drew, so after a switch it would show the old language's
 # label (a selectbox) or nothing selected (a radio): attnviz.app.shared.language gives their values
 # again on a switch, which redraws them.
-FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, HEAD, WEIGHT_SCALE, STEP, QUERY, VECTOR_QUERY,
+FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, DECODER, HEAD, WEIGHT_SCALE, STEP, QUERY,
+             VECTOR_QUERY,
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
              EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, LENS_KIND, TR_PAIR, TR_WHERE,
              VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
@@ -484,7 +493,7 @@ LINK_DEFAULTS = {
     EXP_ROPE_SOURCE: None, EXP_ROPE_TEXT: None, EXP_ROPE_OFFSET: None, EXP_ROPE_LAYER: None,
     EXP_ROPE_HEAD: None, EXP_ROPE_QUERY: None, EXP_ROPE_KEY: None, EXP_ROPE_D: None,
     EXP_ROPE_SEED: None, EXP_ROPE_M: None, EXP_ROPE_N: None, EXP_ROPE_BASE: None,
-    EXP_SINK_TEXT: None,
+    EXP_SINK_TEXT: None, DECODER: None, EXP_WINDOW_TEXT: None, EXP_QK_TEXT: None,
     # Train (its form; the checkpoint and sequence shown once a run is trained again)
     TOY_TASK: None, TOY_LENGTH: None, TOY_VOCAB: None, TOY_LAYERS: None, TOY_HEADS: None,
     TOY_D_MODEL: None, TOY_SEED: None, TOY_STEPS: None, TOY_STEP: None, TOY_EXAMPLE: None,
@@ -518,6 +527,7 @@ LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
               EXP_ROPE_OFFSET: int, EXP_ROPE_LAYER: int, EXP_ROPE_HEAD: int, EXP_ROPE_QUERY: int,
               EXP_ROPE_KEY: int, EXP_ROPE_D: int, EXP_ROPE_SEED: int, EXP_ROPE_M: int,
               EXP_ROPE_N: int, EXP_ROPE_BASE: float, EXP_SINK_TEXT: str,
+              EXP_WINDOW_TEXT: str, EXP_QK_TEXT: str, DECODER: "name",
               TOY_LENGTH: int, TOY_VOCAB: int, TOY_LAYERS: int, TOY_HEADS: int, TOY_D_MODEL: int,
               TOY_SEED: int, TOY_STEPS: int, TOY_STEP: int, TOY_EXAMPLE: int,
               # one of a few choices, and a tab (its label, in any language): short

@@ -38,6 +38,33 @@ def model_choice() -> str:
                         help=t("sidebar.model_choice.help"))
 
 
+def _decoders() -> tuple[str, ...]:
+    return tuple(e.name for e in registry.ENTRIES if e.causal)
+
+
+def _follow_decoder() -> None:
+    """The decoder chosen is the sidebar's pretrained model too, where that is a decoder."""
+    if registry.get(st.session_state.get(keys.MODEL, registry.DEFAULT)).causal:
+        st.session_state[keys.MODEL] = st.session_state[keys.DECODER]
+        _clamp_layer()
+
+
+def decoder_choice() -> registry.ModelEntry:
+    """The decoder a page's model experiments run (widget key `decoder`, in the sidebar): the
+    sidebar's pretrained model when that is a decoder (the two stay one choice), else the
+    first language model until another is chosen."""
+    names = _decoders()
+    model = st.session_state.get(keys.MODEL)
+    if model in names:
+        st.session_state[keys.DECODER] = model
+    elif st.session_state.get(keys.DECODER) not in names:
+        st.session_state[keys.DECODER] = registry.language_model().name
+    return registry.get(st.selectbox(t("sidebar.decoder_choice.label"), names,
+                                     persist_state="session", key=keys.DECODER,
+                                     format_func=model_name, on_change=_follow_decoder,
+                                     help=t("sidebar.decoder_choice.help")))
+
+
 def layer_input() -> None:
     """The layer the step pages show, within the chosen model's layers (none when they are
     unknown: the model is not installed, which the page says)."""
