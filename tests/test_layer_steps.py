@@ -112,6 +112,12 @@ def test_the_steps_texts_name_the_layers_designs(tiny):
     assert full.step("masked_scores").text.explanation.msg_id == "step.masked_scores.explanation_global"
     assert full.step("q_rotated").text.explanation.msg_id == "step.rotated.explanation_global"
     assert r"i - j \geq 4" in local.step("masked_scores").formula
+    from attnviz.i18n import use_language
+
+    for lang in ("en", "zh"):                  # every text renders (strict: its parameters)
+        with use_language(lang):
+            for traced in (local, full):
+                assert all(s.title and s.explanation for s in traced.steps)
     # a text no longer than the window: the band hides nothing, and the words say so
     short = model.run("is the")
     fits = layer_steps.layer_trace(model, short, 0)

@@ -33,7 +33,7 @@ def _scaling_texts(scale: float, d_k: int, qk: str = r"Q_h K_h^{\top}",
                         rf"\frac{{S_h}}{{\sqrt{{\text{{query\_pre\_attn\_scalar}}}}}} = "
                         rf"\frac{{S_h}}{{\sqrt{{{root}}}}} = {scale!r}\, S_h",
                         M("step.scaled_scores.explanation_scalar", scalar=root,
-                          scale=repr(scale), d_k=d_k,
+                          scale=repr(scale),
                           same=M("step.scaled_scores.scalar_same" if
                                  scale_kind(scale, d_k) == "sqrt_dk" else
                                  "step.scaled_scores.scalar_differs", d_k=d_k)))
