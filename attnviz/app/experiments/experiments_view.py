@@ -22,6 +22,7 @@ from attnviz.session.view import View
 from attnviz.tutorials.presets import load_preset
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.models import registry
+from attnviz.models.decoder import MAX_TOKENS
 from attnviz.models.registry import ModelEntry
 from attnviz.app import keys
 from attnviz.app.shared import language, scales, widgets
@@ -268,9 +269,10 @@ def _sink(name: str, text: str) -> experiments.AttentionSink:
     return experiments.attention_sink(registry.get(name).load(), text)
 
 
-def _decoder_text(key: str) -> str | None:
-    """The text box of a decoder tab; None (and the error shown) when it is empty."""
-    text = st.text_input(t("experiments.decoder.text"), DECODER_TEXT, persist_state="session",
+def _decoder_text(key: str, model: str) -> str | None:
+    """The text box of a decoder tab for the model shown as `model`; None (and the error
+    shown) when it is empty."""
+    text = st.text_input(t("experiments.decoder.text", model=model), DECODER_TEXT, persist_state="session",
                          key=key, max_chars=MAX_TEXT_CHARS)
     at_limit(text, MAX_TEXT_CHARS)
     if not text:
@@ -321,7 +323,7 @@ def _model_qk():
     learner's text: (q, k, m, n, base, the model's own score for the pair), or None."""
     entry = _decoder_entry()
     model = _decoder(entry)
-    text = _decoder_text(keys.EXP_ROPE_TEXT) if model is not None else None
+    text = _decoder_text(keys.EXP_ROPE_TEXT, entry.shown) if model is not None else None
     if text is None:
         return None
     c = st.columns(4)
@@ -374,7 +376,7 @@ def sink_tab() -> None:
     st.markdown(t("experiments.sink.intro"))
     entry = _decoder_entry()
     model = _decoder(entry)
-    text = _decoder_text(keys.EXP_SINK_TEXT) if model is not None else None
+    text = _decoder_text(keys.EXP_SINK_TEXT, entry.shown) if model is not None else None
     if text is None:
         return
     try:
@@ -446,7 +448,8 @@ def _model_tab_text(key: str, default: str) -> tuple[ModelEntry, str] | None:
     entry = _decoder_entry()
     if _decoder(entry) is None:
         return None
-    text = st.text_input(t("experiments.decoder.text"), default, persist_state="session",
+    text = st.text_input(t("experiments.decoder.text", model=entry.shown), default,
+                         persist_state="session",
                          key=key, max_chars=MAX_TEXT_CHARS)
     at_limit(text, MAX_TEXT_CHARS)
     if not text.strip():
@@ -456,7 +459,7 @@ def _model_tab_text(key: str, default: str) -> tuple[ModelEntry, str] | None:
 
 
 def window_tab() -> None:
-    st.markdown(t("experiments.window.intro", n=designs.WINDOW_TOKENS))
+    st.markdown(t("experiments.window.intro", n=designs.WINDOW_TOKENS, limit=MAX_TOKENS))
     chosen = _model_tab_text(keys.EXP_WINDOW_TEXT, WINDOW_TEXT)
     if chosen is None:
         return
