@@ -140,6 +140,17 @@ def test_one_kv_head_is_said_as_multi_query_not_1_heads():
     assert np.array_equal(causal_mask(n), back < 0)
 
 
+def test_the_pretrained_page_says_gemmas_window_and_not_smollm2s():
+    from attnviz.app.pretrained.decoder_page import window_text
+    from attnviz.i18n import render, use_language
+    from attnviz.models import registry
+
+    with use_language("en"):
+        assert window_text(registry.get("gemma3-270m").config()) == " " + render(
+            "decoder.window_note", "en", window=512, layers="5, 11, 17")
+        assert window_text(registry.get("smollm2").config()) == ""
+
+
 def test_a_token_of_spaces_is_written_not_an_empty_box():
     from attnviz.app.shared.text import token_line
 

@@ -163,7 +163,9 @@ def _mask_explanation(design) -> M:
 def _design_texts(design) -> dict[str, StepText]:
     """The steps a real decoder layer adds around attention: the embeddings × √d_model, the
     norm after attention."""
-    s = {}
+    s = {"x": StepText(M("step.x.title"),
+                       r"X = \mathrm{RMSNorm}(h^{(\ell)}) \in \mathbb{R}^{n \times d_{model}}",
+                       M("step.x.explanation_layer", layer=design.layer))}
     if design.embed_scale != 1.0:
         s["embedded"] = StepText(
             M("step.embedded.title"),

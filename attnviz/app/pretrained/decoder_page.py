@@ -41,8 +41,8 @@ def render(entry: ModelEntry, tabs: list[str]) -> None:
         st.info(t("decoder.truncated", total=run.total, shown=len(run.ids)))
     st.subheader(t("pretrained.tokens", count=len(run.ids)))
     token_list(run)
-    st.info(t("decoder.mask_note") + " " + sharing_text(model.num_heads, model.num_kv_heads),
-            icon=":material/info:")
+    st.info(t("decoder.mask_note") + window_text(model.config) + " "
+            + sharing_text(model.num_heads, model.num_kv_heads), icon=":material/info:")
     view = ModelRun(attentions=run.attentions, tokens=list(run.tokens),
                     positions=np.arange(len(run.ids)))
     layers, heads = run.attentions.shape[:2]
@@ -149,6 +149,16 @@ def token_list(run: DecoderRun) -> None:
         st.caption(t("decoder.spans_note", spans=spans,
                      example=code(run.tokens[run.spans[0].first]))
                    + (" " + t("decoder.spans_more", count=more) if more > 0 else ""))
+
+
+def window_text(config) -> str:
+    """" On its local layers a query sees only the last 512 keys …" for a model with sliding
+    and global layers; "" for one whose every layer sees every earlier key."""
+    full = [i for i, kind in enumerate(config.layer_types) if kind == "full"]
+    if config.sliding_window is None or len(full) == config.num_layers:
+        return ""
+    return " " + t("decoder.window_note", window=config.sliding_window,
+                   layers=t("decoder.number_separator").join(map(str, full)))
 
 
 def sharing_text(heads: int, kv_heads: int) -> str:
