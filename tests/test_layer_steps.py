@@ -184,3 +184,25 @@ def test_step_by_step_on_gemma_3_shows_its_steps_in_its_order():
     expected = out / np.sqrt((out ** 2).mean(axis=-1, keepdims=True) + model.config.rms_eps) * gain
     z = heatmap_z(titled(at, "step.output_normed.title"))
     np.testing.assert_allclose(z, expected, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_an_edited_gemma_layer_keeps_its_window_scale_and_base_and_says_qk_norm_is_left_out():
+    """Edits on a Gemma 3 layer: the layer's own rotary base, scale and designs stay (the mask
+    of a short text: causal), QK-norm is left out and the view says so; W_O doubled doubles the
+    output, computed here."""
+    from attnviz.session.build import build_view
+    from attnviz.session.edits import Edit
+    from attnviz.session.settings import Settings
+
+    s = Settings(**GEMMA, layer=5)
+    plain = build_view(s)
+    w_o = np.asarray(plain.trace.params.w_o) * 2
+    edited = build_view(s, {"w_o": Edit(w_o)})
+    assert edited.ok and any(getattr(n, "msg_id", None) == "notice.edits.no_qk_norm"
+                             for n in edited.notices)
+    tr = edited.trace
+    assert tr.q_normed is None and tr.rope_base == 1_000_000 and tr.scale == 1 / 16
+    assert tr.design is not None and tr.design.kind == "full"
+    assert [s.name for s in tr.steps][0] == "embedded" and tr.steps[-1].name == "output_normed"
+    np.testing.assert_allclose(tr.output, tr.concat @ w_o, rtol=1e-5, atol=1e-5)
