@@ -156,6 +156,10 @@ def test_a_token_of_spaces_is_written_not_an_empty_box():
 
     line = token_line(["a", " ", "\n", " b"])
     assert "`␣`" in line and "`↵`" in line and "` b`" in line and "` `" not in line
+    from attnviz.describe.labels import unique
+
+    # the charts' axes and tables too: "␣ (2)", not a blank "(2)"
+    assert unique(["a", " ", "b", " ", "\n"]) == ["a", "␣ (2)", "b", "␣ (4)", "↵"]
 
 
 GEMMA = dict(mode="Pretrained model", model="gemma3-270m", sentence="The cat sat on the mat")
