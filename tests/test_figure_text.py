@@ -97,6 +97,13 @@ def _sink() -> AttentionSink:
                          piece_text=lambda i: [TOKEN, "b", "c"][i])
 
 
+def _cache_size():
+    from attnviz.tutorials.designs import CacheSize
+
+    return CacheSize(name=TOKEN, num_layers=2, num_heads=4, num_kv_heads=1, d_k=8, window=None,
+                     local_layers=0)
+
+
 TOKENS = [TOKEN, "b"]
 W = np.array([[1.0, 0.0], [0.4, 0.6]])
 BUILDERS = {
@@ -120,6 +127,8 @@ BUILDERS = {
     "generate_figures.attention_row_map": lambda: generate_figures.attention_row_map(
         W, TOKENS, title=generate_figures.row_title(2, TOKEN, 29)),
     "model_figures.head_view": lambda: model_figures.head_view(W[None], TOKENS, highlight=0),
+    # a model's name from its own GGUF (a server's file): the KV cache's bars
+    "experiment_figures.cache_bars": lambda: experiment_figures.cache_bars([_cache_size()]),
     "experiment_figures.weight_bars": lambda: experiment_figures.weight_bars(
         {"w": W[1]}, TOKENS, title="t"),
     "reading_figures.scaled_heatmap": lambda: reading_figures.scaled_heatmap(
@@ -183,7 +192,8 @@ NO_USER_TEXT = {
     "generate_figures.sink_map", "generate_figures.cache_bars", "model_figures.model_view",
     "experiment_figures.dot_product_histogram", "experiment_figures.rope_scores",
     "experiment_figures.sink_layers", "reading_figures.layers_heads_map",
-    "decoder_figures.kv_sharing_figure",
+    "decoder_figures.kv_sharing_figure", "experiment_figures.window_weights",
+    "experiment_figures.layer_reach", "experiment_figures.score_ranges",
 }
 
 

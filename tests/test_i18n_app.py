@@ -304,6 +304,9 @@ EXPERIMENT_TABS = {   # the tab (its label's id experiments.tab.<name>), a varia
     "raw": {}, "raw, your X": {"exp_raw_source": "your input X"},
     "order": {}, "masks": {"exp_len": 4}, "cross": {}, "bug": {},
     "rope": {}, "rope, random": {"exp_rope_source": "random"}, "sink": {},
+    # the decoder designs (issue 38): on SmolLM2 (no window, no QK-norm) and on Gemma 3
+    "window": {}, "window, gemma": {"decoder": "gemma3-270m"},
+    "qk": {}, "qk, gemma": {"decoder": "gemma3-270m"}, "kv": {},
 }
 DECODER_TEXT = "The capital of France is"
 
@@ -513,4 +516,31 @@ def test_step_by_step_cites_tutorial_000s_step_in_both_languages(runs):
                 failures.append(f"steps {name} ({lang}) cites no step, yet: {cited}")
             if number is not None and not any(cite.format(number) in c for c in cited):
                 failures.append(f"steps {name} ({lang}) cites step {number}: {captions}")
+    check_all(failures)
+
+
+# ---- Step by step on a Gemma 3 layer: the steps its designs add (issue 38) ----------------------
+
+GEMMA_STEPS = ["embedded", "k", "q_normed", "q_rotated", "scaled_scores", "masked_scores",
+               "output_normed"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_every_gemma_3_step_speaks_one_language(lang, runs):
+    """Gemma 3 270M's layer 5 (global) and 0 (local) on Step by step, each step its designs
+    add or reword, in one language (its tokens aside)."""
+    from attnviz.models.decoder import DecoderModel
+
+    tokens = list(DecoderModel.load(name="gemma3-270m").run(SENTENCE).tokens)
+    failures = []
+    for layer in (0, 5):
+        for name in GEMMA_STEPS:
+            at = runs("pages/steps.py", params={"lang": lang}, mode="Pretrained model",
+                      model="gemma3-270m", sentence=SENTENCE, layer=layer, step=name)
+            texts = visible_texts(at)
+            wrong = english_sentences(texts, ignore=tokens) if lang == "zh" else \
+                chinese_outside(texts, ignore=[*tokens, *allowed_chinese()])
+            if wrong:
+                failures.append(f"layer {layer} {name} ({lang}): {wrong}")
     check_all(failures)

@@ -304,6 +304,13 @@ EXP_SINK_TEXT = "exp_sink_text"         # Attention sink: the model's sentence
 EXP_SINK_LAYERS = "exp_sink_layers"     # Attention sink: weight on the first token per layer
 EXP_SINK_NEXT = "exp_sink_next"         # Attention sink: the next token with and without it
 EXP_SINK_TABLE = Family("exp_sink_table_")  # its table (before / after masking)
+EXP_WINDOW_TEXT = "exp_window_text"     # Sliding window: the text repeated to 600 tokens
+EXP_WINDOW_CHART = "exp_window_chart"   # Sliding window: the last query's weights
+EXP_REACH_CHART = "exp_reach_chart"     # Sliding window: how far back each layer sees
+EXP_QK_TEXT = "exp_qk_text"             # QK-norm: the model's sentence
+EXP_QK_CHART = "exp_qk_chart"           # QK-norm: the scores' range per layer
+EXP_KV_CHART = "exp_kv_chart"           # KV cache: bytes per token of each design
+EXP_KV_TABLE = "exp_kv_table"           # KV cache: the table
 
 # ---- Pretrained model ---------------------------------------------------------------------------
 _section("pretrained.page pretrained.decoder_page")
@@ -500,7 +507,7 @@ LINK_DEFAULTS = {
     EXP_ROPE_SOURCE: None, EXP_ROPE_TEXT: None, EXP_ROPE_OFFSET: None, EXP_ROPE_LAYER: None,
     EXP_ROPE_HEAD: None, EXP_ROPE_QUERY: None, EXP_ROPE_KEY: None, EXP_ROPE_D: None,
     EXP_ROPE_SEED: None, EXP_ROPE_M: None, EXP_ROPE_N: None, EXP_ROPE_BASE: None,
-    EXP_SINK_TEXT: None,
+    EXP_SINK_TEXT: None, EXP_WINDOW_TEXT: None, EXP_QK_TEXT: None,
     # Train (its form; the checkpoint and sequence shown once a run is trained again)
     TOY_TASK: None, TOY_LENGTH: None, TOY_VOCAB: None, TOY_LAYERS: None, TOY_HEADS: None,
     TOY_D_MODEL: None, TOY_SEED: None, TOY_STEPS: None, TOY_STEP: None, TOY_EXAMPLE: None,
@@ -538,6 +545,7 @@ LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
               EXP_ROPE_OFFSET: int, EXP_ROPE_LAYER: int, EXP_ROPE_HEAD: int, EXP_ROPE_QUERY: int,
               EXP_ROPE_KEY: int, EXP_ROPE_D: int, EXP_ROPE_SEED: int, EXP_ROPE_M: int,
               EXP_ROPE_N: int, EXP_ROPE_BASE: float, EXP_SINK_TEXT: str,
+              EXP_WINDOW_TEXT: str, EXP_QK_TEXT: str,
               TOY_LENGTH: int, TOY_VOCAB: int, TOY_LAYERS: int, TOY_HEADS: int, TOY_D_MODEL: int,
               TOY_SEED: int, TOY_STEPS: int, TOY_STEP: int, TOY_EXAMPLE: int,
               # one of a few choices, and a tab (its label, in any language): short

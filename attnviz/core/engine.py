@@ -34,15 +34,16 @@ from attnviz.core.arrays import as_matrix, float_dtype, readonly
 from attnviz.core.errors import AttnvizInputError, OverflowInStep
 from attnviz.core.grouped_query import group_size, repeat_kv
 from attnviz.core.rotary import apply_rope, cos_sin, rope_angles, rotate_half
-from attnviz.core.trace import AttentionTrace, Step, steps_of
+from attnviz.core.trace import AttentionTrace, LayerDesign, Step, steps_of
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import Message
 
 # a position argument: None (0 … n−1), a first position p (p … p+n−1), or n positions
 Positions = int | ArrayLike | None
 
-__all__ = ["AttentionTrace", "Step", "apply_rope", "attention", "log_softmax", "rope_angles",
-           "rotate_half", "softmax", "trace_attention", "trace_qkv", "with_weights"]
+__all__ = ["AttentionTrace", "LayerDesign", "Step", "apply_rope", "attention", "log_softmax",
+           "rope_angles", "rotate_half", "softmax", "trace_attention", "trace_qkv",
+           "with_design", "with_weights"]
 
 
 # ---- the computation ------------------------------------------------------------------------
@@ -290,8 +291,38 @@ def with_weights(t: AttentionTrace, weights, *, why: str) -> AttentionTrace:
     concat = _concat_heads(z)
     fields = {name: getattr(t, name) for name in t.__dataclass_fields__ if name != "steps"}
     fields.update(weights=readonly(weights), z=z, concat=concat,
-                  output=_output(concat, t.params), weights_given=why)
+                  output=_output(concat, t.params), weights_given=why,
+                  output_normed=None)            # a decoder layer's post-norm is not redone
     return _finish(fields)
+
+
+@_quiet
+def with_design(t: AttentionTrace, design: LayerDesign, *, embedded: ArrayLike | None = None,
+                post_norm: tuple | None = None) -> AttentionTrace:
+    """The trace `t` of a real decoder layer's attention with what the layer adds around it
+    (Gemma 3's designs, which the step texts then name): `design` (its kind, window, scale's
+    source …), `embedded` (n_q, d_model) the token embeddings × design.embed_scale (the stream
+    before layer 0), and `post_norm` (gain (d_model,), eps): attention's output RMS-normed,
+    output / √(mean(output²) + eps) · gain, before it joins the residual stream
+    (``t.output_normed``). Every other step is `t`'s own."""
+    fields = {name: getattr(t, name) for name in t.__dataclass_fields__ if name != "steps"}
+    dtype = t.output.dtype
+    if embedded is not None:
+        embedded = readonly(np.array(embedded, dtype=dtype))
+        if embedded.shape != (t.n_q, t.output.shape[1]):
+            raise AttnvizInputError("error.weights.shape", name="embedded",
+                                    want=str((t.n_q, t.output.shape[1])),
+                                    shape=str(embedded.shape))
+    normed = None
+    if post_norm is not None:
+        gain, eps = post_norm
+        out = t.output                                              # (n_q, d_model)
+        rms = np.sqrt(np.mean(out * out, axis=-1, keepdims=True) + dtype.type(eps))
+        normed = readonly(out / rms * np.asarray(gain, dtype=dtype))  # (n_q, d_model)
+    fields.update(design=design, embedded=embedded, output_normed=normed)
+    traced = AttentionTrace(**fields)
+    object.__setattr__(traced, "steps", steps_of(traced))
+    return traced
 
 
 def softmax(s: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:

@@ -46,6 +46,28 @@ class StepFacts:
     rope_base: float | None
     mask: str | None              # "bool" (−∞ at masked cells), "float" (added), None
     weights_given: str | Message | None
+    design: "LayerDesign | None" = None   # a real decoder layer's designs (with_design)
+
+
+@dataclass(frozen=True)
+class LayerDesign:
+    """What a real decoder's layer adds around the attention the engine computes, as its
+    config says (Gemma 3's designs; Llama's layers have none of them): the layer's number, its
+    kind where the model has two ("sliding": a window of `window` keys, itself included;
+    "full": every earlier key; None: one kind only), the global layers' numbers, the scores'
+    query_pre_attn_scalar (scale 1/√scalar; None: 1/√d_k), the embeddings' factor
+    (√d_model; 1: none), d_model, and whether attention's output is RMS-normed before it joins
+    the residual stream. No arrays: a step's texts read it."""
+
+    layer: int
+    kind: str | None = None
+    window: int | None = None
+    full_layers: tuple[int, ...] = ()
+    attn_scalar: float | None = None
+    embed_scale: float = 1.0
+    d_model: int = 0
+    post_norm: bool = False
+    window_applies: bool = False     # the text is longer than the window: the band masks keys
 
 
 @dataclass(frozen=True)
@@ -203,6 +225,11 @@ class AttentionTrace:
     # QK-norm: each head's q and k RMS-normed before RoPE; None when off
     q_normed: np.ndarray | None = field(default=None, repr=False)   # (H, n_q, d_k)
     k_normed: np.ndarray | None = field(default=None, repr=False)   # (H, n_k, d_k)
+    # a real decoder layer (engine.with_design): its designs, the embeddings × embed_scale
+    # (the stream before layer 0) and attention's output RMS-normed before it joins the stream
+    design: LayerDesign | None = None
+    embedded: np.ndarray | None = field(default=None, repr=False)       # (n_q, d_model)
+    output_normed: np.ndarray | None = field(default=None, repr=False)  # (n_q, d_model)
 
     @property
     def num_heads(self) -> int:
@@ -371,19 +398,23 @@ def facts_of(t: AttentionTrace) -> StepFacts:
         biased=t.params is not None and t.params.has_bias, kv_group=t.kv_group,
         num_kv_heads=t.num_kv_heads, scale=float(t.scale), d_k=t.d_k, rope_base=t.rope_base,
         mask=None if not t.has_mask else ("bool" if t.mask is not None else "float"),
-        weights_given=t.weights_given)
+        weights_given=t.weights_given, design=t.design)
 
 
 def steps_of(t: AttentionTrace) -> list[Step]:
     """The steps in the order a learner meets them. Which steps there are follows the trace: X
     when it was projected (not Q, K, V entered), a context for cross-attention, the rotations
-    with rotary positions, the masked scores with a mask, the output step when it has W_O."""
+    with rotary positions, the masked scores with a mask, the output step when it has W_O; a
+    real decoder layer's designs where it has them (the scaled embeddings first, QK-norm, the
+    norm after attention last)."""
     facts = facts_of(t)
 
     def step(name, array, axes, compute=None):
         return Step(name, array, axes, facts, compute)
 
     s = []
+    if t.embedded is not None:
+        s.append(step("embedded", t.embedded, ("query", "feature")))
     if facts.projected:
         s.append(step("x", t.x, ("query", "feature")))
         if facts.cross:
@@ -407,6 +438,8 @@ def steps_of(t: AttentionTrace) -> list[Step]:
           step("concat", t.concat, ("query", "feature"))]
     if facts.has_output:
         s.append(step("output", t.output, ("query", "feature")))
+    if t.output_normed is not None:
+        s.append(step("output_normed", t.output_normed, ("query", "feature")))
     return s
 
 

@@ -52,8 +52,10 @@ def feature_labels(n: int, prefix: str = "d") -> list[str]:
 def unique(labels, max_chars: int = LABEL_CHARS) -> list[str]:
     """Labels made distinct for table headers and chart axes: a repeated (or blank) label gets
     its 1-based position, "the (1)", "the (5)"; a collision with a given label gets a prime.
-    Each is first made `visible` and `cut` to `max_chars` characters."""
-    labels = [cut(visible(s), max_chars) for s in labels]
+    Each is first made `visible` and `cut` to `max_chars` characters; one of white space only
+    (a token of spaces, a line break) is written in the tokens' notation, "␣ (5)", "↵ (8)"."""
+    labels = [token_shown(s, max_chars) if str(s) and not str(s).strip()
+              else cut(visible(s), max_chars) for s in labels]
     counts = Counter(labels)
     out, seen = [], set()
     for i, s in enumerate(labels):

@@ -22,9 +22,21 @@ class _Scaling:
     explanation: M
 
 
-def _scaling_texts(scale: float, d_k: int, qk: str = r"Q_h K_h^{\top}") -> _Scaling:
+def _scaling_texts(scale: float, d_k: int, qk: str = r"Q_h K_h^{\top}",
+                   scalar: float | None = None) -> _Scaling:
     """The scaling as the formulas write it: ÷√d_k, none (scale 1), or another factor, given
-    exactly (its shortest round-trip decimal). qk: the LaTeX of the product scaled."""
+    exactly (its shortest round-trip decimal); with a model's query_pre_attn_scalar `scalar`
+    (Gemma), ÷√scalar, whatever d_k is. qk: the LaTeX of the product scaled."""
+    if scalar is not None:
+        root = _base_text(scalar)
+        return _Scaling(rf"\frac{{{qk}}}{{\sqrt{{{root}}}}}",
+                        rf"\frac{{S_h}}{{\sqrt{{\text{{query\_pre\_attn\_scalar}}}}}} = "
+                        rf"\frac{{S_h}}{{\sqrt{{{root}}}}} = {scale!r}\, S_h",
+                        M("step.scaled_scores.explanation_scalar", scalar=root,
+                          scale=repr(scale),
+                          same=M("step.scaled_scores.scalar_same" if
+                                 scale_kind(scale, d_k) == "sqrt_dk" else
+                                 "step.scaled_scores.scalar_differs", d_k=d_k)))
     kind = scale_kind(scale, d_k)
     if kind == "sqrt_dk":
         return _Scaling(rf"\frac{{{qk}}}{{\sqrt{{d_k}}}}",
@@ -48,6 +60,7 @@ def _texts(f: StepFacts) -> dict[str, StepText]:
     """Every step's texts for traces with facts `f`; formulas follow the tutorials."""
     src = "C" if f.cross else "X"
     g = f.kv_group
+    design = f.design
     kv = "h" if g == 1 else rf"\lfloor h/{g} \rfloor"       # the K/V head query head h reads
 
     def b(name: str, head: str = "h") -> str:  # a projection's bias term, when there are biases
@@ -64,6 +77,8 @@ def _texts(f: StepFacts) -> dict[str, StepText]:
                                 M("step.context.explanation"))
         s["q"] = StepText(M("step.q.title"), rf"Q_h = X W^Q_h{b('Q')}",
                           M("step.q.explanation"))
+        if f.num_kv_heads == 1 and g > 1:                     # multi-query: one K/V head
+            kv = "0"
         s["k"] = StepText(M("step.k.title"), rf"K_h = {src} W^K_{{{kv}}}{b('K', kv)}",
                           M("step.k.explanation")
                           if g == 1 else _shared_heads("key", g, f.num_kv_heads))
@@ -77,9 +92,10 @@ def _texts(f: StepFacts) -> dict[str, StepText]:
     rotary = f.rope_base is not None
     s.update(_qk_norm_texts())               # used only by a trace that has the steps
     if rotary:
-        s.update(_rotation_texts(f.rope_base))
+        s.update(_rotation_texts(f.rope_base, design))
     qk = r"\tilde{Q}_h \tilde{K}_h^{\top}" if rotary else r"Q_h K_h^{\top}"
-    scaling = _scaling_texts(f.scale, f.d_k, qk)
+    scaling = _scaling_texts(f.scale, f.d_k, qk,
+                             None if design is None else design.attn_scalar)
     s["scores"] = StepText(
         M("step.scores.title_rotated") if rotary else M("step.scores.title"), rf"S_h = {qk}",
         M("step.scores.explanation_rotated") if rotary else M("step.scores.explanation"))
@@ -88,10 +104,11 @@ def _texts(f: StepFacts) -> dict[str, StepText]:
     masked = f.mask is not None
     s["masked_scores"] = StepText(
         M("step.masked_scores.title"),
-        rf"{scaling.scores} + M_h,\; " + (r"M_h[i, j] = -\infty\text{ where masked}"
+        rf"{scaling.scores} + M_h,\; " + (_window_formula(design) if _windowed(design)
+                                          else r"M_h[i, j] = -\infty\text{ where masked}"
                                           if f.mask == "bool"
                                           else r"M_h = \text{the float mask, added}"),
-        M("step.masked_scores.explanation"))
+        _mask_explanation(design))
     s["weights"] = (
         StepText(M("step.weights.title"),
                  r"A_h = \mathrm{softmax}_{\text{row}}\left(" + scaling.scores
@@ -111,11 +128,64 @@ def _texts(f: StepFacts) -> dict[str, StepText]:
                            r"\mathrm{MultiHead}(X) = \mathrm{Concat}(Z_1, \dots, Z_H)\, W^O"
                            + (r" + b^O" if f.biased else ""),
                            M("step.output.explanation"))
+    if design is not None:
+        s.update(_design_texts(design))
+    return s
+
+
+def _windowed(design) -> bool:
+    return design is not None and design.kind is not None
+
+
+def _window_formula(design) -> str:
+    """The mask of a layer of a model with sliding and global layers, in LaTeX."""
+    if design.kind == "sliding":
+        return (rf"M_h[i, j] = -\infty\text{{ where }} j > i\text{{ or }} "
+                rf"i - j \geq {design.window}")
+    return r"M_h[i, j] = -\infty\text{ where } j > i"
+
+
+def _mask_explanation(design) -> M:
+    """The masked scores' sentence: the causal mask, or a layer's sliding window or its
+    global reach."""
+    if not _windowed(design):
+        return M("step.masked_scores.explanation")
+    if design.kind == "sliding":
+        if design.window_applies:
+            return M("step.masked_scores.explanation_window", layer=design.layer,
+                     window=design.window, back=design.window - 1)
+        return M("step.masked_scores.explanation_window_fits", layer=design.layer,
+                 window=design.window)
+    return M("step.masked_scores.explanation_global", layer=design.layer,
+             layers=", ".join(map(str, design.full_layers)))
+
+
+def _design_texts(design) -> dict[str, StepText]:
+    """The steps a real decoder layer adds around attention: the embeddings × √d_model, the
+    norm after attention."""
+    s = {"x": StepText(M("step.x.title"),
+                       r"X = \mathrm{RMSNorm}(h^{(\ell)}) \in \mathbb{R}^{n \times d_{model}}",
+                       M("step.x.explanation_layer", layer=design.layer))}
+    if design.embed_scale != 1.0:
+        s["embedded"] = StepText(
+            M("step.embedded.title"),
+            rf"h^{{(0)}} = E[\text{{ids}}] \cdot \sqrt{{d_{{model}}}} = E[\text{{ids}}] \cdot "
+            rf"\sqrt{{{design.d_model}}} \approx E[\text{{ids}}] \cdot {design.embed_scale:.2f}",
+            M("step.embedded.explanation", d_model=design.d_model,
+              factor=f"{design.embed_scale:.2f}", layer=design.layer))
+    if design.post_norm:
+        s["output_normed"] = StepText(
+            M("step.output_normed.title"),
+            r"\mathrm{RMSNorm}(O) = \frac{O}{\sqrt{\mathrm{mean}(O^2) + \epsilon}} \odot "
+            r"g_{\text{post}},\; h \leftarrow h + \mathrm{RMSNorm}(O)",
+            M("step.output_normed.explanation"))
     return s
 
 
 def _shared_heads(what: str, group: int, kv_heads: int) -> M:
-    """The explanation of K or V under grouped-query attention."""
+    """The explanation of K or V under grouped-query attention (one K/V head: multi-query)."""
+    if kv_heads == 1:
+        return M(f"step.{'k' if what == 'key' else 'v'}.explanation_multi_query", group=group)
     return M(f"step.{'k' if what == 'key' else 'v'}.explanation_grouped", count=kv_heads,
              group=group)
 
@@ -136,10 +206,20 @@ def _qk_norm_texts() -> dict[str, StepText]:
         for name, big, small in (("q_normed", "Q", "q"), ("k_normed", "K", "k"))}
 
 
-def _rotation_texts(rope_base: float) -> dict[str, StepText]:
-    """q_rotated and k_rotated: RoPE's turn of each feature pair by position × frequency."""
+def _rotation_texts(rope_base: float, design=None) -> dict[str, StepText]:
+    """q_rotated and k_rotated: RoPE's turn of each feature pair by position × frequency; on
+    a model with sliding and global layers, the base this layer's kind has."""
     base = _base_text(rope_base)
     theta = rf"\Theta_{{p,i}} = p \cdot {base}^{{-2i/d_k}}"
+    if _windowed(design):
+        kind = "local" if design.kind == "sliding" else "global"
+        return {
+            name: StepText(M(f"step.{name}.title"), rf"\tilde{{{big}}}_h = {big}_h \odot "
+                           rf"\cos\Theta + \mathrm{{rotate\_half}}({big}_h) \odot \sin\Theta,"
+                           rf"\; {theta}",
+                           M(f"step.rotated.explanation_{kind}", base=f"{rope_base:,.0f}",
+                             layer=design.layer))
+            for name, big in (("q_rotated", "Q"), ("k_rotated", "K"))}
     return {
         "q_rotated": StepText(
             M("step.q_rotated.title"),

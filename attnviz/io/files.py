@@ -31,8 +31,9 @@ from attnviz.describe.labels import matrix_labels, step_layout, trace_tokens
 from attnviz.core.trace import set_trace_writers
 from attnviz.core.weights import PARAMETERS
 
-ARRAY_FIELDS = ("x", "context", "q", "k", "v", "q_normed", "k_normed", "q_rotated", "k_rotated",
-                "scores", "scaled_scores", "masked_scores", "weights", "z", "concat", "output")
+ARRAY_FIELDS = ("embedded", "x", "context", "q", "k", "v", "q_normed", "k_normed", "q_rotated",
+                "k_rotated", "scores", "scaled_scores", "masked_scores", "weights", "z", "concat",
+                "output", "output_normed")
 
 
 def arrays_of(trace) -> dict[str, np.ndarray]:

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.plot.text_layout import escape
+from attnviz.tutorials.designs import SOFTCAP, CacheSize, ScoreRange, SlidingWindow
 from attnviz.tutorials.experiments import AttentionSink, RopeShift, Scaling
 
 # one colour, one meaning, on the whole √d_k experiment: red = without scaling, blue = with
@@ -154,3 +155,82 @@ def _title_legend_and_margins(fig: go.Figure, title: str) -> None:
                       margin=dict(l=10, r=10, t=70, b=10))
     fig.update_xaxes(automargin=True, title_standoff=8)
     fig.update_yaxes(automargin=True, title_standoff=8)
+
+
+# ---- the decoder designs (tutorials/designs) -----------------------------------------------------
+
+def window_weights(result: SlidingWindow) -> go.Figure:
+    """Lines: the last query's weight on each key (averaged over the heads) on the first local
+    layer and the first global layer; a dotted line at the window's edge (the keys left of it
+    are `window` or more positions back)."""
+    positions = np.arange(result.n)
+    rows = [(result.global_layer, result.global_weights, UNSCALED_COLOUR,
+             "figure.experiment.window.global")]
+    if result.local_weights is not None:
+        rows.insert(0, (result.local_layer, result.local_weights, SCALED_COLOUR,
+                        "figure.experiment.window.local"))
+    fig = go.Figure([go.Scatter(x=positions, y=w.mean(axis=0), mode="lines", name=t(
+        name, layer=layer), line=dict(color=colour, width=1.5),
+        hovertemplate=t("figure.experiment.window.hover") + " %{x}: %{y:.3g}<extra></extra>")
+        for layer, w, colour, name in rows])
+    if result.window is not None and result.n > result.window:
+        fig.add_vline(x=result.n - result.window - 0.5, line_dash="dot", line_color="#555")
+    fig.update_layout(height=340, xaxis_title=t("figure.experiment.window.x"),
+                      yaxis_title=t("figure.experiment.window.y"), yaxis_type="log")
+    _title_legend_and_margins(fig, t("figure.experiment.window.title", query=result.n - 1))
+    return fig
+
+
+def layer_reach(reach: tuple[float, ...], n: int) -> go.Figure:
+    """Bars: how many positions back a token's information can come from after each layer
+    (a global layer: every earlier one, drawn to the text's length and written "all"); a
+    dashed line: the text's length."""
+    layers = np.arange(len(reach))
+    shown = [n - 1 if math.isinf(r) else r for r in reach]
+    labels = [t("figure.experiment.reach.all") if math.isinf(r) else f"{int(r):,}"
+              for r in reach]
+    fig = go.Figure([go.Bar(x=layers, y=shown, text=labels, textposition="outside",
+                            marker_color=[UNSCALED_COLOUR if math.isinf(r) else SCALED_COLOUR
+                                          for r in reach],
+                            hovertemplate=t("figure.experiment.layer")
+                            + " %{x}: %{text}<extra></extra>")])
+    fig.add_hline(y=n - 1, line_dash="dash", line_color="#555")
+    fig.update_layout(height=340, xaxis_title=t("figure.experiment.layer"),
+                      yaxis_title=t("figure.experiment.reach.y"), showlegend=False,
+                      yaxis_range=[0, max(shown) * 1.15 + 1])
+    _title_legend_and_margins(fig, t("figure.experiment.reach.title"))
+    return fig
+
+
+def score_ranges(result: ScoreRange) -> go.Figure:
+    """Per layer, the largest |scaled score| with QK-norm and without (log axis); a dashed
+    line at Gemma 2's soft-cap, 50."""
+    layers = np.arange(len(result.actual))
+    fig = go.Figure([go.Scatter(x=layers, y=y, mode="lines+markers", name=name,
+                                line=dict(color=colour),
+                                hovertemplate=t("figure.experiment.layer")
+                                + " %{x}: %{y:.4g}<extra>" + name + "</extra>")
+                     for y, name, colour in (
+                         (result.with_norm, t("figure.experiment.qk.with"), SCALED_COLOUR),
+                         (result.without_norm, t("figure.experiment.qk.without"),
+                          UNSCALED_COLOUR))])
+    fig.add_hline(y=SOFTCAP, line_dash="dash", line_color="#555")
+    fig.update_layout(height=340, xaxis_title=t("figure.experiment.layer"),
+                      yaxis_title=t("figure.experiment.qk.y"), yaxis_type="log")
+    _title_legend_and_margins(fig, t("figure.experiment.qk.title", cap=f"{SOFTCAP:g}"))
+    return fig
+
+
+def cache_bars(sizes: list[CacheSize]) -> go.Figure:
+    """Grouped bars: each model's KV cache in bytes per token, as it is and as a full
+    multi-head model of the same widths."""
+    names = [escape(s.name) for s in sizes]
+    rows = [(t("figure.experiment.kv.own"), [s.bytes_per_token() for s in sizes], SCALED_COLOUR),
+            (t("figure.experiment.kv.mha"), [s.bytes_per_token(s.num_heads) for s in sizes],
+             UNSCALED_COLOUR)]
+    fig = go.Figure([go.Bar(x=names, y=y, name=name, marker_color=colour,
+                            hovertemplate="%{x}: %{y:,} B<extra>" + name + "</extra>")
+                     for name, y, colour in rows])
+    fig.update_layout(barmode="group", height=340, yaxis_title=t("figure.experiment.kv.y"))
+    _title_legend_and_margins(fig, t("figure.experiment.kv.title"))
+    return fig

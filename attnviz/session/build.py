@@ -140,17 +140,21 @@ def _build_encoder(view: View, edits: dict) -> None:
 
 
 def _build_decoder(view: View, edits: dict) -> None:
-    """One layer of a causal model (SmolLM2-135M-Instruct, `run.trace(layer)`): its real
-    input (the residual stream after RMSNorm), W_Q with 9 query heads, W_K and W_V with the 3
-    K/V heads they share, W_O, rotary positions (base 100000) and the causal mask. Edits
-    apply to this layer's attention only (the layers after it are not recomputed)."""
+    """One layer of a causal model (`layer_steps.layer_trace`): its real input (the residual
+    stream after RMSNorm), W_Q with its query heads, W_K and W_V with the K/V heads they share,
+    W_O, the layer's rotary base, scale and mask (a sliding window where it has one), and what
+    the model puts around attention (Gemma's scaled embeddings, QK-norm, the norm after
+    attention). Edits apply to this layer's attention only (the layers after it are not
+    recomputed)."""
+    from attnviz.models import layer_steps
     from attnviz.session.decoder_runs import cached_decoder_run
 
     s = view.settings
-    run = cached_decoder_run(s.sentence, s.max_tokens, s.model_entry.load())
+    model = s.model_entry.load()
+    run = cached_decoder_run(s.sentence, s.max_tokens, model)
     if run.truncated:
         view.notices.append(Message("decoder.truncated", total=run.total, shown=len(run.ids)))
-    layer = run.trace(s.layer)
+    layer = layer_steps.layer_trace(model, run, s.layer)
     tokens = list(run.tokens)
     view.x = layer.x
     x, w = _apply_edits(view, layer.x, layer.params, tokens, edits)
@@ -159,8 +163,10 @@ def _build_decoder(view: View, edits: dict) -> None:
     if x is layer.x and w is layer.params:
         view.trace = layer
         return
-    view.trace = trace_edited(view, lambda x_, w_: trace_attention(
-        x_, w_, causal=True, rope=layer.rope_base), (layer.x, layer.params), (x, w))
+    if layer.q_normed is not None:
+        view.notices.append(Message("notice.edits.no_qk_norm"))
+    view.trace = trace_edited(view, lambda x_, w_: layer_steps.edited_layer_trace(
+        model, run, s.layer, x_, w_), (layer.x, layer.params), (x, w))
 
 
 def _build_toy(view: View, edits: dict, toy: ToyChoice | None) -> None:

@@ -13,7 +13,7 @@ import streamlit as st
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.plot import experiment_figures, figures, text_layout
-from attnviz.tutorials import experiments
+from attnviz.tutorials import designs, experiments
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.grouped_query import kv_head
 from attnviz.core.inputs import tokenize, truncate
@@ -21,6 +21,9 @@ from attnviz.describe.labels import feature_labels
 from attnviz.session.view import View
 from attnviz.tutorials.presets import load_preset
 from attnviz.core.weights import MultiHeadWeights
+from attnviz.models import registry
+from attnviz.models.decoder import MAX_TOKENS
+from attnviz.models.registry import ModelEntry
 from attnviz.app import keys
 from attnviz.app.shared import language, scales, widgets
 from attnviz.app.shared.text import MAX_TEXT_CHARS, at_limit, literal, token_line
@@ -230,37 +233,46 @@ def bug_tab(view: View) -> None:
                   key=keys.EXP_BUG_TABLE)
 
 
-# ---- the decoder's experiments (SmolLM2) --------------------------------------------------------
+# ---- the decoder's experiments (the sidebar's decoder) ------------------------------------------
 
-def _decoder():
-    """SmolLM2 with its progress indicator while it loads; None (and the error shown) when it
-    cannot load."""
+def _decoder_entry() -> ModelEntry:
+    """The language model the sidebar's choice names (the sidebar's pretrained model where that
+    is one, else the first: model_choice.language_model_choice; a pick is the model's)."""
+    from attnviz.app.sidebar.model_choice import language_model_choice
+
+    with st.sidebar:
+        return language_model_choice()
+
+
+def _decoder(entry: ModelEntry):
+    """`entry`'s model with its progress indicator while it loads; None (and the error shown)
+    when it cannot load."""
     from attnviz.app.shared import model_loading
 
-    return model_loading.decoder(stop=False)
+    return model_loading.decoder(entry, stop=False)
 
 
 @lru_cache(maxsize=4)
-def _layer_qk(text: str, layer: int):
+def _layer_qk(name: str, text: str, layer: int):
     """(tokens, q (H, n, d_k), k (H, n, d_k) before rotation, scores (H, n, n)) of one layer
-    of SmolLM2 on `text` (its first SINK_MAX_TOKENS tokens); k repeated per query head."""
-    from attnviz.models.decoder import DecoderModel
-
-    run = DecoderModel.load().run(text, max_tokens=experiments.SINK_MAX_TOKENS)
+    of decoder `name` on `text` (its first SINK_MAX_TOKENS tokens); k repeated per query head.
+    The layer's q and k are QK-normed where the model norms them."""
+    run = registry.get(name).load().run(text, max_tokens=experiments.SINK_MAX_TOKENS)
     tr = run.trace(layer)
-    return run.tokens, tr.q, tr.k, tr.scores
+    q = tr.q if tr.q_normed is None else tr.q_normed
+    k = tr.k if tr.k_normed is None else tr.k_normed
+    return run.tokens, q, k, tr.scores
 
 
 @lru_cache(maxsize=8)
-def _sink(text: str) -> experiments.AttentionSink:
-    from attnviz.models.decoder import DecoderModel
-
-    return experiments.attention_sink(DecoderModel.load(), text)
+def _sink(name: str, text: str) -> experiments.AttentionSink:
+    return experiments.attention_sink(registry.get(name).load(), text)
 
 
-def _decoder_text(key: str) -> str | None:
-    """The text box of a decoder tab; None (and the error shown) when it is empty."""
-    text = st.text_input(t("experiments.decoder.text"), DECODER_TEXT, persist_state="session",
+def _decoder_text(key: str, model: str) -> str | None:
+    """The text box of a decoder tab for the model shown as `model`; None (and the error
+    shown) when it is empty."""
+    text = st.text_input(t("experiments.decoder.text", model=model), DECODER_TEXT, persist_state="session",
                          key=key, max_chars=MAX_TEXT_CHARS)
     at_limit(text, MAX_TEXT_CHARS)
     if not text:
@@ -307,10 +319,11 @@ def rope_tab() -> None:
 
 
 def _model_qk():
-    """A real head's q (of one token) and k (of another) from SmolLM2 on the learner's text:
-    (q, k, m, n, base, the model's own score for the pair), or None."""
-    model = _decoder()
-    text = _decoder_text(keys.EXP_ROPE_TEXT) if model is not None else None
+    """A real head's q (of one token) and k (of another) from the sidebar's decoder on the
+    learner's text: (q, k, m, n, base, the model's own score for the pair), or None."""
+    entry = _decoder_entry()
+    model = _decoder(entry)
+    text = _decoder_text(keys.EXP_ROPE_TEXT, entry.shown) if model is not None else None
     if text is None:
         return None
     c = st.columns(4)
@@ -319,10 +332,10 @@ def _model_qk():
     head = int(c[1].number_input(t("experiments.rope.head"), 0, model.num_heads - 1, 0,
                                  persist_state="session", key=keys.EXP_ROPE_HEAD))
     try:
-        with st.spinner(t("experiments.model.running", model="SmolLM2")):
-            tokens, q, k, scores = _layer_qk(text, layer)
+        with st.spinner(t("experiments.model.running", model=entry.shown)):
+            tokens, q, k, scores = _layer_qk(entry.name, text, layer)
     except AttnvizInputError as exc:
-        st.error(t("experiments.model.error", model="SmolLM2", error=literal(exc)))
+        st.error(t("experiments.model.error", model=entry.shown, error=literal(exc)))
         return None
     n_tok = len(tokens)
     i = int(c[2].number_input(t("experiments.rope.query_token"), 0, n_tok - 1, n_tok - 1,
@@ -333,7 +346,8 @@ def _model_qk():
     st.caption(literal(t("experiments.rope.pair", query=tokens[i], key=tokens[j], i=i, j=j,
                          layer=layer, head=head,
                          kv_head=kv_head(head, model.num_heads, model.num_kv_heads))))
-    return q[head, i], k[head, j], i, j, model.rope_base, float(scores[head, i, j])
+    return (q[head, i], k[head, j], i, j, model.config.rope_base_of(layer),
+            float(scores[head, i, j]))
 
 
 def _random_qk():
@@ -360,13 +374,14 @@ def _random_qk():
 
 def sink_tab() -> None:
     st.markdown(t("experiments.sink.intro"))
-    model = _decoder()
-    text = _decoder_text(keys.EXP_SINK_TEXT) if model is not None else None
+    entry = _decoder_entry()
+    model = _decoder(entry)
+    text = _decoder_text(keys.EXP_SINK_TEXT, entry.shown) if model is not None else None
     if text is None:
         return
     try:
-        with st.spinner(t("experiments.model.running", model="SmolLM2")):
-            r = _sink(text)
+        with st.spinner(t("experiments.model.running", model=entry.shown)):
+            r = _sink(entry.name, text)
     except AttnvizInputError as exc:
         st.error(literal(exc))
         return
@@ -406,4 +421,135 @@ def tab_labels() -> dict[str, str]:
     return {name: t(f"experiments.tab.{name}") for name in TABS}
 
 
-TABS = ("scaling", "tied", "raw", "order", "masks", "cross", "bug", "rope", "sink")
+TABS = ("scaling", "tied", "raw", "order", "masks", "cross", "bug", "rope", "sink", "window",
+        "qk", "kv")
+
+
+# ---- the decoder designs: the sliding window, QK-norm, the KV cache (tutorials/designs) ---------
+
+WINDOW_TEXT = ("Attention lets every token look back at the tokens before it, and a long text "
+               "gives it many of them to look at.")
+
+
+@lru_cache(maxsize=4)
+def _window(name: str, text: str) -> designs.SlidingWindow:
+    model = registry.get(name).load()
+    return designs.sliding_window(model, designs.window_ids(model, text))
+
+
+@lru_cache(maxsize=4)
+def _score_range(name: str, text: str) -> designs.ScoreRange:
+    model = registry.get(name).load()
+    return designs.score_range(model, model.run(text, max_tokens=experiments.SINK_MAX_TOKENS))
+
+
+def _model_tab_text(key: str, default: str) -> tuple[ModelEntry, str] | None:
+    """The sidebar's decoder, loaded, and the tab's text; None (the problem shown) else."""
+    entry = _decoder_entry()
+    if _decoder(entry) is None:
+        return None
+    text = st.text_input(t("experiments.decoder.text", model=entry.shown), default,
+                         persist_state="session",
+                         key=key, max_chars=MAX_TEXT_CHARS)
+    at_limit(text, MAX_TEXT_CHARS)
+    if not text.strip():
+        st.error(t("error.experiment.sink.empty"))
+        return None
+    return entry, text
+
+
+def window_tab() -> None:
+    st.markdown(t("experiments.window.intro", n=designs.WINDOW_TOKENS, limit=MAX_TOKENS))
+    chosen = _model_tab_text(keys.EXP_WINDOW_TEXT, WINDOW_TEXT)
+    if chosen is None:
+        return
+    entry, text = chosen
+    try:
+        with st.spinner(t("experiments.model.running", model=entry.shown)):
+            r = _window(entry.name, text)
+    except AttnvizInputError as exc:
+        st.error(t("experiments.model.error", model=entry.shown, error=literal(exc)))
+        return
+    if r.local_layer is None:
+        st.info(t("experiments.window.none", model=entry.shown))
+    else:
+        c = st.columns(3)
+        c[0].metric(t("experiments.window.local", layer=r.local_layer), repr(r.local_beyond),
+                    help=t("experiments.window.local_help", window=r.window,
+                           keys=int(r.beyond.sum())))
+        c[1].metric(t("experiments.window.global", layer=r.global_layer),
+                    f"{r.global_beyond:.4f}", help=t("experiments.window.global_help",
+                                                     window=r.window))
+        c[2].metric(t("experiments.window.masked"), f"{int(r.beyond.sum())}",
+                    help=t("experiments.window.masked_help", query=r.n - 1, window=r.window))
+    widgets.chart(experiment_figures.window_weights(r), key=keys.EXP_WINDOW_CHART)
+    if r.local_layer is not None:
+        st.caption(t("experiments.window.caption", window=r.window, edge=r.n - r.window))
+    widgets.chart(experiment_figures.layer_reach(r.reach, r.n), key=keys.EXP_REACH_CHART)
+    if r.local_layer is not None:
+        st.caption(t("experiments.window.reach", hop=r.window - 1, layer=r.global_layer))
+    else:
+        st.caption(t("experiments.window.reach_global", model=entry.shown))
+
+
+def qk_norm_tab() -> None:
+    st.markdown(t("experiments.qk.intro"))
+    chosen = _model_tab_text(keys.EXP_QK_TEXT, DECODER_TEXT)
+    if chosen is None:
+        return
+    entry, text = chosen
+    try:
+        with st.spinner(t("experiments.model.running", model=entry.shown)):
+            r = _score_range(entry.name, text)
+    except AttnvizInputError as exc:
+        st.error(t("experiments.model.error", model=entry.shown, error=literal(exc)))
+        return
+    st.caption(t("experiments.qk.has" if r.qk_norm else "experiments.qk.has_not",
+                 model=entry.shown))
+    c = st.columns(3)
+    c[0].metric(t("experiments.qk.with"), f"{r.with_norm.max():.4g}")
+    c[1].metric(t("experiments.qk.without"), f"{r.without_norm.max():.4g}")
+    c[2].metric(t("experiments.qk.softcap"), f"{r.softcap_change.max():.3g}",
+                help=t("experiments.qk.softcap_help", cap=f"{designs.SOFTCAP:g}"))
+    widgets.chart(experiment_figures.score_ranges(r), key=keys.EXP_QK_CHART)
+    st.markdown(t("experiments.qk.why", cap=f"{designs.SOFTCAP:g}",
+                  largest=f"{r.with_norm.max():.4g}",
+                  without=f"{r.without_norm.max():.4g}"))
+
+
+def kv_cache_tab() -> None:
+    st.markdown(t("experiments.kv.intro"))
+    sizes = []
+    for entry in (e for e in registry.ENTRIES if e.causal):
+        try:
+            sizes.append(designs.cache_size(entry.shown, entry.config()))
+        except AttnvizInputError:           # not installed: its config cannot be read
+            continue
+    if not sizes:
+        st.info(t("experiments.kv.none"))
+        return
+    widgets.chart(experiment_figures.cache_bars(sizes), key=keys.EXP_KV_CHART)
+    rows = []
+    for s in sizes:
+        designs_of = [(t(f"experiments.kv.design.{s.design}", kv=s.num_kv_heads,
+                         heads=s.num_heads), s.num_kv_heads, False)]
+        if s.window is not None:
+            designs_of.append((t("experiments.kv.design.window", window=s.window,
+                                 local=s.local_layers), s.num_kv_heads, True))
+        if s.num_kv_heads != s.num_heads:
+            designs_of.append((t("experiments.kv.design.full", heads=s.num_heads),
+                               s.num_heads, False))
+        for name, kv, windowed in designs_of:
+            rows.append((s.name, name, f"{s.bytes_per_token(kv):,}",
+                         *(_mib(s.bytes_at(n, kv, windowed=windowed))
+                           for n in designs.CACHE_LENGTHS)))
+    st.dataframe(pd.DataFrame(rows, columns=[
+        t("experiments.kv.column.model"), t("experiments.kv.column.design"),
+        t("experiments.kv.column.per_token"),
+        *(t("experiments.kv.column.at", tokens=f"{n:,}") for n in designs.CACHE_LENGTHS)]),
+        hide_index=True, key=keys.EXP_KV_TABLE)
+    st.caption(t("experiments.kv.caption"))
+
+
+def _mib(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:,.1f}"

@@ -23,6 +23,9 @@ def render() -> None:
         "bug": lambda: ex.bug_tab(view),
         "rope": lambda: ex.rope_tab(),
         "sink": lambda: ex.sink_tab(),
+        "window": lambda: ex.window_tab(),
+        "qk": lambda: ex.qk_norm_tab(),
+        "kv": lambda: ex.kv_cache_tab(),
     }
     labels = ex.tab_labels()
     _keep_the_open_tab(labels)

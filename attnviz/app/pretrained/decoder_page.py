@@ -41,8 +41,8 @@ def render(entry: ModelEntry, tabs: list[str]) -> None:
         st.info(t("decoder.truncated", total=run.total, shown=len(run.ids)))
     st.subheader(t("pretrained.tokens", count=len(run.ids)))
     token_list(run)
-    st.info(t("decoder.mask_note") + " " + sharing_text(model.num_heads, model.num_kv_heads),
-            icon=":material/info:")
+    st.info(t("decoder.mask_note") + window_text(model.config) + " "
+            + sharing_text(model.num_heads, model.num_kv_heads), icon=":material/info:")
     view = ModelRun(attentions=run.attentions, tokens=list(run.tokens),
                     positions=np.arange(len(run.ids)))
     layers, heads = run.attentions.shape[:2]
@@ -56,7 +56,9 @@ def render(entry: ModelEntry, tabs: list[str]) -> None:
                            default=st.session_state.get(keys.HEAD, 0))
         st.caption(head_reads(head, model.num_heads, model.num_kv_heads))
         scale = scales.weight_scale_picker(len(view.tokens))
-        widgets.chart(one_head_heatmap(view, layer, head, scale), key=keys.PT_DEC_HEATMAP)
+        widgets.chart(one_head_heatmap(view, layer, head, scale,
+                                       window=model.config.window_of(layer)),
+                      key=keys.PT_DEC_HEATMAP)
         step_through_button(layer, head)
 
     def model_view_tab() -> None:
@@ -149,6 +151,16 @@ def token_list(run: DecoderRun) -> None:
                    + (" " + t("decoder.spans_more", count=more) if more > 0 else ""))
 
 
+def window_text(config) -> str:
+    """" On its local layers a query sees only the last 512 keys …" for a model with sliding
+    and global layers; "" for one whose every layer sees every earlier key."""
+    full = [i for i, kind in enumerate(config.layer_types) if kind == "full"]
+    if config.sliding_window is None or len(full) == config.num_layers:
+        return ""
+    return " " + t("decoder.window_note", window=config.sliding_window,
+                   layers=t("decoder.number_separator").join(map(str, full)))
+
+
 def sharing_text(heads: int, kv_heads: int) -> str:
     """Which query heads share each key/value head: "0–2 → K/V 0, 3–5 → K/V 1, …"."""
 
@@ -156,20 +168,27 @@ def sharing_text(heads: int, kv_heads: int) -> str:
         shared = query_heads(kv, heads, kv_heads)
         return t("decoder.sharing.group", first=shared[0], last=shared[-1], kv_head=kv)
 
+    if kv_heads == 1:                                    # multi-query: one K/V head for all
+        return t("decoder.sharing_multi_query", heads=heads)
     groups = t("decoder.span_list_separator").join(group(kv) for kv in range(kv_heads))
     return t("decoder.sharing", heads=heads, kv_heads=kv_heads, groups=groups)
 
 
-def causal_mask(n: int) -> np.ndarray:
-    """(n, n) bool, True above the diagonal: a key after its query, masked."""
-    return np.triu(np.ones((n, n), dtype=bool), k=1)
+def causal_mask(n: int, window: int | None = None) -> np.ndarray:
+    """(n, n) bool, True = masked: a key after its query, and with a sliding `window` a key
+    `window` or more positions before it (the layer's own mask)."""
+    back = np.arange(n)[:, None] - np.arange(n)[None, :]          # query − key
+    return (back < 0) if window is None else (back < 0) | (back >= window)
 
 
-def one_head_heatmap(view: ModelRun, layer: int, head: int, weight_scale: str):
-    """One head's weights, the masked upper triangle marked as masked; the page's main map."""
+def one_head_heatmap(view: ModelRun, layer: int, head: int, weight_scale: str,
+                     window: int | None = None):
+    """One head's weights, the masked cells (the upper triangle, and keys outside a sliding
+    `window`) marked as masked; the page's main map."""
     n = len(view.tokens)
     return figures.heatmap(view.attentions[layer, head], row_labels=view.tokens,
-                           col_labels=view.tokens, kind="weights", masked=causal_mask(n),
+                           col_labels=view.tokens, kind="weights",
+                           masked=causal_mask(n, window),
                            weight_scale=weight_scale,
                            title=t("pretrained.one_head.title", layer=layer, head=head),
                            max_bytes=budget.MAIN_MAX_BYTES)

@@ -8,7 +8,7 @@ import re
 import streamlit as st
 
 from attnviz.core.inputs import CONTROL, INVISIBLE
-from attnviz.describe.labels import HOVER_CHARS, cut, visible
+from attnviz.describe.labels import HOVER_CHARS, cut, token_shown, visible
 from attnviz.i18n import t
 from attnviz.app import keys
 
@@ -45,8 +45,16 @@ def token_line(tokens) -> str:
     dataframe loads a grid component first, which delays the page's first chart). Each is
     isolated (FSI … PDI): the line keeps the tokens' order whatever their scripts; invisible
     characters are shown as their code and a long token is cut (labels.HOVER_CHARS)."""
-    return " ".join(f"{ISOLATE}{code(cut(visible(t), HOVER_CHARS))}{END_ISOLATE}"
-                    for t in tokens)
+    return " ".join(f"{ISOLATE}{code(_readable(t))}{END_ISOLATE}" for t in tokens)
+
+
+def _readable(token) -> str:
+    """A token as the line shows it: one of spaces, line breaks or tabs only in the tokens'
+    one notation (␣, ↵, ⇥: ``labels.token_shown``), not an empty box; any other as it is."""
+    text = str(token)
+    if not text.strip():
+        return token_shown(text, HOVER_CHARS)
+    return cut(visible(text), HOVER_CHARS)
 
 
 def token_notation() -> None:
