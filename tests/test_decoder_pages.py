@@ -74,7 +74,8 @@ def test_the_sidebar_offers_both_models_and_the_layer_follows_the_model():
     at = open_page("pages/home.py", mode="Pretrained model")
     no_exceptions(at)
     choice = at.sidebar.selectbox(key="model")
-    assert choice.options == ["MiniLM-L6 (encoder)", "SmolLM2 (decoder)"]
+    assert choice.options == ["MiniLM-L6 (encoder)", "SmolLM2 (decoder)",
+                              "Gemma 3 270M (decoder; Gemma Terms of Use)"]
     assert choice.value == "minilm" and at.sidebar.number_input(key="layer").max == 5
     at = open_page("pages/home.py", mode="Pretrained model", model="smollm2", layer=25)
     no_exceptions(at)
@@ -86,7 +87,7 @@ def test_the_sidebar_offers_both_models_and_the_layer_follows_the_model():
     with use_language("zh"):
         at = open_page("pages/home.py", mode="Pretrained model", lang="zh")
         assert at.sidebar.selectbox(key="model").options == [
-            "MiniLM-L6（编码器）", "SmolLM2（解码器）"]
+            "MiniLM-L6（编码器）", "SmolLM2（解码器）", "Gemma 3 270M（解码器；Gemma 使用条款）"]
 
 
 @pytest.mark.slow

@@ -43,6 +43,7 @@ def test_a_link_to_generate_on_gemma_runs_gemma_without_a_chat_template(gemma):
     assert at.selectbox(key="lm_pick").value == "gemma3-270m"
     assert not [w for w in at.toggle if w.key == "gen_chat"]
     assert shows(at.caption, "generate.chat.none", model="Gemma 3 270M")
+    assert shows(at.caption, "generate.caption", quant="Q4_K_M")       # the package's file
     bars = charts_titled(at, "figure.generate.next.title")[0]["data"][0]
     probs = softmax64(gemma.run(PROMPT).logits[-1])
     np.testing.assert_allclose(decode(bars["x"]), np.sort(probs)[::-1][:10], rtol=1e-5,

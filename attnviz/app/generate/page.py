@@ -8,7 +8,7 @@ from attnviz.i18n import t
 from attnviz.app.generate import generate_view
 from attnviz.app.generate.generate_state import chat_offered
 from attnviz.app.shared import model_loading, state
-from attnviz.app.shared.model_words import named
+from attnviz.app.shared.model_words import file_type, named
 from attnviz.app.sidebar.model_choice import language_model
 
 
@@ -19,7 +19,7 @@ def render() -> None:
     entry = language_model()
     m = model_loading.decoder(entry)
     st.caption(t("generate.caption", model=named(entry), layers=m.num_layers,
-                 heads=m.num_heads, kv_heads=m.num_kv_heads))
+                 heads=m.num_heads, kv_heads=m.num_kv_heads, quant=file_type(str(m.path))))
 
     prompt = generate_view.prompt(m, chat_offered(entry))     # (text, chat)
     if prompt is None:
