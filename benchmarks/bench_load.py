@@ -47,6 +47,10 @@ their own pair (`--patch-where`, default mlp), press Patch at once and poll its 
 until the map is shown, while an observer opens a page a second: the observer's first chart
 (p95 budget 1 s), how many finished, the places and progress each saw, the server's CPU and
 RSS (and `--settle` s later).
+`--decoder N --model smollm2,gemma3-270m`: for each model, N learners open the decoder pages (Pretrained model, Read
+the model, Trace the answer, Generate, Compare models) on that model by a link, each with its
+own sentence, while an observer opens a page a second: the observer's first chart (p95 budget
+1 s, issue 38) and each page's first chart for the learners.
 `--vary`: each session's link also sets its own sizes (d_model up to 256, up to 12 heads), seed,
 biases, causal mask and positions, so no two sessions share a trace.
 
@@ -873,6 +877,88 @@ def storm_phase(server: "Server", registry: Words, first_index: int, n: int, arg
     sys.stdout.flush()
 
 
+DECODER_PAGES = ("pretrained", "reading", "trace", "generate", "compare")   # --decoder's pages
+
+
+def decoder_phase(server: "Server", registry: Words, first_index: int, n: int, args,
+                  model: str) -> dict[str, tuple[float, float]]:
+    """N learners open the decoder pages on `model` (issue 38: Gemma 3), each with its own
+    sentence, at once, while an observer opens a page a second. Returns each page's medians
+    (first chart, run ended)."""
+    async def learner(index: int, start: float) -> list[View]:
+        await asyncio.sleep(max(0.0, start - asyncio.get_running_loop().time()))
+        session = Session(index, registry.take(index), server.url, registry, args.timeout)
+        session.query += f"&model={model}"
+        views = []
+        try:
+            await session.open(proxy=False)
+            for page in DECODER_PAGES:
+                views.append(await session.view(page))
+        except Exception as exc:                        # noqa: BLE001
+            print(f"    learner {index} error: {type(exc).__name__}: {exc}")
+        finally:
+            await session.close()
+        return views
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        observer = asyncio.create_task(observe(server.url, registry, first_index + 10_000,
+                                               stop, args.timeout))
+        await asyncio.sleep(3.0)                   # the observer's first views: a baseline
+        t0 = loop.time()
+        results = await asyncio.gather(*(learner(first_index + k, t0 + 0.5 * k / max(1, n))
+                                         for k in range(n)))
+        stop.set()
+        return results, await observer
+
+    cpu0 = cpu_seconds([server.pid])
+    with PeakRss([server.pid]) as peak:
+        rss0 = rss_mb([server.pid])
+        results, views = asyncio.run(go())
+    print(f"\n--decoder {n}: {n} learners open {', '.join(DECODER_PAGES)} on {model}, "
+          f"each with its own sentence, while an observer opens a page a second")
+    chart = [v.first_chart for v in views if v.first_chart is not None]
+    print(f"    observer: {len(views)} page views, first chart p50 {pct(chart, .5):.2f} s, "
+          f"p95 {pct(chart, .95):.2f} s, max {max(chart, default=float('nan')):.2f} s "
+          f"(budget p95 ≤ {STORM_P95_BUDGET:g} s: "
+          f"{'within' if pct(chart, .95) <= STORM_P95_BUDGET else 'OVER'})")
+    medians = {}
+    for page in DECODER_PAGES:
+        mine = [v.first_chart for r in results for v in r
+                if v.page == page and v.first_chart is not None]
+        done = [v.finished for r in results for v in r if v.page == page and v.finished]
+        medians[page] = (pct(mine, .5), pct(done, .5))
+        print(f"    learners' {page}: {len(mine)} first charts, p50 {pct(mine, .5):.2f} s, "
+              f"p95 {pct(mine, .95):.2f} s; run ended p50 {pct(done, .5):.2f} s, "
+              f"p95 {pct(done, .95):.2f} s")
+    foreign = [v.page for r in results for v in r if v.foreign]
+    print(f"    page views with another learner's words: {len(foreign)} (must be 0, but a "
+          f"page writing the model's own words — its lens, its continuation — may show a "
+          f"word of another sentence by chance: {sorted(set(foreign))})")
+    print(f"    server CPU {cpu_seconds([server.pid]) - cpu0:.1f} s; RSS before {rss0:.0f} MB, "
+          f"peak {peak.peak:.0f} MB, now {rss_mb([server.pid]):.0f} MB")
+    sys.stdout.flush()
+    return medians
+
+
+def decoder_ratios(by_model: dict[str, dict[str, tuple[float, float]]]) -> None:
+    """Issue 38's budgets from one run: each page's first chart on the second model over the
+    first's (≤ 1.5), and Compare models' run against the two Pretrained pages' runs summed."""
+    (a, first), (b, second) = list(by_model.items())[:2]
+    print(f"\nratios (one run): first chart on {b} / on {a}, budget ≤ 1.5")
+    for page in DECODER_PAGES:
+        if page != "compare":
+            ratio = second[page][0] / first[page][0]
+            print(f"    {page}: {second[page][0]:.2f} s / {first[page][0]:.2f} s = {ratio:.2f} "
+                  f"({'within' if ratio <= 1.5 else 'OVER'})")
+    alone = first["pretrained"][1] + second["pretrained"][1]
+    both = max(first["compare"][1], second["compare"][1])
+    print(f"    Compare models (both models) {both:.2f} s against the Pretrained pages alone "
+          f"summed {alone:.2f} s ({'within' if both <= alone else 'OVER'}; each learner's "
+          "compare runs after its own pages: their runs are cached)")
+
+
 def leave_phase(server: "Server", registry: Words, index: int, args) -> None:
     """A learner starts the largest run the page allows, then closes the page: the run must
     stop within 10 s of Streamlit dropping the session (disconnectedSessionTTL after)."""
@@ -1088,6 +1174,22 @@ def training(args) -> None:
         if args.patch:
             patching(server, registry, args)
             return
+        if args.decoder:
+            load = os.getloadavg()
+            print(f"server pid {server.pid}; load average before {load[0]:.2f} {load[1]:.2f} "
+                  f"{load[2]:.2f}")
+            models = [m for m in args.model.split(",") if m.strip()]
+            for model in models:                      # the models' load: not measured
+                decoder_phase(server, registry, -50 - models.index(model), 1, args, model)
+            index = 0
+            for n in args.decoder:
+                by_model = {}
+                for model in models:
+                    by_model[model] = decoder_phase(server, registry, index, n, args, model)
+                    index += n
+                if len(models) > 1:
+                    decoder_ratios(by_model)
+            return
 
         async def first_run():                 # torch's import and first steps: not measured
             learner = Learner(-2, registry.take(-2), server.url, registry, args.timeout)
@@ -1238,6 +1340,12 @@ def main() -> None:
     parser.add_argument("--patch", default="", metavar="N[,N…]",
                         help="a patching storm: N learners press Patch at once, each on its "
                              "own pair, while an observer opens pages (one phase per N)")
+    parser.add_argument("--decoder", default="", metavar="N[,N…]",
+                        help="N learners open the decoder pages on --model while an observer "
+                             "opens a page a second (issue 38)")
+    parser.add_argument("--model", default="smollm2,gemma3-270m",
+                        help="with --decoder: the models, one phase each (ratios: the second "
+                             "over the first)")
     parser.add_argument("--patch-where", default="mlp", choices=("resid", "attn", "mlp",
                                                                  "heads"),
                         help="with --patch: what each learner patches")
@@ -1272,7 +1380,8 @@ def main() -> None:
     args.sessions = [int(n) for n in args.sessions.split(",") if n.strip()]
     args.train = [int(n) for n in args.train.split(",") if n.strip()]
     args.patch = [int(n) for n in args.patch.split(",") if n.strip()]
-    if args.train or args.leave or args.patch:
+    args.decoder = [int(n) for n in args.decoder.split(",") if n.strip()]
+    if args.train or args.leave or args.patch or args.decoder:
         training(args)
     elif args.replicas > 1:
         replicated(args)

@@ -51,6 +51,10 @@ def test_each_column_is_its_models_own_run(page, models):
     sink = decode(charts_titled(page, "figure.compare.sink.title", model="Gemma 3 270M")[0]
                   ["data"][0]["z"])
     np.testing.assert_allclose(sink, run.attentions[:, :, 1:, 0].mean(-1), rtol=1e-6)
+    assert not page.code                        # the continuations wait for the press
+    [press] = [b for b in page.button if b.key == "cmp_continue"]
+    press.click().run()
+    no_exceptions(page)
     continued = [c.value.strip() for c in page.code]     # a code block drops a first newline
     assert continued == [smol.generate(ZH, max_new_tokens=12).text.strip(),
                          gemma.generate(ZH, max_new_tokens=12).text.strip()]

@@ -431,6 +431,8 @@ CMP_MAP = Family("cmp_map_")            # a column's head map (a, b)
 CMP_SINK = Family("cmp_sink_")          # a column's weights on the first token
 CMP_LENS = Family("cmp_lens_")          # a column's lens of the last position
 CMP_FILES = "cmp_files"                 # both runs' files
+CMP_CONTINUE = "cmp_continue"           # the button asking for both continuations
+CMP_ASKED = "cmp_asked"                 # (text, limit) whose continuations were asked for
 
 # ---- Generate -----------------------------------------------------------------------------------
 _section("generate.generate_view")

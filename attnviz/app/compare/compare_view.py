@@ -42,6 +42,35 @@ def run_of(m: DecoderModel, text: str, limit: int) -> DecoderRun:
     return cached_decoder_run(text, limit, m)
 
 
+def _continuation_shown(m: DecoderModel, entry, text: str, limit: int) -> str | None:
+    """The model's greedy continuation, shown once asked for (CONTINUE_ASKED: the button
+    under both columns, for this text) or made already on this server for anyone; else
+    nothing is computed (a page's first view stays two runs and two lenses; a link never
+    generates by itself)."""
+    key = (str(m.path), text, limit)
+    if st.session_state.get(keys.CMP_ASKED) != (text, limit) and _CONTINUED.peek(key) is None:
+        return None
+    with st.spinner(t("compare.continuation.computing", model=entry.shown, n=CONTINUATION)):
+        continued = continuation(m, text, limit)
+    st.markdown(t("compare.continuation", model=entry.shown, n=CONTINUATION))
+    st.code(continued, language=None, wrap_lines=True)
+    return continued
+
+
+def continue_button(text: str, limit: int) -> None:
+    """Both models' greedy continuations, on a press (said with the button)."""
+    if st.session_state.get(keys.CMP_ASKED) == (text, limit):
+        return
+    st.caption(t("compare.continuation.press", n=CONTINUATION))
+    widgets.action_button(t("compare.continuation.button", n=CONTINUATION), _ask,
+                          ((text, limit),), key=keys.CMP_CONTINUE,
+                          icon=":material/play_arrow:")
+
+
+def _ask(what: tuple[str, int]) -> None:
+    st.session_state[keys.CMP_ASKED] = what
+
+
 def continuation(m: DecoderModel, text: str, limit: int) -> str:
     """The model's greedy continuation of the text's first `limit` tokens (CONTINUATION new
     tokens, or fewer where it ends its text)."""
@@ -141,15 +170,11 @@ def column(side: str, text: str, limit: int) -> dict | None:
     st.caption(t("compare.lens.first_top", token=code(answer), row=rows[rise],
                  probability=f"{float(probs[-1]):.3f}"))
 
-    with st.spinner(t("compare.continuation.computing", model=entry.shown,
-                      n=CONTINUATION)):
-        continued = continuation(m, text, limit)
-    st.markdown(t("compare.continuation", model=entry.shown, n=CONTINUATION))
-    st.code(continued, language=None, wrap_lines=True)
+    continued = _continuation_shown(m, entry, text, limit)
     return {"model": entry.name, "ids": run.ids, "tokens": run.tokens,
             "attentions": run.attentions, "sink": sink, "lens_top_ids": lens.top_ids[:, 0],
             "lens_top_probs": lens.top_probs[:, 0], "lens_target_rank": ranks,
-            "lens_target_prob": probs, "continuation": continued}
+            "lens_target_prob": probs, "continuation": continued or ""}
 
 
 def _title(title: str) -> str:

@@ -26,6 +26,8 @@ def render() -> None:
     for side, where in zip(compare_view.SIDES, st.columns(2, gap="large")):
         with where:
             found[side] = compare_view.column(side, text, limit)
+    if all(f is not None and not f["continuation"] for f in found.values()):
+        compare_view.continue_button(text, limit)
     token_notation()
     ready = {side: f for side, f in found.items() if f is not None}
     if ready:
