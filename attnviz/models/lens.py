@@ -241,9 +241,13 @@ def text_ids(model, ids_or_text) -> np.ndarray:
 
 def token_id(model, token, *, answer: bool = False) -> int:
     """A token id (checked in the vocabulary), or the one token a text is read as: the lens's
-    target, or with `answer` an activation patching answer (each with its own error ids)."""
+    target, or with `answer` an activation patching answer (each with its own error ids). A
+    text is read without the BOS the model's tokenizer puts before a whole text (Gemma's): " Paris"
+    is one token."""
     if isinstance(token, str):
         ids = model.encode(token)
+        if model.config.add_bos:
+            ids = ids[1:]
         if len(ids) != 1 and answer:
             raise AttnvizInputError("error.patch.answer_tokens", text=token, count=len(ids))
         if len(ids) != 1:
