@@ -275,3 +275,11 @@ def test_a_generation_past_the_window_is_transformers_sliding_window_generation(
     assert g.new_ids.tolist() == ref["long_greedy"].tolist()
     np.testing.assert_allclose([s.probability for s in g.steps], ref["long_probability"],
                                rtol=0, atol=1e-3)
+    # what each layer's cache holds: the local layers the last 512 positions, the global all
+    last = g.steps[-1]
+    local = set(gemma.config.sliding_layers)
+    assert last.query_position == 512 + readers.LONG_STEPS - 2
+    assert last.cache_kept == tuple(512 if layer in local else last.cache_tokens
+                                    for layer in range(gemma.num_layers))
+    assert last.cache_first[0] == last.query_position - 511 > 0
+    assert (last.attentions[sorted(local)][..., :last.cache_first[0]] == 0).all()
