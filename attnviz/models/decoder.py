@@ -64,6 +64,7 @@ MAX_TOKENS = 512            # tokens run() reads at most (its attentions are lay
 MAX_NEW_TOKENS = 256
 _DTYPE = np.float32
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_STREAMED_OUTPUT = 256 * 2**20     # bytes of an output matrix a one-row product streams
 
 
 # ---- what a run gives -----------------------------------------------------------------------
@@ -854,9 +855,11 @@ class DecoderModel(ConfigSizes):
         size, x the normed (n, d_model) rows, max|E| measured once (NaN or inf when E holds
         one: then the logits are scanned)."""
         x = rms_norm(h, self._final_norm, self.config.rms_eps)        # (…, d_model)
-        if x.shape[:-1] == (1,):             # one row, a generated token's: E x
-            # numpy's own sum of products streams E at the memory's speed, where BLAS's
-            # sgemv reads this (vocab, d_model) layout at ~60 % of it (Gemma 3: 671 MB a token)
+        if x.shape[:-1] == (1,) and self._embed.nbytes >= _STREAMED_OUTPUT:
+            # one row (a generated token's) of a large output matrix (Gemma 3's 671 MB): E x as
+            # numpy's own sum of products, which streams E at the memory's speed where BLAS's
+            # sgemv reads this (vocab, d_model) layout at ~60 % of it. (SmolLM2's 113 MB stays
+            # BLAS's: its numbers as they were, to the bit.)
             logits = np.einsum("vd,d->v", self._embed, x[0])[None]     # (1, vocab)
         else:
             logits = x @ self._embed.T                                 # (…, vocab)
