@@ -80,6 +80,35 @@ def test_a_sliding_layer_puts_exactly_zero_on_keys_a_window_back(models):
     assert (run.attentions[5][:, far] > 0).all()
 
 
+def test_a_local_layers_cache_keeps_only_its_window(models, references, monkeypatch):
+    """Generation on Gemma 3's design: each local layer's KV cache holds the last 4 positions
+    (the window, the query's own included) and drops the earlier ones — moved every step here
+    (no slack) — while the global layer keeps all; the tokens are still transformers' (its own
+    sliding-window cache), and each step's attention row is the whole text's row."""
+    from attnviz.models.llama_layer import WindowedKVCache
+
+    monkeypatch.setattr(WindowedKVCache, "_SLACK", 0)
+    model, ref = models[("gemma3", "F32")], references[("gemma3", "F32")]
+    made = model.generate(PROMPT, max_new_tokens=20, stop_at_eos=False)
+    assert made.ids[len(ref.ids):].tolist() == ref.greedy
+    patterns = {}
+    model.run_layers(model.token_embeddings(made.ids[:-1]),
+                     hook=lambda layer, name, value: patterns.__setitem__(layer, value[0])
+                     if name == "pattern" else None)
+    c = model.config
+    per_position = 2 * c.num_kv_heads * c.d_k * 4                      # float32 keys and values
+    for step in made.steps:
+        p = step.query_position
+        assert step.cache_first == (max(0, p - 3),) * 5 + (0,)
+        assert step.cache_kept == (min(p + 1, 4),) * 5 + (p + 1,)
+        assert step.cache_bytes == per_position * sum(step.cache_kept)
+        for layer in range(c.num_layers):
+            np.testing.assert_allclose(step.attentions[layer], patterns[layer][:, p, :p + 1],
+                                       rtol=0, atol=1e-6)
+            assert (step.attentions[layer][:, :step.cache_first[layer]] == 0).all()
+    assert made.steps[-1].cache_kept[0] == 4 < made.steps[-1].cache_tokens
+
+
 def test_a_family_or_tokenizer_not_read_is_refused_naming_what_is_read(tmp_path, tiny_decoders):
     """A GGUF of another architecture, or another tokenizer kind, is refused before anything is
     converted, with the message naming the families read."""

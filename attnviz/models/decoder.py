@@ -43,7 +43,8 @@ from attnviz.models.builtin import (GEMMA3_NAME, GGUF_NAME, MODEL_NAME, PACKAGE,
                                     gemma3_file, package_file)
 from attnviz.models.finite import all_finite, at_token, not_finite, quiet
 from attnviz.models.llama_layer import (Hook, KVCache, LayerOutput, LayerWeights, Positions,
-                                        llama_layer, rms_norm, trace_layer_attention)
+                                        WindowedKVCache, llama_layer, rms_norm,
+                                        trace_layer_attention)
 from attnviz.models.sizes import ConfigSizes
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.engine import AttentionTrace, log_softmax, softmax
@@ -63,6 +64,7 @@ MAX_TOKENS = 512            # tokens run() reads at most (its attentions are lay
 MAX_NEW_TOKENS = 256
 _DTYPE = np.float32
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_STREAMED_OUTPUT = 256 * 2**20     # bytes of an output matrix a one-row product streams
 
 
 # ---- what a run gives -----------------------------------------------------------------------
@@ -85,7 +87,8 @@ class DecoderRun:
     of a character shows that character and which part, '你[1/2]', and ``spans`` lists such
     characters); pieces: the vocabulary's own spelling ('Ġworld', 'ä½').
     attentions (layers, heads, n, n) float32: each layer's softmax weights (causal);
-    logits (n, vocab) float32: the next-token scores after every position.
+    logits (n, vocab) float32: the next-token scores after every position (computed at the
+    first read and kept: see ``logits``).
     """
 
     ids: np.ndarray
@@ -93,7 +96,7 @@ class DecoderRun:
     pieces: list[str]
     spans: list[CharSpan]
     attentions: np.ndarray = field(repr=False)
-    logits: np.ndarray = field(repr=False)
+    _logits: np.ndarray | None = field(repr=False)   # None until ``logits`` is first read
     hidden_states: np.ndarray = field(repr=False)    # (layers + 1, n, d_model): the residual
                                                      # stream before each layer, and after all
     head_mask: np.ndarray | None = field(repr=False)  # (layers, heads) bool, True = kept
@@ -106,10 +109,24 @@ class DecoderRun:
         return self.total > len(self.ids)
 
     @property
+    def logits(self) -> np.ndarray:
+        """(n, vocab) float32: the last layer's stream through the final RMSNorm and Eᵀ — the
+        product ``run`` would make, made at the first read and kept (on Gemma 3's 262,144-token
+        vocabulary it is most of a run's time, and a page drawing attention never reads it).
+        ``run`` has already checked that no logit can be NaN or ±inf (or computed them then,
+        to say so: ``DecoderModel._checked_logits``)."""
+        if self._logits is None:            # two threads at once compute the same numbers
+            logits = self._model._checked_logits(self.hidden_states[-1])
+            object.__setattr__(self, "_logits", readonly(logits))
+        return self._logits
+
+    @property
     def nbytes(self) -> int:
-        """Bytes of the arrays the run holds (ids, attentions, logits, hidden states, values)."""
-        return sum(a.nbytes for a in (self.ids, self.attentions, self.logits,
-                                      self.hidden_states, self._values))
+        """Bytes of the arrays the run holds (ids, attentions, logits — counted before they
+        are computed —, hidden states, values)."""
+        logits = len(self.ids) * self._model.vocab_size * np.dtype(_DTYPE).itemsize
+        return logits + sum(a.nbytes for a in (self.ids, self.attentions,
+                                               self.hidden_states, self._values))
 
     @property
     def notice(self) -> str | None:
@@ -168,10 +185,14 @@ class GenerationStep:
     """One new token and what the model looked at to choose it.
 
     attentions (layers, heads, n_keys) float32: the attention row of the query that chose this
-    token — the last position so far, ``query_position`` — over every key in the cache: the
-    prompt, the tokens generated before, and itself. cache_tokens = n_keys: the positions whose
-    keys and values every layer's cache holds when this row is computed (``cache_bytes`` of
-    float32 keys and values in all layers); the next step appends one.
+    token — the last position so far, ``query_position`` — over every key so far: the prompt,
+    the tokens generated before, and itself. cache_tokens = n_keys: the positions so far.
+    cache_first (layers,): the first position whose key and value each layer's cache holds
+    when this row is computed — 0 where it holds every position; on a sliding-window layer
+    (Gemma 3's local layers, window 512) query_position − 511 once past the window: that
+    layer keeps only the last 512 positions (``cache_kept``), its row is 0 before them, and
+    the keys before were dropped from its cache. cache_bytes: the float32 keys and values all
+    layers hold; the next step appends one position (and a full window drops one).
     """
 
     id: int
@@ -186,6 +207,13 @@ class GenerationStep:
     cache_bytes: int = 0
     label: str = ""          # read after the text before it: a byte ending a character as
                              # that character and its part, 丽[2/2] (DecoderModel.piece_after)
+    cache_first: tuple[int, ...] = ()
+
+    @property
+    def cache_kept(self) -> tuple[int, ...]:
+        """(layers,): how many positions each layer's cache holds for this row (cache_tokens on
+        a layer that keeps every position, at most its window on a sliding-window one)."""
+        return tuple(self.cache_tokens - first for first in self.cache_first)
 
 
 @dataclass(frozen=True, eq=False)
@@ -485,10 +513,13 @@ class DecoderModel(ConfigSizes):
             values[layer] = out.v[0]                                   # (H_kv, n, d_v)
             h = out.h
         hidden[-1] = h[0]
-        logits = self._checked_logits(h[0])                            # (n, vocab)
+        # the logits when a page reads them (DecoderRun.logits); now only if some could be
+        # NaN or ±inf, to say so here as before
+        x = rms_norm(hidden[-1], self._final_norm, self.config.rms_eps)
+        logits = None if self._bounded(x) else readonly(self._checked_logits(hidden[-1]))
         tokens, pieces, spans = self.labels(ids)
         return DecoderRun(ids=readonly(ids), tokens=tokens, pieces=pieces, spans=spans,
-                          attentions=readonly(attentions), logits=readonly(logits),
+                          attentions=readonly(attentions), _logits=logits,
                           hidden_states=readonly(hidden),
                           head_mask=None if keep is None else readonly(keep),
                           total=len(all_ids), _model=self, _values=readonly(values))
@@ -590,7 +621,8 @@ class DecoderModel(ConfigSizes):
                   stop_at_eos: bool, special_tokens: bool, chat: bool) -> Generation:
         """Up to `count` new tokens after `ids` (the prompt, then the tokens of `steps`): one
         prefill of all of `ids`, then each new token alone, its key and value appended."""
-        cache = KVCache(self.num_layers, self.num_kv_heads, len(ids) + count, self.d_k)
+        cache = WindowedKVCache(self.num_layers, self.num_kv_heads, len(ids) + count, self.d_k,
+                                windows=[self.config.window_of(l) for l in range(self.num_layers)])
         first = len(steps) + 1                                          # the next new token
         h, rows = self._forward_at(first, ids, cache)                   # prefill
         ids, steps, stopped = list(ids), list(steps), "length"
@@ -600,10 +632,11 @@ class DecoderModel(ConfigSizes):
             probs = self._probabilities(logits, token=made)
             steps.append(GenerationStep(
                 id=chosen, token=self.piece_text(chosen), piece=self._pieces[chosen],
-                probability=float(probs[chosen]), top=self._top_of(probs, 10, context=ids),
+                probability=float(probs[chosen]), top=self._top_of(probs, 10, ids, logits),
                 label=self.piece_after(ids, chosen),
                 attentions=readonly(rows), query_position=cache.length - 1,
-                cache_tokens=cache.length, cache_bytes=cache.nbytes_used))
+                cache_tokens=cache.length, cache_bytes=cache.nbytes_used,
+                cache_first=tuple(cache.kept_from(l) for l in range(self.num_layers))))
             ids.append(chosen)
             if stop_at_eos and chosen == self.config.eos_id:
                 stopped = "eos"
@@ -639,13 +672,14 @@ class DecoderModel(ConfigSizes):
         layer and its step."""
         c = self.config
         start, n = cache.length, len(ids)
-        positions = Positions(c, start, n, hidden_keys if start == 0 else None)
-        rows = np.empty((c.num_layers, c.num_heads, start + n), _DTYPE)
+        positions = Positions(c, start, n, hidden_keys if start == 0 else None, cache)
+        rows = np.zeros((c.num_layers, c.num_heads, start + n), _DTYPE)
         h = self._embedded(ids)[None]                                  # (1, n, d_model)
         for layer in range(c.num_layers):
             out = self._layer(layer, h, positions, cache=cache,
                               head_mask=None if keep is None else keep[layer][None])
-            rows[layer] = out.pattern[0, :, -1]                        # (H, n_k)
+            read = out.pattern.shape[-1]                               # a window's keys, or all
+            rows[layer, :, -read:] = out.pattern[0, :, -1]             # (H, n_k): 0 before
             h = out.h
         cache.advance(n)
         return h[0], rows
@@ -680,11 +714,11 @@ class DecoderModel(ConfigSizes):
         masks = self._check_head_masks(head_mask, len(batch))          # (B, layers, heads)
         n = batch.shape[1]
         first = 0 if cache is None else cache.length
-        if cache is not None and (cache.k.shape[:2] != (c.num_layers, len(batch))
-                                  or first + n > cache.k.shape[3]):
+        if cache is not None and (cache.shape[:2] != (c.num_layers, len(batch))
+                                  or first + n > cache.shape[2]):
             raise AttnvizInputError("error.layer.cache", layers=c.num_layers,
                                     batch=len(batch), positions=first + n)
-        positions = Positions(c, first, n)                             # rotations, masks
+        positions = Positions(c, first, n, cache=cache)                # rotations, masks
         for layer in range(start, stop):
             batch = self._layer(layer, batch, positions, hook=hook, cache=cache,
                                 head_mask=None if masks is None else masks[:, layer]).h
@@ -821,11 +855,23 @@ class DecoderModel(ConfigSizes):
         size, x the normed (n, d_model) rows, max|E| measured once (NaN or inf when E holds
         one: then the logits are scanned)."""
         x = rms_norm(h, self._final_norm, self.config.rms_eps)        # (…, d_model)
-        logits = x @ self._embed.T                                     # (…, vocab)
-        bound = self.d_model * max(float(x.max()), -float(x.min())) * self._output_bound
-        if not bound < _FLOAT32_MAX / 4 and not all_finite(logits):     # NaN: not below
+        if x.shape[:-1] == (1,) and self._embed.nbytes >= _STREAMED_OUTPUT:
+            # one row (a generated token's) of a large output matrix (Gemma 3's 671 MB): E x as
+            # numpy's own sum of products, which streams E at the memory's speed where BLAS's
+            # sgemv reads this (vocab, d_model) layout at ~60 % of it. (SmolLM2's 113 MB stays
+            # BLAS's: its numbers as they were, to the bit.)
+            logits = np.einsum("vd,d->v", self._embed, x[0])[None]     # (1, vocab)
+        else:
+            logits = x @ self._embed.T                                 # (…, vocab)
+        if not self._bounded(x) and not all_finite(logits):
             raise not_finite(self.model_name, "logits", token=token)
         return logits
+
+    def _bounded(self, x: np.ndarray) -> bool:
+        """Whether no logit of the normed rows x (…, d_model) can be anything but finite: the
+        bound d_model · max|x| · max|E| is below float32's largest / 4 (NaN: not below)."""
+        bound = self.d_model * max(float(x.max()), -float(x.min())) * self._output_bound
+        return bound < _FLOAT32_MAX / 4
 
     @cached_property
     def _output_bound(self) -> float:
@@ -860,11 +906,21 @@ class DecoderModel(ConfigSizes):
         if not all(all_finite(a) for a in arrays):
             raise not_finite(self.model_name, "logits", token=token)
 
-    def _top_of(self, probs: np.ndarray, k: int, context=None) -> list[tuple[str, float]]:
+    def _top_of(self, probs: np.ndarray, k: int, context=None,
+                logits: np.ndarray | None = None) -> list[tuple[str, float]]:
         """The k most likely, (label, probability): each read after the ids `context` (a byte
-        that ends a character as that character, ``piece_after``), or alone."""
-        best = np.argpartition(-probs, k - 1)[:k]
-        best = best[np.lexsort((best, -probs[best]))]                  # most likely first
+        that ends a character as that character, ``piece_after``), or alone. With the
+        `logits` the probabilities are the softmax of, they are chosen there, among the
+        vocabulary blocks of the largest ones (the lens's ``_top_k``: the same tokens in the
+        same order — the softmax keeps the order of float32 logits, ties included — in a
+        fraction of a whole partition's time)."""
+        if logits is not None:
+            from attnviz.models.lens import top_k
+
+            best = top_k(logits[None], k)[0][0]
+        else:
+            best = np.argpartition(-probs, k - 1)[:k]
+            best = best[np.lexsort((best, -probs[best]))]              # most likely first
         name = self.piece_text if context is None else \
             (lambda i: self.piece_after(context, i))
         return [(name(i), float(probs[i])) for i in best]

@@ -33,7 +33,7 @@ from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
 
 __all__ = ["LAYER", "ATTENTION", "LogitLens", "layer_streams", "logit_lens", "logsumexp_rows",
-           "text_ids", "token_id"]
+           "text_ids", "token_id", "top_k"]
 
 LAYER = "layer"            # ("layer", ℓ): the stream after ℓ layers (0: the embeddings)
 ATTENTION = "attention"    # ("attention", ℓ): after layer ℓ's attention, before its MLP
@@ -241,9 +241,13 @@ def text_ids(model, ids_or_text) -> np.ndarray:
 
 def token_id(model, token, *, answer: bool = False) -> int:
     """A token id (checked in the vocabulary), or the one token a text is read as: the lens's
-    target, or with `answer` an activation patching answer (each with its own error ids)."""
+    target, or with `answer` an activation patching answer (each with its own error ids). A
+    text is read without the BOS the model's tokenizer puts before a whole text (Gemma's): " Paris"
+    is one token."""
     if isinstance(token, str):
         ids = model.encode(token)
+        if model.config.add_bos:
+            ids = ids[1:]
         if len(ids) != 1 and answer:
             raise AttnvizInputError("error.patch.answer_tokens", text=token, count=len(ids))
         if len(ids) != 1:
@@ -323,6 +327,12 @@ def _reduce(logits: np.ndarray, targets: np.ndarray, k: int, p_final):
         np.exp(shifted, out=shifted)
         lse[part] = peak.astype(np.float64) + np.log(shifted.sum(axis=-1).astype(np.float64))
     return top_ids, top_logits, lse, chosen.astype(np.float64), rank, dot
+
+
+def top_k(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(s, k) ids and (s, k) float64 values of the k largest in each row of x (s, vocab), the
+    largest first, ties the lower id (``_top_k``: among the vocabulary blocks of the largest)."""
+    return _top_k(x, k)[:2]
 
 
 def _top_k(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -47,8 +47,9 @@ from attnviz.core.weights import MultiHeadWeights
 from attnviz.models.finite import all_finite, first_not_finite, from_engine, not_finite
 
 __all__ = ["HOOK_POINTS", "READ_ONLY", "Hook", "KVCache", "LayerOutput", "LayerWeights",
-           "Positions", "causal_mask", "sliding_mask", "llama_attention", "llama_layer", "llama_mlp",
-           "project", "rms_norm", "rotary_embedding", "split_qkv", "trace_layer_attention"]
+           "Positions", "WindowedKVCache", "causal_mask", "sliding_mask", "llama_attention",
+           "llama_layer", "llama_mlp", "project", "rms_norm", "rotary_embedding", "split_qkv",
+           "trace_layer_attention"]
 
 # where a hook is called, in the order the layer computes them
 HOOK_POINTS = ("resid_pre", "v", "pattern", "z", "attn_out", "resid_mid", "mlp_out",
@@ -79,12 +80,18 @@ class LayerWeights:
 class KVCache:
     """Every layer's rotated keys and values so far, (layers, B, H_kv, capacity, d_k): a layer
     writes its new rows after the last (``update``), never recomputes them; the caller moves
-    ``length`` on once every layer has written (``advance``)."""
+    ``length`` on once every layer has written (``advance``). Every layer keeps every position
+    (``WindowedKVCache``: a sliding-window layer only its window's)."""
 
     def __init__(self, layers: int, kv_heads: int, capacity: int, d_k: int, batch: int = 1):
         self.k = np.zeros((layers, batch, kv_heads, capacity, d_k), _DTYPE)
         self.v = np.zeros((layers, batch, kv_heads, capacity, d_k), _DTYPE)
         self.length = 0
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(layers, B, capacity): the positions it can hold."""
+        return self.k.shape[0], self.k.shape[1], self.k.shape[3]
 
     def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """k, v (B, H_kv, n, d_k) written at positions length … length + n − 1 of `layer`;
@@ -94,13 +101,96 @@ class KVCache:
         self.v[layer, :, :, start:end] = v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
+    def reads_from(self, layer: int) -> int:
+        """The position of the first key ``update`` returns for `layer` in this pass (0: every
+        key kept)."""
+        return 0
+
+    def kept_from(self, layer: int) -> int:
+        """The first position whose key and value `layer` keeps once ``length`` positions are
+        in: what the last query (length − 1) read from."""
+        return 0
+
     def advance(self, n: int) -> None:
         self.length += n
 
     @property
     def nbytes_used(self) -> int:
+        """Bytes of the float32 keys and values every layer keeps (its positions
+        kept_from … length − 1)."""
         layers, batch, heads, _, d_k = self.k.shape
-        return 2 * layers * batch * heads * self.length * d_k * self.k.itemsize
+        kept = sum(self.length - self.kept_from(layer) for layer in range(layers))
+        return 2 * batch * heads * kept * d_k * self.k.itemsize
+
+
+class WindowedKVCache(KVCache):
+    """A KV cache whose sliding-window layers keep only their window's positions, as
+    transformers' sliding-window cache does (Gemma 3's local layers: the last 512): the query at
+    position p of such a layer reads the keys p − window + 1 … p, so the earlier ones are
+    dropped (``kept_from``); the global layers (window None) keep every position.
+
+    windows: per layer, its window or None. A windowed layer's rows live in a buffer of
+    window + _SLACK rows (more when one pass writes more): when a pass's new rows do not fit,
+    the rows its queries still read move to the front, once every _SLACK tokens of a
+    generation. The positions a layer keeps are kept_from(layer) … length − 1: at most
+    `window`, the last query's own included."""
+
+    _SLACK = 64
+
+    def __init__(self, layers: int, kv_heads: int, capacity: int, d_k: int, batch: int = 1,
+                 windows=None):
+        self.windows = tuple(windows) if windows is not None else (None,) * layers
+        if len(self.windows) != layers:
+            raise ValueError("one window per layer")
+        self._shape = (layers, batch, capacity)
+
+        def rows(window):
+            return capacity if window is None else min(capacity, window + self._SLACK)
+
+        self.keys = [np.zeros((batch, kv_heads, rows(w), d_k), _DTYPE) for w in self.windows]
+        self.values = [np.zeros_like(k) for k in self.keys]
+        self.first = [0] * layers            # the position of each layer's row 0
+        self.length = 0
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self._shape
+
+    def reads_from(self, layer: int) -> int:
+        window = self.windows[layer]
+        return 0 if window is None else max(0, self.length - window + 1)
+
+    def kept_from(self, layer: int) -> int:
+        window = self.windows[layer]
+        return 0 if window is None else max(0, self.length - window)
+
+    def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """k, v (B, H_kv, n, d_k) written at positions length … length + n − 1 of `layer`;
+        returns the keys and values its new queries read, positions reads_from(layer) …
+        length + n − 1, (B, H_kv, ·, d_k) views."""
+        start, n = self.length, k.shape[2]
+        low = self.reads_from(layer)
+        keys, values = self.keys[layer], self.values[layer]
+        if start + n - self.first[layer] > keys.shape[2]:     # no room: drop what none reads
+            kept = slice(low - self.first[layer], start - self.first[layer])
+            size = start - low + n
+            if size > keys.shape[2]:
+                keys, values = (np.zeros(a.shape[:2] + (size + self._SLACK,) + a.shape[3:],
+                                         _DTYPE) for a in (keys, values))
+            keys[:, :, :start - low] = self.keys[layer][:, :, kept]   # overlap: numpy copies
+            values[:, :, :start - low] = self.values[layer][:, :, kept]
+            self.keys[layer], self.values[layer], self.first[layer] = keys, values, low
+        at = start - self.first[layer]
+        keys[:, :, at:at + n] = k
+        values[:, :, at:at + n] = v
+        read = slice(low - self.first[layer], at + n)
+        return keys[:, :, read], values[:, :, read]
+
+    @property
+    def nbytes_used(self) -> int:
+        batch, heads, _, d_k = self.keys[0].shape
+        kept = sum(self.length - self.kept_from(layer) for layer in range(len(self.keys)))
+        return 2 * batch * heads * kept * d_k * self.keys[0].itemsize
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,10 +243,13 @@ class Positions:
     of its base and its mask (causal, with the layer's sliding window where it has one), each
     made once per pass for every layer that shares it. start: the first new token's position
     (the KV cache's length); n: the new tokens; hidden_keys (n,) bool, start 0 only: True hides
-    that key from every query but its own."""
+    that key from every query but its own. cache: the pass's KV cache, when its layers return
+    only their window's keys (``WindowedKVCache``): each mask's columns are then those keys."""
 
-    def __init__(self, config, start: int, n: int, hidden_keys: np.ndarray | None = None):
+    def __init__(self, config, start: int, n: int, hidden_keys: np.ndarray | None = None,
+                 cache: KVCache | None = None):
         self.config, self.start, self.n, self.hidden_keys = config, start, n, hidden_keys
+        self.cache = cache
         self._rotary: dict = {}
         self._masks: dict = {}
 
@@ -167,16 +260,22 @@ class Positions:
         return self._rotary[base]
 
     def mask(self, layer: int) -> np.ndarray | None:
+        """(n, n_k) bool, True = not allowed, over the keys the layer reads (from the cache's
+        reads_from on); None when every query sees every key."""
         window = self.config.window_of(layer)
         if window is not None and self.start + self.n <= window:
             window = None                        # the window holds every key: causal alone
-        if window not in self._masks:
+        first = 0 if self.cache is None else self.cache.reads_from(layer)
+        if (window, first) not in self._masks:
             mask = causal_mask(self.n, self.start, self.hidden_keys)
             if window is not None:
                 band = sliding_mask(self.n, self.start, window)
                 mask = band if mask is None else mask | band
-            self._masks[window] = mask
-        return self._masks[window]
+            if mask is not None and first:
+                mask = mask[:, first:]
+                mask = mask if mask.any() else None
+            self._masks[(window, first)] = mask
+        return self._masks[(window, first)]
 
 
 def split_qkv(qkv: np.ndarray, h: int, h_kv: int, d_k: int):
