@@ -116,3 +116,24 @@ def test_a_qwen2_files_sizes_state_its_biases(tiny_decoders):
     sizes = {arch: ModelSizes.of(gguf_llama.read_config(tiny_decoders[(arch, "F32")].path))
              for arch in ("qwen2", "llama")}
     assert sizes["qwen2"].qkv_bias and not sizes["llama"].qkv_bias
+
+
+@pytest.mark.slow
+def test_generate_shows_gemmas_local_layers_keep_only_their_window(gemma):
+    """A 512-token prompt and two new tokens: the second is chosen by position 512, whose
+    local layers' caches hold positions 1–512 (the window, 512), the global ones all 513; the
+    page says so and counts the vectors kept (2 × 1 K/V head × the positions each layer
+    holds), as Gemma's generation held to transformers computes them (test_gemma3_readers)."""
+    prompt = "The cat sat on the mat and looked at the door. " * 60
+    at = open_page(GENERATE, params={"model": "gemma3-270m"}, gen_prompt=prompt, gen_count=2)
+    click(at, "gen_many")
+    gen = at.session_state["generate_run"]["generation"]
+    step = gen.steps[1]
+    assert step.query_position == 512 and step.cache_tokens == 513
+    locals_ = [layer for layer in range(18) if layer not in (5, 11, 17)]
+    assert [step.cache_first[layer] for layer in locals_] == [1] * 15
+    assert [step.cache_first[layer] for layer in (5, 11, 17)] == [0, 0, 0]
+    assert shows(at.info, "generate.cache.window", first=1, last=512, window=512, local=15,
+                 full="5, 11, 17", total=513)
+    vectors = {m.label: m.value for m in at.metric}[t("generate.cache.vectors")]
+    assert vectors == f"{2 * (15 * 512 + 3 * 513):,}"

@@ -406,7 +406,8 @@ def cache(m: DecoderModel, gen: Generation, number: int) -> None:
     """The KV cache when new token `number` was chosen, and at every step."""
     step = gen.steps[number - 1]
     st.subheader(t("generate.cache.subheader"))
-    vectors = 2 * m.num_layers * m.num_kv_heads * step.cache_tokens
+    kept = step.cache_kept or (step.cache_tokens,) * m.num_layers     # positions, per layer
+    vectors = 2 * m.num_kv_heads * sum(kept)
     cols = st.columns(3)
     cols[0].metric(t("generate.cache.positions"), step.cache_tokens)
     cols[1].metric(t("generate.cache.vectors"), f"{vectors:,}")
@@ -417,6 +418,27 @@ def cache(m: DecoderModel, gen: Generation, number: int) -> None:
     st.caption(t("generate.cache.caption", layers=m.num_layers, kv_heads=m.num_kv_heads,
                  d_k=m.d_k, per_token=per_token, prompt=gen.prompt_length,
                  steps=len(gen.steps), computed=with_cache, without=without))
+    _window_note(m, step)
     widgets.chart(generate_figures.cache_bars(
         [s.cache_tokens for s in gen.steps], [s.cache_bytes for s in gen.steps],
         selected=number - 1, title=t("figure.generate.cache.title")), key=keys.GEN_CACHE_BARS)
+
+
+def _window_note(m: DecoderModel, step) -> None:
+    """On a model with sliding-window layers (Gemma 3: window 512), what each kind of layer's
+    cache holds at this step: the local layers only the last positions of their window (their
+    rows are 0 before them, those keys dropped), the global ones every position."""
+    windows = [m.config.window_of(layer) for layer in range(m.num_layers)]
+    window = max((w for w in windows if w), default=None)
+    if window is None:
+        return
+    local = [layer for layer, w in enumerate(windows) if w]
+    full = [layer for layer, w in enumerate(windows) if not w]
+    first = max(step.cache_first) if step.cache_first else 0
+    shown = dict(model=m.model_name, window=window, local=len(local), layers=m.num_layers,
+                 full=", ".join(map(str, full)), total=step.cache_tokens)
+    if first:
+        st.info(t("generate.cache.window", first=first, last=step.query_position, **shown),
+                icon=":material/crop:")
+    else:
+        st.caption(t("generate.cache.window_not_reached", **shown))
