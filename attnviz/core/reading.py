@@ -28,9 +28,9 @@ CLS, SEP = "[CLS]", "[SEP]"   # BERT's special tokens, as the model's tokenizer 
 
 DETECTORS = ("previous_token", "duplicate_token", "induction")   # TransformerLens's head kinds
 
-__all__ = ["DETECTORS", "attention_rollout", "causal_head_stats", "detection_pattern",
-           "detection_scores", "head_stats", "is_punctuation", "shares_on_keys", "sink_share",
-           "value_norms"]
+__all__ = ["DETECTORS", "ROW_METRICS", "attention_rollout", "causal_head_stats",
+           "detection_pattern", "detection_scores", "detection_sums", "head_stats",
+           "is_punctuation", "row_metrics", "shares_on_keys", "sink_share", "value_norms"]
 
 
 # ---- rollout (Abnar & Zuidema 2020) ----------------------------------------------------------
@@ -203,6 +203,54 @@ def detection_scores(attentions, pattern) -> np.ndarray:
         raise AttnvizInputError("error.detector.pattern_shape", shape=p.shape,
                                 positions=a.shape[-1])
     return (a * p).sum(axis=(-2, -1)) / a.sum(axis=(-2, -1))
+
+
+# ---- every query row's numbers (the head atlas sums them over a corpus) --------------------
+
+# the per-row numbers of a causal head, in this order (row_metrics' first axis)
+ROW_METRICS = ("entropy", "sparsity", "sink", "distance", "punctuation", "max_weight")
+SPARSITY_SHARE = 0.9          # sparsity: how many keys hold this share of a row's weight
+
+
+def row_metrics(weights: np.ndarray, punctuation: np.ndarray) -> np.ndarray:
+    """(len(ROW_METRICS), H, n) float64: each query row's numbers for one layer's causal
+    softmax weights (H, n, n), rows summing to 1, no checks (a run's own weights; the checked
+    readers are :func:`causal_head_stats` and :func:`detection_scores`, whose per-head means
+    over the rows these are, a test holds them equal):
+
+    - ``entropy``: −Σ_j a_ij log₂ a_ij in bits (0 log 0 = 0), as head_stats;
+    - ``sparsity``: the fewest keys whose weights add up to at least 90 % of the row's;
+    - ``sink``: a_i0, the weight on the first token;
+    - ``distance``: Σ_j a_ij (i − j), how far back the row looks on average, in tokens;
+    - ``punctuation``: Σ_j a_ij over the keys whose token is punctuation (`punctuation` (n,)
+      bool, :func:`is_punctuation`);
+    - ``max_weight``: the row's largest weight (how concentrated it is)."""
+    a = np.asarray(weights)                                         # (H, n, n)
+    h, n, _ = a.shape
+    out = np.empty((len(ROW_METRICS), h, n))
+    logs = np.log2(a + (a == 0))                                    # log2(1) = 0 where a = 0
+    out[0] = -np.einsum("hij,hij->hi", a, logs, dtype=np.float64)
+    ranked = -np.sort(-a, axis=-1).astype(np.float64)               # (H, n, n) largest first
+    held = np.cumsum(ranked, axis=-1)
+    out[1] = (held < SPARSITY_SHARE * held[..., -1:]).sum(axis=-1) + 1
+    out[2] = a[..., 0]
+    out[3] = np.arange(n) - a.astype(np.float64) @ np.arange(n)
+    out[4] = a.astype(np.float64) @ np.asarray(punctuation, dtype=np.float64)
+    out[5] = ranked[..., 0]
+    return out
+
+
+def detection_sums(weights: np.ndarray, ids) -> np.ndarray:
+    """(len(DETECTORS), H): Σ_ij a_ij P_ij for each detector's pattern P
+    (:func:`detection_pattern`) on one layer's weights (H, n, n) of a sequence of ids (n ≥ 2),
+    no checks; divided by n, :func:`detection_scores` (rows sum to 1). Read at the pattern's
+    cells only (it is sparse): one pass over the few cells, not n²."""
+    a = np.asarray(weights)
+    out = np.empty((len(DETECTORS), a.shape[0]))
+    for d, name in enumerate(DETECTORS):
+        rows, cols = np.nonzero(detection_pattern(ids, name))
+        out[d] = a[:, rows, cols].sum(axis=-1, dtype=np.float64)
+    return out
 
 
 # ---- checks ------------------------------------------------------------------------------------
