@@ -29,8 +29,9 @@ CLS, SEP = "[CLS]", "[SEP]"   # BERT's special tokens, as the model's tokenizer 
 DETECTORS = ("previous_token", "duplicate_token", "induction")   # TransformerLens's head kinds
 
 __all__ = ["DETECTORS", "ROW_METRICS", "attention_rollout", "causal_head_stats",
-           "detection_pattern", "detection_scores", "detection_sums", "head_stats",
-           "is_punctuation", "row_metrics", "shares_on_keys", "sink_share", "value_norms"]
+           "detection_cells", "detection_pattern", "detection_scores", "detection_sums",
+           "head_stats", "is_punctuation", "row_metrics", "shares_on_keys", "sink_share",
+           "value_norms"]
 
 
 # ---- rollout (Abnar & Zuidema 2020) ----------------------------------------------------------
@@ -219,7 +220,8 @@ def row_metrics(weights: np.ndarray, punctuation: np.ndarray) -> np.ndarray:
     over the rows these are, a test holds them equal):
 
     - ``entropy``: −Σ_j a_ij log₂ a_ij in bits (0 log 0 = 0), as head_stats;
-    - ``sparsity``: the fewest keys whose weights add up to at least 90 % of the row's;
+    - ``sparsity``: the fewest keys whose weights add up to at least 90 % of the row's: n
+      minus the most of its smallest weights that add up to at most 10 % (the same count);
     - ``sink``: a_i0, the weight on the first token;
     - ``distance``: Σ_j a_ij (i − j), how far back the row looks on average, in tokens;
     - ``punctuation``: Σ_j a_ij over the keys whose token is punctuation (`punctuation` (n,)
@@ -228,29 +230,32 @@ def row_metrics(weights: np.ndarray, punctuation: np.ndarray) -> np.ndarray:
     a = np.asarray(weights)                                         # (H, n, n)
     h, n, _ = a.shape
     out = np.empty((len(ROW_METRICS), h, n))
-    logs = np.log2(a + (a == 0))                                    # log2(1) = 0 where a = 0
-    out[0] = -np.einsum("hij,hij->hi", a, logs, dtype=np.float64)
-    ranked = -np.sort(-a, axis=-1).astype(np.float64)               # (H, n, n) largest first
-    held = np.cumsum(ranked, axis=-1)
-    out[1] = (held < SPARSITY_SHARE * held[..., -1:]).sum(axis=-1) + 1
+    tiny = np.finfo(a.dtype).tiny                                   # 0 · log2(tiny) = 0
+    out[0] = -np.einsum("hij,hij->hi", a, np.log2(np.maximum(a, tiny)), dtype=np.float64)
+    ranked = np.sort(a, axis=-1)                                    # (H, n, n) smallest first
+    held = np.cumsum(ranked, axis=-1)                               # the m + 1 smallest
+    out[1] = n - (held <= (1 - SPARSITY_SHARE) * held[..., -1:]).sum(axis=-1)
     out[2] = a[..., 0]
-    out[3] = np.arange(n) - a.astype(np.float64) @ np.arange(n)
-    out[4] = a.astype(np.float64) @ np.asarray(punctuation, dtype=np.float64)
-    out[5] = ranked[..., 0]
+    positions = np.arange(n, dtype=a.dtype)
+    out[3] = np.arange(n) - np.matmul(a, positions, dtype=np.float64)
+    out[4] = np.matmul(a, np.asarray(punctuation, dtype=a.dtype), dtype=np.float64)
+    out[5] = ranked[..., -1]
     return out
 
 
-def detection_sums(weights: np.ndarray, ids) -> np.ndarray:
-    """(len(DETECTORS), H): Σ_ij a_ij P_ij for each detector's pattern P
-    (:func:`detection_pattern`) on one layer's weights (H, n, n) of a sequence of ids (n ≥ 2),
-    no checks; divided by n, :func:`detection_scores` (rows sum to 1). Read at the pattern's
-    cells only (it is sparse): one pass over the few cells, not n²."""
+def detection_cells(ids) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each detector's pattern (:func:`detection_pattern`) on the ids (n ≥ 2) as its cells
+    (rows, keys): what :func:`detection_sums` reads, found once for every layer."""
+    return [np.nonzero(detection_pattern(ids, name)) for name in DETECTORS]
+
+
+def detection_sums(weights: np.ndarray, cells) -> np.ndarray:
+    """(len(DETECTORS), H): Σ_ij a_ij P_ij for each detector's pattern P on one layer's
+    weights (H, n, n), its cells from :func:`detection_cells`, no checks; divided by n,
+    :func:`detection_scores` (rows sum to 1). The pattern is sparse: a pass over its few cells,
+    not n²."""
     a = np.asarray(weights)
-    out = np.empty((len(DETECTORS), a.shape[0]))
-    for d, name in enumerate(DETECTORS):
-        rows, cols = np.nonzero(detection_pattern(ids, name))
-        out[d] = a[:, rows, cols].sum(axis=-1, dtype=np.float64)
-    return out
+    return np.stack([a[:, rows, cols].sum(axis=-1, dtype=np.float64) for rows, cols in cells])
 
 
 # ---- checks ------------------------------------------------------------------------------------

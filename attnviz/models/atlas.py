@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attnviz.core.errors import AttnvizInputError
-from attnviz.core.reading import (DETECTORS, ROW_METRICS, detection_sums, is_punctuation,
-                                  row_metrics)
+from attnviz.core.reading import (DETECTORS, ROW_METRICS, detection_cells, detection_sums,
+                                  is_punctuation, row_metrics)
 from attnviz.core.rotary import apply_rope
+from attnviz.models.decoder import DecoderRun
 
 __all__ = ["DETECTORS", "EDGES", "METRICS", "Partial", "Settings", "merge", "merge_all",
            "priority", "reduce", "reduce_text", "text_id"]
@@ -231,10 +232,12 @@ def _empty_for(model, settings: Settings) -> Partial:
 
 
 def _add_text(out: Partial, model, text: str):
-    """Add one text's rows to `out` in place; its q/k draws (or None)."""
+    """Add one text's rows to `out` in place; its q/k draws (or None). One pass of the model's
+    layers (``run_layers``) whose hook reads each layer's pattern as it is made (nothing of
+    the n × n weights is kept) and the residual stream at the drawn positions."""
     s = out.settings
-    run = model.run(text, max_tokens=model.max_tokens)
-    n = len(run.ids)
+    ids = model.encode(text)[:model.max_tokens]
+    n = len(ids)
     if n < 2:
         out.skipped += 1
         return None
@@ -242,20 +245,34 @@ def _add_text(out: Partial, model, text: str):
     out.tokens += n
     tid = text_id(text)
     out.corpus[tid] = text
-    punctuation = np.array([is_punctuation(t.strip()) for t in run.tokens])
+    tokens = model.labels(ids)[0]
+    punctuation = np.array([is_punctuation(t.strip()) for t in tokens])
+    cells = detection_cells(ids)
     prio = priority(tid, np.arange(n), s.seed)                # (n,)
+    drawn = np.flatnonzero(prio < np.uint64(min(s.sample_rate, 1.0) * float(_EMPTY)))
+    streams = []                                              # each layer's input, drawn rows
     rows = len(ROW_METRICS)
-    for layer, weights in enumerate(run.attentions):         # (H, n, n)
-        values = row_metrics(weights, punctuation)           # (rows, H, n)
+    bins = EDGES if s.bins == Settings.bins else _edges(s.bins)
+
+    def read(layer: int, name: str, value: np.ndarray) -> None:
+        if name == "resid_pre":
+            streams.append(np.array(value[0, drawn]))         # (m, d_model)
+            return
+        if name != "pattern":
+            return
+        weights = value[0]                                    # (H, n, n)
+        values = row_metrics(weights, punctuation)            # (rows, H, n)
         out.sums[:rows, layer] += values.sum(axis=-1)
-        out.counts[:rows, layer] += n
-        out.sums[rows:, layer] += detection_sums(weights, run.ids)
-        out.counts[rows:, layer] += n
-        for m, name in enumerate(ROW_METRICS):
-            out.hist[m, layer] += _histogram(values[m], EDGES[name] if s.bins == 32
-                                             else _edges(s.bins)[name])
+        out.sums[rows:, layer] += detection_sums(weights, cells)
+        out.counts[:, layer] += n
+        for m, metric in enumerate(ROW_METRICS):
+            out.hist[m, layer] += _histogram(values[m], bins[metric])
         _add_examples(out, layer, values[ROW_METRICS.index("max_weight")], tid, prio)
-    return _draw(run, tid, prio, s)
+
+    model.run_layers(model.token_embeddings(ids), hook=read)
+    if not len(drawn):
+        return None
+    return _draw(model, ids[drawn], drawn, np.stack(streams), tokens, tid, prio)
 
 
 def _histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -303,22 +320,22 @@ def _bottom(prio, score, text, pos, r):
     return tuple(np.take_along_axis(a, order, -1) for a in (prio, score, text, pos))
 
 
-def _draw(run, tid, prio, s: Settings):
-    """The text's q/k draws: the positions whose priority is below sample_rate, each layer's q
-    and k there (before RoPE: the engine's trace of the layer on those rows alone, whose
-    unrotated q and k depend on the row only)."""
-    drawn = np.flatnonzero(prio < np.uint64(min(s.sample_rate, 1.0) * float(_EMPTY)))
-    if not len(drawn):
-        return None
-    rows = dataclasses.replace(run, hidden_states=run.hidden_states[:, drawn])
+def _draw(model, ids, drawn, streams, tokens, tid, prio):
+    """The q/k draws at positions `drawn` (m,) from each layer's input there, streams
+    (L, m, d_model): the engine's trace of each layer on those rows alone (a ``DecoderRun`` of
+    them), whose unrotated q and k (after QK-norm) depend on the row only; ``Partial.rotated``
+    turns them at their own positions."""
+    rows = DecoderRun(ids=ids, tokens=[], pieces=[], spans=[], attentions=None, logits=None,
+                      hidden_states=streams, head_mask=None, total=len(ids), _model=model,
+                      _values=None)
     q, k = [], []
-    for layer in range(run.attentions.shape[0]):
+    for layer in range(len(streams)):
         t = rows.trace(layer)
         q.append(t.q if t.q_normed is None else t.q_normed)           # (H, m, d_k)
         keys = t.k if t.k_normed is None else t.k_normed              # (H, m, d_k)
         k.append(keys[::t.kv_group])                                  # (H_kv, m, d_k)
     return (prio[drawn], np.full(len(drawn), tid, np.uint64), drawn.astype(np.int64),
-            np.array([run.tokens[i] for i in drawn], str),
+            np.array([tokens[i] for i in drawn], str),
             np.stack(q).transpose(2, 0, 1, 3).astype(np.float32),      # (m, L, H, d_k)
             np.stack(k).transpose(2, 0, 1, 3).astype(np.float32))      # (m, L, H_kv, d_k)
 
