@@ -72,11 +72,14 @@ def pca_all(partial, rotated: bool = True) -> np.ndarray:
     return out
 
 
-def tsne(points: np.ndarray, seed: int = 0, perplexity: float = 30.0) -> np.ndarray:
-    """(n, 2): scikit-learn's t-SNE of `points` (n, d) (Barnes-Hut, PCA start, seeded)."""
+def tsne(points: np.ndarray, seed: int = 0, perplexity: float = 30.0,
+         max_iter: int = 500, angle: float = 0.8) -> np.ndarray:
+    """(n, 2): scikit-learn's t-SNE of `points` (n, d): Barnes-Hut, PCA start, seeded, one
+    thread; 500 iterations (250 of them exaggerated) and angle 0.8 rather than its 1,000 and
+    0.5, so that 10,000 points take seconds, not minutes (benchmarks/bench_atlas.py)."""
     from sklearn.manifold import TSNE
 
     points = np.asarray(points, np.float64)
     perplexity = min(perplexity, max(1.0, (len(points) - 1) / 3))
     return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
-                n_jobs=1).fit_transform(points)
+                max_iter=max_iter, angle=angle, n_jobs=1).fit_transform(points)

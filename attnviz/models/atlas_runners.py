@@ -97,13 +97,15 @@ def run_ray(model_ref: str, texts: Sequence[str], address: str | None = None,
             workers: int | None = None, settings: Settings = Settings(),
             per_worker: int = 4) -> Partial:
     """The atlas by Ray actors, one CPU and one BLAS thread each, on the cluster at `address`
-    (``ray://host:10001``, ``auto``) or, with None or "local", a Ray started on this machine
-    (and stopped after). workers: the actors (default: the cluster's CPUs)."""
+    (``ray://host:10001``, ``auto``: every node has attnviz[cluster] and the model installed)
+    or, with None or "local", a Ray started on this machine (and stopped after). workers: the
+    actors (default: the cluster's CPUs)."""
     import ray
 
-    package = str(Path(atlas.__file__).resolve().parents[2])   # where attnviz is imported from
-    env = {"env_vars": {**ONE_THREAD, "PYTHONPATH": package}}
     local = address in (None, "local")
+    env = {"env_vars": dict(ONE_THREAD)}
+    if local:        # this machine's workers import attnviz from where this process does
+        env["env_vars"]["PYTHONPATH"] = str(Path(atlas.__file__).resolve().parents[2])
     started = not ray.is_initialized()
     if started:
         ray.init(address=None if local else address, runtime_env=env,
