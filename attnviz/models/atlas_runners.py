@@ -37,15 +37,17 @@ def load_model(model_ref: str):
 
 
 def shards(texts: Sequence[str], count: int) -> list[list[str]]:
-    """`texts` cut into `count` runs of consecutive texts of near-equal length in characters
-    (none empty unless there are fewer texts)."""
+    """`texts` cut into `count` runs of consecutive texts of near-equal size in UTF-8 bytes
+    (a byte-level tokenizer's tokens follow bytes more closely than characters: a Chinese
+    character is 3 bytes and 1–2 tokens); none empty unless there are fewer texts."""
     texts = list(texts)
     count = max(1, min(count, len(texts)))
-    total = sum(len(t) for t in texts) or 1
-    out, current, seen = [[] for _ in range(count)], 0, 0
-    for text in texts:
-        out[min(count - 1, int(seen * count / total))].append(text)
-        seen += len(text)
+    sizes = [len(t.encode("utf-8")) for t in texts]
+    total = sum(sizes) or 1
+    out, seen = [[] for _ in range(count)], 0
+    for text, size in zip(texts, sizes):
+        out[min(count - 1, int((seen + size / 2) * count / total))].append(text)
+        seen += size
     return [s for s in out if s] or [[]]
 
 
