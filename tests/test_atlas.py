@@ -240,6 +240,19 @@ def test_any_split_and_any_merge_order_give_the_same_atlas(tiny, whole):
     assert_same_atlas(split, whole)
 
 
+def test_a_stopped_reduce_resumed_and_merged_is_the_whole_atlas(tiny, whole):
+    seen = []
+
+    def stop_after_three(done):
+        seen.append(done)
+        return done < 3
+
+    first = atlas.reduce(tiny["llama"], TEXTS, SETTINGS, progress=stop_after_three)
+    assert seen == [1, 2, 3] and first.texts + first.skipped == 3
+    assert_same_atlas(atlas.merge(first, atlas.reduce(tiny["llama"], TEXTS[3:], SETTINGS)),
+                      whole)
+
+
 def test_partials_of_other_settings_do_not_merge(tiny, whole):
     from tests.message_helpers import raises_message
 

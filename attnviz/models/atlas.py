@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -208,13 +208,21 @@ class Partial:
 
 # ---- reduce: one text, then a shard --------------------------------------------------------------
 
-def reduce(model, texts: Iterable[str], settings: Settings = Settings()) -> Partial:
+def reduce(model, texts: Iterable[str], settings: Settings = Settings(),
+           progress: Callable[[int], bool | None] | None = None) -> Partial:
     """The partial of `texts` (each cut to the model's window, each run alone, so a text gives
-    the same numbers in any shard). model: a ``DecoderModel``."""
+    the same numbers in any shard). model: a ``DecoderModel``.
+
+    progress(done): called after each text with the count of texts read so far (skipped ones
+    included); returning False stops there, and the partial is that of the first `done`
+    texts: to resume, merge it with ``reduce(model, texts[done:])`` (the same atlas as one
+    uninterrupted reduce)."""
     out = _empty_for(model, settings)
     pending = []                                              # the shard's q/k draws
-    for text in texts:
+    for done, text in enumerate(texts, start=1):
         pending.append(_add_text(out, model, text))
+        if progress is not None and progress(done) is False:
+            break
     _keep_sample(out, [p for p in pending if p is not None])
     _prune_corpus(out)
     return out
