@@ -45,7 +45,7 @@ from attnviz.core.rotary import apply_rope
 from attnviz.models.decoder import DecoderRun
 
 __all__ = ["DETECTORS", "EDGES", "METRICS", "Partial", "Settings", "merge", "merge_all",
-           "priority", "reduce", "reduce_text", "text_id"]
+           "priority", "reduce", "text_id"]
 
 METRICS = ROW_METRICS + DETECTORS          # the sums' first axis
 DECILES = 10
@@ -228,11 +228,6 @@ def reduce(model, texts: Iterable[str], settings: Settings = Settings(),
     return out
 
 
-def reduce_text(model, text: str, settings: Settings = Settings()) -> Partial:
-    """One text's partial (``reduce(model, [text])``)."""
-    return reduce(model, [text], settings)
-
-
 def _empty_for(model, settings: Settings) -> Partial:
     c = model.config
     return Partial.empty(model.model_name, c.num_layers, c.num_heads, c.num_kv_heads, c.d_k,
@@ -257,7 +252,8 @@ def _add_text(out: Partial, model, text: str):
     punctuation = np.array([is_punctuation(t.strip()) for t in tokens])
     cells = detection_cells(ids)
     prio = priority(tid, np.arange(n), s.seed)                # (n,)
-    drawn = np.flatnonzero(prio < np.uint64(min(s.sample_rate, 1.0) * float(_EMPTY)))
+    drawn = np.flatnonzero(prio < np.uint64(min(int(s.sample_rate * 2.0 ** 64), int(_EMPTY)))) \
+        if s.sample_rate < 1 else np.arange(n)
     streams = []                                              # each layer's input, drawn rows
     rows = len(ROW_METRICS)
     bins = EDGES if s.bins == Settings.bins else _edges(s.bins)
