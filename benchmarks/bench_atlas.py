@@ -4,8 +4,8 @@
 
 - all heads' metrics and PCA maps of the bundled corpus (``atlas_corpus.texts("all")``, 5,033
   tokens of SmolLM2 in 36 texts) against the bare forward passes of those tokens (each text's
-  ``run_layers`` on its embeddings, nothing read), one process, one BLAS thread, interleaved,
-  the best of `--repeats`: budget ≤ 1.3×;
+  ``run_layers`` on its embeddings, nothing read), one process, one BLAS thread, interleaved
+  text by text, the best of `--repeats` runs: budget ≤ 1.3×;
 - the process pool (``atlas_runners.run_pool``) with 2 workers against 1, wall time including
   spawning the workers and loading the model in each: budget ≤ 0.65×;
 - t-SNE of 10,000 points — one head's queries and keys over the corpus (layer 3, head 0,
@@ -38,19 +38,28 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def bare(model, texts) -> float:
+def bare(model, text: str) -> float:
     start = time.perf_counter()
-    for text in texts:
-        ids = model.encode(text)[:model.max_tokens]
-        model.run_layers(model.token_embeddings(ids))
+    ids = model.encode(text)[:model.max_tokens]
+    model.run_layers(model.token_embeddings(ids))
     return time.perf_counter() - start
 
 
-def with_atlas(model, texts):
+def interleaved(model, texts):
+    """(bare seconds, atlas seconds, partial, maps): text by text, the bare pass then the
+    text's partial merged into the atlas, so that a change in the machine's load falls on
+    both alike; the PCA maps of every head at the end, on the atlas's side."""
+    t_bare = t_atlas = 0.0
+    partial = None
+    for text in texts:
+        t_bare += bare(model, text)
+        start = time.perf_counter()
+        one = atlas.reduce(model, [text])
+        partial = one if partial is None else atlas.merge(partial, one)
+        t_atlas += time.perf_counter() - start
     start = time.perf_counter()
-    partial = atlas.reduce(model, texts)
     maps = atlas_map.pca_all(partial)
-    return time.perf_counter() - start, partial, maps
+    return t_bare, t_atlas + time.perf_counter() - start, partial, maps
 
 
 def head_points(model, texts, layer: int, head: int, n: int) -> np.ndarray:
@@ -75,13 +84,10 @@ def main() -> None:
     model = atlas_runners.load_model(args.model)
     texts = atlas_corpus.texts("all")
     tokens = sum(min(len(model.encode(t)), model.max_tokens) for t in texts)
-    bare(model, texts[:2])                                          # warm-up
-    times_bare, times_atlas = [], []
-    for _ in range(args.repeats):
-        times_bare.append(bare(model, texts))
-        took, partial, maps = with_atlas(model, texts)
-        times_atlas.append(took)
-    b, a = min(times_bare), min(times_atlas)
+    interleaved(model, texts[:2])                                   # warm-up
+    runs = [interleaved(model, texts) for _ in range(args.repeats)]
+    b, a, partial, maps = min(runs, key=lambda r: r[1] / r[0])
+    print("ratios of the runs: " + ", ".join(f"{r[1] / r[0]:.2f}" for r in runs))
     print(f"{model.model_name}, {len(texts)} texts, {tokens} tokens, "
           f"{partial.shape[0] * partial.shape[1]} heads")
     print(f"bare forward passes {b:.2f} s; metrics + PCA maps {a:.2f} s; ratio {a / b:.2f} "

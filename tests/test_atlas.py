@@ -28,7 +28,8 @@ TEXTS = ["the is the is 自注意力 机制. the, is!",
          "the is, the is. the is; 自注意力",
          "机制 is the 自注意力 is the 机制 is the",
          "the. the. is. is. 机制. 机制."]
-SETTINGS = Settings(top_k=5, reservoir=2, sample_size=40, sample_rate=0.5, seed=3)
+SETTINGS = Settings(top_k=5, reservoir=2, sample_size=40, sample_rate=0.5, sample_texts=0.75,
+                    seed=3)
 
 
 @pytest.fixture(scope="module")

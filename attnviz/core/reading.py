@@ -233,13 +233,13 @@ def row_metrics(weights: np.ndarray, punctuation: np.ndarray) -> np.ndarray:
     tiny = np.finfo(a.dtype).tiny                                   # 0 · log2(tiny) = 0
     out[0] = -np.einsum("hij,hij->hi", a, np.log2(np.maximum(a, tiny)), dtype=np.float64)
     ranked = np.sort(a, axis=-1)                                    # (H, n, n) smallest first
-    held = np.cumsum(ranked, axis=-1)                               # the m + 1 smallest
+    out[5] = ranked[..., -1]
+    held = np.cumsum(ranked, axis=-1, out=ranked)                   # the m + 1 smallest
     out[1] = n - (held <= (1 - SPARSITY_SHARE) * held[..., -1:]).sum(axis=-1)
     out[2] = a[..., 0]
     positions = np.arange(n, dtype=a.dtype)
     out[3] = np.arange(n) - np.matmul(a, positions, dtype=np.float64)
     out[4] = np.matmul(a, np.asarray(punctuation, dtype=a.dtype), dtype=np.float64)
-    out[5] = ranked[..., -1]
     return out
 
 

@@ -51,18 +51,22 @@ METRICS = ROW_METRICS + DETECTORS          # the sums' first axis
 DECILES = 10
 _EMPTY = np.iinfo(np.uint64).max           # an empty slot's priority: after every real one
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_TEXT_POSITION = 2 ** 32                   # the text's own draw: a position no text reaches
 
 
 @dataclass(frozen=True)
 class Settings:
     """How much a partial keeps: k top rows and r rows a decile per head, bins per histogram,
-    the q/k sample (its size, the share of positions drawn) and the seed of every draw."""
+    the q/k sample (its size; the share of positions drawn, from a share `sample_texts` of the
+    texts, so that the layers are traced again for those texts only) and the seed of every
+    draw."""
 
     top_k: int = 8
     reservoir: int = 3
     bins: int = 32
     sample_size: int = 384
     sample_rate: float = 1 / 16
+    sample_texts: float = 1 / 4
     seed: int = 0
 
 
@@ -252,8 +256,7 @@ def _add_text(out: Partial, model, text: str):
     punctuation = np.array([is_punctuation(t.strip()) for t in tokens])
     cells = detection_cells(ids)
     prio = priority(tid, np.arange(n), s.seed)                # (n,)
-    drawn = np.flatnonzero(prio < np.uint64(min(int(s.sample_rate * 2.0 ** 64), int(_EMPTY)))) \
-        if s.sample_rate < 1 else np.arange(n)
+    drawn = _drawn(tid, prio, s)
     streams = []                                              # each layer's input, drawn rows
     rows = len(ROW_METRICS)
     bins = EDGES if s.bins == Settings.bins else _edges(s.bins)
@@ -279,6 +282,22 @@ def _add_text(out: Partial, model, text: str):
     return _draw(model, ids[drawn], drawn, np.stack(streams), tokens, tid, prio)
 
 
+def _drawn(tid, prio: np.ndarray, s: Settings) -> np.ndarray:
+    """The positions of a text drawn for the q/k sample: none unless the text's own priority
+    is below sample_texts; then each position whose priority is below
+    sample_rate / sample_texts (so sample_rate of all positions, in expectation)."""
+    if not _below(priority(tid, np.array([_TEXT_POSITION]), s.seed)[0], s.sample_texts):
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(_below(prio, s.sample_rate / s.sample_texts))
+
+
+def _below(prio, share: float):
+    """prio < share · 2⁶⁴: True with probability `share` (every one from 1 on)."""
+    if share >= 1:
+        return np.ones(np.shape(prio), bool)
+    return prio < np.uint64(min(int(share * 2.0 ** 64), int(_EMPTY)))
+
+
 def _histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """(H, B) counts of each head's values (H, n) in the bins of `edges`, the ends included."""
     bins = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, len(edges) - 2)
@@ -298,18 +317,18 @@ def _add_examples(out: Partial, layer: int, concentration: np.ndarray, tid, prio
         np.concatenate([out.top_score[layer], score], -1),
         np.concatenate([out.top_text[layer], text], -1),
         np.concatenate([out.top_pos[layer], pos], -1), out.settings.top_k)
+    # every decile at once: a row is a candidate of its own decile only (others: empty)
     decile = np.minimum((score * DECILES).astype(np.int64), DECILES - 1)   # (H, n − 1)
-    r = out.settings.reservoir
-    for d in np.unique(decile):
-        here = decile == d                                    # (H, n − 1)
-        p = np.where(here, prio[1:], _EMPTY)
-        kept = (out.res_priority[layer, :, d], out.res_score[layer, :, d],
-                out.res_text[layer, :, d], out.res_pos[layer, :, d])
-        new = (p, np.where(here, score, np.nan), np.where(here, text, 0),
-               np.where(here, pos, -1))
-        merged = _bottom(*(np.concatenate([a, b], -1) for a, b in zip(kept, new)), r)
-        (out.res_priority[layer, :, d], out.res_score[layer, :, d],
-         out.res_text[layer, :, d], out.res_pos[layer, :, d]) = merged
+    here = decile[:, None, :] == np.arange(DECILES)[None, :, None]       # (H, 10, n − 1)
+    new = (np.where(here, prio[None, None, 1:], _EMPTY),
+           np.where(here, score[:, None, :], np.nan),
+           np.where(here, tid, np.uint64(0)),
+           np.where(here, pos[:, None, :], -1))
+    kept = (out.res_priority[layer], out.res_score[layer], out.res_text[layer],
+            out.res_pos[layer])                                          # (H, 10, r)
+    (out.res_priority[layer], out.res_score[layer], out.res_text[layer],
+     out.res_pos[layer]) = _bottom(*(np.concatenate([k, c], -1) for k, c in zip(kept, new)),
+                                   out.settings.reservoir)
 
 
 def _top(score, text, pos, k):
