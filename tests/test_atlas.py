@@ -303,6 +303,12 @@ def test_pca_equals_numpys_svd_on_the_same_matrix(whole):
     np.testing.assert_allclose(maps[1, 3], got, atol=1e-5)
 
 
+def test_an_atlas_without_samples_has_empty_maps(tiny):
+    part = atlas.reduce(tiny["llama"], TEXTS[:2], Settings(sample_rate=0.0))
+    assert len(part.sample_pos) == 0
+    assert atlas_map.pca_all(part).shape == (2, 4, 0, 2)
+
+
 @pytest.mark.slow
 def test_tsne_maps_one_head(whole):
     points = atlas_map.head_points(whole, 0, 0)

@@ -66,6 +66,8 @@ def pca_all(partial, rotated: bool = True) -> np.ndarray:
     k_all = partial.rotated("k") if rotated else partial.sample_k
     layers, heads = q_all.shape[1:3]
     out = np.empty((layers, heads, 2 * len(q_all), 2), np.float32)
+    if not len(q_all):                                  # nothing drawn: an empty map each
+        return out
     for layer in range(layers):
         for head in range(heads):
             out[layer, head] = pca(head_points(partial, layer, head, q_all=q_all, k_all=k_all))
