@@ -93,6 +93,19 @@ def plain_rows(a: np.ndarray, ids, punct) -> dict[str, np.ndarray]:
     return out
 
 
+def plain_pattern(a: np.ndarray) -> np.ndarray:
+    """(L, H, 17): Σ over rows of the weight at offset d = 0 … 15 behind the query, then on
+    the first token when it is 16 or more behind."""
+    layers, heads, n, _ = a.shape
+    out = np.zeros((layers, heads, 17))
+    for l, h, i in itertools.product(range(layers), range(heads), range(n)):
+        for d in range(min(16, i + 1)):
+            out[l, h, d] += a[l, h, i, i - d]
+        if i >= 16:
+            out[l, h, 16] += a[l, h, i, 0]
+    return out
+
+
 def punctuation_of(tokenizer, ids) -> list[bool]:
     text = [tokenizer.decode([int(i)]).strip() for i in ids]
     return [bool(t) and all(unicodedata.category(c).startswith("P") for c in t) for t in text]
@@ -106,9 +119,11 @@ def plain_means(hf_model, tokenizer, decoder, texts):
         ids = decoder.encode(t)[:decoder.max_tokens]
         if len(ids) < 2:
             continue
-        per_row = plain_rows(hf_attentions(hf_model, ids), ids, punctuation_of(tokenizer, ids))
+        a = hf_attentions(hf_model, ids)
+        per_row = plain_rows(a, ids, punctuation_of(tokenizer, ids))
         for k, v in per_row.items():
             sums[k] = sums.get(k, 0) + v.sum(axis=-1)
+        sums["pattern"] = sums.get("pattern", 0) + plain_pattern(a)
         count += len(ids)
         rows.append((atlas.text_id(t), per_row["max_weight"]))
     return {k: v / count for k, v in sums.items()}, rows
@@ -127,7 +142,7 @@ def test_metrics_equal_a_plain_loop_over_transformers_attentions(arch, tiny, hf_
     decoder = tiny[arch]
     partial = atlas.reduce(decoder, TEXTS, SETTINGS)
     expected, _ = plain_means(*hf_tiny[arch], decoder, TEXTS)
-    got = partial.means()
+    got = partial.means() | {"pattern": partial.mean_pattern()}
     for name, values in expected.items():
         np.testing.assert_allclose(got[name], values, rtol=1e-5, atol=1e-5, err_msg=name)
     short = sum(len(decoder.encode(t)) < 2 for t in TEXTS)
@@ -149,6 +164,25 @@ def test_top_examples_are_the_brute_force_arg_max(whole, tiny, hf_tiny):
         for text, pos in got:                  # the rows named hold those scores in the reference
             assert scores[(text, pos)] >= best[-1] - 1e-5
         assert len(set(got)) == k
+
+
+@pytest.mark.reference
+def test_related_heads_are_the_nearest_mean_patterns(whole, tiny, hf_tiny):
+    """Against cosine similarity of transformers' mean patterns, brute force; the closest pair
+    of heads shares a cluster (average linkage joins it first)."""
+    expected, _ = plain_means(*hf_tiny["llama"], tiny["llama"], TEXTS)
+    x = expected["pattern"].reshape(8, -1)
+    x = x / np.linalg.norm(x, axis=1, keepdims=True)
+    sim = x @ x.T
+    nearest, similarity = atlas_map.related_heads(whole, k=3)
+    for head in range(8):
+        others = sorted((j for j in range(8) if j != head), key=lambda j: -sim[head, j])
+        assert list(nearest[head]) == others[:3]
+        np.testing.assert_allclose(similarity[head], sim[head, others[:3]], atol=1e-5)
+    np.fill_diagonal(sim, -1)
+    a, b = np.unravel_index(sim.argmax(), sim.shape)
+    clusters = atlas_map.head_clusters(whole, clusters=3).ravel()
+    assert clusters[a] == clusters[b] and len(set(clusters)) == 3
 
 
 def test_the_fast_rows_equal_todays_head_statistics(tiny):
@@ -221,6 +255,7 @@ def assert_same_atlas(a, b):
                  "sample_pos", "sample_token", "sample_q", "sample_k"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_allclose(a.sums, b.sums, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(a.offsets, b.offsets, rtol=1e-9, atol=0)
     assert (a.texts, a.tokens, a.skipped) == (b.texts, b.tokens, b.skipped)
     assert a.corpus == b.corpus
 

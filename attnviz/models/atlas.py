@@ -14,6 +14,8 @@ A partial holds, per head (layer, head):
   summed, and the detectors' (``core.reading.DETECTORS``: previous-token, duplicate-token,
   induction) weight on their patterns, with the rows counted: ``means()`` divides;
 - ``hist`` (metric, layer, head, bin): the rows' values in fixed bins (``EDGES``);
+- ``offsets`` (layer, head, 17): the weight summed at each offset 0–15 behind the query and on
+  the first token beyond them (``mean_pattern``: each head's mean pattern);
 - ``top_*`` (layer, head, k): the k most concentrated rows (largest max weight; query 0,
   which sees one key, left out) as (score, text, position), ties broken by text then position;
 - ``res_*`` (layer, head, decile, r): a sample of r rows from each decile of the max weight
@@ -44,11 +46,12 @@ from attnviz.core.reading import (DETECTORS, ROW_METRICS, detection_cells, detec
 from attnviz.core.rotary import apply_rope
 from attnviz.models.decoder import DecoderRun
 
-__all__ = ["DETECTORS", "EDGES", "METRICS", "Partial", "Settings", "merge", "merge_all",
+__all__ = ["DETECTORS", "EDGES", "METRICS", "OFFSETS", "Partial", "Settings", "merge", "merge_all",
            "priority", "reduce", "text_id"]
 
 METRICS = ROW_METRICS + DETECTORS          # the sums' first axis
 DECILES = 10
+OFFSETS = 16                               # a head's mean pattern: its weight at offsets 0–15
 _EMPTY = np.iinfo(np.uint64).max           # an empty slot's priority: after every real one
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _TEXT_POSITION = 2 ** 32                   # the text's own draw: a position no text reaches
@@ -118,6 +121,7 @@ class Partial:
     sums: np.ndarray = field(default=None, repr=False)        # (M, L, H) float64
     counts: np.ndarray = field(default=None, repr=False)      # (M, L, H) int64
     hist: np.ndarray = field(default=None, repr=False)        # (len(ROW_METRICS), L, H, B)
+    offsets: np.ndarray = field(default=None, repr=False)     # (L, H, OFFSETS + 1) float64
     top_score: np.ndarray = field(default=None, repr=False)   # (L, H, k) float64, −inf empty
     top_text: np.ndarray = field(default=None, repr=False)    # (L, H, k) uint64
     top_pos: np.ndarray = field(default=None, repr=False)     # (L, H, k) int64, −1 empty
@@ -140,6 +144,7 @@ class Partial:
         return cls(model=model, settings=s, rope_bases=np.asarray(rope_bases, np.float64),
                    sums=np.zeros((m, L, H)), counts=np.zeros((m, L, H), np.int64),
                    hist=np.zeros((len(ROW_METRICS), L, H, s.bins), np.int64),
+                   offsets=np.zeros((L, H, OFFSETS + 1)),
                    top_score=np.full((L, H, s.top_k), -np.inf),
                    top_text=np.zeros((L, H, s.top_k), np.uint64),
                    top_pos=np.full((L, H, s.top_k), -1, np.int64),
@@ -168,6 +173,14 @@ class Partial:
         with np.errstate(invalid="ignore", divide="ignore"):
             values = self.sums / self.counts
         return {name: values[i] for i, name in enumerate(METRICS)}
+
+    def mean_pattern(self) -> np.ndarray:
+        """(L, H, OFFSETS + 1): each head's mean pattern over every row read — the weight a row
+        puts at offsets 0 … 15 behind it (0: itself), then on the first token where it lies
+        further back — what related heads are compared by (``atlas_map.related_heads``)."""
+        rows = self.counts[0][..., None]                      # (L, H, 1): rows read
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.offsets / rows
 
     def rotated(self, which: str = "q") -> np.ndarray:
         """The sample's queries (S, L, H, d_k) or keys (S, L, H_kv, d_k) after RoPE, each turned
@@ -274,6 +287,7 @@ def _add_text(out: Partial, model, text: str):
         out.counts[:, layer] += n
         for m, metric in enumerate(ROW_METRICS):
             out.hist[m, layer] += _histogram(values[m], bins[metric])
+        out.offsets[layer] += _offset_sums(weights)
         _add_examples(out, layer, values[ROW_METRICS.index("max_weight")], tid, prio)
 
     model.run_layers(model.token_embeddings(ids), hook=read)
@@ -296,6 +310,18 @@ def _below(prio, share: float):
     if share >= 1:
         return np.ones(np.shape(prio), bool)
     return prio < np.uint64(min(int(share * 2.0 ** 64), int(_EMPTY)))
+
+
+def _offset_sums(weights: np.ndarray) -> np.ndarray:
+    """(H, OFFSETS + 1): Σ over the rows of the weight at each offset d = i − j below OFFSETS
+    (d = 0: itself, 1: the token before, …), and on the first token (beyond them) last."""
+    h, n, _ = weights.shape
+    out = np.zeros((h, OFFSETS + 1))
+    for d in range(min(OFFSETS, n)):
+        out[:, d] = np.diagonal(weights, offset=-d, axis1=1, axis2=2).sum(axis=-1,
+                                                                          dtype=np.float64)
+    out[:, OFFSETS] = weights[:, OFFSETS:, 0].sum(axis=-1, dtype=np.float64)
+    return out
 
 
 def _histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -394,6 +420,7 @@ def merge(a: Partial, b: Partial) -> Partial:
     out = dataclasses.replace(a, texts=a.texts + b.texts, tokens=a.tokens + b.tokens,
                               skipped=a.skipped + b.skipped, sums=a.sums + b.sums,
                               counts=a.counts + b.counts, hist=a.hist + b.hist,
+                              offsets=a.offsets + b.offsets,
                               corpus={**a.corpus, **b.corpus})
     out.top_score, out.top_text, out.top_pos = _top(
         *(np.concatenate([x, y], -1) for x, y in ((a.top_score, b.top_score),

@@ -20,7 +20,7 @@ import numpy as np
 
 from attnviz.core.grouped_query import kv_head
 
-__all__ = ["head_points", "joint", "pca", "pca_all", "tsne"]
+__all__ = ["head_clusters", "head_points", "joint", "pca", "pca_all", "related_heads", "tsne"]
 
 
 def joint(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -85,3 +85,37 @@ def tsne(points: np.ndarray, seed: int = 0, perplexity: float = 30.0,
     perplexity = min(perplexity, max(1.0, (len(points) - 1) / 3))
     return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
                 max_iter=max_iter, angle=angle, n_jobs=1).fit_transform(points)
+
+
+# ---- related heads ---------------------------------------------------------------------------
+
+def related_heads(partial, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """(nearest (L·H, k) int, similarity (L·H, k)): for each head (layer-major, index
+    layer · H + head) the k other heads whose mean patterns (``Partial.mean_pattern``) are most
+    alike by cosine similarity, most alike first (ties: the lower index)."""
+    x = _unit_patterns(partial)                                   # (L·H, F)
+    sim = x @ x.T
+    np.fill_diagonal(sim, -np.inf)                                # never itself
+    k = min(k, len(x) - 1)
+    order = np.lexsort((np.broadcast_to(np.arange(len(x)), sim.shape), -sim), axis=-1)[:, :k]
+    return order, np.take_along_axis(sim, order, axis=-1)
+
+
+def head_clusters(partial, clusters: int = 8) -> np.ndarray:
+    """(L, H) int: every head's cluster, by agglomerative clustering (scikit-learn, average
+    linkage, cosine distance) of the mean patterns."""
+    from sklearn.cluster import AgglomerativeClustering
+
+    x = _unit_patterns(partial)
+    clusters = max(1, min(clusters, len(x)))
+    labels = AgglomerativeClustering(n_clusters=clusters, metric="cosine",
+                                     linkage="average").fit_predict(x) if clusters > 1 \
+        else np.zeros(len(x), int)
+    return labels.reshape(partial.shape)
+
+
+def _unit_patterns(partial) -> np.ndarray:
+    """(L·H, F): each head's mean pattern scaled to unit length (NaN, none read: 0)."""
+    x = np.nan_to_num(partial.mean_pattern().reshape(-1, partial.offsets.shape[-1]))
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norms > 0, norms, 1)
