@@ -436,7 +436,7 @@ def test_smollm2_metrics_equal_transformers(decoder, hf_decoder):
              "One, two, three; one, two, three."]
     partial = atlas.reduce(decoder, texts, Settings(sample_rate=0.0))
     expected, _ = plain_means(*hf_decoder, decoder, texts)
-    got = partial.means()
+    got = partial.means() | {"pattern": partial.mean_pattern()}
     for name, values in expected.items():
         np.testing.assert_allclose(got[name], values, rtol=1e-5, atol=1e-5, err_msg=name)
     assert partial.sums.shape[1:] == (30, 9) and partial.tokens == sum(
