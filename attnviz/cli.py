@@ -3,6 +3,7 @@
     attnviz --version
     attnviz app [streamlit options…]      # e.g. attnviz app --server.port 8600
     attnviz app --model my-model.gguf     # your own GGUF in the model choice (repeatable)
+    attnviz atlas --corpus DIR_OR_FILE --model smollm2 --out atlas.npz [--ray ADDRESS|local]
 
 ``attnviz app`` runs the installed package's app (attnviz/app/main.py) with Streamlit, from
 any folder. Streamlit reads its config file from the working folder (``.streamlit/``) or the
@@ -64,7 +65,27 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("app", help="start the app (--model PATH.gguf, repeatable, adds your "
                                     "own GGUF to the model choice; any further options go to "
                                     "Streamlit, e.g. --server.port 8600)", add_help=False)
+    atlas = commands.add_parser(
+        "atlas", help="the head atlas of a corpus: every head's metrics, top examples and "
+                      "query/key maps, written to one .npz the Head atlas page opens")
+    atlas.add_argument("--corpus", required=True,
+                       help="a folder of .txt/.jsonl/.csv files, one such file, or a bundled "
+                            "corpus by name (en, zh, all)")
+    atlas.add_argument("--model", default="smollm2",
+                       help="a built-in decoder (smollm2, gemma3-270m) or a GGUF file's path")
+    atlas.add_argument("--out", required=True, help="the atlas file to write (.npz)")
+    atlas.add_argument("--ray", metavar="ADDRESS", default=None,
+                       help="run on a Ray cluster (ray://host:10001, auto) or 'local' (a Ray "
+                            "started here); without it, a pool of processes on this machine")
+    atlas.add_argument("--workers", type=int, default=None,
+                       help="worker processes (default: this machine's cores; with --ray, "
+                            "the cluster's CPUs)")
+    atlas.add_argument("--seed", type=int, default=0, help="the seed of every sample")
     args, rest = parser.parse_known_args(argv)
+    if args.command == "atlas":
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return run_atlas(args)
     if args.command != "app":
         parser.print_help()
         return 0 if not argv else 2
@@ -95,6 +116,38 @@ def _models(options: list[str]) -> tuple[list[Path], list[str]]:
             rest.append(option)
         i += 1
     return models, rest
+
+
+def run_atlas(args) -> int:
+    """``attnviz atlas``: read the corpus, reduce it where asked, write the atlas file with
+    every head's PCA map; say what was read, or why not."""
+    from attnviz.core.errors import AttnvizInputError
+    from attnviz.io.atlas_files import read_corpus, write_atlas
+    from attnviz.models import atlas_map, atlas_runners
+    from attnviz.models.atlas import Settings
+    from attnviz.tutorials import atlas_corpus
+
+    try:
+        if args.corpus in atlas_corpus.NAMES and not Path(args.corpus).exists():
+            texts = atlas_corpus.texts(args.corpus)
+        else:
+            texts = read_corpus(args.corpus)
+        if not texts:
+            raise AttnvizInputError("error.atlas.corpus_empty")
+        settings = Settings(seed=args.seed)
+        if args.ray:
+            partial = atlas_runners.run_ray(args.model, texts, args.ray, args.workers,
+                                            settings)
+        else:
+            partial = atlas_runners.run_pool(args.model, texts, args.workers or os.cpu_count()
+                                             or 1, settings)
+        write_atlas(args.out, partial, atlas_map.pca_all(partial))
+    except AttnvizInputError as exc:
+        print(f"attnviz atlas: {exc}", file=sys.stderr)
+        return 2
+    print(f"attnviz atlas: {partial.texts} texts, {partial.tokens} tokens of {partial.model} "
+          f"-> {args.out}")
+    return 0
 
 
 def check_models(paths: list[Path]) -> str | None:

@@ -54,6 +54,8 @@ INSIDE_FUNCTIONS = {
     "core.torch_interop": {"torch"},       # MultiHeadWeights.from_torch / to_torch
     "core.reading": {"pandas"},            # head_stats returns a DataFrame
     "core.weights": {"torch"},             # from_torch / to_torch's annotations (TYPE_CHECKING)
+    "models.atlas_map": {"sklearn"},       # t-SNE of one head's queries and keys
+    "models.atlas_runners": {"ray"},       # the atlas on a Ray cluster (attnviz[cluster])
 }
 TOP = {"__init__", "cli"}                  # the package itself and its console script
 

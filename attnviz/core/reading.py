@@ -28,8 +28,9 @@ CLS, SEP = "[CLS]", "[SEP]"   # BERT's special tokens, as the model's tokenizer 
 
 DETECTORS = ("previous_token", "duplicate_token", "induction")   # TransformerLens's head kinds
 
-__all__ = ["DETECTORS", "attention_rollout", "causal_head_stats", "detection_pattern",
-           "detection_scores", "head_stats", "is_punctuation", "shares_on_keys", "sink_share",
+__all__ = ["DETECTORS", "ROW_METRICS", "attention_rollout", "causal_head_stats",
+           "detection_cells", "detection_pattern", "detection_scores", "detection_sums",
+           "head_stats", "is_punctuation", "row_metrics", "shares_on_keys", "sink_share",
            "value_norms"]
 
 
@@ -203,6 +204,58 @@ def detection_scores(attentions, pattern) -> np.ndarray:
         raise AttnvizInputError("error.detector.pattern_shape", shape=p.shape,
                                 positions=a.shape[-1])
     return (a * p).sum(axis=(-2, -1)) / a.sum(axis=(-2, -1))
+
+
+# ---- every query row's numbers (the head atlas sums them over a corpus) --------------------
+
+# the per-row numbers of a causal head, in this order (row_metrics' first axis)
+ROW_METRICS = ("entropy", "sparsity", "sink", "distance", "punctuation", "max_weight")
+SPARSITY_SHARE = 0.9          # sparsity: how many keys hold this share of a row's weight
+
+
+def row_metrics(weights: np.ndarray, punctuation: np.ndarray) -> np.ndarray:
+    """(len(ROW_METRICS), H, n) float64: each query row's numbers for one layer's causal
+    softmax weights (H, n, n), rows summing to 1, no checks (a run's own weights; the checked
+    readers are :func:`causal_head_stats` and :func:`detection_scores`, whose per-head means
+    over the rows these are, a test holds them equal):
+
+    - ``entropy``: −Σ_j a_ij log₂ a_ij in bits (0 log 0 = 0), as head_stats;
+    - ``sparsity``: the fewest keys whose weights add up to at least 90 % of the row's: n
+      minus the most of its smallest weights that add up to at most 10 % (the same count);
+    - ``sink``: a_i0, the weight on the first token;
+    - ``distance``: Σ_j a_ij (i − j), how far back the row looks on average, in tokens;
+    - ``punctuation``: Σ_j a_ij over the keys whose token is punctuation (`punctuation` (n,)
+      bool, :func:`is_punctuation`);
+    - ``max_weight``: the row's largest weight (how concentrated it is)."""
+    a = np.asarray(weights)                                         # (H, n, n)
+    h, n, _ = a.shape
+    out = np.empty((len(ROW_METRICS), h, n))
+    tiny = np.finfo(a.dtype).tiny                                   # 0 · log2(tiny) = 0
+    out[0] = -np.einsum("hij,hij->hi", a, np.log2(np.maximum(a, tiny)), dtype=np.float64)
+    ranked = np.sort(a, axis=-1)                                    # (H, n, n) smallest first
+    out[5] = ranked[..., -1]
+    held = np.cumsum(ranked, axis=-1, out=ranked)                   # the m + 1 smallest
+    out[1] = n - (held <= (1 - SPARSITY_SHARE) * held[..., -1:]).sum(axis=-1)
+    out[2] = a[..., 0]
+    positions = np.arange(n, dtype=a.dtype)
+    out[3] = np.arange(n) - np.matmul(a, positions, dtype=np.float64)
+    out[4] = np.matmul(a, np.asarray(punctuation, dtype=a.dtype), dtype=np.float64)
+    return out
+
+
+def detection_cells(ids) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each detector's pattern (:func:`detection_pattern`) on the ids (n ≥ 2) as its cells
+    (rows, keys): what :func:`detection_sums` reads, found once for every layer."""
+    return [np.nonzero(detection_pattern(ids, name)) for name in DETECTORS]
+
+
+def detection_sums(weights: np.ndarray, cells) -> np.ndarray:
+    """(len(DETECTORS), H): Σ_ij a_ij P_ij for each detector's pattern P on one layer's
+    weights (H, n, n), its cells from :func:`detection_cells`, no checks; divided by n,
+    :func:`detection_scores` (rows sum to 1). The pattern is sparse: a pass over its few cells,
+    not n²."""
+    a = np.asarray(weights)
+    return np.stack([a[:, rows, cols].sum(axis=-1, dtype=np.float64) for rows, cols in cells])
 
 
 # ---- checks ------------------------------------------------------------------------------------

@@ -1,0 +1,74 @@
+"""The head atlas's figures (plain plotly, so each works in a notebook):
+
+    part = atlas.reduce(DecoderModel.load(), texts)
+    heads_scatter(part.means(), "entropy", "induction", model=part.model).show()
+    qk_map(atlas_map.pca(atlas_map.head_points(part, 3, 0)), len(part.sample_pos),
+           tokens=part.sample_token, layer=3, head=0, method="PCA").show()
+
+Every head is a point (layer × head) on two of the atlas's metrics, coloured by layer, its
+(layer, head) in ``customdata`` for a click; one head's queries and keys share one map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.i18n import t
+from attnviz.plot.text_layout import NARROW_WIDTH, escape
+
+__all__ = ["heads_scatter", "qk_map"]
+
+HEIGHT = 480
+QUERY_COLOUR, KEY_COLOUR = "#1f77b4", "#d62728"
+
+
+def heads_scatter(means: Mapping[str, np.ndarray], x: str, y: str, *, model: str,
+                  width: int = NARROW_WIDTH) -> go.Figure:
+    """Every head as a point on metrics `x` and `y` (names of ``atlas.METRICS``; means[name]
+    (layers, heads)), coloured by layer; hover names the head (L3H2) and both values. Heads
+    whose value is NaN (no row read) are left out, not drawn at 0."""
+    xs, ys = np.asarray(means[x], np.float64), np.asarray(means[y], np.float64)
+    layers, heads = xs.shape
+    layer, head = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
+    keep = (np.isfinite(xs) & np.isfinite(ys)).ravel()
+    x_name, y_name = t(f"atlas.metric.{x}"), t(f"atlas.metric.{y}")
+    names = [f"L{l}H{h}" for l, h in zip(layer.ravel()[keep], head.ravel()[keep])]
+    fig = go.Figure(go.Scatter(
+        x=xs.ravel()[keep], y=ys.ravel()[keep], mode="markers", text=names,
+        customdata=np.stack([layer.ravel()[keep], head.ravel()[keep]], axis=1),
+        marker=dict(color=layer.ravel()[keep], colorscale="Viridis", cmin=0,
+                    cmax=max(layers - 1, 1), size=8,
+                    colorbar=dict(title=dict(text=escape(t("figure.atlas.layer"))))),
+        hovertemplate=(f"%{{text}}<br>{escape(x_name)}: %{{x:.4g}}<br>{escape(y_name)}: "
+                       "%{y:.4g}<extra></extra>")))
+    fig.update_layout(title=dict(text=escape(t("figure.atlas.heads.title", model=model))),
+                      xaxis_title=escape(x_name), yaxis_title=escape(y_name), width=width,
+                      height=HEIGHT, margin=dict(l=60, r=20, t=60, b=50))
+    return fig
+
+
+def qk_map(points2d, queries: int, *, tokens: Sequence[str], layer: int, head: int,
+           method: str, width: int = NARROW_WIDTH) -> go.Figure:
+    """One head's joint map: points2d (2S, 2) — the first `queries` rows its queries, the rest
+    its keys (``atlas_map.head_points`` projected by PCA or t-SNE) — in two colours; hover
+    shows each point's token (tokens (S,), the sample's, for both halves)."""
+    p = np.asarray(points2d, np.float64)
+    tokens = [str(s) for s in tokens]
+    fig = go.Figure()
+    for name, rows, colour in ((t("figure.atlas.map.queries"), slice(0, queries), QUERY_COLOUR),
+                               (t("figure.atlas.map.keys"), slice(queries, None), KEY_COLOUR)):
+        fig.add_trace(go.Scattergl(
+            x=p[rows, 0], y=p[rows, 1], mode="markers", name=escape(name),
+            text=[escape(s) for s in tokens[:len(p[rows])]],
+            marker=dict(color=colour, size=5, opacity=0.7),
+            hovertemplate=f"{escape(name)}: %{{text}}<extra></extra>"))
+    fig.update_layout(
+        title=dict(text=escape(t("figure.atlas.map.title", layer=layer, head=head,
+                                 method=method))),
+        xaxis_title=escape(t("figure.atlas.map.axis", n=1)),
+        yaxis_title=escape(t("figure.atlas.map.axis", n=2)),
+        width=width, height=HEIGHT, margin=dict(l=60, r=20, t=60, b=50))
+    return fig
