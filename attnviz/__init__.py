@@ -26,6 +26,7 @@ feature)):
     attention_rollout      a model's attentions rolled out over its layers
     head_stats             every head's statistics, as a pandas table
     DecoderModel           SmolLM2-135M-Instruct from its GGUF file (loaded on first use)
+    head_atlas, HeadAtlas  every head of a decoder over a corpus (loaded on first use)
     figures                the plotly figures, attnviz.plot.figures (loaded on first use)
     toy                    train a tiny transformer, attnviz.models.toy (torch, on first use)
 
@@ -64,23 +65,26 @@ del _describe, _files
 __version__ = "0.2.0"
 
 _ON_FIRST_USE = {"figures": "attnviz.plot.figures", "toy": "attnviz.models.toy",
-                 "DecoderModel": "attnviz.models.decoder"}
-_NAMES = ("AttentionTrace", "AttnvizInputError", "DecoderModel", "MultiHeadWeights",
-          "PretrainedModel", "attention", "attention_rollout", "diff", "embed_tokens",
-          "figures", "head_stats", "load_preset", "parse_matrix", "presets", "report_html",
-          "sinusoidal_positions", "tokenize", "toy", "trace_attention", "trace_qkv",
+                 "DecoderModel": "attnviz.models.decoder", "head_atlas": "attnviz.io.head_atlas",
+                 "HeadAtlas": "attnviz.io.head_atlas"}
+_NAMES = ("AttentionTrace", "AttnvizInputError", "DecoderModel", "HeadAtlas",
+          "MultiHeadWeights", "PretrainedModel", "attention", "attention_rollout", "diff",
+          "embed_tokens", "figures", "head_atlas", "head_stats", "load_preset", "parse_matrix",
+          "presets", "report_html", "sinusoidal_positions", "tokenize", "toy", "trace_attention", "trace_qkv",
           "__version__")
 
 
 def __getattr__(name: str):
-    """``figures``, ``toy`` and ``DecoderModel`` on first use: plotly is loaded only by those
-    who draw, torch only by those who train, the decoder's readers only by those who run it."""
+    """``figures``, ``toy``, ``DecoderModel`` and the head atlas on first use: plotly is loaded
+    only by those who draw, torch only by those who train, the decoder's readers only by those
+    who run it."""
     if name not in _ON_FIRST_USE:
         raise AttributeError(f"module 'attnviz' has no attribute {name!r}")
     from importlib import import_module
 
     module = import_module(_ON_FIRST_USE[name])
-    value = module.DecoderModel if name == "DecoderModel" else module
+    value = getattr(module, name) if name in ("DecoderModel", "head_atlas", "HeadAtlas") \
+        else module
     globals()[name] = value
     return value
 

@@ -53,6 +53,7 @@ LIBRARIES = {
 INSIDE_FUNCTIONS = {
     "core.torch_interop": {"torch"},       # MultiHeadWeights.from_torch / to_torch
     "core.reading": {"pandas"},            # head_stats returns a DataFrame
+    "io.head_atlas": {"pandas"},           # HeadAtlas.metrics is a DataFrame (SPEC)
     "core.weights": {"torch"},             # from_torch / to_torch's annotations (TYPE_CHECKING)
     "models.atlas_map": {"sklearn"},       # t-SNE of one head's queries and keys
     "models.atlas_runners": {"ray"},       # the atlas on a Ray cluster (attnviz[cluster])

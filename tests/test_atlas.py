@@ -409,7 +409,6 @@ def test_the_process_pool_and_a_local_ray_cluster_give_one_processs_atlas(tiny_p
     path = str(tiny_paths["llama"])
     pooled = atlas_runners.run_pool(path, TEXTS, workers=2, settings=SETTINGS)
     assert_same_atlas(pooled, whole)
-    pytest.importorskip("ray")
     clustered = atlas_runners.run_ray(path, TEXTS, "local", workers=2, settings=SETTINGS)
     assert_same_atlas(clustered, whole)
 
@@ -441,3 +440,39 @@ def test_smollm2_metrics_equal_transformers(decoder, hf_decoder):
         np.testing.assert_allclose(got[name], values, rtol=1e-5, atol=1e-5, err_msg=name)
     assert partial.sums.shape[1:] == (30, 9) and partial.tokens == sum(
         len(decoder.encode(t)) for t in texts)
+
+
+# ---- SPEC's names: attnviz.head_atlas and HeadAtlas ---------------------------------------------
+
+@pytest.mark.reference
+def test_the_public_head_atlas_is_a_table_of_transformers_means(tiny_paths, tiny, hf_tiny,
+                                                                 tmp_path):
+    """attnviz.head_atlas on a GGUF path, in this process: SPEC's columns are the plain loop's
+    means over transformers' attentions; its examples, maps and related heads answer by
+    (layer, head); the file gives the same atlas back; a wrong engine is refused by id."""
+    import attnviz
+    from attnviz.core.errors import AttnvizInputError
+
+    a = attnviz.head_atlas(TEXTS, model=str(tiny_paths["llama"]), workers=1)
+    expected, _ = plain_means(*hf_tiny["llama"], tiny["llama"], TEXTS)
+    table = a.metrics
+    assert list(table.columns[:9]) == ["layer", "head", "entropy", "sink", "distance",
+                                       "sparsity", "prev_token", "duplicate", "induction"]
+    assert len(table) == 2 * 4 and table["layer"].tolist() == [0] * 4 + [1] * 4
+    for column, name in (("entropy", "entropy"), ("sink", "sink"), ("distance", "distance"),
+                         ("sparsity", "sparsity"), ("prev_token", "previous_token"),
+                         ("induction", "induction")):
+        np.testing.assert_allclose(table[column], expected[name].ravel(), rtol=1e-5,
+                                   atol=1e-5, err_msg=column)
+    top = a.top_examples(1, 2, k=3)
+    assert len(top) == 3 and all(text in TEXTS for text, _, _ in top)
+    assert [score for _, _, score in top] == sorted((s for _, _, s in top), reverse=True)
+    assert a.embedding(1, 2).shape == (2 * len(a.partial.sample_q), 2)
+    assert [(l, h) for l, h, _ in a.related(1, 2, k=3)] != [] and \
+        all((l, h) != (1, 2) for l, h, _ in a.related(1, 2, k=3))
+    a.save(tmp_path / "atlas.npz")
+    again = attnviz.HeadAtlas.load(tmp_path / "atlas.npz")
+    assert again.metrics.equals(table) and again.top_examples(1, 2, k=3) == top
+    with pytest.raises(AttnvizInputError) as raised:
+        attnviz.head_atlas(TEXTS, model=str(tiny_paths["llama"]), engine="spark")
+    assert raised.value.msg_id == "error.figure.one_of"

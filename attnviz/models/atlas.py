@@ -374,7 +374,7 @@ def _draw(model, ids, drawn, streams, tokens, tid, prio):
     (L, m, d_model): the engine's trace of each layer on those rows alone (a ``DecoderRun`` of
     them), whose unrotated q and k (after QK-norm) depend on the row only; ``Partial.rotated``
     turns them at their own positions."""
-    rows = DecoderRun(ids=ids, tokens=[], pieces=[], spans=[], attentions=None, logits=None,
+    rows = DecoderRun(ids=ids, tokens=[], pieces=[], spans=[], attentions=None, _logits=None,
                       hidden_states=streams, head_mask=None, total=len(ids), _model=model,
                       _values=None)
     q, k = [], []

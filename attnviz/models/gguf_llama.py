@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -811,3 +812,17 @@ def _merges_by_order(vocab: dict[str, int]) -> list[tuple[str, str]]:
         ranked += [(-place, len(l), len(r), l, r) for l, r in local]
     order = sorted(range(len(ranked)), key=lambda i: ranked[i][:3], reverse=True)
     return [(ranked[i][3], ranked[i][4]) for i in order]
+
+
+@lru_cache(maxsize=16)
+def file_type(path: str | Path) -> str:
+    """How a GGUF file stores its weights, as its header says (general.file_type: "Q4_1",
+    "Q4_K_M", "F32" …; "GGUF" when it does not say or cannot be read)."""
+    import gguf
+
+    try:
+        field = gguf.GGUFReader(str(path)).fields.get("general.file_type")
+        value = int(field.parts[field.data[0]][0])
+        return gguf.LlamaFileType(value).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    except (AttributeError, IndexError, KeyError, ValueError, OSError):
+        return "GGUF"

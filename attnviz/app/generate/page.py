@@ -8,7 +8,8 @@ from attnviz.i18n import t
 from attnviz.app.generate import generate_view
 from attnviz.app.generate.generate_state import chat_offered
 from attnviz.app.shared import model_loading, state
-from attnviz.app.shared.model_words import file_type, named
+from attnviz.app.shared.model_words import named
+from attnviz.models.gguf_llama import file_type
 from attnviz.app.sidebar.model_choice import language_model
 
 

@@ -5,8 +5,6 @@ model's are its own catalogue entries (``sidebar.model_choice.option.<name>``,
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from attnviz.i18n import t
 from attnviz.models.registry import ModelEntry
 
@@ -35,17 +33,3 @@ def named(entry: ModelEntry) -> str:
     if entry.terms is None:
         return entry.shown
     return t("model.with_terms", model=entry.shown, terms=t(f"model.terms.{entry.terms}"))
-
-
-@lru_cache(maxsize=16)
-def file_type(path: str) -> str:
-    """How a GGUF file stores its weights, as its header says (general.file_type: "Q4_1",
-    "Q4_K_M", "F32" …; "GGUF" when it does not say)."""
-    import gguf
-
-    try:
-        field = gguf.GGUFReader(path).fields.get("general.file_type")
-        value = int(field.parts[field.data[0]][0])
-        return gguf.LlamaFileType(value).name.removeprefix("MOSTLY_").removeprefix("ALL_")
-    except (AttributeError, IndexError, KeyError, ValueError, OSError):
-        return "GGUF"
