@@ -57,6 +57,8 @@ def run_app(options: list[str]) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from attnviz.models import builtin          # the atlas's default model, by its name there
+
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
         prog="attnviz", description="Every step of self-attention, interactive and exact.")
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     atlas.add_argument("--corpus", required=True,
                        help="a folder of .txt/.jsonl/.csv files, one such file, or a bundled "
                             "corpus by name (en, zh, all)")
-    atlas.add_argument("--model", default="smollm2",
+    atlas.add_argument("--model", default=builtin.SMOLLM2,
                        help="a built-in decoder (smollm2, gemma3-270m) or a GGUF file's path")
     atlas.add_argument("--out", required=True, help="the atlas file to write (.npz)")
     atlas.add_argument("--ray", metavar="ADDRESS", default=None,

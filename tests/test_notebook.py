@@ -87,7 +87,8 @@ def test_the_html_repr_is_a_small_table_with_every_text_escaped():
 PUBLIC = {"MultiHeadWeights", "trace_attention", "trace_qkv", "AttentionTrace", "tokenize",
           "embed_tokens", "sinusoidal_positions", "parse_matrix", "report_html",
           "PretrainedModel", "attention_rollout", "head_stats", "diff", "toy", "DecoderModel",
-          "AttnvizInputError", "attention", "load_preset", "presets", "figures", "__version__"}
+          "AttnvizInputError", "attention", "load_preset", "presets", "figures", "__version__",
+          "head_atlas", "HeadAtlas"}
 
 
 def test_the_top_level_names_are_the_public_api_each_with_its_line_in_the_docstring():

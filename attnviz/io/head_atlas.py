@@ -25,7 +25,7 @@ from attnviz.core.arrays import whole_number
 from attnviz.core.errors import AttnvizInputError
 from attnviz.io.atlas_files import read_atlas, write_atlas
 from attnviz.models import atlas as _atlas
-from attnviz.models import atlas_map, atlas_runners
+from attnviz.models import atlas_map, atlas_runners, builtin
 from attnviz.models.atlas import Partial
 
 # SPEC's column → the reduction's metric (core.reading's ROW_METRICS and DETECTORS)
@@ -50,7 +50,7 @@ class HeadAtlas:
         return self.partial.model
 
     @property
-    def metrics(self):
+    def metrics(self) -> "pandas.DataFrame":  # noqa: F821 (pandas: imported when read)
         """pandas DataFrame, one row per (layer, head), layer-major: ``layer``, ``head`` and
         each metric's mean over every query position of every text (entropy −Σ α ln α in nats;
         sink the weight on position 0; distance Σ α_qk (q − k); sparsity the keys holding 90 %
@@ -118,7 +118,7 @@ class HeadAtlas:
         whole_number(head, "head", low=0, high=heads - 1)
 
 
-def head_atlas(texts: Sequence[str], *, model: str = "smollm2", workers: int = 2,
+def head_atlas(texts: Sequence[str], *, model: str = builtin.SMOLLM2, workers: int = 2,
                engine: str = "process", address: str | None = None,
                progress: Callable[[int], bool | None] | None = None) -> HeadAtlas:
     """Every head of `model` (a built-in decoder's name or a GGUF path) over `texts` (each cut

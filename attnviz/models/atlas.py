@@ -414,7 +414,7 @@ def merge(a: Partial, b: Partial) -> Partial:
     """The partial of a's texts and b's together: sums and counts added, top-k, reservoirs and
     samples kept by the same order as one shard keeps them. Associative and commutative
     (sums up to rounding). a and b must come from the same model and settings."""
-    if a.model != b.model or a.settings != b.settings or a.sums.shape != b.sums.shape:
+    if (a.model, a.settings, a.sums.shape) != (b.model, b.settings, b.sums.shape):
         raise AttnvizInputError("error.atlas.mismatch", first=a.model, second=b.model)
     s = a.settings
     out = dataclasses.replace(a, texts=a.texts + b.texts, tokens=a.tokens + b.tokens,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
+from contextlib import contextmanager
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -72,7 +74,7 @@ def run_pool(model_ref: str, texts: Sequence[str], workers: int = 2,
     saved = {k: os.environ.get(k) for k in ONE_THREAD}
     os.environ.update(ONE_THREAD)                     # the spawned workers inherit it
     try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+        with _main_path_hidden(), ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_start_worker, initargs=(model_ref,)) as pool:
             parts = list(pool.map(_reduce_shard, shards(texts, workers * per_worker),
                                   [settings] * (workers * per_worker)))
@@ -83,6 +85,23 @@ def run_pool(model_ref: str, texts: Sequence[str], workers: int = 2,
             else:
                 os.environ[k] = v
     return atlas.merge_all(parts)
+
+
+@contextmanager
+def _main_path_hidden():
+    """While the pool starts its workers: spawn runs the parent's ``__main__`` file again in
+    each worker (multiprocessing's ``_fixup_main_from_path``), which a worker never needs and
+    which may not run alone — Streamlit's AppTest leaves a temporary script there that calls
+    names it was given (the suite saw NameError: __args) — so its path is hidden meanwhile."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is not None:
+        del main.__file__
+    try:
+        yield
+    finally:
+        if path is not None:
+            main.__file__ = path
 
 
 class _RayWorker:
