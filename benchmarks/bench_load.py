@@ -783,34 +783,45 @@ def log_events(path: str) -> list[tuple[float, int, str]]:
     return out
 
 
-def train_phase(server: "Server", registry: Words, first_index: int, n: int, args) -> None:
-    """N learners press Train at once (the page's defaults) while an observer visits pages."""
+def with_observer(server: "Server", registry: Words, first_index: int, args, crowd):
+    """(crowd's results, the observer's views): `crowd(t0)` (a coroutine function, t0 the
+    loop time its learners start from) runs while an observer opens a page a second, after
+    3 s of the observer alone (a baseline)."""
     async def go():
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         observer = asyncio.create_task(observe(server.url, registry, first_index + 10_000,
                                                stop, args.timeout))
         await asyncio.sleep(3.0)                   # the observer's first views: a baseline
-        t0 = loop.time()
-        learners = [Learner(first_index + k, registry.take(first_index + k), server.url,
-                            registry, args.timeout) for k in range(n)]
-        results = await asyncio.gather(*(l.learn({}, t0 + 0.5 * k / max(1, n))
-                                         for k, l in enumerate(learners)))
+        results = await crowd(loop.time())
         stop.set()
         return results, await observer
+    return asyncio.run(go())
+
+
+def print_observer(views: list[View], budget: float) -> None:
+    chart = [v.first_chart for v in views if v.first_chart is not None]
+    print(f"    observer: {len(views)} page views, first chart p50 {pct(chart, .5):.2f} s, "
+          f"p95 {pct(chart, .95):.2f} s, max {max(chart, default=float('nan')):.2f} s "
+          f"(budget p95 ≤ {budget:g} s: {'within' if pct(chart, .95) <= budget else 'OVER'})")
+
+
+def train_phase(server: "Server", registry: Words, first_index: int, n: int, args) -> None:
+    """N learners press Train at once (the page's defaults) while an observer visits pages."""
+    async def crowd(t0: float):
+        learners = [Learner(first_index + k, registry.take(first_index + k), server.url,
+                            registry, args.timeout) for k in range(n)]
+        return await asyncio.gather(*(l.learn({}, t0 + 0.5 * k / max(1, n))
+                                      for k, l in enumerate(learners)))
 
     log_mark = len(log_events(server.log.name))
     with PeakRss([server.pid]) as peak:
         rss0 = rss_mb([server.pid])
-        results, views = asyncio.run(go())
+        results, views = with_observer(server, registry, first_index, args, crowd)
     events = log_events(server.log.name)[log_mark:]
     print(f"\n--train {n}: {n} learners press Train at once (the page's defaults: reverse, "
           f"600 steps) while an observer opens a page a second, each in a fresh session")
-    chart = [v.first_chart for v in views if v.first_chart is not None]
-    print(f"    observer: {len(views)} page views, first chart p50 {pct(chart, .5):.2f} s, "
-          f"p95 {pct(chart, .95):.2f} s, max {max(chart, default=float('nan')):.2f} s "
-          f"(budget p95 ≤ {OBSERVER_P95_BUDGET:g} s: "
-          f"{'within' if pct(chart, .95) <= OBSERVER_P95_BUDGET else 'OVER'})")
+    print_observer(views, OBSERVER_P95_BUDGET)
     done = [r for r in results if r.finished is not None]
     waits = sorted((r.finished - r.clicked, r.places[0] if r.places else -1, r.index)
                    for r in done)
@@ -835,31 +846,19 @@ def train_phase(server: "Server", registry: Words, first_index: int, n: int, arg
 
 def storm_phase(server: "Server", registry: Words, first_index: int, n: int, args) -> None:
     """N learners press Patch at once, each on its own pair, while an observer visits pages."""
-    async def go():
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        observer = asyncio.create_task(observe(server.url, registry, first_index + 10_000,
-                                               stop, args.timeout))
-        await asyncio.sleep(3.0)                   # the observer's first views: a baseline
-        t0 = loop.time()
+    async def crowd(t0: float):
         patchers = [Patcher(first_index + k, registry.take(first_index + k), server.url,
                             registry, args.timeout, where=args.patch_where) for k in range(n)]
-        results = await asyncio.gather(*(p.patch(t0 + 0.5 * k / max(1, n))
-                                         for k, p in enumerate(patchers)))
-        stop.set()
-        return results, await observer
+        return await asyncio.gather(*(p.patch(t0 + 0.5 * k / max(1, n))
+                                      for k, p in enumerate(patchers)))
 
     cpu0 = cpu_seconds([server.pid])
     with PeakRss([server.pid]) as peak:
         rss0 = rss_mb([server.pid])
-        results, views = asyncio.run(go())
+        results, views = with_observer(server, registry, first_index, args, crowd)
     print(f"\n--patch {n}: {n} learners press Patch at once, each on its own pair "
           f"({args.patch_where}), while an observer opens a page a second")
-    chart = [v.first_chart for v in views if v.first_chart is not None]
-    print(f"    observer: {len(views)} page views, first chart p50 {pct(chart, .5):.2f} s, "
-          f"p95 {pct(chart, .95):.2f} s, max {max(chart, default=float('nan')):.2f} s "
-          f"(budget p95 ≤ {STORM_P95_BUDGET:g} s: "
-          f"{'within' if pct(chart, .95) <= STORM_P95_BUDGET else 'OVER'})")
+    print_observer(views, STORM_P95_BUDGET)
     done = [r for r in results if r.finished is not None]
     print(f"    patchings: {len(done)} of {n} finished; click to map "
           + ", ".join(f"{r.finished - r.clicked:.1f} s" for r in
@@ -900,29 +899,17 @@ def decoder_phase(server: "Server", registry: Words, first_index: int, n: int, a
             await session.close()
         return views
 
-    async def go():
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        observer = asyncio.create_task(observe(server.url, registry, first_index + 10_000,
-                                               stop, args.timeout))
-        await asyncio.sleep(3.0)                   # the observer's first views: a baseline
-        t0 = loop.time()
-        results = await asyncio.gather(*(learner(first_index + k, t0 + 0.5 * k / max(1, n))
-                                         for k in range(n)))
-        stop.set()
-        return results, await observer
+    async def crowd(t0: float):
+        return await asyncio.gather(*(learner(first_index + k, t0 + 0.5 * k / max(1, n))
+                                      for k in range(n)))
 
     cpu0 = cpu_seconds([server.pid])
     with PeakRss([server.pid]) as peak:
         rss0 = rss_mb([server.pid])
-        results, views = asyncio.run(go())
+        results, views = with_observer(server, registry, first_index, args, crowd)
     print(f"\n--decoder {n}: {n} learners open {', '.join(DECODER_PAGES)} on {model}, "
           f"each with its own sentence, while an observer opens a page a second")
-    chart = [v.first_chart for v in views if v.first_chart is not None]
-    print(f"    observer: {len(views)} page views, first chart p50 {pct(chart, .5):.2f} s, "
-          f"p95 {pct(chart, .95):.2f} s, max {max(chart, default=float('nan')):.2f} s "
-          f"(budget p95 ≤ {STORM_P95_BUDGET:g} s: "
-          f"{'within' if pct(chart, .95) <= STORM_P95_BUDGET else 'OVER'})")
+    print_observer(views, STORM_P95_BUDGET)
     medians = {}
     for page in DECODER_PAGES:
         mine = [v.first_chart for r in results for v in r

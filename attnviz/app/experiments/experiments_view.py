@@ -458,18 +458,27 @@ def _model_tab_text(key: str, default: str) -> tuple[ModelEntry, str] | None:
     return entry, text
 
 
-def window_tab() -> None:
-    st.markdown(t("experiments.window.intro", n=designs.WINDOW_TOKENS, limit=MAX_TOKENS))
-    chosen = _model_tab_text(keys.EXP_WINDOW_TEXT, WINDOW_TEXT)
+def _model_result(key: str, default: str, compute):
+    """(the sidebar's decoder, compute(its name, the tab's text)) with a spinner naming the
+    model; None when there is no text or the model cannot compute it (said in its place)."""
+    chosen = _model_tab_text(key, default)
     if chosen is None:
-        return
+        return None
     entry, text = chosen
     try:
         with st.spinner(t("experiments.model.running", model=entry.shown)):
-            r = _window(entry.name, text)
+            return entry, compute(entry.name, text)
     except AttnvizInputError as exc:
         st.error(t("experiments.model.error", model=entry.shown, error=literal(exc)))
+        return None
+
+
+def window_tab() -> None:
+    st.markdown(t("experiments.window.intro", n=designs.WINDOW_TOKENS, limit=MAX_TOKENS))
+    found = _model_result(keys.EXP_WINDOW_TEXT, WINDOW_TEXT, _window)
+    if found is None:
         return
+    entry, r = found
     if r.local_layer is None:
         st.info(t("experiments.window.none", model=entry.shown))
     else:
@@ -494,16 +503,10 @@ def window_tab() -> None:
 
 def qk_norm_tab() -> None:
     st.markdown(t("experiments.qk.intro"))
-    chosen = _model_tab_text(keys.EXP_QK_TEXT, DECODER_TEXT)
-    if chosen is None:
+    found = _model_result(keys.EXP_QK_TEXT, DECODER_TEXT, _score_range)
+    if found is None:
         return
-    entry, text = chosen
-    try:
-        with st.spinner(t("experiments.model.running", model=entry.shown)):
-            r = _score_range(entry.name, text)
-    except AttnvizInputError as exc:
-        st.error(t("experiments.model.error", model=entry.shown, error=literal(exc)))
-        return
+    entry, r = found
     st.caption(t("experiments.qk.has" if r.qk_norm else "experiments.qk.has_not",
                  model=entry.shown))
     c = st.columns(3)
