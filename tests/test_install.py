@@ -28,7 +28,7 @@ pytestmark = pytest.mark.install
 
 ROOT = Path(__file__).resolve().parents[1]
 NAV_ORDER = ("", "inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
-             "train", "generate")      # the navigation's URL paths (Home, the default, is the root)
+             "train", "generate", "compare", "atlas")      # the navigation's URL paths (Home, the default, is the root)
 
 
 def clean_env(**extra) -> dict[str, str]:
