@@ -121,3 +121,31 @@ def test_a_link_to_an_atlas_not_built_offers_the_button_and_builds_nothing():
     assert [b.key for b in at.button if b.key == keys.AT_BUILD] == [keys.AT_BUILD]
     assert not charts_keyed(at, keys.AT_SCATTER)
     assert heavy.default_queue().started == started
+
+
+def test_a_stopped_build_resumed_is_the_atlas_of_one_build(expected):
+    """Stop after the first text, then Resume: the page's job merges the partial of the
+    texts read with that of the texts left — the atlas of the public API's one pass."""
+    from attnviz.app.atlas import atlas_view
+    from attnviz.models.decoder import DecoderModel
+
+    work = atlas_view._work(DecoderModel.load(name="smollm2"), ("resumed",), TEXTS)
+    seen = []
+    first = work(None, lambda done, total: seen.append((done, total)), lambda: True)
+    assert (first.done, first.complete, first.maps) == (1, False, None) and seen == [(1, 2)]
+    whole = work(first, lambda done, total: seen.append((done, total)), lambda: False)
+    assert whole.complete and seen[-1] == (2, 2)
+    want = expected.partial
+    np.testing.assert_allclose(whole.partial.sums, want.sums, rtol=1e-9, atol=1e-12)
+    for name in ("counts", "top_text", "top_pos", "sample_pos"):
+        np.testing.assert_array_equal(getattr(whole.partial, name), getattr(want, name))
+    assert whole.maps.shape[:2] == (30, 9)
+
+
+def test_texts_too_short_to_read_are_said_and_offer_no_build():
+    at = open_page("pages/atlas.py", params={"lang": "zh"}, at_corpus="custom",
+                   at_texts="a\n\nb")
+    no_exceptions(at)
+    with use_language("zh"):
+        assert shows(at.info, "atlas.none_read")
+    assert not [b for b in at.button if b.key == keys.AT_BUILD]

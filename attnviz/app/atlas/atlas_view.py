@@ -281,11 +281,18 @@ def heads(built: Built) -> tuple[int, int]:
 
 def _row(m, model: str, text: str, layer: int, head: int, position: int):
     """(the row of weights of query `position` over keys 0 … position, the text's tokens):
-    the text run again alone, as the atlas read it (cut to the model's window)."""
+    the text's layers 0 … `layer` run again, as the atlas read it (alone, cut to the model's
+    window), the row taken from that layer's pattern as it is made."""
     def computed():
-        run = m.run(text, max_tokens=m.max_tokens)
-        return (np.array(run.attentions[layer, head, position, :position + 1]),
-                list(run.tokens[:position + 1]))
+        ids = m.encode(text)[:m.max_tokens]
+        found = {}
+
+        def read(at: int, name: str, value: np.ndarray) -> None:
+            if at == layer and name == "pattern":
+                found["row"] = np.array(value[0, head, position, :position + 1])
+
+        m.run_layers(m.token_embeddings(ids), 0, layer + 1, hook=read)
+        return found["row"], m.labels(ids)[0][:position + 1]
     return _ROWS.get((model, int(atlas.text_id(text)), layer, head, position), computed)
 
 

@@ -28,6 +28,9 @@ def render() -> None:
     read, tokens = atlas_view.counts(m, entry.name, corpus_id, texts)
     st.markdown(t("atlas.count", texts=len(texts), read=read, tokens=tokens,
                   window=m.max_tokens))
+    if not read:
+        st.info(t("atlas.none_read"))
+        st.stop()
     built = atlas_view.build(m, atlas_view.atlas_key(entry, m, corpus_id), texts)
     if built is None:
         st.stop()
