@@ -83,6 +83,11 @@ def test_a_click_opens_the_head_and_its_link_brings_every_pick_back(built, expec
                         "customdata": [5, 4]}])
     no_exceptions(at)
     assert (at.session_state[keys.AT_LAYER], at.session_state[keys.AT_HEAD]) == (5, 4)
+    [fig] = charts_keyed(at, keys.AT_SCATTER)             # its point ringed
+    ring = fig["data"][1]
+    assert decode(ring["customdata"]).ravel().tolist() == [5, 4]
+    assert (float(decode(ring["x"])[0]), float(decode(ring["y"])[0])) == tuple(
+        float(expected.metrics[COLUMN[m]][5 * 9 + 4]) for m in (X, Y))
     # its top examples, each its text's row again: the row's largest weight is the score
     top = expected.top_examples(5, 4, k=5)
     rows = [charts_keyed(at, keys.AT_EXAMPLE(i)) for i in range(len(top))]

@@ -266,11 +266,12 @@ def heads(built: Built) -> tuple[int, int]:
     left, right = st.columns(2)
     x = _metric_pick(t("atlas.x"), keys.AT_X, DEFAULT_X, left)
     y = _metric_pick(t("atlas.y"), keys.AT_Y, DEFAULT_Y, right)
-    widgets.chart(atlas_figures.heads_scatter(p.means(), x, y, model=p.model),
-                  key=keys.AT_SCATTER, on_click=_pick_head)
-    st.caption(t("atlas.click"))
     keep_in_range(keys.AT_LAYER, layers)
     keep_in_range(keys.AT_HEAD, heads_)
+    picked = st.session_state[keys.AT_LAYER], st.session_state[keys.AT_HEAD]
+    widgets.chart(atlas_figures.heads_scatter(p.means(), x, y, model=p.model, picked=picked),
+                  key=keys.AT_SCATTER, on_click=_pick_head)
+    st.caption(t("atlas.click"))
     left, right = st.columns(2)
     layer = left.selectbox(t("atlas.layer"), list(range(layers)), key=keys.AT_LAYER,
                            persist_state="session")
@@ -300,6 +301,9 @@ def examples(m, built: Built, layer: int, head: int) -> None:
     """The head's most concentrated rows over the corpus, each drawn as its row of attention
     over the keys before it."""
     st.subheader(t("atlas.examples.subheader", layer=layer, head=head))
+    means = built.partial.means()
+    st.markdown(" · ".join(f"{t(f'atlas.metric.{name}')} {means[name][layer, head]:.3g}"
+                           for name in atlas.METRICS))
     st.caption(t("atlas.examples.caption"))
     found = built.head_atlas().top_examples(layer, head, k=TOP_EXAMPLES)
     if not found:
