@@ -6,15 +6,18 @@ building again."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
 from attnviz.app import keys
 from attnviz.i18n import render, use_language
+from attnviz.io.head_atlas import HeadAtlas
 from attnviz.models import heavy
 from attnviz.tutorials import atlas_corpus
 from tests.apptest_helpers import (charts_keyed, click_points, decode, no_exceptions,
-                                   open_page, shows)
+                                   open_page, record_downloads, shows)
 
 pytestmark = pytest.mark.slow
 
@@ -114,6 +117,22 @@ def test_a_click_opens_the_head_and_its_link_brings_every_pick_back(built, expec
     assert (again.session_state[keys.AT_LAYER], again.session_state[keys.AT_HEAD]) == (5, 4)
     assert charts_keyed(again, keys.AT_SCATTER)           # built already, on this server
     assert heavy.default_queue().started == started        # the link built nothing
+
+
+def test_the_downloads_are_the_apis_table_and_an_atlas_it_loads(built, expected, monkeypatch):
+    import pandas as pd
+
+    made = record_downloads(monkeypatch)
+    built.run()                                        # the atlas built already: drawn again
+    no_exceptions(built)
+    [table] = [f for name, f in made.items() if name.endswith(".csv")]
+    [npz] = [f for name, f in made.items() if name.endswith(".npz")]
+    pd.testing.assert_frame_equal(pd.read_csv(io.StringIO(table())), expected.metrics,
+                                  check_exact=False, rtol=1e-12)
+    loaded = HeadAtlas.load(io.BytesIO(npz()))
+    np.testing.assert_array_equal(loaded.partial.counts, expected.partial.counts)
+    assert loaded.maps.shape[:2] == (30, 9)
+    assert loaded.top_examples(5, 4) == expected.top_examples(5, 4)
 
 
 def test_a_link_to_an_atlas_not_built_offers_the_button_and_builds_nothing():
