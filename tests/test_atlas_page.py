@@ -98,6 +98,7 @@ def test_a_click_opens_the_head_and_its_link_brings_every_pick_back(built, expec
     for (text, position, score), [fig] in zip(top, rows):
         z = decode(fig["data"][0]["z"]).ravel()
         assert len(z) == position + 1                     # every key: the texts are short
+        assert abs(float(np.nansum(z)) - 1) < 1e-5        # a whole row of weights
         assert abs(float(np.nanmax(z)) - score) < 1e-6
     if len(expected.partial.sample_pos):
         assert charts_keyed(at, keys.AT_MAP) and shows(at.caption, "atlas.map.caption")

@@ -53,6 +53,7 @@ def heads_scatter(means: Mapping[str, np.ndarray], x: str, y: str, *, model: str
                                              line=dict(width=2))))
     fig.update_layout(title=dict(text=escape(t("figure.atlas.heads.title", model=model))),
                       xaxis_title=escape(x_name), yaxis_title=escape(y_name), width=width,
+                      showlegend=False,
                       height=HEIGHT, margin=dict(l=60, r=20, t=60, b=50))
     return fig
 

@@ -42,7 +42,8 @@ POLL_SECONDS = 1.0          # the build's progress, polled
 STOP_WAIT = 30.0            # s a Stop waits for the text under way (its partial result)
 TOP_EXAMPLES = 5            # the opened head's examples shown
 RELATED = 5                 # its related heads listed
-ROW_KEYS = 32               # an example's row: the keys drawn, ending at the query
+ROW_KEYS = 32               # an example's row: the keys drawn (the first, the last to the query)
+EXAMPLE_HEIGHT = 220        # px: its one row
 
 # finished atlases, the same for every learner on the same model file, corpus and settings
 _ATLASES = SizedCache(max_bytes=200 * 2**20, max_entries=16, size_of=lambda b: b.nbytes)
@@ -294,7 +295,8 @@ def _row(m, model: str, text: str, layer: int, head: int, position: int):
 
         m.run_layers(m.token_embeddings(ids), 0, layer + 1, hook=read)
         return found["row"], m.labels(ids)[0][:position + 1]
-    return _ROWS.get((model, int(atlas.text_id(text)), layer, head, position), computed)
+    return _ROWS.get((model, str(getattr(m, "path", "")), int(atlas.text_id(text)), layer, head,
+                      position), computed)
 
 
 def examples(m, built: Built, layer: int, head: int) -> None:
@@ -311,20 +313,23 @@ def examples(m, built: Built, layer: int, head: int) -> None:
         return
     for i, (text, position, score) in enumerate(found):
         row, tokens = _row(m, built.partial.model, text, layer, head, position)
-        first = max(0, position + 1 - ROW_KEYS)
+        # the first key (where a head parks its weight) and the last ones up to the query
+        first = max(1, position + 2 - ROW_KEYS)
+        drawn = [0, *range(first, position + 1)]
         shown = [token_shown(s) for s in tokens]
         st.markdown(t("atlas.example", number=i + 1, position=position,
                       token=code(shown[position]), score=f"{score:.3f}",
                       text=code(_excerpt(text))))
-        fig = figures.heatmap(row[None, first:], row_labels=[shown[position]],
-                              col_labels=shown[first:], kind="weights", show_values=False,
+        fig = figures.heatmap(row[None, drawn], row_labels=[shown[position]],
+                              col_labels=[shown[j] for j in drawn], kind="weights",
+                              show_values=False, col_title=t("figure.axis.key"),
                               title=t("atlas.example.title", layer=layer, head=head,
-                                      position=position),
-                              col_title=t("figure.axis.key"))
+                                      position=position))
+        fig.update_layout(height=EXAMPLE_HEIGHT)
         widgets.chart(fig, key=keys.AT_EXAMPLE(i))
-        if first:
-            st.caption(t("atlas.example.earlier", keys=first,
-                         weight=f"{float(row[:first].sum()):.3f}"))
+        if first > 1:
+            st.caption(t("atlas.example.between", keys=first - 1,
+                         weight=f"{float(row[1:first].sum()):.3f}"))
 
 
 def _excerpt(text: str, chars: int = 160) -> str:
