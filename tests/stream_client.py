@@ -21,7 +21,8 @@ TITLES = {"steps": "Step by step", "home": "Self-attention, one step at a time",
           "inputs": "Inputs & weights", "multihead": "Multi-head attention",
           "experiments": "Experiments", "pretrained": "Pretrained model",
           "reading": "Read the model", "trace": "Trace the answer",
-          "train": "Train attention yourself", "generate": "Generate, one token at a time"}
+          "train": "Train attention yourself", "generate": "Generate, one token at a time",
+          "atlas": "Head atlas"}
 CHARTS = {"steps", "home", "multihead", "experiments", "pretrained", "reading"}   # at once
 SIDEBAR = 1          # a delta path's first index: 0 the main area, 1 the sidebar
 

@@ -459,7 +459,10 @@ def test_the_public_head_atlas_is_a_table_of_transformers_means(tiny_paths, tiny
     assert list(table.columns[:9]) == ["layer", "head", "entropy", "sink", "distance",
                                        "sparsity", "prev_token", "duplicate", "induction"]
     assert len(table) == 2 * 4 and table["layer"].tolist() == [0] * 4 + [1] * 4
-    for column, name in (("entropy", "entropy"), ("sink", "sink"), ("distance", "distance"),
+    # SPEC: entropy in nats (−Σ α ln α); the plain loop's is in bits (log₂)
+    np.testing.assert_allclose(table["entropy"], expected["entropy"].ravel() * math.log(2),
+                               rtol=1e-5, atol=1e-5)
+    for column, name in (("sink", "sink"), ("distance", "distance"),
                          ("sparsity", "sparsity"), ("prev_token", "previous_token"),
                          ("induction", "induction")):
         np.testing.assert_allclose(table[column], expected[name].ravel(), rtol=1e-5,

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.browser
 SIZES = [(1400, 1000), (1024, 768)]
 TITLE_ZH, TITLE_EN = (render("home.title", lang) for lang in ("zh", "en"))
 NAV_ZH = ["首页", "输入与权重", "逐步计算", "多头注意力", "实验", "预训练模型", "解读模型", "追踪答案",
-          "训练", "生成", "对比模型"]
+          "训练", "生成", "对比模型", "注意力头图谱"]
 SHOTS = Path(os.environ.get("ATTNVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="attnviz_i18n_"))
 
 # Text cut off by its box: wider than the box shows (an ellipsis, or hidden overflow)

@@ -33,9 +33,10 @@ CONVERTED_PAGES = [
     "pages/reading.py",
     "pages/trace.py",
     "pages/compare.py",
+    "pages/atlas.py",
 ]
 NAV = ["home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
-       "train", "generate", "compare"]
+       "train", "generate", "compare", "atlas"]
 NAV_ZH, NAV_EN = ([render(f"nav.{name}", lang) for name in NAV] for lang in ("zh", "en"))
 TITLE_ZH, TITLE_EN = (render("home.title", lang) for lang in ("zh", "en"))
 
@@ -169,7 +170,7 @@ def test_the_pages_numbers_do_not_depend_on_the_language(runs):
 
 EVERY_PAGE = ["pages/home.py", "pages/inputs.py", "pages/steps.py", "pages/multihead.py",
               "pages/experiments.py", "pages/pretrained.py", "pages/reading.py", "pages/train.py",
-              "pages/generate.py", "pages/compare.py"]
+              "pages/generate.py", "pages/compare.py", "pages/atlas.py"]
 
 
 @pytest.mark.slow
@@ -180,7 +181,8 @@ def test_every_page_runs_in_chinese_with_every_message_it_asks_for(page, runs):
     at = runs(page, params=ZH)
     assert nav_titles(at) == NAV_ZH and language_switch(at).value == "zh"
     assert at.title and not at.error
-    assert charts(at) or page == "pages/train.py"
+    # Train and Head atlas draw their charts once trained or built
+    assert charts(at) or page in ("pages/train.py", "pages/atlas.py")
 
 
 # ---- the walker: no English sentence in Chinese, no Chinese in English -------------------------
@@ -211,9 +213,12 @@ SIDEBAR_STATES = {   # the sidebar in each of its forms
 
 def page_state(page: str) -> dict:
     """What a page needs in the session to show all its parts: Train, a trained run; Trace
-    the answer, a language model."""
+    the answer, a language model; Head atlas, an atlas built (of texts in neither language:
+    the page shows their words)."""
     if page == "pages/trace.py":
         return {"model": "smollm2"}
+    if page == "pages/atlas.py":
+        return built_atlas()
     if page != "pages/train.py":
         return {}
     from attnviz.models import toy
@@ -224,6 +229,21 @@ def page_state(page: str) -> dict:
 
 
 _TRAINED: dict = {}
+
+
+def built_atlas() -> dict:
+    """The Head atlas page's state for a corpus whose atlas is built on this server (once)."""
+    from attnviz.app import keys
+    from attnviz.models import heavy
+
+    state = {"at_corpus": "custom", "at_texts": "1 2 3 4 5 6 1 2 3 4 5 6\n\n7 8 9 7 8 9 7 8 9"}
+    if "atlas" not in _TRAINED:
+        at = open_page("pages/atlas.py", **state)
+        [build] = [b for b in at.button if b.key == keys.AT_BUILD]
+        build.click().run()
+        assert heavy.default_queue().wait_idle(300)
+        _TRAINED["atlas"] = True
+    return state
 
 
 @pytest.mark.slow

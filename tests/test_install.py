@@ -28,7 +28,7 @@ pytestmark = pytest.mark.install
 
 ROOT = Path(__file__).resolve().parents[1]
 NAV_ORDER = ("", "inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
-             "train", "generate", "compare")      # the navigation's URL paths (Home, the default, is the root)
+             "train", "generate", "compare", "atlas")      # the navigation's URL paths (Home, the default, is the root)
 
 
 def clean_env(**extra) -> dict[str, str]:
@@ -130,7 +130,7 @@ def test_attnviz_app_serves_every_page_from_the_installed_package(venv, tmp_path
             # the navigation, this one current, and the sidebar
             assert tuple(p for _, p in seen["navigation"]) == NAV_ORDER, seen["navigation"]
             assert seen["current"] == ("" if page == "home" else page) and not seen["not_found"]
-            assert page in ("train", "generate") or "Sentence" in seen["sidebar_text_inputs"]
+            assert page in ("train", "generate", "atlas") or "Sentence" in seen["sidebar_text_inputs"]
             assert seen["script"].endswith("site-packages/attnviz/app/main.py")
             # the shipped config took effect (given as options: no .streamlit/ here)
             assert seen["config"].toolbar_mode == streamlit_compat.toolbar_mode("MINIMAL")

@@ -440,7 +440,7 @@ def test_homes_map_links_every_page_and_names_the_real_models(runs):
     at = runs("pages/home.py")
     linked = [link.proto.page for link in at.main.get("page_link")]
     assert linked == ["inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
-                      "train", "generate", "compare"]
+                      "train", "generate", "compare", "atlas"]
     captions = [c.value for c in at.caption]
     assert any("all-MiniLM-L6-v2" in c and "SmolLM2-135M-Instruct" in c and "Gemma 3 270M" in c
                for c in captions)

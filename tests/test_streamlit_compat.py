@@ -166,7 +166,7 @@ def test_a_page_file_run_first_runs_the_app_around_itself():
 
 
 NAVIGATION = ["home", "inputs", "steps", "multihead", "experiments", "pretrained", "reading", "trace",
-              "train", "generate", "compare"]
+              "train", "generate", "compare", "atlas"]
 
 
 @pytest.mark.slow

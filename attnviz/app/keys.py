@@ -434,6 +434,26 @@ CMP_FILES = "cmp_files"                 # both runs' files
 CMP_CONTINUE = "cmp_continue"           # the button asking for both continuations
 CMP_ASKED = "cmp_asked"                 # (text, limit) whose continuations were asked for
 
+# ---- Head atlas ---------------------------------------------------------------------------------
+_section("atlas.atlas_view")
+AT_CORPUS = "at_corpus"                 # the corpus: a bundled one's name (en, zh, all) or "custom"
+AT_TEXTS = "at_texts"                   # the learner's texts, separated by blank lines
+AT_UPLOAD = "at_upload"                 # a file of texts (.txt, .jsonl, .csv)
+AT_BUILD = "at_build"                   # the button building the atlas
+AT_STOP = "at_stop"                     # the button stopping it
+AT_RESUME = "at_resume"                 # the button going on after a stop
+AT_JOB = "at_job"                       # (the atlas's key, the queue's job, this learner's token)
+AT_STOPPED_FOR = "at_stopped_for"       # the atlas's key whose build was stopped
+AT_X = "at_x"                           # the scatter's horizontal metric
+AT_Y = "at_y"                           # the scatter's vertical metric
+AT_LAYER = "at_layer"                   # the head opened: its layer
+AT_HEAD = "at_head"                     # … and its head
+AT_SCATTER = "at_scatter"               # every head as a point
+AT_EXAMPLE = Family("at_example_")      # a top example's row of attention
+AT_MAP = "at_map"                       # the opened head's query/key map
+AT_CSV = "at_csv"                       # the per-head table's download
+AT_FILE = "at_file"                     # the atlas .npz's download
+
 # ---- Generate -----------------------------------------------------------------------------------
 _section("generate.generate_view")
 GENERATE_RUN = "generate_run"           # {'recipe': (text, chat, temperature, seed), 'generation': …}
@@ -492,7 +512,7 @@ FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, LM_PICK, CMP_A, CMP_B, CMP_LAY
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
              EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, LENS_KIND, TR_PAIR, TR_WHERE,
              VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
-             GEN_SAMPLING, GEN_LAYER, TOY_TASK)
+             GEN_SAMPLING, GEN_LAYER, TOY_TASK, AT_CORPUS, AT_X, AT_Y)
 # the page picks a copied link carries, each with its default (attnviz.app.shared.links): a link
 # holds those whose value differs from it. None: a default the page chooses (the model's last
 # layer, the text's most likely token, the prompt box's example), so any value there is carried,
@@ -533,7 +553,10 @@ LINK_DEFAULTS = {
     CMP_HEAD_B: 0,
     # Generate (and the number of tokens generated: attnviz.app.shared.links.GEN_TOKENS_PARAM)
     GEN_PROMPT: None, GEN_CHAT: False, GEN_SAMPLING: "greedy", GEN_TEMPERATURE: None,
-    GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None}
+    GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None,
+    # Head atlas (its corpus: the bundled one of the page's language unless chosen)
+    AT_CORPUS: None, AT_TEXTS: None, AT_X: "entropy", AT_Y: "induction", AT_LAYER: 0,
+    AT_HEAD: 0}
 # what a link's text is read as, where the default does not say: int, float, bool, str, list
 # (whole numbers separated by commas), "name" (one of a few choices) or "tab" (a tab's label)
 LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
@@ -554,7 +577,8 @@ LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
               WEIGHT_SCALE: "name", IMAGE_FORMAT: "name", EXP_TIED_SOURCE: "name",
               EXP_RAW_SOURCE: "name", EXP_ROPE_SOURCE: "name", TOY_TASK: "name",
               LENS_COLOUR: "name", LENS_KIND: "name", TR_PAIR: "name", TR_WHERE: "name",
-              GEN_SAMPLING: "name", HS_COLUMN: "name",
+              GEN_SAMPLING: "name", HS_COLUMN: "name", AT_CORPUS: "name", AT_TEXTS: str,
+              AT_X: "name", AT_Y: "name",
               PT_VIEW: "tab", RD_VIEW: "tab", TR_VIEW: "tab", MH_SECTION: "tab",
               EXPERIMENT: "tab"}
 # a pick a link carries only once the learner chose it (until then the page follows the input),

@@ -20,9 +20,9 @@ from attnviz.i18n import t
 
 # a local file: a ":material/…:" page icon is fetched from a font host on the internet
 ICON = Path(__file__).resolve().parent / "static" / "favicon.svg"
-OWN_SETTINGS = {"train", "generate"}   # pages with their settings on the page: no sidebar input
+OWN_SETTINGS = {"train", "generate", "atlas"}   # their settings on the page: no sidebar input
 REAL_MODEL = {"pretrained", "reading", "trace"}   # pages that run the real model on the sentence
-LANGUAGE_MODEL = {"generate"}      # pages with their own settings that run a language model
+LANGUAGE_MODEL = {"generate", "atlas"}   # own settings, and they run a language model
 COMPARE = {"compare"}              # the page with two models in its sidebar
 
 

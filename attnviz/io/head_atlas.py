@@ -64,6 +64,7 @@ class HeadAtlas:
         layer, head = np.divmod(np.arange(layers * heads), heads)
         table = {"layer": layer, "head": head}
         table.update({column: means[name].ravel() for column, name in COLUMNS.items()})
+        table["entropy"] = table["entropy"] * np.log(2)    # the reduction's bits, in nats
         return pd.DataFrame(table)
 
     def top_examples(self, layer: int, head: int, k: int = 10) -> list[tuple[str, int, float]]:

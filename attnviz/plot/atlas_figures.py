@@ -26,10 +26,12 @@ QUERY_COLOUR, KEY_COLOUR = "#1f77b4", "#d62728"
 
 
 def heads_scatter(means: Mapping[str, np.ndarray], x: str, y: str, *, model: str,
+                  picked: tuple[int, int] | None = None,
                   width: int = NARROW_WIDTH) -> go.Figure:
     """Every head as a point on metrics `x` and `y` (names of ``atlas.METRICS``; means[name]
     (layers, heads)), coloured by layer; hover names the head (L3H2) and both values. Heads
-    whose value is NaN (no row read) are left out, not drawn at 0."""
+    whose value is NaN (no row read) are left out, not drawn at 0. `picked` (layer, head): a
+    ring around that head's point (a second trace, its (layer, head) in customdata too)."""
     xs, ys = np.asarray(means[x], np.float64), np.asarray(means[y], np.float64)
     layers, heads = xs.shape
     layer, head = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
@@ -44,8 +46,14 @@ def heads_scatter(means: Mapping[str, np.ndarray], x: str, y: str, *, model: str
                     colorbar=dict(title=dict(text=escape(t("figure.atlas.layer"))))),
         hovertemplate=(f"%{{text}}<br>{escape(x_name)}: %{{x:.4g}}<br>{escape(y_name)}: "
                        "%{y:.4g}<extra></extra>")))
+    if picked is not None and np.isfinite(xs[picked]) and np.isfinite(ys[picked]):
+        fig.add_trace(go.Scatter(x=[xs[picked]], y=[ys[picked]], mode="markers",
+                                 customdata=[list(picked)], hoverinfo="skip", showlegend=False,
+                                 marker=dict(symbol="circle-open", size=18, color="black",
+                                             line=dict(width=2))))
     fig.update_layout(title=dict(text=escape(t("figure.atlas.heads.title", model=model))),
                       xaxis_title=escape(x_name), yaxis_title=escape(y_name), width=width,
+                      showlegend=False,
                       height=HEIGHT, margin=dict(l=60, r=20, t=60, b=50))
     return fig
 

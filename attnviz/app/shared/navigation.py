@@ -39,6 +39,7 @@ PAGES = [
     ("train", ":material/model_training:"),
     ("generate", ":material/auto_awesome:"),
     ("compare", ":material/compare:"),
+    ("atlas", ":material/scatter_plot:"),
 ]
 ICONS = dict(PAGES)
 

@@ -1,0 +1,389 @@
+"""Head atlas: every head of the sidebar's language model over a corpus (``attnviz.models.atlas``:
+a reduction of the texts, one pass each), then one head opened.
+
+The corpus is a bundled one (``attnviz.tutorials.atlas_corpus``) or the learner's texts (typed,
+or a .txt/.jsonl/.csv file: ``attnviz.io.atlas_files.texts_of``). The atlas is built on the
+server's queue for heavy work (``attnviz.models.heavy``), as Trace's patching is: one job per
+(model file, corpus, settings) whoever asks, polled with Stop and Resume (a stopped reduction's
+partial merged with that of the texts left: ``atlas.reduce(progress=)``). A finished atlas is
+kept for every learner (``_ATLASES``). A link carries the corpus and every pick but never
+starts a build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from attnviz.app import keys
+from attnviz.app.pretrained.pretrained_view import keep_in_range
+from attnviz.app.shared import widgets
+from attnviz.app.shared.text import MAX_TEXT_CHARS, code, literal
+from attnviz.core.cache import SizedCache
+from attnviz.core.errors import AttnvizInputError
+from attnviz.describe.labels import token_shown
+from attnviz.i18n import language, t
+from attnviz.io.atlas_files import SUFFIXES, texts_of, write_atlas
+from attnviz.io.head_atlas import HeadAtlas
+from attnviz.io.matrix_files import MAX_UPLOAD_MB
+from attnviz.models import atlas, atlas_map, heavy
+from attnviz.plot import atlas_figures, figures
+from attnviz.tutorials import atlas_corpus
+
+CORPORA = ("en", "zh", "all", "custom")      # atlas.corpus.option.*
+CUSTOM = CORPORA[-1]
+DEFAULT_X, DEFAULT_Y = "entropy", "induction"
+POLL_SECONDS = 1.0          # the build's progress, polled
+STOP_WAIT = 30.0            # s a Stop waits for the text under way (its partial result)
+TOP_EXAMPLES = 5            # the opened head's examples shown
+RELATED = 5                 # its related heads listed
+ROW_KEYS = 32               # an example's row: the keys drawn (the first, the last to the query)
+EXAMPLE_HEIGHT = 220        # px: its one row
+
+# finished atlases, the same for every learner on the same model file, corpus and settings
+_ATLASES = SizedCache(max_bytes=200 * 2**20, max_entries=16, size_of=lambda b: b.nbytes)
+# (texts, tokens) of a corpus in a model's tokenizer, each text cut to its window
+_COUNTS = SizedCache(max_bytes=2**20, max_entries=64, size_of=lambda c: 64)
+# an example's attention row (one text run again), per model, text, head and position
+_ROWS = SizedCache(max_bytes=4 * 2**20, max_entries=256,
+                   size_of=lambda r: r[0].nbytes + 64 * len(r[1]))
+
+
+@dataclass(eq=False)
+class Built:
+    """A reduction as far as it went: the partial of the first `done` texts of `total`, and
+    every head's PCA map once all are read."""
+
+    partial: atlas.Partial
+    done: int
+    total: int
+    maps: np.ndarray | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.done >= self.total
+
+    @property
+    def nbytes(self) -> int:
+        return self.partial.nbytes + (0 if self.maps is None else self.maps.nbytes)
+
+    def head_atlas(self) -> HeadAtlas:
+        return HeadAtlas(self.partial, self.maps)
+
+
+# ---- the corpus --------------------------------------------------------------------------------
+
+def corpus() -> list[str]:
+    """The corpus chosen: a bundled one (its source and licence said) or the learner's typed
+    texts and uploaded file; [] when there is none yet (said)."""
+    if st.session_state.get(keys.AT_CORPUS) not in CORPORA:
+        st.session_state[keys.AT_CORPUS] = "zh" if language() == "zh" else "en"
+    name = st.radio(t("atlas.corpus.label"), CORPORA, key=keys.AT_CORPUS, horizontal=True,
+                    persist_state="session", format_func=lambda c: t(f"atlas.corpus.option.{c}"),
+                    help=t("atlas.corpus.help"))
+    if name != CUSTOM:
+        texts = atlas_corpus.texts(name)
+        st.caption(t("atlas.corpus.source", texts=len(texts),
+                     readme=code("attnviz/tutorials/atlas_corpus/README.md")))
+        return texts
+    if not isinstance(st.session_state.get(keys.AT_TEXTS), str):
+        st.session_state[keys.AT_TEXTS] = ""
+    typed = st.text_area(t("atlas.texts.label"), key=keys.AT_TEXTS, max_chars=MAX_TEXT_CHARS,
+                         persist_state="session", placeholder=t("atlas.texts.placeholder"),
+                         help=t("atlas.texts.help"))
+    texts = [p.strip() for p in typed.replace("\r\n", "\n").split("\n\n") if p.strip()]
+    file = st.file_uploader(t("atlas.upload.label"),
+                            type=[s.lstrip(".") for s in SUFFIXES], key=keys.AT_UPLOAD,
+                            max_upload_size=MAX_UPLOAD_MB,
+                            help=t("atlas.upload.help", megabytes=MAX_UPLOAD_MB))
+    if file is not None:
+        try:
+            texts += texts_of(file.name, file.getvalue())
+        except AttnvizInputError as exc:
+            st.error(literal(exc.message or exc))
+        except (ValueError, KeyError, TypeError) as exc:    # bad UTF-8, JSON, a missing "text"
+            st.error(t("atlas.upload.error", name=literal(file.name), error=literal(exc)))
+    return texts
+
+
+def corpus_hash(texts: list[str]) -> str:
+    """The corpus's name: a hash of its texts in order."""
+    h = hashlib.blake2b(digest_size=16)
+    for text in texts:
+        h.update(text.encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def counts(m, name: str, corpus_id: str, texts: list[str]) -> tuple[int, int]:
+    """(texts, tokens) the atlas reads, each text cut to the model's window (a text of fewer
+    than 2 tokens is not read), counted once per model and corpus."""
+    def count() -> tuple[int, int]:
+        sizes = [min(len(m.encode(text)), m.max_tokens) for text in texts]
+        return sum(1 for n in sizes if n >= 2), sum(n for n in sizes if n >= 2)
+    return _COUNTS.get((name, corpus_id), count)
+
+
+def atlas_key(entry, m, corpus_id: str) -> tuple:
+    """One atlas per model file, corpus and settings."""
+    return ("atlas", entry.name, str(getattr(m, "path", "")), corpus_id, atlas.Settings())
+
+
+# ---- the build, on the server's queue -------------------------------------------------------------
+
+def _work(m, key: tuple, texts: list[str]):
+    """The reduction as the queue runs it (``heavy.Work``), a text a unit: resumed from a
+    stopped job's partial (the texts left reduced and merged with it); a finished atlas, with
+    every head's PCA map, kept for every learner."""
+    total = len(texts)
+
+    def work(resume: Built | None, progress, should_stop) -> Built:
+        start = 0 if resume is None else resume.done
+
+        def step(done: int) -> bool:
+            progress(start + done, total)
+            return not should_stop()
+
+        part = atlas.reduce(m, texts[start:], progress=step)
+        read = part.texts + part.skipped
+        if resume is not None:
+            part = atlas.merge(resume.partial, part)
+        built = Built(part, start + read, total)
+        if built.complete:
+            built.maps = atlas_map.pca_all(part)
+            _ATLASES.get(key, lambda: built)
+        return built
+    return work
+
+
+def _ask(key: tuple, work, total: int) -> None:
+    """on_click of Build and Resume: this learner joins the server's job for this atlas (a
+    new one, resumed from a partial result, when none is queued or running)."""
+    from attnviz.app.train.train_view import alive_check
+
+    queue = heavy.default_queue()
+    token = uuid.uuid4().hex
+    partial = queue.partial(key)
+    job = queue.submit(key, work, total=total, learner=token, alive=alive_check(),
+                       done=0 if partial is None else partial.done)
+    st.session_state[keys.AT_JOB] = (key, job, token)
+    st.session_state[keys.AT_STOPPED_FOR] = None
+
+
+def _stop(key: tuple, job, token: str) -> None:
+    """on_click of Stop: this learner leaves the job (it stops when nobody wants it)."""
+    heavy.default_queue().leave(job, token)
+    st.session_state[keys.AT_STOPPED_FOR] = key
+
+
+def build(m, key: tuple, texts: list[str]) -> Built | None:
+    """The atlas of `key` if built (for any learner), else the Build button, the job's
+    progress with Stop, or Resume after a stop; None until it is built."""
+    built = _ATLASES.peek(key)
+    if built is not None:
+        return built
+    queue = heavy.default_queue()
+    total = len(texts)
+    mine = st.session_state.get(keys.AT_JOB)
+    job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == key else (None, None)
+    stopped = st.session_state.get(keys.AT_STOPPED_FOR) == key
+    if job is not None and not stopped:
+        if job.running:
+            _live(key, job, token, total)
+            return None
+        if job.ended == "failed":
+            st.error(t("atlas.error", error=literal(job.error)))
+        elif job.result is not None and job.result.complete:
+            return _ATLASES.get(key, lambda: job.result)
+        else:
+            stopped = True
+    work = _work(m, key, texts)
+    if stopped:
+        if job is not None and job.stop.is_set():   # nobody else wants it: its text ends
+            job.wait(STOP_WAIT)                      # and its partial result is kept
+        partial = queue.partial(key)
+        done = partial.done if partial is not None else 0 if job is None else job.done
+        st.info(t("atlas.stopped", done=done, total=total))
+        widgets.action_button(t("atlas.resume"), _ask, (key, work, total),
+                              key=keys.AT_RESUME, icon=":material/play_arrow:")
+        return None
+    widgets.action_button(t("atlas.build", texts=total), _ask, (key, work, total),
+                          key=keys.AT_BUILD, type="primary", icon=":material/play_arrow:",
+                          help=t("atlas.build.help"))
+    return None
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _live(key: tuple, job, token: str, total: int) -> None:
+    """The job's place in the queue or its progress, polled; Stop. The whole page again when
+    it has ended or this learner stopped."""
+    queue = heavy.default_queue()
+    if not job.running or not queue.wants(job, token):
+        st.rerun()
+    place = queue.place(job)
+    if place:
+        st.info(t("atlas.queue", place=place, workers=queue.workers),
+                icon=":material/hourglass_top:")
+    else:
+        st.progress(min(1.0, job.done / max(total, 1)),
+                    text=t("atlas.progress", done=job.done, total=total))
+    if len(job.learners) > 1:
+        st.caption(t("atlas.shared", count=len(job.learners)))
+    widgets.action_button(t("atlas.stop"), _stop, (key, job, token), key=keys.AT_STOP,
+                          icon=":material/stop:")
+
+
+# ---- the views of a built atlas ----------------------------------------------------------------------
+
+def _metric_pick(label: str, key: str, default: str, where) -> str:
+    if st.session_state.get(key) not in atlas.METRICS:
+        st.session_state[key] = default
+    return where.selectbox(label, atlas.METRICS, key=key, persist_state="session",
+                           format_func=lambda name: t(f"atlas.metric.{name}"))
+
+
+def _pick_head(points: list[dict]) -> None:
+    """on_click of the scatter: the clicked point's (layer, head), its customdata."""
+    for point in reversed(points):
+        data = point.get("customdata")
+        if isinstance(data, (list, tuple)) and len(data) >= 2:
+            st.session_state[keys.AT_LAYER], st.session_state[keys.AT_HEAD] = \
+                int(data[0]), int(data[1])
+            return
+
+
+def heads(built: Built) -> tuple[int, int]:
+    """Every head as a point on two chosen metrics, coloured by layer; a click (or the two
+    pickers) opens a head: its (layer, head)."""
+    p = built.partial
+    layers, heads_ = p.shape
+    st.caption(t("atlas.built", texts=p.texts, tokens=p.tokens, skipped=p.skipped,
+                 heads=layers * heads_))
+    left, right = st.columns(2)
+    x = _metric_pick(t("atlas.x"), keys.AT_X, DEFAULT_X, left)
+    y = _metric_pick(t("atlas.y"), keys.AT_Y, DEFAULT_Y, right)
+    keep_in_range(keys.AT_LAYER, layers)
+    keep_in_range(keys.AT_HEAD, heads_)
+    picked = st.session_state[keys.AT_LAYER], st.session_state[keys.AT_HEAD]
+    widgets.chart(atlas_figures.heads_scatter(p.means(), x, y, model=p.model, picked=picked),
+                  key=keys.AT_SCATTER, on_click=_pick_head)
+    st.caption(t("atlas.click"))
+    left, right = st.columns(2)
+    layer = left.selectbox(t("atlas.layer"), list(range(layers)), key=keys.AT_LAYER,
+                           persist_state="session")
+    head = right.selectbox(t("atlas.head"), list(range(heads_)), key=keys.AT_HEAD,
+                           persist_state="session")
+    return int(layer), int(head)
+
+
+def _row(m, model: str, text: str, layer: int, head: int, position: int):
+    """(the row of weights of query `position` over keys 0 … position, the text's tokens):
+    the text's layers 0 … `layer` run again, as the atlas read it (alone, cut to the model's
+    window), the row taken from that layer's pattern as it is made."""
+    def computed():
+        ids = m.encode(text)[:m.max_tokens]
+        found = {}
+
+        def read(at: int, name: str, value: np.ndarray) -> None:
+            if at == layer and name == "pattern":
+                found["row"] = np.array(value[0, head, position, :position + 1])
+
+        m.run_layers(m.token_embeddings(ids), 0, layer + 1, hook=read)
+        return found["row"], m.labels(ids)[0][:position + 1]
+    return _ROWS.get((model, str(getattr(m, "path", "")), int(atlas.text_id(text)), layer, head,
+                      position), computed)
+
+
+def examples(m, built: Built, layer: int, head: int) -> None:
+    """The head's most concentrated rows over the corpus, each drawn as its row of attention
+    over the keys before it."""
+    st.subheader(t("atlas.examples.subheader", layer=layer, head=head))
+    means = built.partial.means()
+    st.markdown(" · ".join(f"{t(f'atlas.metric.{name}')} {means[name][layer, head]:.3g}"
+                           for name in atlas.METRICS))
+    st.caption(t("atlas.examples.caption"))
+    found = built.head_atlas().top_examples(layer, head, k=TOP_EXAMPLES)
+    if not found:
+        st.info(t("atlas.examples.none"))
+        return
+    for i, (text, position, score) in enumerate(found):
+        row, tokens = _row(m, built.partial.model, text, layer, head, position)
+        # the first key (where a head parks its weight) and the last ones up to the query
+        first = max(1, position + 2 - ROW_KEYS)
+        drawn = [0, *range(first, position + 1)]
+        shown = [token_shown(s) for s in tokens]
+        st.markdown(t("atlas.example", number=i + 1, position=position,
+                      token=code(shown[position]), score=f"{score:.3f}",
+                      text=code(_excerpt(text))))
+        fig = figures.heatmap(row[None, drawn], row_labels=[shown[position]],
+                              col_labels=[shown[j] for j in drawn], kind="weights",
+                              show_values=False, col_title=t("figure.axis.key"),
+                              title=t("atlas.example.title", layer=layer, head=head,
+                                      position=position))
+        fig.update_layout(height=EXAMPLE_HEIGHT)
+        widgets.chart(fig, key=keys.AT_EXAMPLE(i))
+        if first > 1:
+            st.caption(t("atlas.example.between", keys=first - 1,
+                         weight=f"{float(row[1:first].sum()):.3f}"))
+
+
+def _excerpt(text: str, chars: int = 160) -> str:
+    """The text's start, on one line."""
+    line = " ".join(text.split())
+    return line if len(line) <= chars else line[:chars - 1] + "…"
+
+
+def qk_map(built: Built, layer: int, head: int) -> None:
+    """The head's sampled queries and keys over the corpus in one 2-D map (PCA, precomputed
+    for every head), with what the joint map changes and keeps."""
+    st.subheader(t("atlas.map.subheader"))
+    p = built.partial
+    samples = len(p.sample_pos)
+    if not samples or built.maps is None:
+        st.info(t("atlas.map.none"))
+        return
+    st.caption(t("atlas.map.caption", samples=samples,
+                 call=code('attnviz.HeadAtlas.embedding(layer, head, method="tsne")')))
+    widgets.chart(atlas_figures.qk_map(built.maps[layer, head], samples, tokens=p.sample_token,
+                                       layer=layer, head=head, method="PCA"), key=keys.AT_MAP)
+
+
+def related(built: Built, layer: int, head: int) -> None:
+    """The heads whose mean patterns over the corpus are most alike the opened one's."""
+    st.subheader(t("atlas.related.subheader"))
+    st.caption(t("atlas.related.caption"))
+    found = built.head_atlas().related(layer, head, k=RELATED)
+    st.markdown("  \n".join(t("atlas.related.item", layer=l, head=h, similarity=f"{s:.3f}")
+                            for l, h, s in found))
+
+
+def downloads(built: Built, corpus_id: str) -> None:
+    """The per-head table (CSV) and the whole atlas (.npz, ``attnviz.HeadAtlas.load``), each
+    made when clicked."""
+    name = f"attnviz_atlas_{corpus_id[:8]}"
+
+    def table() -> str:
+        return built.head_atlas().metrics.to_csv(index=False)
+
+    def npz() -> bytes:
+        out = io.BytesIO()
+        write_atlas(out, built.partial, built.maps)
+        return out.getvalue()
+
+    st.subheader(t("atlas.downloads.subheader"))
+    left, right = st.columns(2)
+    left.download_button(t("atlas.downloads.csv"), table, f"{name}.csv", "text/csv",
+                         key=keys.AT_CSV, on_click="ignore", icon=":material/download:")
+    right.download_button(t("atlas.downloads.npz"), npz, f"{name}.npz",
+                          "application/octet-stream", key=keys.AT_FILE, on_click="ignore",
+                          icon=":material/download:")
+    st.caption(t("atlas.downloads.caption", call=code("attnviz.HeadAtlas.load(path)")))
+
+
+__all__ = ["Built", "CORPORA", "atlas_key", "build", "corpus", "corpus_hash", "counts",
+           "downloads", "examples", "heads", "qk_map", "related"]

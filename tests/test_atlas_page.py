@@ -1,0 +1,176 @@
+"""The Head atlas page (issue 39) in AppTest on SmolLM2, with a corpus of two short texts so
+that a build takes seconds: the page opens in both languages, Build draws every head with the
+numbers of the public API (``attnviz.head_atlas``, itself held to transformers in
+tests/test_atlas.py), a click opens a head, and a link brings back every pick without
+building again."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from attnviz.app import keys
+from attnviz.i18n import render, use_language
+from attnviz.io.head_atlas import HeadAtlas
+from attnviz.models import heavy
+from attnviz.tutorials import atlas_corpus
+from tests.apptest_helpers import (charts_keyed, click_points, decode, no_exceptions,
+                                   open_page, record_downloads, shows)
+
+pytestmark = pytest.mark.slow
+
+TEXTS = ["The cat sat on the mat. The cat sat on the mat.", "小猫坐在垫子上。小猫坐在垫子上。"]
+X, Y = "sink", "previous_token"          # the scatter's metrics (not the defaults)
+COLUMN = {"sink": "sink", "previous_token": "prev_token"}   # HeadAtlas.metrics's columns
+
+
+def atlas_page(lang: str = "en", **state):
+    return open_page("pages/atlas.py", params={"lang": lang}, at_corpus="custom",
+                     at_texts="\n\n".join(TEXTS), **state)
+
+
+@pytest.fixture(scope="module")
+def expected():
+    """The atlas of the two texts through the public API, in this process."""
+    import attnviz
+
+    return attnviz.head_atlas(TEXTS, model="smollm2", workers=1)
+
+
+@pytest.fixture(scope="module")
+def built():
+    """The page after Build: the job queued, computed by the server's queue, shown."""
+    at = atlas_page(at_x=X, at_y=Y)
+    [button] = [b for b in at.button if b.key == keys.AT_BUILD]
+    button.click().run()
+    no_exceptions(at)
+    assert heavy.default_queue().wait_idle(300)
+    at.run()
+    no_exceptions(at)
+    return at
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_page_opens_with_the_bundled_corpus_of_its_language_counted(lang):
+    at = open_page("pages/atlas.py", params={"lang": lang})
+    no_exceptions(at)
+    assert at.title[0].value == render("nav.atlas", lang)
+    assert at.session_state[keys.AT_CORPUS] == lang
+    with use_language(lang):
+        assert shows(at.caption, "atlas.corpus.source")
+        assert shows(at.markdown, "atlas.count", window=512)
+    assert [b.label for b in at.button if b.key == keys.AT_BUILD] == [
+        render("atlas.build", lang, texts=len(atlas_corpus.texts(lang)))]
+    assert not charts_keyed(at, keys.AT_SCATTER)          # nothing built before the press
+
+
+def test_build_draws_every_head_at_the_apis_numbers(built, expected):
+    metrics = expected.metrics
+    [fig] = charts_keyed(built, keys.AT_SCATTER)
+    trace = fig["data"][0]
+    where = decode(trace["customdata"]).astype(int).reshape(-1, 2)   # (layer, head) a point
+    assert len(where) == len(metrics) == 30 * 9
+    row = where[:, 0] * 9 + where[:, 1]
+    np.testing.assert_allclose(decode(trace["x"]), metrics[COLUMN[X]].to_numpy()[row],
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(decode(trace["y"]), metrics[COLUMN[Y]].to_numpy()[row],
+                               rtol=1e-12, atol=1e-12)
+    assert shows(built.caption, "atlas.built", texts=2, heads=270)
+
+
+def test_a_click_opens_the_head_and_its_link_brings_every_pick_back(built, expected):
+    at = click_points(built, keys.AT_SCATTER,
+                      [{"x": 0, "y": 0, "curve_number": 0, "point_index": 5 * 9 + 4,
+                        "customdata": [5, 4]}])
+    no_exceptions(at)
+    assert (at.session_state[keys.AT_LAYER], at.session_state[keys.AT_HEAD]) == (5, 4)
+    [fig] = charts_keyed(at, keys.AT_SCATTER)             # its point ringed
+    ring = fig["data"][1]
+    assert decode(ring["customdata"]).ravel().tolist() == [5, 4]
+    assert (float(decode(ring["x"])[0]), float(decode(ring["y"])[0])) == tuple(
+        float(expected.metrics[COLUMN[m]][5 * 9 + 4]) for m in (X, Y))
+    # its top examples, each its text's row again: the row's largest weight is the score
+    top = expected.top_examples(5, 4, k=5)
+    rows = [charts_keyed(at, keys.AT_EXAMPLE(i)) for i in range(len(top))]
+    assert all(len(r) == 1 for r in rows) and top
+    for (text, position, score), [fig] in zip(top, rows):
+        z = decode(fig["data"][0]["z"]).ravel()
+        assert len(z) == position + 1                     # every key: the texts are short
+        assert abs(float(np.nansum(z)) - 1) < 1e-5        # a whole row of weights
+        assert abs(float(np.nanmax(z)) - score) < 1e-6
+    if len(expected.partial.sample_pos):
+        assert charts_keyed(at, keys.AT_MAP) and shows(at.caption, "atlas.map.caption")
+    else:
+        assert shows(at.info, "atlas.map.none")
+    related = "  \n".join(render("atlas.related.item", "en", layer=l, head=h,
+                                 similarity=f"{s:.3f}") for l, h, s in expected.related(5, 4))
+    assert any(m.value == related for m in at.markdown)
+
+    started = heavy.default_queue().started
+    link = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    assert {k: link.get(k) for k in ("at_corpus", "at_x", "at_y", "at_layer", "at_head")} == \
+        {"at_corpus": "custom", "at_x": X, "at_y": Y, "at_layer": "5", "at_head": "4"}
+    again = open_page("pages/atlas.py", params=link)
+    no_exceptions(again)
+    assert again.session_state[keys.AT_TEXTS] == "\n\n".join(TEXTS)
+    assert (again.session_state[keys.AT_LAYER], again.session_state[keys.AT_HEAD]) == (5, 4)
+    assert charts_keyed(again, keys.AT_SCATTER)           # built already, on this server
+    assert heavy.default_queue().started == started        # the link built nothing
+
+
+def test_the_downloads_are_the_apis_table_and_an_atlas_it_loads(built, expected, monkeypatch):
+    import pandas as pd
+
+    made = record_downloads(monkeypatch)
+    built.run()                                        # the atlas built already: drawn again
+    no_exceptions(built)
+    [table] = [f for name, f in made.items() if name.endswith(".csv")]
+    [npz] = [f for name, f in made.items() if name.endswith(".npz")]
+    pd.testing.assert_frame_equal(pd.read_csv(io.StringIO(table())), expected.metrics,
+                                  check_exact=False, rtol=1e-12)
+    loaded = HeadAtlas.load(io.BytesIO(npz()))
+    np.testing.assert_array_equal(loaded.partial.counts, expected.partial.counts)
+    assert loaded.maps.shape[:2] == (30, 9)
+    assert loaded.top_examples(5, 4) == expected.top_examples(5, 4)
+
+
+def test_a_link_to_an_atlas_not_built_offers_the_button_and_builds_nothing():
+    started = heavy.default_queue().started
+    at = open_page("pages/atlas.py", params={
+        "lang": "en", "at_corpus": "custom", "at_texts": "Another text, never built.\n\nOne more.",
+        "at_layer": "3", "at_x": "induction"})
+    no_exceptions(at)
+    assert at.session_state[keys.AT_TEXTS] == "Another text, never built.\n\nOne more."
+    assert [b.key for b in at.button if b.key == keys.AT_BUILD] == [keys.AT_BUILD]
+    assert not charts_keyed(at, keys.AT_SCATTER)
+    assert heavy.default_queue().started == started
+
+
+def test_a_stopped_build_resumed_is_the_atlas_of_one_build(expected):
+    """Stop after the first text, then Resume: the page's job merges the partial of the
+    texts read with that of the texts left — the atlas of the public API's one pass."""
+    from attnviz.app.atlas import atlas_view
+    from attnviz.models.decoder import DecoderModel
+
+    work = atlas_view._work(DecoderModel.load(name="smollm2"), ("resumed",), TEXTS)
+    seen = []
+    first = work(None, lambda done, total: seen.append((done, total)), lambda: True)
+    assert (first.done, first.complete, first.maps) == (1, False, None) and seen == [(1, 2)]
+    whole = work(first, lambda done, total: seen.append((done, total)), lambda: False)
+    assert whole.complete and seen[-1] == (2, 2)
+    want = expected.partial
+    np.testing.assert_allclose(whole.partial.sums, want.sums, rtol=1e-9, atol=1e-12)
+    for name in ("counts", "top_text", "top_pos", "sample_pos"):
+        np.testing.assert_array_equal(getattr(whole.partial, name), getattr(want, name))
+    assert whole.maps.shape[:2] == (30, 9)
+
+
+def test_texts_too_short_to_read_are_said_and_offer_no_build():
+    at = open_page("pages/atlas.py", params={"lang": "zh"}, at_corpus="custom",
+                   at_texts="a\n\nb")
+    no_exceptions(at)
+    with use_language("zh"):
+        assert shows(at.info, "atlas.none_read")
+    assert not [b for b in at.button if b.key == keys.AT_BUILD]
