@@ -346,9 +346,10 @@ class DecoderModel(ConfigSizes):
     # reads them as the control tokens (ids 1, 2, 0 …), as transformers' tokenizer does by
     # default; only the chat template itself (chat=True) puts control tokens around a text.
 
-    def encode(self, text: str, *, special_tokens: bool = False) -> np.ndarray:
+    def encode(self, text: str, *, special_tokens: bool = False, bos: bool = True) -> np.ndarray:
         """The token ids of `text`, BOS first where the model's tokenizer adds it (Gemma; not
-        SmolLM2), as transformers' tokenizer of the same file gives them.
+        SmolLM2), as transformers' tokenizer of the same file gives them; bos=False: the ids of
+        `text` as it follows other text (a lens target, a patching answer), no BOS.
         A control token's spelling in `text` is read as its characters (transformers'
         ``split_special_tokens=True``); special_tokens=True reads it as that control token."""
         if not isinstance(text, str):
@@ -356,7 +357,7 @@ class DecoderModel(ConfigSizes):
         ids = self._encoder(special_tokens).encode(text, add_special_tokens=False).ids
         if not ids:
             raise AttnvizInputError("error.text.empty_character")
-        if self.config.add_bos:
+        if bos and self.config.add_bos:
             ids = [self.config.bos_id, *ids]
         return np.array(ids, dtype=np.intp)
 

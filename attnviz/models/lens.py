@@ -245,9 +245,7 @@ def token_id(model, token, *, answer: bool = False) -> int:
     text is read without the BOS the model's tokenizer puts before a whole text (Gemma's): " Paris"
     is one token."""
     if isinstance(token, str):
-        ids = model.encode(token)
-        if model.config.add_bos:
-            ids = ids[1:]
+        ids = model.encode(token, bos=False)
         if len(ids) != 1 and answer:
             raise AttnvizInputError("error.patch.answer_tokens", text=token, count=len(ids))
         if len(ids) != 1:
