@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +21,7 @@ import streamlit as st
 
 from attnviz.app import keys
 from attnviz.app.pretrained.pretrained_view import keep_in_range
-from attnviz.app.shared import widgets
+from attnviz.app.shared import heavy_jobs, widgets
 from attnviz.app.shared.text import MAX_TEXT_CHARS, code, literal
 from attnviz.core.cache import SizedCache
 from attnviz.core.errors import AttnvizInputError
@@ -31,15 +30,13 @@ from attnviz.i18n import language, t
 from attnviz.io.atlas_files import SUFFIXES, texts_of, write_atlas
 from attnviz.io.head_atlas import HeadAtlas
 from attnviz.io.matrix_files import MAX_UPLOAD_MB
-from attnviz.models import atlas, atlas_map, heavy
+from attnviz.models import atlas, atlas_map
 from attnviz.plot import atlas_figures, figures
 from attnviz.tutorials import atlas_corpus
 
 CORPORA = ("en", "zh", "all", "custom")      # atlas.corpus.option.*
 CUSTOM = CORPORA[-1]
 DEFAULT_X, DEFAULT_Y = "entropy", "induction"
-POLL_SECONDS = 1.0          # the build's progress, polled
-STOP_WAIT = 30.0            # s a Stop waits for the text under way (its partial result)
 TOP_EXAMPLES = 5            # the opened head's examples shown
 RELATED = 5                 # its related heads listed
 ROW_KEYS = 32               # an example's row: the keys drawn (the first, the last to the query)
@@ -162,23 +159,8 @@ def _work(m, key: tuple, texts: list[str]):
 
 
 def _ask(key: tuple, work, total: int) -> None:
-    """on_click of Build and Resume: this learner joins the server's job for this atlas (a
-    new one, resumed from a partial result, when none is queued or running)."""
-    from attnviz.app.train.train_view import alive_check
-
-    queue = heavy.default_queue()
-    token = uuid.uuid4().hex
-    partial = queue.partial(key)
-    job = queue.submit(key, work, total=total, learner=token, alive=alive_check(),
-                       done=0 if partial is None else partial.done)
-    st.session_state[keys.AT_JOB] = (key, job, token)
-    st.session_state[keys.AT_STOPPED_FOR] = None
-
-
-def _stop(key: tuple, job, token: str) -> None:
-    """on_click of Stop: this learner leaves the job (it stops when nobody wants it)."""
-    heavy.default_queue().leave(job, token)
-    st.session_state[keys.AT_STOPPED_FOR] = key
+    """on_click of Build and Resume: this learner joins the server's job for this atlas."""
+    heavy_jobs.join(key, work, total, job_key=keys.AT_JOB, stopped_key=keys.AT_STOPPED_FOR)
 
 
 def build(m, key: tuple, texts: list[str]) -> Built | None:
@@ -187,14 +169,14 @@ def build(m, key: tuple, texts: list[str]) -> Built | None:
     built = _ATLASES.peek(key)
     if built is not None:
         return built
-    queue = heavy.default_queue()
     total = len(texts)
-    mine = st.session_state.get(keys.AT_JOB)
-    job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == key else (None, None)
+    job, token = heavy_jobs.mine(keys.AT_JOB, key)
     stopped = st.session_state.get(keys.AT_STOPPED_FOR) == key
     if job is not None and not stopped:
         if job.running:
-            _live(key, job, token, total)
+            heavy_jobs.live(job, token, "atlas", heavy_jobs.counted("atlas", total),
+                            heavy_jobs.leave, (key, job, token, keys.AT_STOPPED_FOR),
+                            keys.AT_STOP)
             return None
         if job.ended == "failed":
             st.error(t("atlas.error", error=literal(job.error)))
@@ -204,10 +186,7 @@ def build(m, key: tuple, texts: list[str]) -> Built | None:
             stopped = True
     work = _work(m, key, texts)
     if stopped:
-        if job is not None and job.stop.is_set():   # nobody else wants it: its text ends
-            job.wait(STOP_WAIT)                      # and its partial result is kept
-        partial = queue.partial(key)
-        done = partial.done if partial is not None else 0 if job is None else job.done
+        _, done = heavy_jobs.stopped_partial(key, job)
         st.info(t("atlas.stopped", done=done, total=total))
         widgets.action_button(t("atlas.resume"), _ask, (key, work, total),
                               key=keys.AT_RESUME, icon=":material/play_arrow:")
@@ -216,26 +195,6 @@ def build(m, key: tuple, texts: list[str]) -> Built | None:
                           key=keys.AT_BUILD, type="primary", icon=":material/play_arrow:",
                           help=t("atlas.build.help"))
     return None
-
-
-@st.fragment(run_every=POLL_SECONDS)
-def _live(key: tuple, job, token: str, total: int) -> None:
-    """The job's place in the queue or its progress, polled; Stop. The whole page again when
-    it has ended or this learner stopped."""
-    queue = heavy.default_queue()
-    if not job.running or not queue.wants(job, token):
-        st.rerun()
-    place = queue.place(job)
-    if place:
-        st.info(t("atlas.queue", place=place, workers=queue.workers),
-                icon=":material/hourglass_top:")
-    else:
-        st.progress(min(1.0, job.done / max(total, 1)),
-                    text=t("atlas.progress", done=job.done, total=total))
-    if len(job.learners) > 1:
-        st.caption(t("atlas.shared", count=len(job.learners)))
-    widgets.action_button(t("atlas.stop"), _stop, (key, job, token), key=keys.AT_STOP,
-                          icon=":material/stop:")
 
 
 # ---- the views of a built atlas ----------------------------------------------------------------------

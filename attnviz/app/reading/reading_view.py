@@ -13,7 +13,7 @@ import streamlit as st
 
 from attnviz.app import keys
 from attnviz.app.pretrained import pretrained_view
-from attnviz.app.shared import model_loading, scales, widgets
+from attnviz.app.shared import heavy_jobs, model_loading, scales, widgets
 from attnviz.session.settings import Settings
 from attnviz.app.shared.text import (MAX_TEXT_CHARS, at_limit, bound, literal, token_line,
                                      token_notation)
@@ -35,7 +35,6 @@ from attnviz.session.encoder_runs import cached_encoder_run
 
 RANKING_MAX_TOKENS = 64       # the ablation view reads at most this many tokens of each text
 DECODER_MAX_TOKENS = 64       # SmolLM2 reads at most this many tokens of the text on this page
-POLL_SECONDS = 1.0            # a heavy job under way (the ranking, the tuned lens's fit), polled
 TOP_TARGETS = 10              # the next tokens whose log-probability the ranking keeps
 KEPT_COLOUR, OFF_COLOUR = "#c6dbef", "#d6604d"   # the ablation's map of heads in use
 # the second sentence's default, in the interface's language (message id)
@@ -619,8 +618,8 @@ def _ranking_job(m: DecoderModel, run: DecoderRun, key: tuple) -> None:
     mine = st.session_state.get(keys.AB_RANK_JOB)
     job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == key else (None, None)
     if job is not None and job.running:
-        _live(job, token, "reading.decoder_ranking", _ranking_progress, _stop_ranking,
-              keys.AB_RANK_STOP)
+        heavy_jobs.live(job, token, "reading.decoder_ranking", _ranking_progress,
+                        _stop_ranking, (), keys.AB_RANK_STOP, other_tabs=True)
         return
     if job is not None and job.ended == "failed":
         st.error(t("reading.decoder_ranking.failed", error=literal(job.error)))
@@ -792,30 +791,6 @@ def _fit_progress(m: DecoderModel):
     return progress
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def _live(job, token: str, messages: str, progress, leave, leave_key: str) -> None:
-    """A heavy job of this page under way, polled: its place in the server's queue, or
-    `progress(job)` (share done, in words) while it computes; that the page stays usable; how
-    many learners wait for it; the button leaving it (`leave`). The whole page again once the
-    job has ended or this learner left it. `messages`: the prefix of its .queue, .other_tabs,
-    .shared and .stop message ids."""
-    queue = heavy.default_queue()
-    place = queue.place(job)
-    if not (job.running and queue.wants(job, token)):
-        st.rerun()
-    if place:
-        st.info(t(f"{messages}.queue", place=place, workers=queue.workers),
-                icon=":material/hourglass_top:")
-    else:
-        share, words = progress(job)
-        st.progress(min(1.0, share), text=words)
-    st.caption(t(f"{messages}.other_tabs"))
-    if len(job.learners) > 1:
-        st.caption(t(f"{messages}.shared", count=len(job.learners)))
-    widgets.action_button(t(f"{messages}.stop"), leave, (), key=leave_key,
-                          icon=":material/stop:")
-
-
 def _fit_offer(m: DecoderModel) -> None:
     """The button starting the fit, with its time as measured on this server."""
     from attnviz.models.tuned_lens import can_keep
@@ -849,8 +824,8 @@ def tuned_lens(m: DecoderModel):
     job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == _fit_key(m) else \
         (None, None)
     if found is None and job is not None and job.running:
-        _live(job, token, "reading.lens.tuned", _fit_progress(m), _cancel_fit,
-              keys.LENS_TUNED_CANCEL)
+        heavy_jobs.live(job, token, "reading.lens.tuned", _fit_progress(m), _cancel_fit, (),
+                        keys.LENS_TUNED_CANCEL, other_tabs=True)
         return None
     st.session_state.pop(keys.LENS_TUNED_JOB, None)
     if job is not None and job.running:          # at hand meanwhile (another process fitted it)

@@ -16,7 +16,6 @@ restores the form and shows a result computed already, but never starts a patchi
 from __future__ import annotations
 
 import math
-import uuid
 
 import numpy as np
 import streamlit as st
@@ -24,13 +23,13 @@ import streamlit as st
 from attnviz.app import keys
 from attnviz.app.pretrained import pretrained_view
 from attnviz.app.reading import reading_view
-from attnviz.app.shared import language as app_language, model_loading, widgets
+from attnviz.app.shared import heavy_jobs, language as app_language, model_loading, widgets
 from attnviz.app.shared.text import at_limit, bound, code, literal, token_line, token_notation
 from attnviz.core.cache import SizedCache, nbytes, python_bytes
 from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import language, t
-from attnviz.models import heavy, registry
+from attnviz.models import registry
 from attnviz.session import model_views
 from attnviz.models.patching import effect_shape, patch_work
 from attnviz.plot import figures, flow_figures, text_layout
@@ -43,8 +42,6 @@ WHERE = ("resid", "attn", "mlp", "heads", "heads_pos")        # trace.patch.wher
 MAX_PATCH_CHARS = 400       # a patching prompt's characters: a short sentence
 MAX_PATCH_TOKENS = 32       # and its tokens: residual patching is (L + 1) × n runs
 MAX_PATCH_WORK = 10_000     # one click's patches × the tokens each computes (patch_work)
-POLL_SECONDS = 1.0          # the running patching's progress, polled
-STOP_WAIT = 30.0            # s a Stop waits for the batch under way (its partial result)
 TOP_PATCHES = 5             # the strongest patches listed under the map
 
 THRESHOLD = 0.04            # the flow's default: the smallest importance an edge keeps
@@ -112,7 +109,7 @@ def offered_pairs(m) -> tuple[str, ...]:
     model). Checked once per model file for every learner (six short runs)."""
     def compute():
         def right(text: str, answer: str) -> bool:
-            return int(np.argmax(m.next_token_logprobs(text))) == answer_ids(m, answer)[0]
+            return int(np.argmax(m.next_token_logprobs(text))) == m.encode(answer, bos=False)[0]
 
         return tuple(p.name for p in PATCHING_PAIRS
                      if len(m.encode(p.clean)) == len(m.encode(p.corrupted))
@@ -120,13 +117,6 @@ def offered_pairs(m) -> tuple[str, ...]:
                      and right(p.corrupted, p.corrupted_answer)) + (CUSTOM,)
 
     return _OFFERED.get(str(m.path), compute)
-
-
-def answer_ids(m, text: str) -> np.ndarray:
-    """An answer's token ids: its text's, without the BOS a model puts first (Gemma): an answer
-    is the tokens after a prompt, not a text of its own."""
-    ids = m.encode(text)
-    return ids[1:] if m.config.add_bos and len(ids) > 1 and ids[0] == m.config.bos_id else ids
 
 
 def _fill_pair() -> None:
@@ -200,7 +190,7 @@ def _answers(m, typed: list[str]) -> tuple[int, int] | None:
     ids = []
     for text in typed:
         try:
-            encoded = answer_ids(m, text)
+            encoded = m.encode(text, bos=False)   # an answer follows its prompt
         except AttnvizInputError as exc:
             st.error(t("trace.patch.error", error=literal(exc)))
             st.stop()
@@ -215,7 +205,7 @@ def _answer_label(m, typed, token_id: int, fallback: str = "") -> str:
     """An answer as shown: the first token of the text typed for it, as the prompt's chips
     write it (四 → 四[1/2]) when `token_id` is that token, else `fallback` (the token alone)."""
     try:
-        ids = answer_ids(m, typed) if isinstance(typed, str) else None
+        ids = m.encode(typed, bos=False) if isinstance(typed, str) else None
     except AttnvizInputError:
         ids = None
     if ids is not None and int(ids[0]) == int(token_id):
@@ -288,24 +278,9 @@ def _work(m, key, clean_ids, corrupted_ids, answers, where, layer):
 
 
 def _ask(key: tuple, work, size: int) -> None:
-    """on_click of Patch and Resume: this learner joins the server's job for these inputs
-    (a new one, resumed from a partial result, when none is queued or running)."""
-    from attnviz.app.train.train_view import alive_check
-
-    queue = heavy.default_queue()
-    token = uuid.uuid4().hex
-    partial = queue.partial(key)
-    job = queue.submit(key, work, total=size, learner=token, alive=alive_check(),
-                       done=0 if partial is None else partial.done)
+    """on_click of Patch and Resume: this learner joins the server's job for these inputs."""
+    heavy_jobs.join(key, work, size, job_key=keys.TR_JOB, stopped_key=keys.TR_STOPPED_FOR)
     st.session_state[keys.TR_RAN] = True
-    st.session_state[keys.TR_JOB] = (key, job, token)
-    st.session_state[keys.TR_STOPPED_FOR] = None
-
-
-def _stop(key: tuple, job, token: str) -> None:
-    """on_click of Stop: this learner leaves the job (it stops when nobody wants it)."""
-    heavy.default_queue().leave(job, token)
-    st.session_state[keys.TR_STOPPED_FOR] = key
 
 
 def patching_tab() -> None:
@@ -338,14 +313,14 @@ def _run(m, key, clean_ids, corrupted_ids, answers, where, layer):
     """The patching asked for, on the server's queue (``attnviz.models.heavy``): the Patch
     button, then the place in the queue or the progress, live, with Stop; after a Stop, the
     partial result and Resume. The result when finished, or the partial one stopped."""
-    queue = heavy.default_queue()
     size = int(np.prod(effect_shape(m, where, len(clean_ids))))
-    mine = st.session_state.get(keys.TR_JOB)
-    job, token = mine[1:] if isinstance(mine, tuple) and mine[0] == key else (None, None)
+    job, token = heavy_jobs.mine(keys.TR_JOB, key)
     stopped = st.session_state.get(keys.TR_STOPPED_FOR) == key
     if job is not None and not stopped:
         if job.running:
-            _live(key, job, token, size)
+            heavy_jobs.live(job, token, "trace.patch", heavy_jobs.counted("trace.patch", size),
+                            heavy_jobs.leave, (key, job, token, keys.TR_STOPPED_FOR),
+                            keys.TR_STOP)
             return None
         if job.ended == "failed":
             st.error(t("trace.patch.error", error=literal(job.error)))
@@ -355,10 +330,7 @@ def _run(m, key, clean_ids, corrupted_ids, answers, where, layer):
             stopped = True
     work = _work(m, key, clean_ids, corrupted_ids, answers, where, layer)
     if stopped:
-        if job is not None and job.stop.is_set():   # nobody else wants it: its batch ends
-            job.wait(STOP_WAIT)                      # and its partial result is kept
-        partial = queue.partial(key)
-        done = partial.done if partial is not None else 0 if job is None else job.done
+        partial, done = heavy_jobs.stopped_partial(key, job)
         st.info(t("trace.patch.stopped", done=done, total=size))
         widgets.action_button(t("trace.patch.resume"), _ask, (key, work, size),
                               key=keys.TR_RESUME, icon=":material/play_arrow:")
@@ -369,26 +341,6 @@ def _run(m, key, clean_ids, corrupted_ids, answers, where, layer):
                           key=keys.TR_PATCH, type="primary", icon=":material/play_arrow:",
                           help=t("trace.patch.button.help"))
     return None
-
-
-@st.fragment(run_every=POLL_SECONDS)
-def _live(key: tuple, job, token: str, size: int) -> None:
-    """The job's place in the queue or its progress, polled; Stop. The whole page again when
-    it has ended or this learner stopped."""
-    queue = heavy.default_queue()
-    if not job.running or not queue.wants(job, token):
-        st.rerun()
-    place = queue.place(job)
-    if place:
-        st.info(t("trace.patch.queue", place=place, workers=queue.workers),
-                icon=":material/hourglass_top:")
-    else:
-        st.progress(min(1.0, job.done / size),
-                    text=t("trace.patch.progress", done=job.done, total=size))
-    if len(job.learners) > 1:
-        st.caption(t("trace.patch.shared", count=len(job.learners)))
-    widgets.action_button(t("trace.patch.stop"), _stop, (key, job, token), key=keys.TR_STOP,
-                          icon=":material/stop:")
 
 
 def _pick_head(points: list[dict], where: str, layer: int | None, columns: int) -> None:
