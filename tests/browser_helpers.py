@@ -43,11 +43,17 @@ def open_tab(page, name: str, timeout_ms: int = 60_000) -> None:
 def type_sentence(page, text: str) -> None:
     """Paste `text` into the sidebar's Sentence box and press Enter, as a person does (a text
     other than the one in the box: Enter then reruns the script); wait for that run."""
-    box = page.get_by_role("textbox", name="Sentence")
-    box.fill(text)
-    with a_run(page):
-        box.press("Enter")
+    enter(page, page.get_by_role("textbox", name="Sentence"), text)
     wait_for_app(page)
+
+
+def enter(page, box, text: str, timeout_ms: int = 60_000) -> None:
+    """Type `text` into `box` and press Enter, as a person does, and wait for the run it starts.
+    Both inside the run's wait: a value typed while a run draws the page can reach the server
+    before Enter (the run then begins on the typing, and Enter has nothing new to send)."""
+    with a_run(page, timeout_ms):
+        box.fill(text)
+        box.press("Enter")
 
 
 

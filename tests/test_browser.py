@@ -7,7 +7,7 @@ import pytest
 import attnviz
 from attnviz.i18n import t
 from tests.message_helpers import lead
-from tests.browser_helpers import (exceptions, first_heatmap, open_page, page_at, running_app,
+from tests.browser_helpers import (enter, exceptions, first_heatmap, open_page, page_at, running_app,
                                    tick_labels, type_into_first_cell, type_sentence,
                                    wait_for_app, wait_for_first_z)
 
@@ -130,8 +130,7 @@ def test_a_page_that_cannot_compute_still_shows_the_sidebar_to_fix_it(browser, a
         page.goto(f"{app_url}/steps?sentence=%20%20")
         page.get_by_text(lead("status.cannot_compute")).wait_for(timeout=60_000)
         box = page.get_by_role("textbox", name=t("sidebar.sentence.label"))
-        box.fill("now it works")
-        box.press("Enter")
+        enter(page, box, "now it works")
         page.get_by_role("heading", name=t("steps.title")).wait_for(timeout=30_000)
         wait_for_app(page)
         assert not page.get_by_text(lead("status.cannot_compute")).count()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnviz.i18n import t
-from tests.browser_helpers import DECODE_Z_JS, exceptions, wait_for_idle
+from tests.browser_helpers import DECODE_Z_JS, enter, exceptions, wait_for_idle
 
 pytestmark = pytest.mark.browser
 
@@ -46,8 +46,7 @@ def test_generate_five_tokens_and_see_the_fifth_tokens_attention_row(browser, ap
         page.keyboard.press("Control+Enter")
         page.get_by_text("Prompt: 5 tokens").wait_for(timeout=60_000)
         count = page.get_by_role("spinbutton", name="How many")
-        count.fill("5")
-        count.press("Enter")
+        enter(page, count, "5")
         page.get_by_role("button", name="Generate 5").wait_for(timeout=30_000)
         wait_for_idle(page)                        # the run that drew it has ended
         page.get_by_role("button", name="Generate 5").click()

@@ -4,7 +4,7 @@ and switching heads off changes the similarity shown. Under CI=true these never 
 import pytest
 
 from attnviz.i18n import t
-from tests.browser_helpers import exceptions, open_tab, page_at
+from tests.browser_helpers import enter, exceptions, open_tab, page_at
 
 pytestmark = pytest.mark.browser
 
@@ -49,8 +49,7 @@ def test_switching_a_layer_off_changes_the_similarity_and_ranking_draws(page):
     open_tab(page, t("reading.tab.ablation"))
     assert metric_value(page, t("reading.ablation.similarity_off.label")) == "—"
     box = page.get_by_label(t("reading.ablation.heads.label"), exact=True)       # typed exactly: L2 is every head of layer 2
-    box.fill("L2")
-    box.press("Enter")
+    enter(page, box, "L2")
     page.wait_for_function("""() => Array.from(document.querySelectorAll(
         '[data-testid="stMetricValue"]')).filter(e => /^0\\.\\d{4}$/.test(e.textContent.trim()))
         .length >= 3""", timeout=30_000)

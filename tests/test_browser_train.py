@@ -8,7 +8,7 @@ import pytest
 
 from attnviz.i18n import t
 from tests.message_helpers import lead
-from tests.browser_helpers import a_run, exceptions, first_heatmap, wait_for_app, wait_for_idle
+from tests.browser_helpers import enter, exceptions, first_heatmap, wait_for_app, wait_for_idle
 
 pytestmark = pytest.mark.browser
 
@@ -25,9 +25,7 @@ def train_60_steps(page, app_url: str) -> None:
     page.get_by_text(lead("sidebar.own_settings")).wait_for(timeout=30_000)
     assert page.get_by_role("textbox", name=t("sidebar.sentence.label")).count() == 0   # unused
     steps = page.get_by_role("spinbutton", name=t("train.field.steps"))
-    steps.fill("60")
-    with a_run(page, timeout_ms=120_000):                 # the number reaches the server
-        steps.press("Enter")
+    enter(page, steps, "60", timeout_ms=120_000)          # the number reaches the server
     train = page.get_by_test_id("stButton").get_by_role("button", name="Train")
     train.click()
     # (no wait for the progress bar's "Training reverse": a 60-step run can end between polls)
@@ -136,9 +134,7 @@ def test_a_run_stops_once_streamlit_has_dropped_the_learners_session(browser, tm
         page.goto(f"{url}/train")
         steps = page.get_by_role("spinbutton", name="Steps")
         steps.wait_for(timeout=90_000)
-        steps.fill("5000")
-        with a_run(page, timeout_ms=120_000):            # the number reaches the server
-            steps.press("Enter")
+        enter(page, steps, "5000", timeout_ms=120_000)   # the number reaches the server
         page.get_by_test_id("stButton").get_by_role("button", name="Train").click()
         page.get_by_text("Training reverse").wait_for(timeout=60_000)
         assert "left" not in log_path.read_text()
