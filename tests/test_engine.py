@@ -65,6 +65,18 @@ def test_weighted_values_sum_to_z_for_every_head():
         np.testing.assert_allclose(t.weighted_values(h).sum(axis=1), t.z[h], atol=1e-12)
 
 
+def test_one_querys_weighted_values_are_its_weights_times_the_values():
+    """What a page draws: one query's (n_k, d_v), the same products without the whole cube."""
+    w = attnviz.MultiHeadWeights.random(8, 2, seed=4)
+    t = attnviz.trace_attention(np.random.default_rng(4).standard_normal((5, 8)), w)
+    for h in range(2):
+        for q in range(5):
+            np.testing.assert_array_equal(t.weighted_values(h, q),
+                                          t.weights[h, q][:, None] * t.v[h])
+    with pytest.raises(attnviz.AttnvizInputError):
+        t.weighted_values(0, 5)
+
+
 @pytest.mark.slow
 @given(arrays(np.float64, (3, 4), elements=st.floats(-1e6, 1e6)))
 def test_softmax_of_huge_scores_is_finite_and_sums_to_one(scores):

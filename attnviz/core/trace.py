@@ -294,11 +294,16 @@ class AttentionTrace:
     def d_v(self) -> int:
         return self.v.shape[2]
 
-    def weighted_values(self, head: int) -> np.ndarray:
+    def weighted_values(self, head: int, query: int | None = None) -> np.ndarray:
         """(n_q, n_k, d_v): weights[head, i, j] · v[head, j], each value vector scaled by its
-        weight before the sum over keys (the tutorials' "weighted values")."""
+        weight before the sum over keys (the tutorials' "weighted values"). With `query`, that
+        query's (n_k, d_v) alone, the same numbers without the whole (n_q times larger) array:
+        what a page draws (at 512 tokens and d_v 1024 the whole is a gigabyte)."""
         head = self._check_head(head)
-        return self.weights[head][:, :, None] * self.v[head][None, :, :]
+        if query is None:
+            return self.weights[head][:, :, None] * self.v[head][None, :, :]
+        query = whole_number(query, "query", low=0, high=self.n_q - 1)
+        return self.weights[head, query][:, None] * self.v[head]
 
     @property
     def warnings(self) -> list[str]:

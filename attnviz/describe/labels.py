@@ -164,12 +164,12 @@ def step_layout(trace, step_name: str, head: int = 0, tokens_q=None, tokens_k=No
     tables, the CSV files and the vector view all lay steps out here."""
     step = trace.step(step_name)
     tokens_q, tokens_k = trace_tokens(trace, tokens_q, tokens_k)
-    a = trace.step_array(step.name, head)
-    axes = step.axes[1:] if step.per_head else step.axes
-    if a.ndim == 3:                                          # weighted values (n_q, n_k, d_v)
-        query = 0 if query is None else query
-        query = whole_number(query, "query", low=0, high=trace.n_q - 1)
-        a, axes = a[query], axes[1:]                         # (n_k, d_v)
+    if step.on_demand:                          # weighted values: one query's (n_k, d_v)
+        query = whole_number(0 if query is None else query, "query", low=0, high=trace.n_q - 1)
+        a, axes = trace.weighted_values(head, query), step.axes[2:]
+    else:
+        a = trace.step_array(step.name, head)
+        axes = step.axes[1:] if step.per_head else step.axes
     names = {"query": tokens_q, "key": tokens_k}
     prefix = STEP_FEATURES.get(step.name, "d")        # Q's columns are W_Q's: q0, q1, …
     rows, cols = (names.get(ax) or feature_labels(n, prefix) for ax, n in zip(axes, a.shape))

@@ -238,7 +238,7 @@ def step_figure(trace: AttentionTrace, step_name: str, *, head: int = 0, tokens_
         One label per key position; default `tokens_q` for self-attention, else ``k1, k2, …``.
     query : int, optional
         For "weighted_values" only: the 0-based query position whose weighted value vectors
-        (keys × features, ``trace.weighted_values(head)[query]``) are shown; default 0.
+        (keys × features, ``trace.weighted_values(head, query)``) are shown; default 0.
     weight_scale : "fixed", "head" or "row"
         The "weights" step's colour scale, as in :func:`heatmap` (other steps ignore it).
     max_bytes : int
@@ -528,7 +528,7 @@ def weighted_sum_figure(trace: AttentionTrace, query: int, *, head: int = 0, tok
     tokens_q, tokens_k = trace_tokens(trace, tokens_q, tokens_k)
     head = trace._check_head(head)
     query = _check_index(query, trace.n_q, "query")
-    weighted = trace.weighted_values(head)[query]                            # (n_k, d_v)
+    weighted = trace.weighted_values(head, query)                            # (n_k, d_v)
     rows = [*(str(k) for k in tokens_k), sum_label()]
     query_label = _esc(unique([str(q) for q in tokens_q])[query])
     fig, shown, _ = _heatmap(

@@ -222,7 +222,7 @@ def _delta(now: AttentionTrace, base: AttentionTrace, stored, step: Step, head: 
     """The 2-D change the page shows, laid out like the step's own heatmap."""
     if stored is None:         # weighted values: one head's one query, never all at once
         q = query or 0
-        return now.weighted_values(head)[q] - base.weighted_values(head)[q]     # (n_k, d_v)
+        return now.weighted_values(head, q) - base.weighted_values(head, q)     # (n_k, d_v)
     return stored[head] if step.per_head else stored
 
 

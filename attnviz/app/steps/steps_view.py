@@ -69,7 +69,7 @@ def vector_view(view: View, head: int) -> None:
                  total=f"{tr.weights[head, i].sum():.6f}"))
     widgets.chart(figures.query_vector_figure(tr, i, head=head, tokens_q=view.tokens_q,
                                               tokens_k=view.tokens_k), key=keys.VECTOR_BARS)
-    weighted = tr.weighted_values(head)[i]                                     # (n_k, d_v)
+    weighted = tr.weighted_values(head, i)                                     # (n_k, d_v)
     features = feature_labels(tr.d_v)
     st.markdown(t("steps.vector.weighted", sum=figures.sum_label()))
     widgets.chart(figures.weighted_sum_figure(tr, i, head=head, tokens_q=view.tokens_q,
