@@ -51,7 +51,9 @@ def venv(tmp_path_factory) -> Path:
             shutil.copy2(ROOT / name, copy / name)
     env_dir = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, env=clean_env())
-    done = subprocess.run([str(env_dir / "bin" / "pip"), "install", "-q", "-c",
+    # --no-compile: Python compiles a module to bytecode when it is first imported; pip compiling
+    # every module of every package up front was half of the install's time here (78 s → 40 s)
+    done = subprocess.run([str(env_dir / "bin" / "pip"), "install", "-q", "--no-compile", "-c",
                            str(copy / "constraints.txt"), f"{copy}[all]"],
                           capture_output=True, text=True, timeout=1200, env=clean_env(),
                           cwd=base)
