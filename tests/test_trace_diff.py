@@ -173,3 +173,18 @@ def test_bad_arguments_are_explained():
         diff(t, t.weights)
     with raises_message("error.diff.no_step", name="'nope'"):
         diff(t, t)["nope"]
+
+
+def test_the_weighted_values_change_is_the_max_over_every_query_block(monkeypatch):
+    """Compared a block of queries at a time (here 3 queries a block, the last one short): the
+    max of the whole change, written out over every (query, key, feature)."""
+    import attnviz.core.diff as diff_module
+
+    x = np.random.default_rng(5).standard_normal((7, 4))
+    w_a = MultiHeadWeights.random(4, 2, seed=5)
+    w_b = w_a.replace(w_v=np.array(w_a.w_v) * 1.5)
+    a, b = trace_attention(x, w_a), trace_attention(x, w_b)
+    monkeypatch.setattr(diff_module, "BLOCK_CELLS", 3 * 7 * 2)        # 3 queries × n_k × d_v
+    expected = max(abs(b.weights[h, i, j] * b.v[h, j, f] - a.weights[h, i, j] * a.v[h, j, f])
+                   for h in range(2) for i in range(7) for j in range(7) for f in range(2))
+    assert diff(a, b)["weighted_values"].max_abs == expected

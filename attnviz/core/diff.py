@@ -116,8 +116,7 @@ def _step_diff(step_a: Step, step_b: Step, a: AttentionTrace, b: AttentionTrace)
         def compute():
             return b.weights[..., None] * b.v[:, None] - a.weights[..., None] * a.v[:, None]
 
-        per_head = (np.abs(b.weighted_values(h) - a.weighted_values(h)).max(initial=0.0)
-                    for h in range(a.num_heads))
+        per_head = (_weighted_values_max_change(a, b, h) for h in range(a.num_heads))
         return StepDiff(step_a.name, step_a.title, step_a.axes, float(max(per_head)),
                         None, compute)
     delta = readonly(_delta(step_a.stored, step_b.stored))
@@ -143,3 +142,17 @@ def _kl_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         np.multiply(a, np.log2(a, where=a > 0, out=np.zeros_like(a))
                     - np.log2(b, where=a > 0, out=np.zeros_like(b)), out=terms, where=a > 0)
     return terms.sum(axis=-1)
+
+
+BLOCK_CELLS = 2**22        # weighted values compared a block of queries at a time (16 MB)
+
+
+def _weighted_values_max_change(a: AttentionTrace, b: AttentionTrace, head: int) -> float:
+    """max |Δ| of `head`'s weighted values, the same products as ``weighted_values(head)``
+    made for a block of queries at a time: the whole is n_q · n_k · d_v (a gigabyte at 512
+    tokens and d_v 1024), and its max is the max of the blocks' (NaN if any is)."""
+    rows = max(1, BLOCK_CELLS // max(1, a.n_k * a.d_v))
+    blocks = [np.abs(b.weights[head, q:q + rows, :, None] * b.v[head]
+                     - a.weights[head, q:q + rows, :, None] * a.v[head]).max(initial=0.0)
+              for q in range(0, a.n_q, rows)]
+    return float(np.max(blocks, initial=0.0))
