@@ -15,11 +15,41 @@ from tools.server import (ROOT, free_port, running_app, stop_process,  # noqa: F
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
+class SharedContext:
+    """What a test asks of ``browser.new_context(**options)`` — ``new_page()``, ``close()`` —
+    from one context per worker and options, shared by the tests: its HTTP cache holds the
+    app's scripts already (a fresh context fetches and compiles them again, ~1.4 s of every
+    first page load here). Nothing else carries over: the app keeps nothing in the browser
+    (no local or session storage; Streamlit's XSRF cookie alone, which a browser shares across
+    its tabs too), each tab is a new session of the app, and ``close()`` closes this test's
+    tabs (their sessions end, as a closed context's do)."""
+
+    _contexts: dict = {}
+
+    def __init__(self, browser, **options):
+        key = (id(browser), repr(sorted(options.items())))
+        if key not in self._contexts or not self._contexts[key][0].is_connected():
+            self._contexts[key] = (browser, browser.new_context(**options))
+        self._context = self._contexts[key][1]
+        self._pages = []
+
+    def new_page(self):
+        page = self._context.new_page()
+        self._pages.append(page)
+        return page
+
+    def close(self) -> None:
+        for page in self._pages:
+            if not page.is_closed():
+                page.close()
+        self._pages.clear()
+
+
 @contextmanager
 def page_at(browser, url: str, heading: str | None = None):
     """A new browser context's tab at `url`, once the page's `heading` (if given) and its first
     heatmap are drawn; the context is closed afterwards."""
-    context = browser.new_context(viewport=VIEWPORT)
+    context = SharedContext(browser, viewport=VIEWPORT)
     try:
         page = context.new_page()
         page.goto(url)

@@ -7,7 +7,7 @@ import pytest
 import attnviz
 from attnviz.i18n import t
 from tests.message_helpers import lead
-from tests.browser_helpers import (enter, exceptions, first_heatmap, open_page, page_at, running_app,
+from tests.browser_helpers import (SharedContext, enter, exceptions, first_heatmap, open_page, page_at, running_app,
                                    tick_labels, type_into_first_cell, type_sentence,
                                    wait_for_app, wait_for_first_z)
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def page(browser, app_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
     dialogs = []
     pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -124,7 +124,7 @@ def test_the_sentence_survives_switching_the_input_away_and_back(page):
 def test_a_page_that_cannot_compute_still_shows_the_sidebar_to_fix_it(browser, app_url):
     """An empty sentence stops the page with an error; the sidebar, where it is fixed, is
     there (a sidebar drawn after the page would be lost to st.stop)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
         page.goto(f"{app_url}/steps?sentence=%20%20")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from attnviz.i18n import t, use_language
-from tests.browser_helpers import exceptions, wait_for_app, wait_for_layout
+from tests.browser_helpers import SharedContext, exceptions, wait_for_app, wait_for_layout
 
 pytestmark = pytest.mark.browser
 
@@ -30,7 +30,7 @@ GAPS_JS = """(title) => {
 def test_the_ablation_maps_layer_title_stands_clear_of_its_labels_in_chinese(browser, app_url):
     with use_language("zh"):
         heading, layer = t("nav.reading"), t("figure.axis.layer")
-    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    context = SharedContext(browser, viewport={"width": 1024, "height": 768})
     try:
         page = context.new_page()
         page.goto(f"{app_url}/reading?model=smollm2&lang=zh&rd_view=Ablation")

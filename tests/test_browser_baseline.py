@@ -5,14 +5,14 @@ import pytest
 
 from attnviz.i18n import t
 from tests.message_helpers import lead
-from tests.browser_helpers import (exceptions, open_page, type_into_first_cell, wait_for_app,
+from tests.browser_helpers import (SharedContext, exceptions, open_page, type_into_first_cell, wait_for_app,
                                    wait_for_first_z)
 
 pytestmark = pytest.mark.browser
 
 
 def test_pin_type_a_weight_and_step_by_step_shows_the_change(browser, app_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
         page.goto(app_url + "/inputs?matrix=w_q&edit_head=0")

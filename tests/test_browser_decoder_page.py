@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 import pytest
 
 from attnviz.i18n import render, t
-from tests.browser_helpers import exceptions, open_tab, wait_for_idle
+from tests.browser_helpers import SharedContext, exceptions, open_tab, wait_for_idle
 
 pytestmark = pytest.mark.browser
 
@@ -70,7 +70,7 @@ def test_the_smollm2_page_is_drawn_at_both_sizes(browser, app_url, lang):
     """One page per language, drawn at 1400×1000 and then, resized as a person resizes the
     window, at 1024×768 (every chart laid out again at the new width)."""
     title, model_tab, head_tab, _ = TABS[lang]
-    context = browser.new_context(viewport={"width": SIZES[0][0], "height": SIZES[0][1]})
+    context = SharedContext(browser, viewport={"width": SIZES[0][0], "height": SIZES[0][1]})
     try:
         page = context.new_page()
         page.goto(f"{app_url}/pretrained?" + urlencode({"model": "smollm2", "sentence": TEXT,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from attnviz.i18n import render, t
-from tests.browser_helpers import click_tab, exceptions, wait_for_app, wait_for_layout
+from tests.browser_helpers import SharedContext, click_tab, exceptions, wait_for_app, wait_for_layout
 from tests.test_browser_i18n import CLIPPED_JS
 from tests.test_browser_layout import layout_problems
 
@@ -40,7 +40,7 @@ def open_tab(page, name: str) -> None:
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_the_decoder_tabs_fit(browser, app_url, size, lang):
     assert METRIC_LABELS_CLIPPED_JS != CLIPPED_JS            # the metric labels are checked
-    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    context = SharedContext(browser, viewport={"width": size[0], "height": size[1]})
     try:
         page = context.new_page()
         page.goto(f"{app_url}/experiments?lang={lang}")
@@ -58,7 +58,7 @@ def test_the_decoder_tabs_fit(browser, app_url, size, lang):
 
 
 def test_the_language_switch_keeps_the_open_tab(browser, app_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     try:
         page = context.new_page()
         page.goto(f"{app_url}/experiments")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnviz.i18n import t
-from tests.browser_helpers import DECODE_Z_JS, enter, exceptions, wait_for_idle
+from tests.browser_helpers import SharedContext, DECODE_Z_JS, exceptions, wait_for_idle
 
 pytestmark = pytest.mark.browser
 
@@ -32,7 +32,7 @@ def test_generate_five_tokens_and_see_the_fifth_tokens_attention_row(browser, ap
     from attnviz import DecoderModel
     from attnviz.app.runtime.threads import blas_threads
 
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
         page.goto(f"{app_url}/generate")
@@ -46,7 +46,8 @@ def test_generate_five_tokens_and_see_the_fifth_tokens_attention_row(browser, ap
         page.keyboard.press("Control+Enter")
         page.get_by_text("Prompt: 5 tokens").wait_for(timeout=60_000)
         count = page.get_by_role("spinbutton", name="How many")
-        enter(page, count, "5")
+        count.fill("5")                 # (its default: no run needed, none waited for)
+        count.press("Enter")
         page.get_by_role("button", name="Generate 5").wait_for(timeout=30_000)
         wait_for_idle(page)                        # the run that drew it has ended
         page.get_by_role("button", name="Generate 5").click()

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import pytest
 
 from attnviz.i18n import t, use_language
-from tests.browser_helpers import exceptions, open_tab, wait_for_app, wait_for_layout
+from tests.browser_helpers import SharedContext, exceptions, open_tab, wait_for_app, wait_for_layout
 
 pytestmark = pytest.mark.browser
 
@@ -51,7 +51,7 @@ def texts(lang: str, *ids: str) -> list[str]:
 def open_head_view(browser, url: str, lang: str):
     """A new context's tab at `url`, on the head view; returns (context, page)."""
     title, tab = texts(lang, "pretrained.title", "pretrained.tab.head_view")
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.goto(url)
     page.get_by_role("heading", name=title).first.wait_for(timeout=90_000)
@@ -145,7 +145,7 @@ def test_the_pages_link_brings_the_tab_and_the_highlighted_token_back(browser, a
         link, drawn = page.url, page.evaluate(DRAWN_JS)
     finally:
         context.close()
-    fresh = browser.new_context(viewport={"width": 1400, "height": 1000})
+    fresh = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     try:
         again = fresh.new_page()
         again.goto(link)                               # a fresh session: only the link

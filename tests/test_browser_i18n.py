@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from attnviz.i18n import render
-from tests.browser_helpers import (a_run, exceptions, open_tab, wait_for_app, wait_for_idle,
+from tests.browser_helpers import (SharedContext, a_run, exceptions, open_tab, wait_for_app, wait_for_idle,
                                    wait_for_layout)
 from tests.test_browser_layout import layout_problems
 
@@ -45,7 +45,7 @@ CLIPPED_JS = """() => {
 
 
 def open_home(browser, url: str, heading: str, *, size=(1400, 1000), locale="en-US"):
-    context = browser.new_context(viewport={"width": size[0], "height": size[1]},
+    context = SharedContext(browser, viewport={"width": size[0], "height": size[1]},
                                   locale=locale)
     page = context.new_page()
     page.goto(url)
@@ -176,7 +176,7 @@ ENGLISH_RUN = re.compile(r"\b[A-Za-z]{2,}(?:[ ,]+[A-Za-z]{2,}){2,}\b")   # three
 
 
 def open_page(browser, url: str, heading: str, size):
-    context = browser.new_context(viewport={"width": size[0], "height": size[1]},
+    context = SharedContext(browser, viewport={"width": size[0], "height": size[1]},
                                   locale="en-US")
     page = context.new_page()
     page.goto(url)
@@ -243,7 +243,7 @@ def test_generate_and_train_in_chinese_fit(browser, app_url):
     prompt = "The capital of France is"
     for size in SIZES:
         for path, heading in (("generate", "逐个词元生成"), ("train", "亲手训练注意力")):
-            context = browser.new_context(viewport={"width": size[0], "height": size[1]},
+            context = SharedContext(browser, viewport={"width": size[0], "height": size[1]},
                                           locale="en-US")
             page = context.new_page()
             try:

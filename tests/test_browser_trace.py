@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from attnviz.i18n import t, use_language
-from tests.browser_helpers import alerts, click_tab, exceptions, wait_for_app, wait_for_idle
+from tests.browser_helpers import SharedContext, alerts, click_tab, exceptions, wait_for_app, wait_for_idle
 from tests.message_helpers import message_pattern
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -32,7 +32,7 @@ def texts(lang: str, *ids: str, **params) -> list[str]:
 
 
 def open_trace(browser, url: str, lang: str, size: tuple[int, int], query: str = ""):
-    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    context = SharedContext(browser, viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
     page.goto(f"{url}/trace?model=smollm2&lang={lang}{query}")
     [title] = texts(lang, "nav.trace")

@@ -8,7 +8,7 @@ import pytest
 
 from attnviz.i18n import t
 from tests.message_helpers import lead
-from tests.browser_helpers import enter, exceptions, first_heatmap, wait_for_app, wait_for_idle
+from tests.browser_helpers import SharedContext, enter, exceptions, first_heatmap, wait_for_app, wait_for_idle
 
 pytestmark = pytest.mark.browser
 
@@ -35,7 +35,7 @@ def train_60_steps(page, app_url: str) -> None:
 
 
 def test_train_with_few_steps_then_the_slider_redraws_the_heads(browser, app_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
         train_60_steps(page, app_url)
@@ -54,7 +54,7 @@ def test_train_with_few_steps_then_the_slider_redraws_the_heads(browser, app_url
 
 
 def test_step_through_this_layer_opens_the_trained_layer_on_step_by_step(browser, app_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
         train_60_steps(page, app_url)
@@ -75,7 +75,7 @@ def test_step_through_this_layer_opens_the_trained_layer_on_step_by_step(browser
 def test_a_typed_99999_is_kept_shown_as_an_error_and_turns_train_off(browser, app_url):
     """Issue 18.6: typing 99999 into Length left it in the box with the error only in a
     tooltip, and Train trained length 8. Typed as a person does: click, select, type, Enter."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
         page.goto(f"{app_url}/train")

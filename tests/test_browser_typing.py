@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attnviz.i18n import t
-from tests.browser_helpers import (EDITOR, alerts, editor_cells, exceptions, first_heatmap,
+from tests.browser_helpers import (SharedContext, EDITOR, alerts, editor_cells, exceptions, first_heatmap,
                                    tick_labels, type_into_cell, type_into_first_cell,
                                    wait_for_app, wait_for_first_z, wait_for_idle)
 
@@ -19,7 +19,7 @@ CELL = "W_Q of head 1, row 1 (d0), column 1 (q0)"     # as the page labels that 
 
 @pytest.fixture
 def context(browser):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx = SharedContext(browser, viewport={"width": 1400, "height": 1000})
     yield ctx
     ctx.close()
 
