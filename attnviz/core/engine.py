@@ -225,7 +225,16 @@ def _qk_normed(q, k, qk_norm, d_k: int, dtype):
         raise AttnvizInputError("error.engine.scale", value=repr(eps))
 
     def norm(a, g):
-        return readonly(a / np.sqrt(np.mean(a * a, axis=-1, keepdims=True) + dtype.type(eps)) * g)
+        with np.errstate(over="ignore"):
+            rms = np.sqrt(np.mean(a * a, axis=-1, keepdims=True) + dtype.type(eps))
+        huge = np.isinf(rms)          # a finite vector past ~1e19 (its squares overflow): the
+        if huge.any():                # same root, the vector divided by its largest |a| first
+            with np.errstate(invalid="ignore"):        # an infinite a: its own step says so
+                peak = np.where(huge, np.abs(a).max(axis=-1, keepdims=True), dtype.type(1))
+                unit = a / peak
+                rms = np.where(huge, peak * np.sqrt(np.mean(unit * unit, axis=-1, keepdims=True)),
+                               rms)                    # eps / peak² < 1e-44: below float32's
+        return readonly(a / rms * g)
 
     return norm(q, gains[0]), norm(k, gains[1])
 
