@@ -375,3 +375,29 @@ def test_one_array_as_q_and_k_at_other_positions_is_rotated_at_each():
     t = attnviz.trace_qkv(x, x, x, rope=10000.0, positions=[5, 6], context_positions=[0, 1])
     np.testing.assert_allclose(t.q_rotated, _rope_by_hand(x, [5, 6], 10000.0), atol=1e-12)
     np.testing.assert_allclose(t.k_rotated, _rope_by_hand(x, [0, 1], 10000.0), atol=1e-12)
+
+
+def test_qk_norm_of_a_huge_query_is_its_norm_not_zeros():
+    """QK-norm divides each head's q by its RMS, so W_Q × 1e20 (an edit a learner can type)
+    gives the same normed q as W_Q, computed here in float64 — not zeros from q² overflowing
+    float32 — and the same scores, finite."""
+    rng = np.random.default_rng(7)
+    h, d, d_k, n = 2, 8, 4, 3
+    arrays = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in
+              (("w_q", (h, d, d_k)), ("w_k", (h, d, d_k)), ("w_v", (h, d, d_k)),
+               ("w_o", (h * d_k, d)))}
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    g_q, g_k = (rng.uniform(0.5, 1.5, d_k).astype(np.float32) for _ in range(2))
+    eps = 1e-6
+    plain = attnviz.trace_attention(x, MultiHeadWeights(**arrays), causal=True, rope=10000.0,
+                                    qk_norm=(g_q, g_k, eps))
+    arrays["w_q"] = arrays["w_q"] * np.float32(1e20)
+    huge = attnviz.trace_attention(x, MultiHeadWeights(**arrays), causal=True, rope=10000.0,
+                                   qk_norm=(g_q, g_k, eps))
+    q = np.einsum("nd,hde->hne", x.astype(np.float64), arrays["w_q"].astype(np.float64))
+    with np.errstate(over="ignore"):
+        assert np.isinf((q.astype(np.float32) ** 2).sum())               # float32 overflows
+    expected = q / np.sqrt((q * q).mean(axis=-1, keepdims=True) + eps) * g_q
+    np.testing.assert_allclose(huge.q_normed, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(huge.q_normed, plain.q_normed, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(huge.weights, plain.weights, rtol=1e-5, atol=1e-6)

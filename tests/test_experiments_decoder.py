@@ -240,11 +240,33 @@ def tab(msg_id: str) -> str:
     return t(msg_id)
 
 
+def test_the_rope_intro_states_each_decoders_bases():
+    """The RoPE tab's words on the sidebar's decoder's bases, read from its config: SmolLM2's
+    one base (100,000), Gemma 3 270M's two (10,000 on sliding-window layers, 1,000,000 on the
+    global layers 5, 11 and 17)."""
+    from attnviz.app.shared.model_words import rope_words
+    from attnviz.models import registry
+
+    ids = ("experiments.rope.base_one", "experiments.rope.bases_per_kind")
+    for lang in ("en", "zh"):
+        with use_language(lang):
+            assert rope_words(registry.get("smollm2").sizes(), "M", *ids) == t(
+                ids[0], model="M", base="100,000")
+            assert rope_words(registry.get("gemma3-270m").sizes(), "M", *ids) == t(
+                ids[1], model="M", local="10,000", base="1,000,000", layers="5, 11, 17")
+
+
 @pytest.mark.slow
 def test_the_rope_tab_shows_the_same_score_for_every_shift_random_q_k():
+    """Random q and k; the words name the sidebar's decoder, here Gemma 3 270M, and its bases
+    (not SmolLM2's)."""
     at = open_page("pages/experiments.py", experiment=tab(ROPE_TAB), exp_rope_source="random",
-                   exp_rope_offset=300)
+                   exp_rope_offset=300, model="gemma3-270m")
     assert not at.error
+    gemma = "Gemma 3 270M"
+    bases = t("experiments.rope.bases_per_kind", model=gemma, local="10,000",
+              base="1,000,000", layers="5, 11, 17")
+    assert shows(at.markdown, "experiments.rope.intro", model=gemma, bases=bases)
     q, k = np.random.default_rng(0).standard_normal((2, 64))  # seed 0, d_k 64: the defaults
     shown = metric_values(at)
     expected = closed_form_score(q, k, 7, 3, 10000.0)

@@ -3,7 +3,7 @@ Gemma 3's scaled embeddings, QK-norm, the layer's rotary base, the scale from
 query_pre_attn_scalar, the sliding window masked as the causal triangle is, one K/V head for
 every query head, the norm after attention — checked against transformers' own hooks on the tiny
 Gemma 3 of tests/tiny_decoders.py (window 4, layers 0-4 local, 5 global); a Llama-family layer
-gets no step of them."""
+gets no step of them; an edited layer computes as the model does (QK-norm with its gains)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ TEXT = "the is the 机制 the is the"          # 12 tokens with BOS: longer than
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """The tiny Gemma 3 and Llama files (F32), and attnviz's models of them."""
+    """The tiny Gemma 3, Qwen3 and Llama files (F32), and attnviz's models of them."""
     from attnviz.models.decoder import DecoderModel
 
     folder = tmp_path_factory.mktemp("layer-steps")
     written = {arch: files.write(folder / f"tiny-{arch}.gguf", arch, "F32")
-               for arch in ("gemma3", "llama")}
+               for arch in ("gemma3", "qwen3", "llama")}
     return {arch: (w, DecoderModel.load(w.path, cache_dir=folder / "cache"))
             for arch, w in written.items()}
 
@@ -93,6 +93,81 @@ def test_gemmas_steps_equal_transformers_hooks(tiny, torch):
             assert traced.rope_base == 1_000_000
         assert traced.kv_group == 4 and traced.num_kv_heads == 1        # multi-query
         assert traced.scale == 256 ** -0.5                             # query_pre_attn_scalar
+
+
+def test_the_models_qk_norm_gains_are_the_files(tiny):
+    """qk_norm_gains: the gains in the file (Gemma's stored as 1 + the checkpoint's weight, as
+    it computes with them); None where q and k are not normed."""
+    for arch, layer in (("gemma3", 5), ("qwen3", 1)):
+        written, model = tiny[arch]
+        g_q, g_k = model.qk_norm_gains(layer)
+        for gain, which in ((g_q, "q"), (g_k, "k")):
+            stored = written.weights[f"model.layers.{layer}.self_attn.{which}_norm.weight"]
+            expected = np.float32(1) + stored if arch == "gemma3" else stored
+            np.testing.assert_array_equal(gain, expected)
+    assert tiny["llama"][1].qk_norm_gains(1) is None
+
+
+@pytest.mark.parametrize("arch,layer", [("gemma3", 0), ("gemma3", 5), ("qwen3", 1)])
+def test_an_edited_trace_of_the_layers_own_weights_is_the_layer(tiny, arch, layer):
+    """The edited-weights view with nothing changed is the model's own layer at every step
+    (QK-norm included): exactly equal, being the same computation on the same arrays."""
+    from attnviz.models import layer_steps
+
+    _, model = tiny[arch]
+    run = model.run(TEXT)
+    own = layer_steps.layer_trace(model, run, layer)
+    edited = layer_steps.edited_layer_trace(model, run, layer, own.x, own.params)
+    assert [s.name for s in edited.steps] == [s.name for s in own.steps]
+    assert {"q_normed", "k_normed"} <= {s.name for s in own.steps}
+    for step in own.steps:
+        np.testing.assert_array_equal(edited.step(step.name).array, step.array,
+                                      err_msg=step.name)
+    assert edited.design == own.design
+
+
+def _rms_normed(a, gain, eps):
+    return a / np.sqrt((a * a).mean(axis=-1, keepdims=True) + eps) * gain
+
+
+def _rotated(a, base):
+    """transformers' apply_rotary_pos_emb (rotate_half: feature i with i + d/2), positions 0…n−1."""
+    n, d = a.shape[-2:]
+    angles = np.arange(n)[:, None] * base ** (-np.arange(0, d, 2) / d)[None, :]
+    cos, sin = (np.concatenate([f(angles)] * 2, axis=-1) for f in (np.cos, np.sin))
+    half = np.concatenate([-a[..., d // 2:], a[..., :d // 2]], axis=-1)
+    return a * cos + half * sin
+
+
+def test_an_edited_w_q_changes_the_scores_as_computed_here(tiny):
+    """A Gemma 3 layer with a random W_Q: its scaled scores are QK-norm (the file's gains) of
+    x W_Q per head and of x W_K (the file's one K/V head), then RoPE with the layer's base,
+    then q kᵀ / √query_pre_attn_scalar (256), computed here in float64: within 1e-4 of
+    attnviz's float32 (scores of size ~1 from sums of 256 products). Without QK-norm the scores
+    would be far from these."""
+    from attnviz.models import layer_steps
+
+    written, model = tiny["gemma3"]
+    spec = written.spec
+    run = model.run(TEXT)
+    rng = np.random.default_rng(38)
+    for layer, base in ((0, 10_000.0), (5, spec.rope_base)):
+        own = layer_steps.layer_trace(model, run, layer)
+        w_q = rng.standard_normal(own.params.w_q.shape).astype(np.float32)   # (H, d, d_k)
+        edited = layer_steps.edited_layer_trace(model, run, layer, own.x,
+                                                own.params.replace(w_q=w_q))
+        x = own.x.astype(np.float64)
+        p = f"model.layers.{layer}.self_attn."
+        g_q, g_k = (1.0 + written.weights[p + f"{w}_norm.weight"].astype(np.float64)
+                    for w in ("q", "k"))
+        k = x @ written.weights[p + "k_proj.weight"].astype(np.float64).T     # one K/V head
+        q = np.einsum("nd,hde->hne", x, w_q.astype(np.float64))
+        k_rot = _rotated(_rms_normed(k, g_k, spec.rms_eps), base)
+        expected = _rotated(_rms_normed(q, g_q, spec.rms_eps), base) @ k_rot.T / 16.0
+        np.testing.assert_allclose(edited.scaled_scores, expected, rtol=1e-4, atol=1e-4)
+        assert np.abs(own.scaled_scores - expected).max() > 0.1             # the edit shows
+        unnormed = _rotated(q, base) @ _rotated(k, base).T / 16.0
+        assert np.abs(unnormed - expected).max() > 1.0                      # QK-norm shows
 
 
 def test_the_steps_texts_name_the_layers_designs(tiny):
@@ -191,10 +266,10 @@ def test_step_by_step_on_gemma_3_shows_its_steps_in_its_order():
 
 
 @pytest.mark.slow
-def test_an_edited_gemma_layer_keeps_its_window_scale_and_base_and_says_qk_norm_is_left_out():
-    """Edits on a Gemma 3 layer: the layer's own rotary base, scale and designs stay (the mask
-    of a short text: causal), QK-norm is left out and the view says so; W_O doubled doubles the
-    output, computed here."""
+def test_an_edited_gemma_layer_keeps_its_window_scale_base_and_qk_norm():
+    """Edits on a Gemma 3 layer: the layer's own rotary base, scale, QK-norm and designs stay
+    (the mask of a short text: causal), with no notice beyond the unedited view's; W_O doubled
+    doubles the output, computed here."""
     from attnviz.session.build import build_view
     from attnviz.session.edits import Edit
     from attnviz.session.settings import Settings
@@ -203,10 +278,10 @@ def test_an_edited_gemma_layer_keeps_its_window_scale_and_base_and_says_qk_norm_
     plain = build_view(s)
     w_o = np.asarray(plain.trace.params.w_o) * 2
     edited = build_view(s, {"w_o": Edit(w_o)})
-    assert edited.ok and any(getattr(n, "msg_id", None) == "notice.edits.no_qk_norm"
-                             for n in edited.notices)
+    assert edited.ok and edited.notices == plain.notices            # nothing left out to say
     tr = edited.trace
-    assert tr.q_normed is None and tr.rope_base == 1_000_000 and tr.scale == 1 / 16
+    np.testing.assert_array_equal(tr.q_normed, plain.trace.q_normed)   # W_O is after them
+    assert tr.rope_base == 1_000_000 and tr.scale == 1 / 16
     assert tr.design is not None and tr.design.kind == "full"
     assert [s.name for s in tr.steps][0] == "embedded" and tr.steps[-1].name == "output_normed"
     np.testing.assert_allclose(tr.output, tr.concat @ w_o, rtol=1e-5, atol=1e-5)

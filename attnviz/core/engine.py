@@ -225,7 +225,16 @@ def _qk_normed(q, k, qk_norm, d_k: int, dtype):
         raise AttnvizInputError("error.engine.scale", value=repr(eps))
 
     def norm(a, g):
-        return readonly(a / np.sqrt(np.mean(a * a, axis=-1, keepdims=True) + dtype.type(eps)) * g)
+        with np.errstate(over="ignore"):
+            rms = np.sqrt(np.mean(a * a, axis=-1, keepdims=True) + dtype.type(eps))
+        huge = np.isinf(rms)          # a finite vector whose mean square overflows (|a| past
+        if huge.any():                # ~1e18): the same root, the vector divided by its largest
+            with np.errstate(invalid="ignore"):        # |a| first (an infinite a: its own step
+                peak = np.where(huge, np.abs(a).max(axis=-1, keepdims=True), dtype.type(1))
+                unit = a / peak                        # says so); eps / peak² < 1e-36 is
+                rms = np.where(huge, peak * np.sqrt(np.mean(unit * unit, axis=-1, keepdims=True)),
+                               rms)                    # below float32's resolution of ≥ 1/d_k
+        return readonly(a / rms * g)
 
     return norm(q, gains[0]), norm(k, gains[1])
 

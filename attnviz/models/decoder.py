@@ -334,6 +334,14 @@ class DecoderModel(ConfigSizes):
         None where the output joins as it is (Llama, Qwen)."""
         return self._blocks[self._check_layer(layer)].post_attn_norm
 
+    def qk_norm_gains(self, layer: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(g_q, g_k), each (d_k,): the gains of the RMSNorm layer `layer` applies to each
+        head's q and to its k before RoPE (QK-norm: Qwen3, Gemma 3; with config.rms_eps; a
+        Gemma gain as the model computes with it, 1 + the checkpoint's weight); None where q
+        and k are not normed (Llama, Qwen2)."""
+        block = self._blocks[self._check_layer(layer)]
+        return None if block.q_norm is None else (block.q_norm, block.k_norm)
+
     def layer_weights(self, layer: int) -> MultiHeadWeights:
         """Layer `layer`'s real attention weights: W_Q (9, 576, 64), W_K and W_V (3, 576, 64),
         W_O (576, 576); no biases."""

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnviz.core.engine import LayerDesign, trace_attention, with_design
+from attnviz.core.engine import LayerDesign, with_design
 from attnviz.core.trace import AttentionTrace
 from attnviz.models.decoder import DecoderModel, DecoderRun
 from attnviz.models.gguf_llama import DecoderConfig
-from attnviz.models.llama_layer import sliding_mask
+from attnviz.models.llama_layer import layer_attention_trace
 
 
 def layer_design(config: DecoderConfig, layer: int, n: int) -> LayerDesign | None:
@@ -48,17 +48,13 @@ def layer_trace(model: DecoderModel, run: DecoderRun, layer: int) -> AttentionTr
 def edited_layer_trace(model: DecoderModel, run: DecoderRun, layer: int, x: np.ndarray,
                        w) -> AttentionTrace:
     """Layer `layer`'s attention on an edited input `x` (n, d_model) with edited weights `w`
-    (a MultiHeadWeights): the layer's rotary base, scale and mask (its sliding window) as the
-    model's, and its designs around it. QK-norm's gains are not among what the model shows
-    (``DecoderModel`` exposes W_Q, W_K, W_V, W_O and the post-attention norm), so an edited
-    trace of a QK-norm layer leaves QK-norm out; the page says so."""
-    c = model.config
-    n = x.shape[0]
-    window = c.window_of(layer)
-    band = sliding_mask(n, 0, window) if window is not None and n > window else None
-    traced = trace_attention(x, w, causal=True, rope=c.rope_base_of(layer), scale=c.scale,
-                             attn_mask=band)
-    design = layer_design(c, layer, n)
+    (a MultiHeadWeights): the layer's own computation (``layer_attention_trace``, the one
+    ``run.trace`` makes) with the model's rotary base, scale, mask (its sliding window) and
+    QK-norm gains, and its designs around it; with `x` and `w` the layer's own, it is
+    ``layer_trace``. The engine's errors as they are (an overflow names its step)."""
+    traced = layer_attention_trace(x, w, model.config, layer=layer,
+                                   qk_norm_gains=model.qk_norm_gains(layer))
+    design = layer_design(model.config, layer, x.shape[0])
     return traced if design is None else _with_design(model, traced, design, run.ids)
 
 

@@ -48,8 +48,8 @@ from attnviz.models.finite import all_finite, first_not_finite, from_engine, not
 
 __all__ = ["HOOK_POINTS", "READ_ONLY", "Hook", "KVCache", "LayerOutput", "LayerWeights",
            "Positions", "WindowedKVCache", "causal_mask", "sliding_mask", "llama_attention",
-           "llama_layer", "llama_mlp", "project", "rms_norm", "rotary_embedding", "split_qkv",
-           "trace_layer_attention"]
+           "layer_attention_trace", "llama_layer", "llama_mlp", "project", "rms_norm",
+           "rotary_embedding", "split_qkv", "trace_layer_attention"]
 
 # where a hook is called, in the order the layer computes them
 HOOK_POINTS = ("resid_pre", "v", "pattern", "z", "attn_out", "resid_mid", "mlp_out",
@@ -368,19 +368,30 @@ def llama_attention(x: np.ndarray, w: LayerWeights, config, position_embeddings,
     return _Attention(parts=parts, pattern=pattern, v=values, z=z, output=None, trace=None)
 
 
-def trace_layer_attention(x: np.ndarray, w: LayerWeights, config, *, layer: int = 0,
-                          model: str = "") -> AttentionTrace:
-    """The engine's trace of the layer's attention on one sequence x (n, d_model), already
-    normed: W_Q, W_K, W_V (H_kv heads, their biases), QK-norm, W_O, the layer's rotary base,
-    the scale and the causal mask (with the layer's sliding window). The engine's overflow
-    error becomes error.model.not_finite naming `layer` of `model`."""
+def layer_attention_trace(x: np.ndarray, attention: MultiHeadWeights, config, *,
+                          layer: int = 0, qk_norm_gains: tuple | None = None) -> AttentionTrace:
+    """The engine's trace of layer `layer`'s attention on one sequence x (n, d_model), already
+    normed, with the weights `attention` (the layer's own, or a learner's edit of them): the
+    layer's rotary base, the scale, the causal mask (with the layer's sliding window) and, where
+    `qk_norm_gains` = (g_q, g_k) is given, QK-norm with those gains and config.rms_eps. The
+    engine's errors as they are (an overflow names its step)."""
     n = x.shape[0]
     window = config.window_of(layer)
     band = sliding_mask(n, 0, window) if window is not None and n > window else None
-    qk_norm = None if w.q_norm is None else (w.q_norm, w.k_norm, config.rms_eps)
+    qk_norm = None if qk_norm_gains is None else (*qk_norm_gains, config.rms_eps)
+    return trace_attention(x, attention, causal=True, rope=config.rope_base_of(layer),
+                           scale=config.scale, attn_mask=band, qk_norm=qk_norm)
+
+
+def trace_layer_attention(x: np.ndarray, w: LayerWeights, config, *, layer: int = 0,
+                          model: str = "") -> AttentionTrace:
+    """The engine's trace of the layer's attention on one sequence x (n, d_model), already
+    normed: ``layer_attention_trace`` with the layer's own W_Q, W_K, W_V (H_kv heads, their
+    biases), W_O and QK-norm gains. The engine's overflow error becomes error.model.not_finite
+    naming `layer` of `model`."""
+    gains = None if w.q_norm is None else (w.q_norm, w.k_norm)
     try:
-        return trace_attention(x, w.attention, causal=True, rope=config.rope_base_of(layer),
-                               scale=config.scale, attn_mask=band, qk_norm=qk_norm)
+        return layer_attention_trace(x, w.attention, config, layer=layer, qk_norm_gains=gains)
     except AttnvizInputError as exc:              # an overflow: said with its layer
         raise from_engine(exc, model, layer) from None
 

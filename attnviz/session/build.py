@@ -145,7 +145,7 @@ def _build_decoder(view: View, edits: dict) -> None:
     W_O, the layer's rotary base, scale and mask (a sliding window where it has one), and what
     the model puts around attention (Gemma's scaled embeddings, QK-norm, the norm after
     attention). Edits apply to this layer's attention only (the layers after it are not
-    recomputed)."""
+    recomputed); QK-norm keeps the model's gains."""
     from attnviz.models import layer_steps
     from attnviz.session.decoder_runs import cached_decoder_run
 
@@ -163,8 +163,6 @@ def _build_decoder(view: View, edits: dict) -> None:
     if x is layer.x and w is layer.params:
         view.trace = layer
         return
-    if layer.q_normed is not None:
-        view.notices.append(Message("notice.edits.no_qk_norm"))
     view.trace = trace_edited(view, lambda x_, w_: layer_steps.edited_layer_trace(
         model, run, s.layer, x_, w_), (layer.x, layer.params), (x, w))
 

@@ -282,7 +282,7 @@ def _decoder_text(key: str, model: str) -> str | None:
 
 
 def rope_tab() -> None:
-    st.markdown(t("experiments.rope.intro"))
+    st.markdown(_rope_intro())
     source = st.radio(t("experiments.source.label"), ROPE_SOURCES, horizontal=True,
                       persist_state="session", key=keys.EXP_ROPE_SOURCE,
                       format_func=lambda v: t(f"experiments.rope.source.{v}"))
@@ -316,6 +316,22 @@ def rope_tab() -> None:
             f"({n + s}, {n}) → {r.distance_scores[s]:.6f}"
             for s in shown]}))
     st.caption(t("experiments.rope.caption", change=f"{r.shift_change:.1e}"))
+
+
+def _rope_intro() -> str:
+    """The tab's first words, naming the sidebar's language model and its rotary bases (each
+    kind of layer's where they differ; none where its config cannot be read, which the model's
+    source says when chosen)."""
+    from attnviz.app.shared.model_words import rope_words
+    from attnviz.app.sidebar.model_choice import language_model
+
+    entry = language_model()
+    try:
+        bases = rope_words(entry.sizes(), entry.shown, "experiments.rope.base_one",
+                           "experiments.rope.bases_per_kind")
+    except AttnvizInputError:
+        bases = ""
+    return t("experiments.rope.intro", model=entry.shown, bases=bases)
 
 
 def _model_qk():

@@ -6,7 +6,7 @@ model's are its own catalogue entries (``sidebar.model_choice.option.<name>``,
 from __future__ import annotations
 
 from attnviz.i18n import t
-from attnviz.models.registry import ModelEntry
+from attnviz.models.registry import ModelEntry, ModelSizes
 
 TERMS_URL = "ai.google.dev/gemma/terms"      # the Gemma Terms of Use, as its NOTICE names them
 LICENCES = "attnviz/models/licences"         # where the terms and NOTICE ship
@@ -33,3 +33,18 @@ def named(entry: ModelEntry) -> str:
     if entry.terms is None:
         return entry.shown
     return t("model.with_terms", model=entry.shown, terms=t(f"model.terms.{entry.terms}"))
+
+
+def rope_words(sizes: ModelSizes | None, model: str, one: str, per_kind: str) -> str:
+    """How `model` (of `sizes`) turns Q and K: message `one` ({model}, {base}: its base), or
+    where its sliding-window layers have another base than its global ones, `per_kind`
+    ({model}, {local}: the sliding-window layers' base, {base}: the global layers', {layers}:
+    theirs)."""
+    bases = sorted(set(sizes.rope_bases)) if sizes and sizes.rope_bases else []
+    if len(bases) <= 1:
+        return t(one, model=model,
+                 base=f"{int(sizes.rope_base):,}" if sizes and sizes.rope_base else "")
+    global_layers = [i for i, b in enumerate(sizes.rope_bases) if b == sizes.rope_base]
+    local = next(b for b in bases if b != sizes.rope_base)
+    return t(per_kind, model=model, local=f"{int(local):,}", base=f"{int(sizes.rope_base):,}",
+             layers=", ".join(map(str, global_layers)))

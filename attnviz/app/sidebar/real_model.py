@@ -12,6 +12,7 @@ from attnviz.session.settings import BOUNDS, MODES, Settings
 from attnviz.models import registry
 from attnviz.app import keys
 from attnviz.app.shared import text
+from attnviz.app.shared.model_words import rope_words
 from attnviz.app.sidebar.fixed import show_fixed, show_fixed_number
 from attnviz.app.sidebar.input_source import mode_name
 from attnviz.app.sidebar.model_choice import compare_choices, model_choice
@@ -126,14 +127,7 @@ def _scale_why(c: registry.ModelSizes | None, name: str) -> str:
 def _rope_why(c: registry.ModelSizes | None, name: str) -> str:
     """The rotary base said: the model's one, or each kind of layer's where they differ (the
     number shown is the global layers')."""
-    bases = sorted(set(c.rope_bases)) if c and c.rope_bases else []
-    if len(bases) <= 1:
-        return t("sidebar.decoder.rope_fixed", model=name,
-                 base=f"{int(c.rope_base):,}" if c and c.rope_base else "")
-    others = [i for i, b in enumerate(c.rope_bases) if b == c.rope_base]
-    local = next(b for b in bases if b != c.rope_base)
-    return t("sidebar.decoder.rope_layers", model=name, local=f"{int(local):,}",
-             base=f"{int(c.rope_base):,}", layers=", ".join(map(str, others)))
+    return rope_words(c, name, "sidebar.decoder.rope_fixed", "sidebar.decoder.rope_layers")
 
 
 def compare_controls() -> None:
