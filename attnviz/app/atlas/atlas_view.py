@@ -265,7 +265,8 @@ def examples(m, built: Built, layer: int, head: int) -> None:
     means = built.partial.means()
     st.markdown(" · ".join(f"{t(f'atlas.metric.{name}')} {means[name][layer, head]:.3g}"
                            for name in atlas.METRICS))
-    st.caption(t("atlas.examples.caption"))
+    fewest = built.partial.settings.min_keys
+    st.caption(t("atlas.examples.caption", keys=fewest, first=fewest - 1))
     found = built.head_atlas().top_examples(layer, head, k=TOP_EXAMPLES)
     if not found:
         st.info(t("atlas.examples.none"))
