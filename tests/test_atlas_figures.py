@@ -36,3 +36,21 @@ def test_a_heads_map_draws_queries_then_keys_with_their_tokens():
     assert list(queries.text) == list("abcde") == list(keys.text)
     assert queries.name == t("figure.atlas.map.queries") and keys.name == t("figure.atlas.map.keys")
     assert fig.layout.title.text == t("figure.atlas.map.title", layer=3, head=1, method="PCA")
+
+
+def test_a_heads_map_coloured_by_position_gives_each_point_its_samples_position():
+    points = np.arange(20, dtype=float).reshape(10, 2)
+    positions = [3, 0, 9, 4, 7]
+    fig = atlas_figures.qk_map(points, 5, tokens=list("abcde"), layer=0, head=2,
+                               method="t-SNE", positions=positions)
+    queries, keys = fig.data
+    assert list(queries.marker.color) == positions == list(keys.marker.color)
+    assert list(queries.customdata) == positions == list(keys.customdata)
+    assert queries.marker.symbol != keys.marker.symbol               # told apart by shape
+    assert (queries.marker.cmin, queries.marker.cmax) == (0, 9) == (keys.marker.cmin,
+                                                                     keys.marker.cmax)
+    assert [queries.marker.showscale, keys.marker.showscale] == [True, False]   # one scale
+    assert list(keys.x) == list(points[5:, 0])
+    assert fig.layout.title.text == t("figure.atlas.map.title", layer=0, head=2, method="t-SNE")
+    assert fig.layout.xaxis.title.text == t("figure.atlas.map.axis_tsne", n=1)
+    assert queries.marker.colorbar.title.text == t("figure.atlas.map.position")

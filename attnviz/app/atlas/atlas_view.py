@@ -46,6 +46,8 @@ EXAMPLE_HEIGHT = 220        # px: its one row
 _ATLASES = SizedCache(max_bytes=200 * 2**20, max_entries=16, size_of=lambda b: b.nbytes)
 # (texts, tokens) of a corpus in a model's tokenizer, each text cut to its window
 _COUNTS = SizedCache(max_bytes=2**20, max_entries=64, size_of=lambda c: 64)
+# the opened heads' t-SNE maps (2S, 2), per atlas, head and RoPE choice
+_TSNES = SizedCache(max_bytes=16 * 2**20, max_entries=64, size_of=lambda a: a.nbytes)
 # an example's attention row (one text run again), per model, text, head and position
 _ROWS = SizedCache(max_bytes=4 * 2**20, max_entries=256,
                    size_of=lambda r: r[0].nbytes + 64 * len(r[1]))
@@ -298,19 +300,101 @@ def _excerpt(text: str, chars: int = 160) -> str:
     return line if len(line) <= chars else line[:chars - 1] + "…"
 
 
-def qk_map(built: Built, layer: int, head: int) -> None:
-    """The head's sampled queries and keys over the corpus in one 2-D map (PCA, precomputed
-    for every head), with what the joint map changes and keeps."""
+METHODS = ("pca", "tsne")                    # atlas.map.method.option.*
+COLOURS = ("kind", "position")               # atlas.map.colour.option.*
+METHOD_NAMES = {"pca": "PCA", "tsne": "t-SNE"}
+
+
+def _choice(key: str, options: tuple, label: str, messages: str, where) -> str:
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = options[0]
+    return where.radio(label, options, key=key, horizontal=True, persist_state="session",
+                       format_func=lambda o: t(f"{messages}.{o}"))
+
+
+def qk_map(built: Built, key: tuple, layer: int, head: int) -> None:
+    """The head's sampled queries and keys over the corpus in one 2-D map, with what the joint
+    map changes and keeps: by PCA (precomputed for every head after RoPE; before RoPE computed
+    here, one SVD) or by t-SNE (on the server's queue, asked for with a button and kept per
+    atlas, head and RoPE choice); coloured by query / key or by position."""
     st.subheader(t("atlas.map.subheader"))
     p = built.partial
     samples = len(p.sample_pos)
     if not samples or built.maps is None:
         st.info(t("atlas.map.none"))
         return
-    st.caption(t("atlas.map.caption", samples=samples,
-                 call=code('attnviz.HeadAtlas.embedding(layer, head, method="tsne")')))
-    widgets.chart(atlas_figures.qk_map(built.maps[layer, head], samples, tokens=p.sample_token,
-                                       layer=layer, head=head, method="PCA"), key=keys.AT_MAP)
+    st.caption(t("atlas.map.caption", samples=samples))
+    left, middle, right = st.columns(3)
+    method = _choice(keys.AT_METHOD, METHODS, t("atlas.map.method.label"),
+                     "atlas.map.method.option", left)
+    colour = _choice(keys.AT_COLOUR, COLOURS, t("atlas.map.colour.label"),
+                     "atlas.map.colour.option", middle)
+    if not isinstance(st.session_state.get(keys.AT_ROTATED), bool):
+        st.session_state[keys.AT_ROTATED] = True
+    rotated = right.toggle(t("atlas.map.rotated.label"), key=keys.AT_ROTATED,
+                           persist_state="session", help=t("atlas.map.rotated.help"))
+    st.caption(t("atlas.map.rotated.yes" if rotated else "atlas.map.rotated.no"))
+    if method == "tsne":
+        points = tsne(built, key, layer, head, rotated)
+        if points is None:
+            return
+    elif rotated:
+        points = built.maps[layer, head]
+    else:
+        points = atlas_map.pca(atlas_map.head_points(p, layer, head, rotated=False))
+    widgets.chart(atlas_figures.qk_map(points, samples, tokens=p.sample_token, layer=layer,
+                                       head=head, method=METHOD_NAMES[method],
+                                       positions=p.sample_pos if colour == "position" else None),
+                  key=keys.AT_MAP)
+
+
+def tsne_key(key: tuple, layer: int, head: int, rotated: bool) -> tuple:
+    """One t-SNE per atlas, head and RoPE choice."""
+    return ("atlas-tsne", key, layer, head, bool(rotated))
+
+
+def _tsne_work(partial: atlas.Partial, key: tuple, layer: int, head: int, rotated: bool):
+    """The head's t-SNE as the queue runs it (one unit: scikit-learn's t-SNE does not stop
+    half-way), kept for every learner."""
+    def work(resume, progress, should_stop) -> np.ndarray:
+        points = atlas_map.tsne(atlas_map.head_points(partial, layer, head, rotated=rotated))
+        progress(1, 1)
+        return _TSNES.get(key, lambda: points)
+    return work
+
+
+def _ask_tsne(key: tuple, work) -> None:
+    """on_click of the t-SNE button: this learner joins the server's job for it."""
+    heavy_jobs.join(key, work, 1, job_key=keys.AT_TSNE_JOB,
+                    stopped_key=keys.AT_TSNE_STOPPED_FOR)
+
+
+def tsne(built: Built, key: tuple, layer: int, head: int, rotated: bool) -> np.ndarray | None:
+    """The head's t-SNE map (2S, 2) if computed (for any learner), else the button asking for
+    it or the job's progress with Stop; None until it is computed."""
+    key = tsne_key(key, layer, head, rotated)
+    points = _TSNES.peek(key)
+    if points is not None:
+        return points
+    job, token = heavy_jobs.mine(keys.AT_TSNE_JOB, key)
+    stopped = st.session_state.get(keys.AT_TSNE_STOPPED_FOR) == key
+    if job is not None and not stopped:
+        if job.running:
+            count = 2 * len(built.partial.sample_pos)
+            heavy_jobs.live(job, token, "atlas.tsne",
+                            lambda _: (0.0, t("atlas.tsne.progress", points=count)),
+                            heavy_jobs.leave, (key, job, token, keys.AT_TSNE_STOPPED_FOR),
+                            keys.AT_TSNE_STOP)
+            return None
+        if job.ended == "failed":
+            st.error(t("atlas.tsne.error", error=literal(job.error)))
+        elif job.result is not None:
+            return _TSNES.get(key, lambda: job.result)
+    widgets.action_button(t("atlas.tsne.run", layer=layer, head=head), _ask_tsne,
+                          (key, _tsne_work(built.partial, key, layer, head, rotated)),
+                          key=keys.AT_TSNE_RUN, icon=":material/play_arrow:",
+                          help=t("atlas.tsne.help"))
+    return None
 
 
 def related(built: Built, layer: int, head: int) -> None:
@@ -345,5 +429,6 @@ def downloads(built: Built, corpus_id: str) -> None:
     st.caption(t("atlas.downloads.caption", call=code("attnviz.HeadAtlas.load(path)")))
 
 
-__all__ = ["Built", "CORPORA", "atlas_key", "build", "corpus", "corpus_hash", "counts",
-           "downloads", "examples", "heads", "qk_map", "related"]
+__all__ = ["Built", "COLOURS", "CORPORA", "METHODS", "atlas_key", "build", "corpus",
+           "corpus_hash", "counts", "downloads", "examples", "heads", "qk_map", "related", "tsne",
+           "tsne_key"]

@@ -31,12 +31,13 @@ def render() -> None:
     if not read:
         st.info(t("atlas.none_read"))
         st.stop()
-    built = atlas_view.build(m, atlas_view.atlas_key(entry, m, corpus_id), texts)
+    key = atlas_view.atlas_key(entry, m, corpus_id)
+    built = atlas_view.build(m, key, texts)
     if built is None:
         st.stop()
     st.divider()
     layer, head = atlas_view.heads(built)
     atlas_view.examples(m, built, layer, head)
-    atlas_view.qk_map(built, layer, head)
+    atlas_view.qk_map(built, key, layer, head)
     atlas_view.related(built, layer, head)
     atlas_view.downloads(built, corpus_id)
