@@ -26,24 +26,31 @@ QUERY_COLOUR, KEY_COLOUR = "#1f77b4", "#d62728"
 
 
 def heads_scatter(means: Mapping[str, np.ndarray], x: str, y: str, *, model: str,
-                  picked: tuple[int, int] | None = None,
+                  picked: tuple[int, int] | None = None, clusters: np.ndarray | None = None,
                   width: int = NARROW_WIDTH) -> go.Figure:
     """Every head as a point on metrics `x` and `y` (names of ``atlas.METRICS``; means[name]
-    (layers, heads)), coloured by layer; hover names the head (L3H2) and both values. Heads
-    whose value is NaN (no row read) are left out, not drawn at 0. `picked` (layer, head): a
-    ring around that head's point (a second trace, its (layer, head) in customdata too)."""
+    (layers, heads)), coloured by layer — or by cluster, `clusters` (layers, heads) int
+    (``atlas_map.head_clusters``), its number in the hover too; hover names the head (L3H2)
+    and both values. Heads whose value is NaN (no row read) are left out, not drawn at 0.
+    `picked` (layer, head): a ring around that head's point (a second trace, its (layer, head)
+    in customdata too)."""
     xs, ys = np.asarray(means[x], np.float64), np.asarray(means[y], np.float64)
     layers, heads = xs.shape
     layer, head = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
     keep = (np.isfinite(xs) & np.isfinite(ys)).ravel()
     x_name, y_name = t(f"atlas.metric.{x}"), t(f"atlas.metric.{y}")
     names = [f"L{l}H{h}" for l, h in zip(layer.ravel()[keep], head.ravel()[keep])]
+    if clusters is None:
+        colour, scale, top, title = layer.ravel()[keep], "Viridis", layers - 1, "figure.atlas.layer"
+    else:
+        colour = np.asarray(clusters).ravel()[keep]
+        scale, top, title = "Turbo", int(np.max(clusters, initial=0)), "figure.atlas.cluster"
+        names = [f"{n} · {escape(t('figure.atlas.cluster'))} {c}" for n, c in zip(names, colour)]
     fig = go.Figure(go.Scatter(
         x=xs.ravel()[keep], y=ys.ravel()[keep], mode="markers", text=names,
         customdata=np.stack([layer.ravel()[keep], head.ravel()[keep]], axis=1),
-        marker=dict(color=layer.ravel()[keep], colorscale="Viridis", cmin=0,
-                    cmax=max(layers - 1, 1), size=8,
-                    colorbar=dict(title=dict(text=escape(t("figure.atlas.layer"))))),
+        marker=dict(color=colour, colorscale=scale, cmin=0, cmax=max(top, 1), size=8,
+                    colorbar=dict(title=dict(text=escape(t(title))))),
         hovertemplate=(f"%{{text}}<br>{escape(x_name)}: %{{x:.4g}}<br>{escape(y_name)}: "
                        "%{y:.4g}<extra></extra>")))
     if picked is not None and np.isfinite(xs[picked]) and np.isfinite(ys[picked]):

@@ -6,8 +6,9 @@ or a .txt/.jsonl/.csv file: ``attnviz.io.atlas_files.texts_of``). The atlas is b
 server's queue for heavy work (``attnviz.models.heavy``), as Trace's patching is: one job per
 (model file, corpus, settings) whoever asks, polled with Stop and Resume (a stopped reduction's
 partial merged with that of the texts left: ``atlas.reduce(progress=)``). A finished atlas is
-kept for every learner (``_ATLASES``). A link carries the corpus and every pick but never
-starts a build.
+kept for every learner (``_ATLASES``), and so is an opened head's t-SNE map, asked for with a
+button and computed on the same queue (``_TSNES``). A link carries the corpus and every pick
+but never starts a build or a t-SNE.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ TOP_EXAMPLES = 5            # the opened head's examples shown
 RELATED = 5                 # its related heads listed
 ROW_KEYS = 32               # an example's row: the keys drawn (the first, the last to the query)
 EXAMPLE_HEIGHT = 220        # px: its one row
+HEAD_COLOURS = ("layer", "cluster")      # atlas.heads_colour.option.*
+CLUSTERS = 8                             # the clusters of heads (by their mean patterns)
+METHODS = ("pca", "tsne")                # the map's (atlas.map.method.option.*)
+COLOURS = ("kind", "position")           # its colours (atlas.map.colour.option.*)
+METHOD_NAMES = {"pca": "PCA", "tsne": "t-SNE"}
 
 # finished atlases, the same for every learner on the same model file, corpus and settings
 _ATLASES = SizedCache(max_bytes=200 * 2**20, max_entries=16, size_of=lambda b: b.nbytes)
@@ -208,6 +214,13 @@ def _metric_pick(label: str, key: str, default: str, where) -> str:
                            format_func=lambda name: t(f"atlas.metric.{name}"))
 
 
+def _choice(key: str, options: tuple, label: str, messages: str, where) -> str:
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = options[0]
+    return where.radio(label, options, key=key, horizontal=True, persist_state="session",
+                       format_func=lambda o: t(f"{messages}.{o}"))
+
+
 def _pick_head(points: list[dict]) -> None:
     """on_click of the scatter: the clicked point's (layer, head), its customdata."""
     for point in reversed(points):
@@ -219,20 +232,27 @@ def _pick_head(points: list[dict]) -> None:
 
 
 def heads(built: Built) -> tuple[int, int]:
-    """Every head as a point on two chosen metrics, coloured by layer; a click (or the two
-    pickers) opens a head: its (layer, head)."""
+    """Every head as a point on two chosen metrics, coloured by layer or by cluster (of the
+    mean patterns, ``atlas_map.head_clusters``); a click (or the two pickers) opens a head:
+    its (layer, head)."""
     p = built.partial
     layers, heads_ = p.shape
     st.caption(t("atlas.built", texts=p.texts, tokens=p.tokens, skipped=p.skipped,
                  heads=layers * heads_))
-    left, right = st.columns(2)
+    left, middle, right = st.columns(3)
     x = _metric_pick(t("atlas.x"), keys.AT_X, DEFAULT_X, left)
-    y = _metric_pick(t("atlas.y"), keys.AT_Y, DEFAULT_Y, right)
+    y = _metric_pick(t("atlas.y"), keys.AT_Y, DEFAULT_Y, middle)
+    by = _choice(keys.AT_HEADS_COLOUR, HEAD_COLOURS, t("atlas.heads_colour.label"),
+                 "atlas.heads_colour.option", right)
     keep_in_range(keys.AT_LAYER, layers)
     keep_in_range(keys.AT_HEAD, heads_)
     picked = st.session_state[keys.AT_LAYER], st.session_state[keys.AT_HEAD]
-    widgets.chart(atlas_figures.heads_scatter(p.means(), x, y, model=p.model, picked=picked),
+    clusters = atlas_map.head_clusters(p, CLUSTERS) if by == "cluster" else None
+    widgets.chart(atlas_figures.heads_scatter(p.means(), x, y, model=p.model, picked=picked,
+                                              clusters=clusters),
                   key=keys.AT_SCATTER, on_click=_pick_head)
+    if clusters is not None:
+        st.caption(t("atlas.clusters.caption", clusters=int(clusters.max()) + 1))
     st.caption(t("atlas.click"))
     left, right = st.columns(2)
     layer = left.selectbox(t("atlas.layer"), list(range(layers)), key=keys.AT_LAYER,
@@ -294,22 +314,31 @@ def examples(m, built: Built, layer: int, head: int) -> None:
                          weight=f"{float(row[1:first].sum()):.3f}"))
 
 
+def deciles(m, built: Built, layer: int, head: int) -> None:
+    """One row of the head from each tenth of the largest weight (the reservoirs' first: the
+    row of smallest seeded priority among the corpus's rows of that tenth), as a line each."""
+    p = built.partial
+    lines = []
+    for d in range(atlas.DECILES):
+        text_id, position = p.res_text[layer, head, d, 0], int(p.res_pos[layer, head, d, 0])
+        if position < 0:
+            continue
+        text = p.corpus[np.uint64(text_id)]
+        token = token_shown(m.labels(m.encode(text)[:m.max_tokens])[0][position])
+        lines.append(t("atlas.deciles.item", low=f"{d / atlas.DECILES:.1f}",
+                       high=f"{(d + 1) / atlas.DECILES:.1f}", position=position,
+                       token=code(token), score=f"{p.res_score[layer, head, d, 0]:.3f}",
+                       text=code(_excerpt(text, 100))))
+    with st.expander(t("atlas.deciles.label")):
+        fewest = p.settings.min_keys
+        st.caption(t("atlas.deciles.caption", keys=fewest, first=fewest - 1))
+        st.markdown("  \n".join(lines))
+
+
 def _excerpt(text: str, chars: int = 160) -> str:
     """The text's start, on one line."""
     line = " ".join(text.split())
     return line if len(line) <= chars else line[:chars - 1] + "…"
-
-
-METHODS = ("pca", "tsne")                    # atlas.map.method.option.*
-COLOURS = ("kind", "position")               # atlas.map.colour.option.*
-METHOD_NAMES = {"pca": "PCA", "tsne": "t-SNE"}
-
-
-def _choice(key: str, options: tuple, label: str, messages: str, where) -> str:
-    if st.session_state.get(key) not in options:
-        st.session_state[key] = options[0]
-    return where.radio(label, options, key=key, horizontal=True, persist_state="session",
-                       format_func=lambda o: t(f"{messages}.{o}"))
 
 
 def qk_map(built: Built, key: tuple, layer: int, head: int) -> None:
@@ -429,6 +458,6 @@ def downloads(built: Built, corpus_id: str) -> None:
     st.caption(t("atlas.downloads.caption", call=code("attnviz.HeadAtlas.load(path)")))
 
 
-__all__ = ["Built", "COLOURS", "CORPORA", "METHODS", "atlas_key", "build", "corpus",
-           "corpus_hash", "counts", "downloads", "examples", "heads", "qk_map", "related", "tsne",
-           "tsne_key"]
+__all__ = ["Built", "COLOURS", "CORPORA", "HEAD_COLOURS", "METHODS", "atlas_key", "build",
+           "corpus", "corpus_hash", "counts", "deciles", "downloads", "examples", "heads",
+           "qk_map", "related", "tsne", "tsne_key"]
