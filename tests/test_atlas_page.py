@@ -253,5 +253,8 @@ def test_the_opened_heads_map_before_rope_by_position_then_its_tsne_from_the_que
     again = open_page("pages/atlas.py", params=link)
     no_exceptions(again)
     [fig_again] = charts_keyed(again, keys.AT_MAP)       # kept for every learner: drawn at once
+    assert [again.session_state[k] for k in (keys.AT_METHOD, keys.AT_COLOUR, keys.AT_ROTATED,
+                                              keys.AT_HEADS_COLOUR)] == \
+        ["tsne", "position", False, "cluster"]
     assert fig_again["data"][0]["x"] == fig["data"][0]["x"]
     assert heavy.default_queue().started == started
