@@ -155,9 +155,10 @@ def test_top_examples_are_the_brute_force_arg_max(whole, tiny, hf_tiny):
     _, rows = plain_means(*hf_tiny["llama"], tiny["llama"], TEXTS)
     k = SETTINGS.top_k
     for layer, head in itertools.product(range(2), range(4)):
-        # every row but query 0 of every text: (score, text, position)
+        # every row of a query that sees min_keys keys or more (i + 1 ≥ min_keys), of every
+        # text: (score, text, position)
         scores = {(int(tid), i): float(m[layer, head, i]) for tid, m in rows
-                  for i in range(1, m.shape[-1])}
+                  for i in range(m.shape[-1]) if i + 1 >= SETTINGS.min_keys}
         best = sorted(scores.values(), reverse=True)[:k]
         got = list(zip(whole.top_text[layer, head].tolist(), whole.top_pos[layer, head].tolist()))
         np.testing.assert_allclose(whole.top_score[layer, head], best, atol=1e-5)
@@ -295,6 +296,36 @@ def test_partials_of_other_settings_do_not_merge(tiny, whole):
     other = atlas.reduce(tiny["llama"], TEXTS[:1], Settings(top_k=2))
     with raises_message("error.atlas.mismatch"):
         atlas.merge(whole, other)
+
+
+def test_no_example_is_a_query_of_fewer_than_min_keys_keys(tiny, whole):
+    """Query i sees i + 1 keys, so its largest weight is ≥ 1 / (i + 1): with only query 0 left
+    out (min_keys 2) the first positions crowd the top rows; with min_keys 8 (the default) no
+    top row or reservoir row is a query of fewer keys, and the texts (10–18 tokens) are long
+    enough that every head's top-k is full."""
+    assert Settings().min_keys == 8 and SETTINGS.min_keys == 8
+    for part, fewest in ((whole, 8), (atlas.reduce(tiny["llama"], TEXTS, Settings(
+            top_k=5, reservoir=2, sample_rate=0.0, min_keys=3)), 3)):
+        assert (part.top_pos >= 0).all()
+        assert (part.top_pos >= fewest - 1).all()
+        assert (part.res_pos[part.res_pos >= 0] >= fewest - 1).all()
+    early = atlas.reduce(tiny["llama"], TEXTS, Settings(top_k=5, sample_rate=0.0, min_keys=2))
+    assert (early.top_pos[early.top_pos >= 0] < 7).any()     # the bias the bound removes
+
+
+def test_min_keys_below_two_is_refused_and_old_files_read_as_two(whole, tmp_path):
+    """An atlas file written before min_keys (its settings one number short) left out query 0
+    only: it reads as min_keys 2, the atlas it was."""
+    from attnviz.io.atlas_files import read_atlas
+    from tests.message_helpers import raises_message
+
+    with raises_message("error.atlas.min_keys"):
+        Settings(min_keys=1)
+    arrays = whole.to_arrays()
+    arrays["settings"] = arrays["settings"][:-1]                 # the file's older Settings
+    np.savez_compressed(tmp_path / "old.npz", **arrays)
+    back, _ = read_atlas(tmp_path / "old.npz")
+    assert back.settings.min_keys == 2 and back.settings.top_k == SETTINGS.top_k
 
 
 def test_the_reservoirs_hold_rows_of_their_decile_by_smallest_priority(whole):

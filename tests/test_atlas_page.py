@@ -174,3 +174,87 @@ def test_texts_too_short_to_read_are_said_and_offer_no_build():
     with use_language("zh"):
         assert shows(at.info, "atlas.none_read")
     assert not [b for b in at.button if b.key == keys.AT_BUILD]
+
+
+def test_the_opened_heads_map_before_rope_by_position_then_its_tsne_from_the_queue(
+        built, expected):
+    """Heads coloured by cluster (scikit-learn's, on the public mean patterns) and one row of
+    each tenth of the largest weight listed; the map before RoPE, coloured by position: the
+    PCA of the unturned sample (the joint cloud and its SVD written out here); then t-SNE: asked with the button, computed by the server's
+    queue, drawn with every sampled query and key; the link carries the three picks and
+    computes nothing again."""
+    p = expected.partial
+    if not len(p.sample_pos):
+        pytest.skip("no query or key sampled from these texts")
+    at = built
+    at.session_state[keys.AT_LAYER], at.session_state[keys.AT_HEAD] = 5, 4
+    at.session_state[keys.AT_ROTATED] = False
+    at.session_state[keys.AT_COLOUR] = "position"
+    at.session_state[keys.AT_HEADS_COLOUR] = "cluster"
+    at.run()
+    no_exceptions(at)
+    with use_language("en"):
+        assert shows(at.caption, "atlas.map.rotated.no")
+        # one row of each tenth the reservoirs hold, at its position and score
+        for d in range(10):
+            pos = int(p.res_pos[5, 4, d, 0])
+            assert (pos >= 0) == shows(at.markdown, "atlas.deciles.item", low=f"{d / 10:.1f}",
+                                       high=f"{(d + 1) / 10:.1f}", position=pos,
+                                       score=f"{p.res_score[5, 4, d, 0]:.3f}")
+    # the heads coloured by scikit-learn's clusters of their mean patterns (cosine, average)
+    from sklearn.cluster import AgglomerativeClustering
+
+    x = np.nan_to_num(p.mean_pattern().reshape(270, -1))
+    x /= np.where(np.linalg.norm(x, axis=1, keepdims=True) > 0,
+                  np.linalg.norm(x, axis=1, keepdims=True), 1)
+    want_clusters = AgglomerativeClustering(n_clusters=8, metric="cosine",
+                                            linkage="average").fit_predict(x)
+    [scatter] = charts_keyed(at, keys.AT_SCATTER)
+    where = decode(scatter["data"][0]["customdata"]).astype(int).reshape(-1, 2)
+    colours = decode(scatter["data"][0]["marker"]["color"]).astype(int)
+    assert colours.tolist() == want_clusters[where[:, 0] * 9 + where[:, 1]].tolist()
+    [fig] = charts_keyed(at, keys.AT_MAP)
+    # the joint cloud of the unturned q (head 4) and k (its key/value head: 4 // 3 of 3)
+    q = p.sample_q[:, 5, 4].astype(np.float64)
+    k = p.sample_k[:, 5, 4 // 3].astype(np.float64)
+    k = k + q.mean(0) - k.mean(0)
+    alpha = np.sqrt(np.linalg.norm(k, axis=1).mean() / np.linalg.norm(q, axis=1).mean())
+    x = np.concatenate([q * alpha, k / alpha])
+    x -= x.mean(0)
+    _, _, vt = np.linalg.svd(x, full_matrices=False)
+    want = x @ vt[:2].T
+    got = np.concatenate([np.stack([decode(tr["x"]), decode(tr["y"])], 1) for tr in fig["data"]])
+    np.testing.assert_allclose(np.abs(got), np.abs(want), rtol=1e-6, atol=1e-6)
+    for trace in fig["data"]:
+        assert decode(trace["marker"]["color"]).astype(int).tolist() == p.sample_pos.tolist()
+
+    at.session_state[keys.AT_METHOD] = "tsne"
+    at.run()
+    no_exceptions(at)
+    assert not charts_keyed(at, keys.AT_MAP)             # nothing until asked
+    [button] = [b for b in at.button if b.key == keys.AT_TSNE_RUN]
+    button.click().run()
+    no_exceptions(at)
+    assert heavy.default_queue().wait_idle(300)
+    at.run()
+    no_exceptions(at)
+    [fig] = charts_keyed(at, keys.AT_MAP)
+    xy = np.concatenate([np.stack([decode(tr["x"]), decode(tr["y"])], 1) for tr in fig["data"]])
+    assert xy.shape == (2 * len(p.sample_pos), 2) and np.isfinite(xy).all()
+    assert render("figure.atlas.map.title", "en", layer=5, head=4, method="t-SNE") in \
+        fig["layout"]["title"]["text"]
+
+    started = heavy.default_queue().started
+    link = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    assert {k: link.get(k) for k in ("at_method", "at_colour", "at_rotated",
+                                     "at_heads_colour")} == \
+        {"at_method": "tsne", "at_colour": "position", "at_rotated": "0",
+         "at_heads_colour": "cluster"}
+    again = open_page("pages/atlas.py", params=link)
+    no_exceptions(again)
+    [fig_again] = charts_keyed(again, keys.AT_MAP)       # kept for every learner: drawn at once
+    assert [again.session_state[k] for k in (keys.AT_METHOD, keys.AT_COLOUR, keys.AT_ROTATED,
+                                              keys.AT_HEADS_COLOUR)] == \
+        ["tsne", "position", False, "cluster"]
+    assert fig_again["data"][0]["x"] == fig["data"][0]["x"]
+    assert heavy.default_queue().started == started

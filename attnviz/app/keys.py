@@ -449,8 +449,16 @@ AT_Y = "at_y"                           # the scatter's vertical metric
 AT_LAYER = "at_layer"                   # the head opened: its layer
 AT_HEAD = "at_head"                     # … and its head
 AT_SCATTER = "at_scatter"               # every head as a point
+AT_HEADS_COLOUR = "at_heads_colour"     # … coloured by "layer" or "cluster" (of mean patterns)
 AT_EXAMPLE = Family("at_example_")      # a top example's row of attention
 AT_MAP = "at_map"                       # the opened head's query/key map
+AT_METHOD = "at_method"                 # … drawn by "pca" or "tsne"
+AT_COLOUR = "at_colour"                 # … coloured by "kind" (query / key) or "position"
+AT_ROTATED = "at_rotated"               # … of its queries and keys after RoPE (else before)
+AT_TSNE_RUN = "at_tsne_run"             # the button computing its t-SNE
+AT_TSNE_STOP = "at_tsne_stop"           # the button stopping it
+AT_TSNE_JOB = "at_tsne_job"             # (the t-SNE's key, the queue's job, this learner's token)
+AT_TSNE_STOPPED_FOR = "at_tsne_stopped_for"   # the t-SNE's key whose job was stopped
 AT_CSV = "at_csv"                       # the per-head table's download
 AT_FILE = "at_file"                     # the atlas .npz's download
 
@@ -512,7 +520,8 @@ FORMATTED = (MODE, PRESET, KV_HEADS, INIT, MODEL, LM_PICK, CMP_A, CMP_B, CMP_LAY
              MH_HEAD, MH_COMPARE_HEAD, MATRIX, EDIT_HEAD, EXP_TIED_SOURCE, EXP_RAW_SOURCE,
              EXP_ROPE_SOURCE, RO_LAYER, LENS_LAYER, LENS_COLOUR, LENS_KIND, TR_PAIR, TR_WHERE,
              VW_LAYER, VW_HEAD, HS_COLUMN, HS_LAYER, HS_HEAD,
-             GEN_SAMPLING, GEN_LAYER, TOY_TASK, AT_CORPUS, AT_X, AT_Y)
+             GEN_SAMPLING, GEN_LAYER, TOY_TASK, AT_CORPUS, AT_X, AT_Y, AT_METHOD, AT_COLOUR,
+             AT_HEADS_COLOUR)
 # the page picks a copied link carries, each with its default (attnviz.app.shared.links): a link
 # holds those whose value differs from it. None: a default the page chooses (the model's last
 # layer, the text's most likely token, the prompt box's example), so any value there is carried,
@@ -556,7 +565,8 @@ LINK_DEFAULTS = {
     GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None,
     # Head atlas (its corpus: the bundled one of the page's language unless chosen)
     AT_CORPUS: None, AT_TEXTS: None, AT_X: "entropy", AT_Y: "induction", AT_LAYER: 0,
-    AT_HEAD: 0}
+    AT_HEAD: 0, AT_METHOD: "pca", AT_COLOUR: "kind", AT_ROTATED: True,
+    AT_HEADS_COLOUR: "layer"}
 # what a link's text is read as, where the default does not say: int, float, bool, str, list
 # (whole numbers separated by commas), "name" (one of a few choices) or "tab" (a tab's label)
 LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
@@ -578,7 +588,8 @@ LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
               EXP_RAW_SOURCE: "name", EXP_ROPE_SOURCE: "name", TOY_TASK: "name",
               LENS_COLOUR: "name", LENS_KIND: "name", TR_PAIR: "name", TR_WHERE: "name",
               GEN_SAMPLING: "name", HS_COLUMN: "name", AT_CORPUS: "name", AT_TEXTS: str,
-              AT_X: "name", AT_Y: "name",
+              AT_X: "name", AT_Y: "name", AT_METHOD: "name", AT_COLOUR: "name",
+              AT_HEADS_COLOUR: "name",
               PT_VIEW: "tab", RD_VIEW: "tab", TR_VIEW: "tab", MH_SECTION: "tab",
               EXPERIMENT: "tab"}
 # a pick a link carries only once the learner chose it (until then the page follows the input),

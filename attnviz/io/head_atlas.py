@@ -69,7 +69,8 @@ class HeadAtlas:
 
     def top_examples(self, layer: int, head: int, k: int = 10) -> list[tuple[str, int, float]]:
         """The k rows where the head's attention is most concentrated (its largest weight),
-        most first: (the text, the query position, that weight)."""
+        most first: (the text, the query position, that weight); only queries that see at
+        least the settings' min_keys keys (positions min_keys − 1 on) count."""
         self._check(layer, head)
         p = self.partial
         out = []

@@ -16,11 +16,14 @@ A partial holds, per head (layer, head):
 - ``hist`` (metric, layer, head, bin): the rows' values in fixed bins (``EDGES``);
 - ``offsets`` (layer, head, 17): the weight summed at each offset 0–15 behind the query and on
   the first token beyond them (``mean_pattern``: each head's mean pattern);
-- ``top_*`` (layer, head, k): the k most concentrated rows (largest max weight; query 0,
-  which sees one key, left out) as (score, text, position), ties broken by text then position;
+- ``top_*`` (layer, head, k): the k most concentrated rows (largest max weight) as (score,
+  text, position), ties broken by text then position — only queries that see at least
+  ``min_keys`` keys (position ≥ min_keys − 1): query i sees i + 1 keys, so its largest weight
+  is at least 1 / (i + 1), and without the bound every head's "most concentrated" rows would
+  be the first positions of the texts;
 - ``res_*`` (layer, head, decile, r): a sample of r rows from each decile of the max weight
   (0–0.1, …, 0.9–1), the r of smallest seeded priority (a bottom-r sketch: the same rows
-  whatever the split);
+  whatever the split), of the same queries as the top rows;
 - ``sample_*``: query and key vectors of every head at a sample of (text, position) — each
   position drawn when its seeded priority is below ``sample_rate``, the ``sample_size`` of
   smallest priority kept — before RoPE (after QK-norm where the model has it); ``rotated``
@@ -61,8 +64,9 @@ _TEXT_POSITION = 2 ** 32                   # the text's own draw: a position no 
 class Settings:
     """How much a partial keeps: k top rows and r rows a decile per head, bins per histogram,
     the q/k sample (its size; the share of positions drawn, from a share `sample_texts` of the
-    texts, so that the layers are traced again for those texts only) and the seed of every
-    draw."""
+    texts, so that the layers are traced again for those texts only), the seed of every
+    draw, and the fewest keys a query sees to count among the top rows and the reservoirs
+    (`min_keys`: positions min_keys − 1 on; 2 leaves out query 0 only)."""
 
     top_k: int = 8
     reservoir: int = 3
@@ -71,6 +75,16 @@ class Settings:
     sample_rate: float = 1 / 16
     sample_texts: float = 1 / 4
     seed: int = 0
+    min_keys: int = 8
+
+    def __post_init__(self):
+        if self.min_keys < 2:                       # query 0 sees one key: weight 1, always
+            raise AttnvizInputError("error.atlas.min_keys", value=self.min_keys)
+
+
+# an atlas file's settings end where that file's version of Settings ended: a field added since
+# is read as the value the file was made with (files before min_keys left out query 0 only)
+_BEFORE = {"min_keys": 2}
 
 
 def _edges(bins: int) -> dict[str, np.ndarray]:
@@ -211,8 +225,9 @@ class Partial:
         """The partial ``to_arrays`` gave (or an .npz of it)."""
         names = [f.name for f in dataclasses.fields(Settings)]
         kinds = {f.name: f.type for f in dataclasses.fields(Settings)}
-        settings = Settings(**{n: (float(v) if kinds[n] == "float" else int(v))
-                               for n, v in zip(names, arrays["settings"])})
+        saved = {n: (float(v) if kinds[n] == "float" else int(v))
+                 for n, v in zip(names, arrays["settings"])}
+        settings = Settings(**{**{n: v for n, v in _BEFORE.items() if n not in saved}, **saved})
         texts, tokens, skipped = (int(v) for v in arrays["counters"])
         skip = {"model", "counters", "settings", "corpus_ids", "corpus_texts"}
         fields = {f.name for f in dataclasses.fields(cls)}
@@ -333,20 +348,24 @@ def _histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 
 def _add_examples(out: Partial, layer: int, concentration: np.ndarray, tid, prio) -> None:
-    """The text's rows (H, n) of max weight into layer's top-k and decile reservoirs; query 0
-    (one key, weight 1 always) left out."""
+    """The text's rows (H, n) of max weight into layer's top-k and decile reservoirs: those of
+    queries that see min_keys keys or more (positions min_keys − 1 on; a row's largest weight
+    is at least one over its keys, so earlier rows would crowd out every other)."""
     heads, n = concentration.shape
-    score = concentration[:, 1:]                              # (H, n − 1)
-    pos = np.broadcast_to(np.arange(1, n), score.shape)
+    first = out.settings.min_keys - 1
+    if n <= first:
+        return
+    score = concentration[:, first:]                          # (H, n − first)
+    pos = np.broadcast_to(np.arange(first, n), score.shape)
     text = np.full(score.shape, tid, np.uint64)
     out.top_score[layer], out.top_text[layer], out.top_pos[layer] = _top(
         np.concatenate([out.top_score[layer], score], -1),
         np.concatenate([out.top_text[layer], text], -1),
         np.concatenate([out.top_pos[layer], pos], -1), out.settings.top_k)
     # every decile at once: a row is a candidate of its own decile only (others: empty)
-    decile = np.minimum((score * DECILES).astype(np.int64), DECILES - 1)   # (H, n − 1)
-    here = decile[:, None, :] == np.arange(DECILES)[None, :, None]       # (H, 10, n − 1)
-    new = (np.where(here, prio[None, None, 1:], _EMPTY),
+    decile = np.minimum((score * DECILES).astype(np.int64), DECILES - 1)   # (H, m)
+    here = decile[:, None, :] == np.arange(DECILES)[None, :, None]       # (H, 10, m)
+    new = (np.where(here, prio[None, None, first:], _EMPTY),
            np.where(here, score[:, None, :], np.nan),
            np.where(here, tid, np.uint64(0)),
            np.where(here, pos[:, None, :], -1))

@@ -6,8 +6,9 @@ or a .txt/.jsonl/.csv file: ``attnviz.io.atlas_files.texts_of``). The atlas is b
 server's queue for heavy work (``attnviz.models.heavy``), as Trace's patching is: one job per
 (model file, corpus, settings) whoever asks, polled with Stop and Resume (a stopped reduction's
 partial merged with that of the texts left: ``atlas.reduce(progress=)``). A finished atlas is
-kept for every learner (``_ATLASES``). A link carries the corpus and every pick but never
-starts a build.
+kept for every learner (``_ATLASES``), and so is an opened head's t-SNE map, asked for with a
+button and computed on the same queue (``_TSNES``). A link carries the corpus and every pick
+but never starts a build or a t-SNE.
 """
 
 from __future__ import annotations
@@ -41,11 +42,18 @@ TOP_EXAMPLES = 5            # the opened head's examples shown
 RELATED = 5                 # its related heads listed
 ROW_KEYS = 32               # an example's row: the keys drawn (the first, the last to the query)
 EXAMPLE_HEIGHT = 220        # px: its one row
+HEAD_COLOURS = ("layer", "cluster")      # atlas.heads_colour.option.*
+CLUSTERS = 8                             # the clusters of heads (by their mean patterns)
+METHODS = ("pca", "tsne")                # the map's (atlas.map.method.option.*)
+COLOURS = ("kind", "position")           # its colours (atlas.map.colour.option.*)
+METHOD_NAMES = {"pca": "PCA", "tsne": "t-SNE"}
 
 # finished atlases, the same for every learner on the same model file, corpus and settings
 _ATLASES = SizedCache(max_bytes=200 * 2**20, max_entries=16, size_of=lambda b: b.nbytes)
 # (texts, tokens) of a corpus in a model's tokenizer, each text cut to its window
 _COUNTS = SizedCache(max_bytes=2**20, max_entries=64, size_of=lambda c: 64)
+# the opened heads' t-SNE maps (2S, 2), per atlas, head and RoPE choice
+_TSNES = SizedCache(max_bytes=16 * 2**20, max_entries=64, size_of=lambda a: a.nbytes)
 # an example's attention row (one text run again), per model, text, head and position
 _ROWS = SizedCache(max_bytes=4 * 2**20, max_entries=256,
                    size_of=lambda r: r[0].nbytes + 64 * len(r[1]))
@@ -206,6 +214,13 @@ def _metric_pick(label: str, key: str, default: str, where) -> str:
                            format_func=lambda name: t(f"atlas.metric.{name}"))
 
 
+def _choice(key: str, options: tuple, label: str, messages: str, where) -> str:
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = options[0]
+    return where.radio(label, options, key=key, horizontal=True, persist_state="session",
+                       format_func=lambda o: t(f"{messages}.{o}"))
+
+
 def _pick_head(points: list[dict]) -> None:
     """on_click of the scatter: the clicked point's (layer, head), its customdata."""
     for point in reversed(points):
@@ -217,20 +232,27 @@ def _pick_head(points: list[dict]) -> None:
 
 
 def heads(built: Built) -> tuple[int, int]:
-    """Every head as a point on two chosen metrics, coloured by layer; a click (or the two
-    pickers) opens a head: its (layer, head)."""
+    """Every head as a point on two chosen metrics, coloured by layer or by cluster (of the
+    mean patterns, ``atlas_map.head_clusters``); a click (or the two pickers) opens a head:
+    its (layer, head)."""
     p = built.partial
     layers, heads_ = p.shape
     st.caption(t("atlas.built", texts=p.texts, tokens=p.tokens, skipped=p.skipped,
                  heads=layers * heads_))
-    left, right = st.columns(2)
+    left, middle, right = st.columns(3)
     x = _metric_pick(t("atlas.x"), keys.AT_X, DEFAULT_X, left)
-    y = _metric_pick(t("atlas.y"), keys.AT_Y, DEFAULT_Y, right)
+    y = _metric_pick(t("atlas.y"), keys.AT_Y, DEFAULT_Y, middle)
+    by = _choice(keys.AT_HEADS_COLOUR, HEAD_COLOURS, t("atlas.heads_colour.label"),
+                 "atlas.heads_colour.option", right)
     keep_in_range(keys.AT_LAYER, layers)
     keep_in_range(keys.AT_HEAD, heads_)
     picked = st.session_state[keys.AT_LAYER], st.session_state[keys.AT_HEAD]
-    widgets.chart(atlas_figures.heads_scatter(p.means(), x, y, model=p.model, picked=picked),
+    clusters = atlas_map.head_clusters(p, CLUSTERS) if by == "cluster" else None
+    widgets.chart(atlas_figures.heads_scatter(p.means(), x, y, model=p.model, picked=picked,
+                                              clusters=clusters),
                   key=keys.AT_SCATTER, on_click=_pick_head)
+    if clusters is not None:
+        st.caption(t("atlas.clusters.caption", clusters=int(clusters.max()) + 1))
     st.caption(t("atlas.click"))
     left, right = st.columns(2)
     layer = left.selectbox(t("atlas.layer"), list(range(layers)), key=keys.AT_LAYER,
@@ -265,7 +287,8 @@ def examples(m, built: Built, layer: int, head: int) -> None:
     means = built.partial.means()
     st.markdown(" · ".join(f"{t(f'atlas.metric.{name}')} {means[name][layer, head]:.3g}"
                            for name in atlas.METRICS))
-    st.caption(t("atlas.examples.caption"))
+    fewest = built.partial.settings.min_keys
+    st.caption(t("atlas.examples.caption", keys=fewest, first=fewest - 1))
     found = built.head_atlas().top_examples(layer, head, k=TOP_EXAMPLES)
     if not found:
         st.info(t("atlas.examples.none"))
@@ -291,25 +314,116 @@ def examples(m, built: Built, layer: int, head: int) -> None:
                          weight=f"{float(row[1:first].sum()):.3f}"))
 
 
+def deciles(m, built: Built, layer: int, head: int) -> None:
+    """One row of the head from each tenth of the largest weight (the reservoirs' first: the
+    row of smallest seeded priority among the corpus's rows of that tenth), as a line each."""
+    p = built.partial
+    lines = []
+    for d in range(atlas.DECILES):
+        text_id, position = p.res_text[layer, head, d, 0], int(p.res_pos[layer, head, d, 0])
+        if position < 0:
+            continue
+        text = p.corpus[np.uint64(text_id)]
+        token = token_shown(m.labels(m.encode(text)[:m.max_tokens])[0][position])
+        lines.append(t("atlas.deciles.item", low=f"{d / atlas.DECILES:.1f}",
+                       high=f"{(d + 1) / atlas.DECILES:.1f}", position=position,
+                       token=code(token), score=f"{p.res_score[layer, head, d, 0]:.3f}",
+                       text=code(_excerpt(text, 100))))
+    with st.expander(t("atlas.deciles.label")):
+        fewest = p.settings.min_keys
+        st.caption(t("atlas.deciles.caption", keys=fewest, first=fewest - 1))
+        st.markdown("  \n".join(lines))
+
+
 def _excerpt(text: str, chars: int = 160) -> str:
     """The text's start, on one line."""
     line = " ".join(text.split())
     return line if len(line) <= chars else line[:chars - 1] + "…"
 
 
-def qk_map(built: Built, layer: int, head: int) -> None:
-    """The head's sampled queries and keys over the corpus in one 2-D map (PCA, precomputed
-    for every head), with what the joint map changes and keeps."""
+def qk_map(built: Built, key: tuple, layer: int, head: int) -> None:
+    """The head's sampled queries and keys over the corpus in one 2-D map, with what the joint
+    map changes and keeps: by PCA (precomputed for every head after RoPE; before RoPE computed
+    here, one SVD) or by t-SNE (on the server's queue, asked for with a button and kept per
+    atlas, head and RoPE choice); coloured by query / key or by position."""
     st.subheader(t("atlas.map.subheader"))
     p = built.partial
     samples = len(p.sample_pos)
     if not samples or built.maps is None:
         st.info(t("atlas.map.none"))
         return
-    st.caption(t("atlas.map.caption", samples=samples,
-                 call=code('attnviz.HeadAtlas.embedding(layer, head, method="tsne")')))
-    widgets.chart(atlas_figures.qk_map(built.maps[layer, head], samples, tokens=p.sample_token,
-                                       layer=layer, head=head, method="PCA"), key=keys.AT_MAP)
+    st.caption(t("atlas.map.caption", samples=samples))
+    left, middle, right = st.columns(3)
+    method = _choice(keys.AT_METHOD, METHODS, t("atlas.map.method.label"),
+                     "atlas.map.method.option", left)
+    colour = _choice(keys.AT_COLOUR, COLOURS, t("atlas.map.colour.label"),
+                     "atlas.map.colour.option", middle)
+    if not isinstance(st.session_state.get(keys.AT_ROTATED), bool):
+        st.session_state[keys.AT_ROTATED] = True
+    rotated = right.toggle(t("atlas.map.rotated.label"), key=keys.AT_ROTATED,
+                           persist_state="session", help=t("atlas.map.rotated.help"))
+    st.caption(t("atlas.map.rotated.yes" if rotated else "atlas.map.rotated.no"))
+    if method == "tsne":
+        points = tsne(built, key, layer, head, rotated)
+        if points is None:
+            return
+    elif rotated:
+        points = built.maps[layer, head]
+    else:
+        points = atlas_map.pca(atlas_map.head_points(p, layer, head, rotated=False))
+    widgets.chart(atlas_figures.qk_map(points, samples, tokens=p.sample_token, layer=layer,
+                                       head=head, method=METHOD_NAMES[method],
+                                       positions=p.sample_pos if colour == "position" else None),
+                  key=keys.AT_MAP)
+
+
+def tsne_key(key: tuple, layer: int, head: int, rotated: bool) -> tuple:
+    """One t-SNE per atlas, head and RoPE choice."""
+    return ("atlas-tsne", key, layer, head, bool(rotated))
+
+
+def _tsne_work(partial: atlas.Partial, key: tuple, layer: int, head: int, rotated: bool):
+    """The head's t-SNE as the queue runs it (one unit: scikit-learn's t-SNE does not stop
+    half-way), kept for every learner."""
+    def work(resume, progress, should_stop) -> np.ndarray:
+        points = atlas_map.tsne(atlas_map.head_points(partial, layer, head, rotated=rotated))
+        progress(1, 1)
+        return _TSNES.get(key, lambda: points)
+    return work
+
+
+def _ask_tsne(key: tuple, work) -> None:
+    """on_click of the t-SNE button: this learner joins the server's job for it."""
+    heavy_jobs.join(key, work, 1, job_key=keys.AT_TSNE_JOB,
+                    stopped_key=keys.AT_TSNE_STOPPED_FOR)
+
+
+def tsne(built: Built, key: tuple, layer: int, head: int, rotated: bool) -> np.ndarray | None:
+    """The head's t-SNE map (2S, 2) if computed (for any learner), else the button asking for
+    it or the job's progress with Stop; None until it is computed."""
+    key = tsne_key(key, layer, head, rotated)
+    points = _TSNES.peek(key)
+    if points is not None:
+        return points
+    job, token = heavy_jobs.mine(keys.AT_TSNE_JOB, key)
+    stopped = st.session_state.get(keys.AT_TSNE_STOPPED_FOR) == key
+    if job is not None and not stopped:
+        if job.running:
+            count = 2 * len(built.partial.sample_pos)
+            heavy_jobs.live(job, token, "atlas.tsne",
+                            lambda _: (0.0, t("atlas.tsne.progress", points=count)),
+                            heavy_jobs.leave, (key, job, token, keys.AT_TSNE_STOPPED_FOR),
+                            keys.AT_TSNE_STOP)
+            return None
+        if job.ended == "failed":
+            st.error(t("atlas.tsne.error", error=literal(job.error)))
+        elif job.result is not None:
+            return _TSNES.get(key, lambda: job.result)
+    widgets.action_button(t("atlas.tsne.run", layer=layer, head=head), _ask_tsne,
+                          (key, _tsne_work(built.partial, key, layer, head, rotated)),
+                          key=keys.AT_TSNE_RUN, icon=":material/play_arrow:",
+                          help=t("atlas.tsne.help"))
+    return None
 
 
 def related(built: Built, layer: int, head: int) -> None:
@@ -344,5 +458,6 @@ def downloads(built: Built, corpus_id: str) -> None:
     st.caption(t("atlas.downloads.caption", call=code("attnviz.HeadAtlas.load(path)")))
 
 
-__all__ = ["Built", "CORPORA", "atlas_key", "build", "corpus", "corpus_hash", "counts",
-           "downloads", "examples", "heads", "qk_map", "related"]
+__all__ = ["Built", "COLOURS", "CORPORA", "HEAD_COLOURS", "METHODS", "atlas_key", "build",
+           "corpus", "corpus_hash", "counts", "deciles", "downloads", "examples", "heads",
+           "qk_map", "related", "tsne", "tsne_key"]

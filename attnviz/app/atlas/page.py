@@ -1,5 +1,6 @@
 """Head atlas: every head of the sidebar's language model over a corpus, as points on two
-metrics, then one head opened: its top examples, its joint query/key map, its related heads
+metrics (coloured by layer or cluster), then one head opened: its top examples, a row from
+each decile, its joint query/key map (PCA, or t-SNE on the server's queue), its related heads
 (attnviz.app.atlas.atlas_view)."""
 
 import streamlit as st
@@ -31,12 +32,14 @@ def render() -> None:
     if not read:
         st.info(t("atlas.none_read"))
         st.stop()
-    built = atlas_view.build(m, atlas_view.atlas_key(entry, m, corpus_id), texts)
+    key = atlas_view.atlas_key(entry, m, corpus_id)
+    built = atlas_view.build(m, key, texts)
     if built is None:
         st.stop()
     st.divider()
     layer, head = atlas_view.heads(built)
     atlas_view.examples(m, built, layer, head)
-    atlas_view.qk_map(built, layer, head)
+    atlas_view.deciles(m, built, layer, head)
+    atlas_view.qk_map(built, key, layer, head)
     atlas_view.related(built, layer, head)
     atlas_view.downloads(built, corpus_id)
