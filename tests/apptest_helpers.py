@@ -98,7 +98,8 @@ def button(at: AppTest, label: str):
 
 
 def apply_paste(at: AppTest) -> AppTest:
-    """Press the editor's Apply button (keys.APPLY: the pasted matrix applied) and run."""
+    """Press the editor's Apply button (keys.APPLY: the pasted matrix applied) and run: the
+    box's text typed before it (area.input(text), no run between) goes with the click, one form."""
     from attnviz.app import keys
 
     found = [b for b in at.button if b.key and keys.APPLY.owns(b.key)]

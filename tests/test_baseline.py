@@ -48,7 +48,7 @@ def pin_and_edit_w_q():
     w_q = np.array(attnviz.MultiHeadWeights.random(4, 2, seed=0).w_q[0])     # (4, 2)
     w_q[0, 0] = NEW_CELL
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q_0"))
-    area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_q)).run()
+    area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_q))
     apply_paste(at)
     no_exceptions(at)
     return at

@@ -179,7 +179,7 @@ def test_a_bad_paste_names_the_matrix_and_head_as_the_page_does():
     at = open_page("pages/inputs.py", sentence="a b", d_model=2, num_heads=2, d_k=1,
                    matrix="w_k", edit_head=1)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_k"))
-    area.input("1\n1e400").run()
+    area.input("1\n1e400")
     apply_paste(at)
     where = cell_at(2, 1, Message("edit.of_head", matrix="W_K", head=1))
     assert shows(at.error, "error.cell.too_large_text", where=where, value="'1e400'"), \

@@ -217,7 +217,7 @@ def test_the_report_shows_an_override_as_its_code_and_isolates_every_token():
 def test_a_weight_pasted_with_decimal_commas_is_applied_and_said():
     at = open_page("pages/inputs.py", d_model=4, num_heads=2, matrix="w_q", edit_head=1)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q_1"))
-    area.input("1,5;-2\n0,25;3\n4;5\n6;7,75").run()
+    area.input("1,5;-2\n0,25;3\n4;5\n6;7,75")
     apply_paste(at)
     no_exceptions(at)
     assert shows(at.info, "notice.matrix.decimal_comma", row=1, col=1, cell="1,5", dotted="1.5"), \

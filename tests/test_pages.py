@@ -235,7 +235,7 @@ def test_pasting_a_weight_changes_every_later_step():
     at.run()
     new_wq = np.arange(16.0).reshape(4, 4) / 10
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_q"))
-    area.input("\n".join(" ".join(str(v) for v in row) for row in new_wq)).run()
+    area.input("\n".join(" ".join(str(v) for v in row) for row in new_wq))
     apply_paste(at)
     no_exceptions(at)
     assert not at.error
@@ -251,14 +251,14 @@ def test_a_bad_paste_shows_an_error_and_keeps_the_matrix():
     at = open_page("pages/inputs.py", sentence="Thinking Machines", d_model=4, num_heads=1)
     before = heatmap_z(charts(at)[0])
     area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
-    area.input("1 2 3 4\n5 6 oops 8").run()
+    area.input("1 2 3 4\n5 6 oops 8")
     apply_paste(at)
     no_exceptions(at)
     assert shows(at.error, "error.cell.not_a_number", where=cell_at(2, 3, "X"), value="'oops'"), \
         [plain(e) for e in at.error]
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), before)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
-    area.input("1 2 3\n4 5 6").run()
+    area.input("1 2 3\n4 5 6")
     apply_paste(at)
     assert shows(at.error, "error.edits.shape", matrix="X", want="2 × 4", shape="2 × 3")
 
@@ -266,7 +266,7 @@ def test_a_bad_paste_shows_an_error_and_keeps_the_matrix():
 def test_reset_drops_the_edits():
     at = open_page("pages/inputs.py", sentence="a b", d_model=2, num_heads=1)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_x"))
-    area.input("1 2\n3 4").run()
+    area.input("1 2\n3 4")
     apply_paste(at)
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), [[1, 2], [3, 4]])
     at.button(key=keys.RESET_EDITS).click().run()

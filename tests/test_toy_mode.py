@@ -69,7 +69,7 @@ def test_an_edited_w_o_changes_the_answer_as_the_model_computes_it(run):
     w_o = np.zeros_like(run.params(0).w_o)    # no head's Z reaches the stream (both heads
                                               # learn the pattern: one alone changes nothing)
     area = next(a for a in at.text_area if a.key.startswith("paste_text_w_o"))
-    area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_o)).run()
+    area.input("\n".join(" ".join(repr(float(v)) for v in row) for row in w_o))
     apply_paste(at)
     no_exceptions(at)
     np.testing.assert_array_equal(heatmap_z(charts(at)[0]), w_o)
@@ -133,7 +133,7 @@ def test_a_link_to_the_toy_model_falls_back_with_a_notice():
 def test_the_link_of_a_toy_view_has_no_edits(run):
     at = open_page("pages/inputs.py", **toy_state(run), matrix="b_o")
     area = next(a for a in at.text_area if a.key.startswith("paste_text_b_o"))
-    area.input(" ".join(["0"] * 32)).run()
+    area.input(" ".join(["0"] * 32))
     apply_paste(at)      # the sidebar writes the link
     no_exceptions(at)
     assert [k for k, v in at.session_state["edits"].items() if v] == [

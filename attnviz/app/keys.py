@@ -245,6 +245,7 @@ PASTE_TEXT = Family("paste_text_")
 PASTE_NOTES = Family("paste_notes_")    # how a pasted matrix was read
 PASTE_ERROR = Family("paste_error_")    # why a pasted matrix could not be used
 APPLY = Family("apply_")                # the button applying a pasted matrix
+PASTE_FORM = Family("paste_form_")      # the box and that button, sent together
 # a matrix's file uploader (upload_<matrix>_<head>_<version>)
 UPLOAD_MATRIX = Family("upload_")
 

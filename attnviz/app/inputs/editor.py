@@ -147,13 +147,18 @@ def _paste_or_upload(mount: EditorMount) -> None:
             st.caption(t("edit.paste.too_long", numbers=f"{a.size:,}",
                          limit=f"{MAX_MATRIX_CHARS:,}"))
             written = ""
-        # only the browser writes this box: a longer value is cut by Streamlit (max_chars)
-        st.text_area(t("edit.paste.text"), value=written, key=text_key, height=150,
-                     max_chars=MAX_MATRIX_CHARS, help=t("edit.paste.help"))
+        # the box and Apply in one form: the text goes with the click. Alone, the box sends
+        # its text when it loses focus, a run of its own, and a click on Apply made meanwhile
+        # can be lost (streamlit#8725: seen here on a loaded server, the paste never applied)
+        with st.form(keys.PASTE_FORM(name, head), border=False):
+            # only the browser writes this box: a longer value is cut by Streamlit (max_chars)
+            st.text_area(t("edit.paste.text"), value=written, key=text_key, height=150,
+                         max_chars=MAX_MATRIX_CHARS, help=t("edit.paste.help"))
+            applied = st.form_submit_button(t("edit.paste.apply"), key=keys.APPLY(name, head))
         at_limit(st.session_state[text_key], MAX_MATRIX_CHARS)
         notes_key = keys.PASTE_NOTES(name)       # how an ambiguous text was read (1,5 → 1.5)
         error_key = keys.PASTE_ERROR(name)
-        if st.button(t("edit.paste.apply"), key=keys.APPLY(name, head)):
+        if applied:
             st.session_state.pop(notes_key, None)
             _try_set(mount, lambda: _noted(parse_matrix_with_notes(
                 st.session_state[text_key], name=what), notes_key), error_key)
