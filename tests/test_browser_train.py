@@ -131,10 +131,9 @@ def test_a_run_stops_once_streamlit_has_dropped_the_learners_session(browser, tm
         wait_healthy(url, proc)
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = context.new_page()
-        page.goto(f"{url}/train")
-        steps = page.get_by_role("spinbutton", name="Steps")
-        steps.wait_for(timeout=90_000)
-        enter(page, steps, "5000", timeout_ms=120_000)   # the number reaches the server
+        page.goto(f"{url}/train?toy_steps=5000")          # a long run, by the page's link
+        page.get_by_role("spinbutton", name="Steps").wait_for(timeout=90_000)
+        wait_for_idle(page, 120_000)
         page.get_by_test_id("stButton").get_by_role("button", name="Train").click()
         page.get_by_text("Training reverse").wait_for(timeout=60_000)
         assert "left" not in log_path.read_text()
