@@ -81,8 +81,14 @@ def enter(page, box, text: str, timeout_ms: int = 60_000) -> None:
     """Type `text` into `box` and press Enter, as a person does, and wait for the run it starts.
     Both inside the run's wait: a value typed while a run draws the page can reach the server
     before Enter (the run then begins on the typing, and Enter has nothing new to send)."""
+    widget = box.locator("xpath=ancestor::*[@data-testid='stTextInput' or "
+                         "@data-testid='stNumberInput' or @data-testid='stTextArea'][1]")
     with a_run(page, timeout_ms):
         box.fill(text)
+        # the widget has taken the text (it says "Press Enter to apply"): an Enter pressed
+        # before the widget has seen the typing sends nothing new, and starts no run
+        widget.get_by_test_id("InputInstructions").filter(has_text="Enter").wait_for(
+            timeout=timeout_ms)
         box.press("Enter")
 
 
