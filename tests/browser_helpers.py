@@ -47,8 +47,8 @@ class SharedContext:
 
 @contextmanager
 def page_at(browser, url: str, heading: str | None = None):
-    """A new browser context's tab at `url`, once the page's `heading` (if given) and its first
-    heatmap are drawn; the context is closed afterwards."""
+    """A new tab (in the worker's shared context: SharedContext) at `url`, once the page's
+    `heading` (if given) and its first heatmap are drawn; the tab is closed afterwards."""
     context = SharedContext(browser, viewport=VIEWPORT)
     try:
         page = context.new_page()

@@ -42,8 +42,12 @@ def expected():
 @pytest.fixture(scope="module")
 def built():
     """The page after Build: the job queued, computed by the server's queue, shown."""
-    at = atlas_page(at_x=X, at_y=Y)
-    [button] = [b for b in at.button if b.key == keys.AT_BUILD]
+    return press_and_await_the_queue(atlas_page(at_x=X, at_y=Y), keys.AT_BUILD)
+
+
+def press_and_await_the_queue(at, key: str):
+    """Press the button `key`, let the server's queue compute the job it asks for, run again."""
+    [button] = [b for b in at.button if b.key == key]
     button.click().run()
     no_exceptions(at)
     assert heavy.default_queue().wait_idle(300)
@@ -232,12 +236,7 @@ def test_the_opened_heads_map_before_rope_by_position_then_its_tsne_from_the_que
     at.run()
     no_exceptions(at)
     assert not charts_keyed(at, keys.AT_MAP)             # nothing until asked
-    [button] = [b for b in at.button if b.key == keys.AT_TSNE_RUN]
-    button.click().run()
-    no_exceptions(at)
-    assert heavy.default_queue().wait_idle(300)
-    at.run()
-    no_exceptions(at)
+    press_and_await_the_queue(at, keys.AT_TSNE_RUN)
     [fig] = charts_keyed(at, keys.AT_MAP)
     xy = np.concatenate([np.stack([decode(tr["x"]), decode(tr["y"])], 1) for tr in fig["data"]])
     assert xy.shape == (2 * len(p.sample_pos), 2) and np.isfinite(xy).all()

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 import regex
 
-from attnviz.core.arrays import whole_number
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.inputs import CONTROL, INVISIBLE
 
@@ -165,8 +164,7 @@ def step_layout(trace, step_name: str, head: int = 0, tokens_q=None, tokens_k=No
     step = trace.step(step_name)
     tokens_q, tokens_k = trace_tokens(trace, tokens_q, tokens_k)
     if step.on_demand:                          # weighted values: one query's (n_k, d_v)
-        query = whole_number(0 if query is None else query, "query", low=0, high=trace.n_q - 1)
-        a, axes = trace.weighted_values(head, query), step.axes[2:]
+        a, axes = trace.weighted_values(head, 0 if query is None else query), step.axes[2:]
     else:
         a = trace.step_array(step.name, head)
         axes = step.axes[1:] if step.per_head else step.axes
