@@ -7,8 +7,9 @@ import pytest
 
 from attnviz.i18n import t
 from tests.message_helpers import lead
-from tests.browser_helpers import (a_run, connections_lost, free_port, running_app,
-                                   wait_for_app, wait_for_layout, wait_for_reconnect)
+from tests.browser_helpers import (a_run, connections_lost, first_heatmap, free_port,
+                                   running_app, wait_for_app, wait_for_layout,
+                                   wait_for_reconnect)
 
 pytestmark = pytest.mark.browser
 
@@ -52,6 +53,35 @@ def test_the_first_click_after_a_server_restart_is_not_lost(browser):
         context.close()
 
 
+def test_the_first_click_after_a_restart_on_a_pick_the_link_carries_is_not_lost(browser):
+    """The link says W_Q; the first click after the restart picks W_K. The new session reads
+    the link at its first run, and session state wins over a widget's value: the click must
+    still be what the page shows, the link following it, the other settings kept."""
+    port = free_port()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        with running_app(port=port) as url:
+            page.goto(f"{url}/inputs?d_model=8")
+            wait_for_app(page)
+            with a_run(page, timeout_ms=30_000):
+                page.get_by_role("radio", name="W_Q").click()
+            wait_for_app(page)
+            assert "matrix=w_q" in page.url
+            lost = connections_lost(page)
+        with running_app(port=port):                 # a new server on the same address
+            wait_for_reconnect(page, lost)
+            page.get_by_role("radio", name="W_K").click()
+            page.wait_for_url("**matrix=w_k**", timeout=30_000)
+            wait_for_app(page)
+            assert page.get_by_role("radio", name="W_K").get_attribute("aria-checked") == "true"
+            assert page.get_by_role("radio", name="W_Q").get_attribute("aria-checked") == "false"
+            assert "d_model=8" in page.url
+            assert len(first_heatmap(page)["y"]) == 8       # W_K: d_model rows
+    finally:
+        context.close()
+
+
 def _matrix_text(x) -> str:
     return "\n".join(", ".join(repr(float(v)) for v in row) for row in x)
 
@@ -62,8 +92,6 @@ def test_edits_too_large_for_the_link_are_never_lost_silently(browser, tmp_path)
     click shows the generated X with a notice naming the lost edit, and the downloaded .npz
     loads it back."""
     import numpy as np
-
-    from tests.browser_helpers import first_heatmap
 
     port = free_port()
     x = np.round(np.random.default_rng(3).standard_normal((11, 64)), 6)

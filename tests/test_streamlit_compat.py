@@ -68,6 +68,55 @@ def test_a_script_run_has_a_session_id_and_a_thread_it_starts_has_none():
     assert (streamlit_compat.in_script_run(), streamlit_compat.session_id()) == (False, None)
 
 
+# ---- widget_values_sent, widget_value_sent: what the browser sent with a run -------------------
+
+
+def test_the_widget_states_are_where_and_as_they_are_used():
+    from streamlit.runtime.state.common import (unpack_widget_state_value,
+                                                user_key_from_element_id)
+    from streamlit.runtime.state.safe_session_state import SafeSessionState
+    from streamlit.runtime.state.session_state import Serialized, SessionState, WStates
+
+    assert "_state" in SafeSessionState.__annotations__
+    assert {f.name for f in dataclasses.fields(SessionState)} >= {"_new_widget_state"}
+    assert {f.name for f in dataclasses.fields(WStates)} >= {"states", "widget_metadata"}
+    assert [f.name for f in dataclasses.fields(Serialized)] == ["value"]
+    assert user_key_from_element_id("$$ID-0123abcd-matrix") == "matrix"
+    assert user_key_from_element_id("$$ID-0123abcd-None") is None
+    assert list(inspect.signature(unpack_widget_state_value).parameters) == ["widget_state"]
+
+
+def _sends() -> None:            # an AppTest script: what each run was sent, read once drawn
+    import streamlit as st
+
+    from attnviz.app.runtime import streamlit_compat
+
+    sent = streamlit_compat.widget_values_sent()
+    st.radio("pick", ["a", "b", "c"], key="pick")
+    if st.session_state.get("draw_count", True):
+        st.number_input("count", 0, 9, key="count")
+    st.session_state["seen"] = {key: streamlit_compat.widget_value_sent(state)
+                                for key, state in sent.items()}
+
+
+def test_a_new_session_knows_the_values_an_old_page_sent_and_reads_them_as_its_widgets_do():
+    """A page still on screen from an earlier session (a server restart) sends its widgets'
+    values with its first click: the new session's first run has them, by key."""
+    old = shared_components(AppTest.from_function(_sends, default_timeout=TIMEOUT))
+    old.run()
+    no_exceptions(old)
+    assert old.session_state["seen"] == {}           # a fresh tab sends nothing
+    old.radio(key="pick").set_value("c")
+    old.number_input(key="count").set_value(7)
+    page = drivers.widget_states(old)                # what the page on screen sends
+    new = shared_components(AppTest.from_function(_sends, default_timeout=TIMEOUT))
+    new.session_state["draw_count"] = False          # sent, but not drawn in this run
+    drivers.run_with_states(new, page)
+    no_exceptions(new)
+    assert new.session_state["seen"] == {"pick": (True, "c"), "count": (False, None)}
+    assert streamlit_compat.widget_values_sent() == {}      # outside a script run
+
+
 # ---- session_connected: Runtime.is_active_session ----------------------------------------------
 
 

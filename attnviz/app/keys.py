@@ -154,6 +154,8 @@ BASELINE = "baseline"                   # the pinned baseline (a baseline.Pin)
 # ---- links --------------------------------------------------------------------------------------
 _section("shared.links")
 LINK_READ = "link_read"                 # True once the link was read
+LINK_SENT = "link_sent"                 # the widget values a session's first run was sent
+LINK_CLICKED = "link_clicked"           # those of them a first click changed: set next run
 LINK_TOO_LONG = "link_too_long"         # the settings left out of a too long link
 LINK_NOTICES = "link_notices"           # what reading the link said
 LINK_ASKED = "link_asked"               # the page picks the link gave, till the page ran

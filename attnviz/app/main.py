@@ -53,7 +53,9 @@ def run(pages_dir: Path | None = None) -> None:
                 # final only now; a page that stopped early (st.stop) still has its link
                 links.say_replaced()
                 links.write()
+            links.keep_first_click()       # the page ran to its end: its widgets are drawn
         finally:
+            st.session_state.pop(keys.LINK_SENT, None)    # a first run that ended early too
             settle_notice(notice)
 
 

@@ -37,6 +37,49 @@ def session_id() -> str | None:
     return None if ctx is None else ctx.session_id
 
 
+def widget_values_sent() -> dict[str, object]:
+    """What the browser sent with this run's request for each keyed widget, by key, as it came
+    (read it with :func:`widget_value_sent` once the widget is drawn). A page still on screen
+    from an earlier session sends every widget's value with its first click (after a server
+    restart: the clicked one new), so those values are newer than the page's link; a fresh
+    tab sends none. Empty outside a script run.
+
+    Streamlit: the ScriptRunContext's ``session_state`` (a ``SafeSessionState``) holds the
+    ``SessionState`` as ``_state``; its ``_new_widget_state`` (``WStates``) has, before the
+    script runs (``on_script_will_rerun``), the browser's values by widget id in ``states``,
+    each a ``Serialized`` (a WidgetState proto) while no widget of this session has read it;
+    a keyed widget's id ends with its key (``common.user_key_from_element_id``)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    from streamlit.runtime.state.common import user_key_from_element_id
+    from streamlit.runtime.state.session_state import Serialized
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
+        return {}
+    sent = ctx.session_state._state._new_widget_state.states
+    return {key: (widget_id, state.value) for widget_id, state in sent.items()
+            if isinstance(state, Serialized) and (key := user_key_from_element_id(widget_id))}
+
+
+def widget_value_sent(sent: object) -> tuple[bool, object]:
+    """`sent` (an entry of :func:`widget_values_sent`) read as the widget drawn in this run
+    reads its values: (True, value), or (False, None) when no such widget has been drawn.
+
+    Streamlit: ``WStates.widget_metadata`` by widget id (set when the widget is drawn, by
+    ``register_widget``), whose ``deserializer`` takes the proto's value as
+    ``common.unpack_widget_state_value`` gives it."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    from streamlit.runtime.state.common import unpack_widget_state_value
+
+    widget_id, proto = sent
+    ctx = get_script_run_ctx(suppress_warning=True)
+    metadata = None if ctx is None else \
+        ctx.session_state._state._new_widget_state.widget_metadata.get(widget_id)
+    if metadata is None:
+        return False, None
+    return True, metadata.deserializer(unpack_widget_state_value(proto))
+
+
 def session_connected(session_id: str) -> bool | None:
     """Whether a browser is connected to session `session_id` now; None without a Streamlit
     server in this process (a notebook, a test without AppTest). A session whose browser went

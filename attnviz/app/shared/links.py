@@ -26,6 +26,7 @@ from attnviz.core.matrix_text import parse_matrix
 from attnviz.describe.labels import cut
 from attnviz.core.inputs import MAX_D_MODEL
 from attnviz.session.settings import TOY_MODE, Settings, bounds, weights_signature
+from attnviz.app.runtime import streamlit_compat
 from attnviz.app.shared import language
 from attnviz.app.shared.text import MAX_TEXT_CHARS, drop_invisible, literal
 
@@ -45,11 +46,15 @@ MAX_UNKNOWN_SHOWN = 3         # unknown parameters named in the notice
 
 
 def read_once() -> None:
-    """At a session's first run, copy the URL's values into session state (validated)."""
+    """At a session's first run, copy the URL's values into session state (validated). What
+    the browser sent with this run is kept for :func:`keep_first_click`: a page on screen from
+    before this session (a server restart) sends its widgets' values with its first click."""
     if st.session_state.get(keys.LINK_READ):
+        st.session_state.update(st.session_state.pop(keys.LINK_CLICKED, {}))   # keep_first_click
         return
     st.session_state[keys.LINK_READ] = True
     params = st.query_params.to_dict()
+    st.session_state[keys.LINK_SENT] = streamlit_compat.widget_values_sent()
     notices, asked = [], {}
     settings = Settings().__dict__
     unknown = [name for name in params
@@ -121,6 +126,24 @@ def read_once() -> None:
         n: v for n, v in asked.items()
         if _kind(n, keys.link_default(n)[1]) not in (bool, str) and not isinstance(v, bool)}
 
+
+
+def keep_first_click() -> None:
+    """At the end of a session's first run, after its widgets are drawn: a widget whose value
+    the browser sent (read_once) and the link set otherwise was changed by the click that
+    started the run (the first click after a server restart, on a page still showing the old
+    session's view). Session state, which the link set, wins over a widget's value, so the
+    click would be lost: the page runs again with it (a widget drawn in this run cannot be
+    set in this run; read_once sets it at the next run's start)."""
+    sent = st.session_state.pop(keys.LINK_SENT, None)
+    clicked = {}
+    for name, state in (sent or {}).items():
+        drawn, value = streamlit_compat.widget_value_sent(state)
+        if drawn and name in st.session_state and st.session_state[name] != value:
+            clicked[name] = value
+    if clicked:
+        st.session_state[keys.LINK_CLICKED] = clicked
+        st.rerun()
 
 def say_replaced() -> None:
     """After the first run of a session opened by a link: the page picks the page could not
