@@ -7,8 +7,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from tools.browser import (CELL_EDITOR, CHROMIUM_ARGS, DECODE_Z_JS, EDITOR,  # noqa: F401
-                           IDLE_JS, chromium_path, double_click, editor_cells,
-                           type_into_cell, wait_for_app, wait_for_idle, wait_for_js)
+                           IDLE_JS, chromium_path, double_click, editor_cells, focus_grid,
+                           type_into_cell, wait_for_app, wait_for_cell_editor, wait_for_idle,
+                           wait_for_js)
 from tools.server import (ROOT, free_port, running_app, stop_process,  # noqa: F401
                           streamlit_server, wait_healthy)
 
@@ -265,13 +266,11 @@ def type_into_first_cell(page, text: str) -> None:
     """Type `text` into the first data editor's first number cell, as a person does with the
     keyboard: focus the grid, go to the first cell (Ctrl+Home lands on the row labels, so one
     step right), Enter to edit, select what is there, type, Enter."""
-    grid = page.locator('[data-testid="stDataFrame"]').first
-    grid.scroll_into_view_if_needed()
-    grid.click()                             # any cell: the keys below go to the first one
-    page.keyboard.press("Control+Home")
+    focus_grid(page, page.locator('[data-testid="stDataFrame"]').first)   # any cell: the
+    page.keyboard.press("Control+Home")                                # keys go to the first
     page.keyboard.press("ArrowRight")
     page.keyboard.press("Enter")
-    page.locator(CELL_EDITOR).first.wait_for(timeout=10_000)    # the cell's text box is open
+    wait_for_cell_editor(page)                                         # its text box is open
     page.keyboard.press("Control+A")
     page.keyboard.type(text, delay=30)
     page.keyboard.press("Enter")

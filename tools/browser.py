@@ -85,6 +85,37 @@ EDITOR = '[class*="st-key-editor_"] [data-testid="stDataFrame"]'   # the weight 
 
 CELL_EDITOR = "textarea.gdg-input"          # the grid's text box over a cell being edited
 
+# what holds the keyboard, and what the page was doing: for a wait on a grid that timed out
+FOCUS_JS = """() => {
+    const a = document.activeElement;
+    return {focus: [a.tagName, a.getAttribute('data-testid'), a.className].join(' '),
+            in_grid: !!a.closest('[data-testid="stDataFrame"]'), url: location.href};
+}"""
+
+
+def focus_grid(page, grid) -> None:
+    """Click `grid` (a data editor's locator) and wait until its canvas holds the keyboard:
+    keys pressed before go to the page, not to the grid."""
+    grid.scroll_into_view_if_needed()
+    grid.click()
+    wait_for_js(page, """(grid) => grid.contains(document.activeElement)""",
+                grid.element_handle(), 10_000)
+
+
+def wait_for_cell_editor(page, timeout_ms: int = 10_000):
+    """The text box the grid opens over a cell being edited, once it is there; if it does not
+    open, an AssertionError saying what held the keyboard and what the page was doing."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = page.locator(CELL_EDITOR).first
+    try:
+        box.wait_for(timeout=timeout_ms)
+    except PlaywrightTimeout:
+        raise AssertionError(f"no cell editor after {timeout_ms} ms; the keyboard: "
+                             f"{page.evaluate(FOCUS_JS)}; the page: "
+                             f"{page.evaluate(STATE_JS)}") from None
+    return box
+
 
 def editor_cells(page, columns: int) -> dict:
     """Where the first data editor draws its number cells, from its top left corner: {"x":
@@ -94,16 +125,14 @@ def editor_cells(page, columns: int) -> dict:
     after the grid scrolled sideways to show it (a grid wider than the page) is off by that
     scroll; the others are right once Ctrl+Home has scrolled back."""
     grid = page.locator(EDITOR).first
-    grid.scroll_into_view_if_needed()
-    grid.click()
+    focus_grid(page, grid)
     corner = grid.bounding_box()
     page.keyboard.press("Control+Home")               # the row labels' first cell
     boxes = []
     for col in range(columns + 1):
         page.keyboard.press("ArrowRight" if col < columns else "ArrowDown")
         page.keyboard.press("Enter")
-        box = page.locator(CELL_EDITOR).first
-        box.wait_for(timeout=10_000)
+        box = wait_for_cell_editor(page)
         boxes.append(box.bounding_box())
         page.keyboard.press("Escape")
         box.wait_for(state="detached", timeout=10_000)
@@ -142,7 +171,7 @@ def type_into_cell(page, cells: dict, row: int, col: int, text: str, *, how: str
         y = corner["y"] + cells["y0"] + row * cells["row"]
         if how == "double":
             double_click(page, x, y)
-            page.locator(CELL_EDITOR).first.wait_for(timeout=10_000)
+            wait_for_cell_editor(page)
             page.keyboard.press("Control+A")
         else:
             page.mouse.click(x, y)
