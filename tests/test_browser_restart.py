@@ -107,7 +107,8 @@ def test_edits_too_large_for_the_link_are_never_lost_silently(browser, tmp_path)
             page.get_by_text(lead("edit.paste.expander", matrix="X")).click()
             page.get_by_label(t("edit.paste.text"), exact=True) \
                 .fill(_matrix_text(x))
-            page.get_by_role("button", name=t("edit.paste.apply")).click()
+            with a_run(page, timeout_ms=30_000):         # the click's run, seen to end
+                page.get_by_role("button", name=t("edit.paste.apply")).click()
             said = lead("link.edits_session_only", names="X")       # up to the .npz's name
             warning = page.get_by_text(said)
             warning.first.wait_for(timeout=30_000)

@@ -72,13 +72,14 @@ def test_a_script_run_has_a_session_id_and_a_thread_it_starts_has_none():
 
 
 def test_the_widget_states_are_where_and_as_they_are_used():
-    from streamlit.runtime.state.common import (unpack_widget_state_value,
+    from streamlit.runtime.state.common import (WidgetMetadata, unpack_widget_state_value,
                                                 user_key_from_element_id)
     from streamlit.runtime.state.safe_session_state import SafeSessionState
     from streamlit.runtime.state.session_state import Serialized, SessionState, WStates
 
     assert "_state" in SafeSessionState.__annotations__
     assert {f.name for f in dataclasses.fields(SessionState)} >= {"_new_widget_state"}
+    assert "disabled" in {f.name for f in dataclasses.fields(WidgetMetadata)}
     assert {f.name for f in dataclasses.fields(WStates)} >= {"states", "widget_metadata"}
     assert [f.name for f in dataclasses.fields(Serialized)] == ["value"]
     assert user_key_from_element_id("$$ID-0123abcd-matrix") == "matrix"
@@ -95,6 +96,7 @@ def _sends() -> None:            # an AppTest script: what each run was sent, re
     st.radio("pick", ["a", "b", "c"], key="pick")
     if st.session_state.get("draw_count", True):
         st.number_input("count", 0, 9, key="count")
+    st.checkbox("fixed", key="fixed", disabled=st.session_state.get("fixed_now", False))
     st.session_state["seen"] = {key: streamlit_compat.widget_value_sent(state)
                                 for key, state in sent.items()}
 
@@ -108,12 +110,15 @@ def test_a_new_session_knows_the_values_an_old_page_sent_and_reads_them_as_its_w
     assert old.session_state["seen"] == {}           # a fresh tab sends nothing
     old.radio(key="pick").set_value("c")
     old.number_input(key="count").set_value(7)
+    old.checkbox(key="fixed").check()
     page = drivers.widget_states(old)                # what the page on screen sends
     new = shared_components(AppTest.from_function(_sends, default_timeout=TIMEOUT))
     new.session_state["draw_count"] = False          # sent, but not drawn in this run
+    new.session_state["fixed_now"] = True            # sent, but drawn disabled: no click
     drivers.run_with_states(new, page)
     no_exceptions(new)
-    assert new.session_state["seen"] == {"pick": (True, "c"), "count": (False, None)}
+    assert new.session_state["seen"] == {"pick": (True, "c"), "count": (False, None),
+                                         "fixed": (False, None)}
     assert streamlit_compat.widget_values_sent() == {}      # outside a script run
 
 

@@ -63,11 +63,13 @@ def widget_values_sent() -> dict[str, object]:
 
 def widget_value_sent(sent: object) -> tuple[bool, object]:
     """`sent` (an entry of :func:`widget_values_sent`) read as the widget drawn in this run
-    reads its values: (True, value), or (False, None) when no such widget has been drawn.
+    reads its values: (True, value), or (False, None) when no such widget has been drawn or
+    it is drawn disabled (no click can have changed it).
 
     Streamlit: ``WStates.widget_metadata`` by widget id (set when the widget is drawn, by
     ``register_widget``), whose ``deserializer`` takes the proto's value as
-    ``common.unpack_widget_state_value`` gives it."""
+    ``common.unpack_widget_state_value`` gives it, and whose ``disabled`` says the widget is
+    drawn disabled."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
     from streamlit.runtime.state.common import unpack_widget_state_value
 
@@ -75,7 +77,7 @@ def widget_value_sent(sent: object) -> tuple[bool, object]:
     ctx = get_script_run_ctx(suppress_warning=True)
     metadata = None if ctx is None else \
         ctx.session_state._state._new_widget_state.widget_metadata.get(widget_id)
-    if metadata is None:
+    if metadata is None or metadata.disabled:
         return False, None
     return True, metadata.deserializer(unpack_widget_state_value(proto))
 
