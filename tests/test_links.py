@@ -414,3 +414,54 @@ def test_a_links_notice_names_its_parameter_not_a_session_key():
     at = _picks_page({"gen_tokens": "99999"})
     assert shows(at.sidebar.warning, "link.clamped", name="gen_tokens", used=MAX_NEW_TOKENS)
     assert not any("gen_from_link" in plain(w) for w in at.sidebar.warning)
+
+
+# ---- the first click after a server restart: the page on screen sends its widgets' values -------
+
+def _page_after_a_restart():
+    """A page with a pick the link carries, its runs counted, its end as the app's."""
+    import streamlit as st
+
+    from attnviz.app import keys
+    from attnviz.app.shared import links
+
+    st.session_state["runs"] = st.session_state.get("runs", 0) + 1
+    links.read_once()
+    st.radio("where", ["resid", "attn", "mlp"], key=keys.TR_WHERE)
+    links.write()
+    links.keep_first_click()
+
+
+def _restarted(link: dict, clicked: str | None) -> AppTest:
+    """A page opened by `link`, then, the server restarted, its first click picks `clicked`
+    (None: the page on screen sends what it shows, as a click elsewhere does)."""
+    from tools import streamlit_compat as drivers
+
+    old = shared_components(AppTest.from_function(_page_after_a_restart, default_timeout=TIMEOUT))
+    for key, value in link.items():
+        old.query_params[key] = value
+    old.run()
+    if clicked is not None:
+        old.radio(key="tr_where").set_value(clicked)
+    new = shared_components(AppTest.from_function(_page_after_a_restart, default_timeout=TIMEOUT))
+    for key, value in link.items():
+        new.query_params[key] = value
+    drivers.run_with_states(new, drivers.widget_states(old))
+    no_exceptions(new)
+    return new
+
+
+@pytest.mark.slow
+def test_the_first_click_after_a_restart_on_a_pick_the_link_carries_wins_over_the_link():
+    at = _restarted({"tr_where": "attn"}, clicked="mlp")
+    assert at.session_state["tr_where"] == "mlp" and at.radio(key="tr_where").value == "mlp"
+    assert dict(at.query_params) == {"tr_where": "mlp"}
+    assert at.session_state["runs"] == 2                  # the link's view, then the click's
+    at.run()
+    assert at.session_state["tr_where"] == "mlp"          # and it stays
+
+
+@pytest.mark.slow
+def test_a_first_run_sent_what_the_link_says_runs_once():
+    at = _restarted({"tr_where": "attn"}, clicked=None)
+    assert at.session_state["tr_where"] == "attn" and at.session_state["runs"] == 1

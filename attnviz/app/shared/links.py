@@ -46,16 +46,17 @@ MAX_UNKNOWN_SHOWN = 3         # unknown parameters named in the notice
 
 
 def read_once() -> None:
-    """At a session's first run, copy the URL's values into session state (validated). What
-    the browser sent with this run is kept for :func:`keep_first_click`: a page on screen from
-    before this session (a server restart) sends its widgets' values with its first click."""
+    """At a session's first run, copy the URL's values into session state (validated). Where
+    the browser sent a widget's value with this run too, both are kept for
+    :func:`keep_first_click`: a page on screen from before this session (a server restart)
+    sends its widgets' values with its first click."""
     if st.session_state.get(keys.LINK_READ):
         st.session_state.update(st.session_state.pop(keys.LINK_CLICKED, {}))   # keep_first_click
         return
     st.session_state[keys.LINK_READ] = True
     params = st.query_params.to_dict()
-    st.session_state[keys.LINK_SENT] = streamlit_compat.widget_values_sent()
-    notices, asked = [], {}
+    sent = streamlit_compat.widget_values_sent()
+    notices, asked, seeded = [], {}, []
     settings = Settings().__dict__
     unknown = [name for name in params
                if name not in (*OWN_PARAMS, keys.LANG, *settings)
@@ -90,6 +91,7 @@ def read_once() -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = _clamped(name, raw, value, notices, default, param)
         st.session_state[name] = value
+        seeded.append(name)
         if name == keys.GEN_PROMPT:       # its next-token bars: a press when long (generate_view)
             st.session_state[keys.GEN_LINK_PROMPT] = value
         if name in asked:
@@ -121,6 +123,8 @@ def read_once() -> None:
     elif LEFT_OUT_PARAM in params:
         st.session_state[keys.LINK_LOST_EDITS] = _left_out_names(params[LEFT_OUT_PARAM])
         st.session_state[keys.LINK_LOST_EDITS_TOAST] = True      # said where one is looking, once
+    st.session_state[keys.LINK_SENT] = {name: (sent[name], st.session_state[name])
+                                        for name in seeded if name in sent}
     st.session_state[keys.LINK_NOTICES] = notices
     st.session_state[keys.LINK_ASKED] = {     # switches and free texts are used as they are
         n: v for n, v in asked.items()
@@ -129,21 +133,21 @@ def read_once() -> None:
 
 
 def keep_first_click() -> None:
-    """At the end of a session's first run, after its widgets are drawn: a widget whose value
-    the browser sent (read_once) and the link set otherwise was changed by the click that
+    """At the end of a session's first run, once its widgets are drawn: a widget the link set
+    whose value, as the browser sent it, is not the link's was changed by the click that
     started the run (the first click after a server restart, on a page still showing the old
     session's view). Session state, which the link set, wins over a widget's value, so the
     click would be lost: the page runs again with it (a widget drawn in this run cannot be
     set in this run; read_once sets it at the next run's start)."""
-    sent = st.session_state.pop(keys.LINK_SENT, None)
     clicked = {}
-    for name, state in (sent or {}).items():
+    for name, (state, linked) in st.session_state.pop(keys.LINK_SENT, {}).items():
         drawn, value = streamlit_compat.widget_value_sent(state)
-        if drawn and name in st.session_state and st.session_state[name] != value:
+        if drawn and value != linked:
             clicked[name] = value
     if clicked:
         st.session_state[keys.LINK_CLICKED] = clicked
         st.rerun()
+
 
 def say_replaced() -> None:
     """After the first run of a session opened by a link: the page picks the page could not
