@@ -113,27 +113,37 @@ def open_tab(page, tab: str) -> None:
 
 
 def problems_in_each_tab(page, url: str, tabs: list) -> dict:
-    """{tab: its layout problems}, the page opened once and its tabs clicked one by one."""
+    """{(window size, tab): its layout problems}, the page opened once and its tabs clicked
+    one by one, each looked at in every window size (the window resized: the charts fill
+    their column, and plotly lays them out again for the new width)."""
     open_view(page, url)
     found = {}
     for tab in tabs:
         if tab:
             open_tab(page, tab)
         assert page.locator(".js-plotly-plot").count() >= 1, tab
-        found[tab] = layout_problems(page)
+        now = page.viewport_size
+        for width, height in sorted(SIZES, key=lambda s: s != (now["width"], now["height"])):
+            if (width, height) != (page.viewport_size["width"], page.viewport_size["height"]):
+                page.set_viewport_size({"width": width, "height": height})
+                wait_for_layout(page)
+            found[f"{width}x{height}", tab] = layout_problems(page)
     return found
+
+
+def no_problems(tabs: list) -> dict:
+    return {(f"{width}x{height}", tab): [] for tab in tabs for width, height in SIZES}
 
 
 def layout_problems(page) -> list[str]:
     return page.evaluate(LAYOUT_PROBLEMS_JS)
 
 
-@pytest.fixture(scope="module", params=SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def page(request, browser):
-    """One tab at each window size for the module: each test opens its own address in it
-    (a new session of the app each time)."""
-    width, height = request.param
-    context = browser.new_context(viewport={"width": width, "height": height})
+@pytest.fixture(scope="module")
+def page(browser):
+    """One tab for the module: each test opens its own address in it (a new session of the
+    app each time), at the first window size."""
+    context = browser.new_context(viewport=dict(zip(("width", "height"), SIZES[0])))
     yield context.new_page()
     context.close()
 
@@ -145,7 +155,7 @@ def ids(views):
 @pytest.mark.parametrize("path, tabs", VIEWS, ids=ids(VIEWS))
 def test_no_chart_clips_or_overlaps_its_labels(page, app_url, path, tabs):
     found = problems_in_each_tab(page, f"{app_url}/{path}", tabs)
-    assert found == {tab: [] for tab in tabs}
+    assert found == no_problems(tabs)
     assert not exceptions(page)
 
 
@@ -153,12 +163,13 @@ def test_no_chart_clips_or_overlaps_its_labels(page, app_url, path, tabs):
 def test_a_chinese_sentence_fits_too(page, app_url, path, tabs):
     sep = "&" if "?" in path else "?"
     found = problems_in_each_tab(page, f"{app_url}/{path}{sep}sentence={quote(CHINESE)}", tabs)
-    assert found == {tab: [] for tab in tabs}
+    assert found == no_problems(tabs)
 
 
 @pytest.mark.parametrize("path", ["", "steps?step=weights", "multihead"])
 def test_512_tokens_fit_too(page, app_url, path):
     sep = "&" if "?" in path else "?"
     long = " ".join(f"w{i}" for i in range(600))
-    open_view(page, f"{app_url}/{path}{sep}sentence={quote(long)}&max_tokens=512")
-    assert layout_problems(page) == []
+    found = problems_in_each_tab(
+        page, f"{app_url}/{path}{sep}sentence={quote(long)}&max_tokens=512", [None])
+    assert found == no_problems([None])
