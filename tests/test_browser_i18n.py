@@ -205,13 +205,26 @@ PAGES_ZH = [("steps", "逐步计算", "逐步计算"), ("multihead", "多头注�
             ("inputs", "输入与权重", "输入与权重")]
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def check_chinese_in_both_sizes(page, name: str, scroll=None) -> None:
+    """check_chinese in the window's size, then in the other one (the window resized; the
+    page then stays in that size): `scroll`, a locator, is brought into view in each."""
+    now = (page.viewport_size["width"], page.viewport_size["height"])
+    for i, (width, height) in enumerate(sorted(SIZES, key=lambda size: size != now)):
+        if i:
+            page.set_viewport_size({"width": width, "height": height})
+            wait_for_layout(page)
+        if scroll is not None:
+            scroll.scroll_into_view_if_needed()
+        check_chinese(page, f"{name}_{width}x{height}")
+
+
 @pytest.mark.parametrize("path, heading, _", PAGES_ZH, ids=[p[0] for p in PAGES_ZH])
-def test_the_step_pages_in_chinese_fit(browser, app_url, size, path, heading, _):
-    context, page = open_page(browser, f"{app_url}/{path}?lang=zh", heading, size)
-    tag = f"{path}_zh_{size[0]}x{size[1]}"
+def test_the_step_pages_in_chinese_fit(browser, app_url, path, heading, _):
+    """Each page opened once, each of its views looked at in both window sizes."""
+    context, page = open_page(browser, f"{app_url}/{path}?lang=zh", heading, SIZES[0])
+    tag = f"{path}_zh"
     try:
-        check_chinese(page, f"{tag}_top")
+        check_chinese_in_both_sizes(page, f"{tag}_top")
         if path == "steps":                     # the cited step, then the vector view
             assert "图解Transformer 第 1 步" not in page.inner_text("body")   # X: no step
             page.get_by_role("button", name="下一步 ▶").click()
@@ -220,17 +233,17 @@ def test_the_step_pages_in_chinese_fit(browser, app_url, size, path, heading, _)
             page.get_by_text("每个值向量 × 它的权重").first.wait_for(timeout=30_000)
             wait_for_app(page)
             wait_for_layout(page)
-            page.get_by_text("每个值向量 × 它的权重").first.scroll_into_view_if_needed()
-            check_chinese(page, f"{tag}_vector")
+            check_chinese_in_both_sizes(page, f"{tag}_vector",
+                                        page.get_by_text("每个值向量 × 它的权重").first)
         elif path == "multihead":               # every tab
             for tab in ("拼接", "W_O 与输出", "第二个句子"):
                 open_tab(page, tab)
                 wait_for_layout(page)
-                page.get_by_role("tab", name=tab).scroll_into_view_if_needed()
-                check_chinese(page, f"{tag}_{tab.split()[0]}")
+                check_chinese_in_both_sizes(page, f"{tag}_{tab.split()[0]}",
+                                            page.get_by_role("tab", name=tab))
         else:
-            page.get_by_text("粘贴或上传").first.scroll_into_view_if_needed()
-            check_chinese(page, f"{tag}_editor")
+            check_chinese_in_both_sizes(page, f"{tag}_editor",
+                                        page.get_by_text("粘贴或上传").first)
     finally:
         context.close()
 
@@ -238,20 +251,23 @@ def test_the_step_pages_in_chinese_fit(browser, app_url, size, path, heading, _)
 # ---- Generate and Train in Chinese (issue 21): the two pages with their own settings ----------
 
 def test_generate_and_train_in_chinese_fit(browser, app_url):
-    """Both sizes: nothing clipped or overlapping, no exception, no English sentence in the
-    page (Generate's English prompt and its tokens aside); Generate's chart titles Chinese."""
+    """Both sizes (each page opened once, then the window resized): nothing clipped or
+    overlapping, no exception, no English sentence in the page (Generate's English prompt and
+    its tokens aside); Generate's chart titles Chinese."""
     prompt = "The capital of France is"
-    for size in SIZES:
-        for path, heading in (("generate", "逐个词元生成"), ("train", "亲手训练注意力")):
-            context = SharedContext(browser, viewport={"width": size[0], "height": size[1]},
-                                          locale="en-US")
-            page = context.new_page()
-            try:
-                page.goto(f"{app_url}/{path}?lang=zh")
-                page.get_by_role("heading", name=heading).first.wait_for(timeout=120_000)
-                if path == "generate":                   # Train has no chart before a run
-                    page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=120_000)
-                wait_for_idle(page, 120_000)
+    for path, heading in (("generate", "逐个词元生成"), ("train", "亲手训练注意力")):
+        context = SharedContext(browser, viewport=dict(zip(("width", "height"), SIZES[0])),
+                                locale="en-US")
+        page = context.new_page()
+        try:
+            page.goto(f"{app_url}/{path}?lang=zh")
+            page.get_by_role("heading", name=heading).first.wait_for(timeout=120_000)
+            if path == "generate":                   # Train has no chart before a run
+                page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=120_000)
+            wait_for_idle(page, 120_000)
+            for i, size in enumerate(SIZES):
+                if i:
+                    page.set_viewport_size({"width": size[0], "height": size[1]})
                 wait_for_layout(page)
                 page.screenshot(path=str(SHOTS / f"{path}_zh_{size[0]}x{size[1]}.png"))
                 assert not exceptions(page)
@@ -262,5 +278,5 @@ def test_generate_and_train_in_chinese_fit(browser, app_url):
                 assert path != "generate" or titles
                 main = page.locator('[data-testid="stMain"]').inner_text()
                 assert ENGLISH_RUN.findall(main.replace(prompt, " ")) == [], (path, size)
-            finally:
-                context.close()
+        finally:
+            context.close()
