@@ -159,9 +159,11 @@ RUNS_JS = """() => {
     }
     return window.__attnvizRuns.begun;
 }"""
-RUN_ENDED_JS = f"""(begun) => {{
+# a run seen to begin, or the link changed (only a run writes it: a run so short that the
+# browser drew its start and its end at once leaves the script-state attribute unchanged)
+RUN_ENDED_JS = f"""([begun, href]) => {{
     const runs = window.__attnvizRuns;          // none: the action loaded a new document
-    return (!runs || runs.begun > begun) && ({IDLE_JS})();
+    return (!runs || runs.begun > begun || location.href !== href) && ({IDLE_JS})();
 }}"""
 
 
@@ -170,20 +172,25 @@ def runs_begun(page) -> int:
     return page.evaluate(RUNS_JS)
 
 
-def wait_for_run_after(page, begun: int, timeout_ms: int = 60_000) -> None:
-    """Wait until a run begun after `runs_begun` said `begun` has ended and is drawn."""
-    wait_for_js(page, RUN_ENDED_JS, begun, timeout_ms)
+def wait_for_run_after(page, begun: int, href: str, timeout_ms: int = 60_000) -> None:
+    """Wait until a run begun after `runs_begun` said `begun` (or one that changed the link
+    from `href`) has ended and is drawn."""
+    wait_for_js(page, RUN_ENDED_JS, [begun, href], timeout_ms)
 
 
 @contextmanager
 def a_run(page, timeout_ms: int = 60_000):
     """`with a_run(page): <click>`: the block's action starts a run of the script; wait until
     that run has ended and is drawn. Waits first for the run before it to end (an action
-    during a run restarts it: no new run is seen to begin)."""
+    during a run restarts it: no new run is seen to begin). A run is seen by the script's
+    state in the page, or by the link it wrote: a short run's start and end can reach the
+    browser together and be drawn as one (CI of stop 45: Train's typed steps were in the link,
+    and no run had been seen to begin)."""
     wait_for_idle(page, timeout_ms)
     begun = runs_begun(page)
+    href = page.evaluate("() => location.href")
     yield
-    wait_for_run_after(page, begun, timeout_ms)
+    wait_for_run_after(page, begun, href, timeout_ms)
 
 
 def connections_lost(page) -> int:
