@@ -232,6 +232,19 @@ def wait_for_layout(page, frames: int = 10, timeout_ms: int = 30_000) -> None:
     page.wait_for_function(SETTLED_JS, arg=frames, polling="raf", timeout=timeout_ms)
 
 
+def in_each_size(page, sizes):
+    """Each window size of `sizes`, (width, height), the page's own first: for every other
+    one the window is resized and plotly's layout awaited (the charts fill their column and
+    are laid out again for the new width, as a fresh load at that size lays them out). The
+    page stays in the last size."""
+    now = (page.viewport_size["width"], page.viewport_size["height"])
+    for width, height in sorted(sizes, key=lambda size: tuple(size) != now):
+        if (width, height) != (page.viewport_size["width"], page.viewport_size["height"]):
+            page.set_viewport_size({"width": width, "height": height})
+            wait_for_layout(page)
+        yield width, height
+
+
 
 
 def first_heatmap(page) -> dict:

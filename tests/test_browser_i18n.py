@@ -16,8 +16,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from attnviz.i18n import render
-from tests.browser_helpers import (SharedContext, a_run, exceptions, open_tab, wait_for_app, wait_for_idle,
-                                   wait_for_layout)
+from tests.browser_helpers import (SharedContext, a_run, exceptions, in_each_size, open_tab,
+                                   wait_for_app, wait_for_idle, wait_for_layout)
 from tests.test_browser_layout import layout_problems
 
 pytestmark = pytest.mark.browser
@@ -206,13 +206,9 @@ PAGES_ZH = [("steps", "逐步计算", "逐步计算"), ("multihead", "多头注�
 
 
 def check_chinese_in_both_sizes(page, name: str, scroll=None) -> None:
-    """check_chinese in the window's size, then in the other one (the window resized; the
-    page then stays in that size): `scroll`, a locator, is brought into view in each."""
-    now = (page.viewport_size["width"], page.viewport_size["height"])
-    for i, (width, height) in enumerate(sorted(SIZES, key=lambda size: size != now)):
-        if i:
-            page.set_viewport_size({"width": width, "height": height})
-            wait_for_layout(page)
+    """check_chinese in the window's size, then in the other one (in_each_size): `scroll`, a
+    locator, is brought into view in each."""
+    for width, height in in_each_size(page, SIZES):
         if scroll is not None:
             scroll.scroll_into_view_if_needed()
         check_chinese(page, f"{name}_{width}x{height}")
@@ -265,10 +261,8 @@ def test_generate_and_train_in_chinese_fit(browser, app_url):
             if path == "generate":                   # Train has no chart before a run
                 page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=120_000)
             wait_for_idle(page, 120_000)
-            for i, size in enumerate(SIZES):
-                if i:
-                    page.set_viewport_size({"width": size[0], "height": size[1]})
-                wait_for_layout(page)
+            wait_for_layout(page)
+            for size in in_each_size(page, SIZES):
                 page.screenshot(path=str(SHOTS / f"{path}_zh_{size[0]}x{size[1]}.png"))
                 assert not exceptions(page)
                 assert layout_problems(page) == []

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 
 from attnviz.i18n import t
-from tests.browser_helpers import (a_run, click_tab, exceptions, wait_for_app,
+from tests.browser_helpers import (a_run, click_tab, exceptions, in_each_size, wait_for_app,
                                    wait_for_layout)
 
 pytestmark = pytest.mark.browser
@@ -114,19 +114,14 @@ def open_tab(page, tab: str) -> None:
 
 def problems_in_each_tab(page, url: str, tabs: list) -> dict:
     """{(window size, tab): its layout problems}, the page opened once and its tabs clicked
-    one by one, each looked at in every window size (the window resized: the charts fill
-    their column, and plotly lays them out again for the new width)."""
+    one by one, each looked at in every window size (in_each_size)."""
     open_view(page, url)
     found = {}
     for tab in tabs:
         if tab:
             open_tab(page, tab)
         assert page.locator(".js-plotly-plot").count() >= 1, tab
-        now = page.viewport_size
-        for width, height in sorted(SIZES, key=lambda s: s != (now["width"], now["height"])):
-            if (width, height) != (page.viewport_size["width"], page.viewport_size["height"]):
-                page.set_viewport_size({"width": width, "height": height})
-                wait_for_layout(page)
+        for width, height in in_each_size(page, SIZES):
             found[f"{width}x{height}", tab] = layout_problems(page)
     return found
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from attnviz.i18n import t, use_language
-from tests.browser_helpers import (SharedContext, alerts, click_tab, exceptions, wait_for_app,
-                                   wait_for_idle, wait_for_layout)
+from tests.browser_helpers import (SharedContext, alerts, click_tab, exceptions, in_each_size,
+                                   wait_for_app, wait_for_idle)
 from tests.message_helpers import message_pattern
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -72,14 +72,9 @@ def no_overflow(page) -> list[str]:
 
 
 def look_in_both_sizes(page, name: str) -> None:
-    """In the window's size, then in the other one (the window resized; the page then stays
-    in that size): no exception, no chart cut off on the left, no chart title cut; a
-    screenshot of each."""
-    now = (page.viewport_size["width"], page.viewport_size["height"])
-    for i, (width, height) in enumerate(sorted(SIZES, key=lambda size: size != now)):
-        if i:
-            page.set_viewport_size({"width": width, "height": height})
-            wait_for_layout(page)                # plotly lays the charts out again
+    """In the window's size, then in the other one (in_each_size): no exception, no chart cut
+    off on the left, no chart title cut; a screenshot of each."""
+    for width, _ in in_each_size(page, SIZES):
         page.screenshot(path=str(SHOTS / f"{name}_{width}.png"), full_page=True)
         assert exceptions(page) == [], name
         assert no_overflow(page) == [], (name, width)
