@@ -37,6 +37,16 @@ def session_id() -> str | None:
     return None if ctx is None else ctx.session_id
 
 
+def _widget_state():
+    """This run's widget states (a ``WStates``), None outside a script run: the
+    ScriptRunContext's ``session_state`` (a ``SafeSessionState``) holds the ``SessionState`` as
+    ``_state``, whose ``_new_widget_state`` they are."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else ctx.session_state._state._new_widget_state
+
+
 def widget_values_sent() -> dict[str, object]:
     """What the browser sent with this run's request for each keyed widget, by key, as it came
     (read it with :func:`widget_value_sent` once the widget is drawn). A page still on screen
@@ -49,14 +59,11 @@ def widget_values_sent() -> dict[str, object]:
     script runs (``on_script_will_rerun``), the browser's values by widget id in ``states``,
     each a ``Serialized`` (a WidgetState proto) while no widget of this session has read it;
     a keyed widget's id ends with its key (``common.user_key_from_element_id``)."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
     from streamlit.runtime.state.common import user_key_from_element_id
     from streamlit.runtime.state.session_state import Serialized
 
-    ctx = get_script_run_ctx(suppress_warning=True)
-    if ctx is None:
-        return {}
-    sent = ctx.session_state._state._new_widget_state.states
+    widgets = _widget_state()
+    sent = {} if widgets is None else widgets.states
     return {key: (widget_id, state.value) for widget_id, state in sent.items()
             if isinstance(state, Serialized) and (key := user_key_from_element_id(widget_id))}
 
@@ -70,13 +77,11 @@ def widget_value_sent(sent: object) -> tuple[bool, object]:
     ``register_widget``), whose ``deserializer`` takes the proto's value as
     ``common.unpack_widget_state_value`` gives it, and whose ``disabled`` says the widget is
     drawn disabled."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
     from streamlit.runtime.state.common import unpack_widget_state_value
 
     widget_id, proto = sent
-    ctx = get_script_run_ctx(suppress_warning=True)
-    metadata = None if ctx is None else \
-        ctx.session_state._state._new_widget_state.widget_metadata.get(widget_id)
+    widgets = _widget_state()
+    metadata = None if widgets is None else widgets.widget_metadata.get(widget_id)
     if metadata is None or metadata.disabled:
         return False, None
     return True, metadata.deserializer(unpack_widget_state_value(proto))

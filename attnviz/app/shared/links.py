@@ -131,7 +131,6 @@ def read_once() -> None:
         if _kind(n, keys.link_default(n)[1]) not in (bool, str) and not isinstance(v, bool)}
 
 
-
 def keep_first_click() -> None:
     """At the end of a session's first run, once its widgets are drawn: a widget the link set
     whose value, as the browser sent it, is not the link's was changed by the click that
