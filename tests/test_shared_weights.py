@@ -118,31 +118,31 @@ def ready(p: subprocess.Popen) -> dict:
 
 
 @pytest.mark.slow
-def test_a_second_process_maps_the_firsts_memfd_and_computes_the_same_logits(gguf, place,
-                                                                              tmp_path):
-    first = start(gguf, place, tmp_path / "first.npy", share=True)
-    processes = [first]
+def test_processes_started_at_once_map_one_memfd_and_compute_the_same_logits(gguf, place,
+                                                                             tmp_path):
+    """Two processes sharing, started together (one makes the memfd, the other maps it: both
+    map the one memfd and each registers it), and one reading its own copy: the same logits,
+    bit for bit."""
+    ways = {"first": True, "second": True, "own": False}
+    processes = {name: start(gguf, place, tmp_path / f"{name}.npy", share)
+                 for name, share in ways.items()}
     try:
-        holder = ready(first)
-        entry = json.loads(shared_weights.registry_file(
-            gguf_llama.cache_folder(gguf, place), first.pid).read_text())
-        memfd = os.stat(f"/proc/{first.pid}/fd/{entry['fd']}").st_ino
-        assert holder["memfds"] == [memfd]
-        second = start(gguf, place, tmp_path / "second.npy", share=True)
-        own = start(gguf, place, tmp_path / "own.npy", share=False)
-        processes += [second, own]
-        assert ready(second)["memfds"] == [memfd]           # the first's, not a copy
-        assert ready(own)["memfds"] == []
-        assert {p.name for p in registries(place)} == \
-            {f".{gguf_llama.cache_folder(gguf, place).name}.shared-{p.pid}"
-             for p in (first, second)}
+        mapped = {name: ready(p)["memfds"] for name, p in processes.items()}
+        folder = gguf_llama.cache_folder(gguf, place)
+        held = set()
+        for name in ("first", "second"):
+            pid = processes[name].pid
+            entry = json.loads(shared_weights.registry_file(folder, pid).read_text())
+            held.add(os.stat(f"/proc/{pid}/fd/{entry['fd']}").st_ino)
+        assert len(held) == 1 and mapped["first"] == mapped["second"] == list(held)
+        assert mapped["own"] == [] and len(registries(place)) == 2
     finally:
-        for p in processes:
+        for p in processes.values():
             _, stderr = p.communicate("", timeout=TIMEOUT)
             assert p.returncode == 0 and "Traceback" not in stderr, stderr
-    logits = {name: np.load(tmp_path / f"{name}.npy") for name in ("first", "second", "own")}
-    assert np.array_equal(logits["second"], logits["own"])
+    logits = {name: np.load(tmp_path / f"{name}.npy") for name in ways}
     assert np.array_equal(logits["first"], logits["own"])
+    assert np.array_equal(logits["second"], logits["own"])
 
 
 def fake_holder(folder: Path, fd: int, pid: int) -> None:

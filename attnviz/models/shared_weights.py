@@ -158,8 +158,8 @@ def _register(folder: Path, fd: int, offsets: dict[str, int], manifest: dict) ->
     try:
         partial.write_text(json.dumps(entry), encoding="utf-8")
         os.replace(partial, path)
-    except OSError:                      # a read-only cache: nobody else finds this memfd
-        pass
+    except OSError as exc:               # a read-only cache: nobody else finds this memfd
+        _tell_unavailable(f"{path.name} not written: {type(exc).__name__}: {exc}")
 
 
 # ---- the next process: another's memfd ------------------------------------------------------
