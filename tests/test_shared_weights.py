@@ -161,7 +161,7 @@ def fake_holder(folder: Path, fd: int, pid: int) -> None:
 
 
 def dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", ""])
+    p = subprocess.Popen(["true"])
     p.wait()
     return p.pid
 

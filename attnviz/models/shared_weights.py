@@ -45,9 +45,8 @@ from attnviz.models import disk_cache
 from attnviz.models.disk_cache import Damage
 
 ENV = "ATTNVIZ_SHARE_WEIGHTS"
-SEALS = 0                   # F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL
-for _seal in ("WRITE", "SHRINK", "GROW", "SEAL"):
-    SEALS |= getattr(fcntl, f"F_SEAL_{_seal}", 0)
+SEALS = (fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+         if hasattr(fcntl, "F_SEAL_SEAL") else 0)          # none but on Linux
 _PAGE = mmap.ALLOCATIONGRANULARITY
 
 log = logging.getLogger("attnviz.models.shared_weights")
