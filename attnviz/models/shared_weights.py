@@ -19,9 +19,13 @@ other numbers later.
   manifest is mapped read-only (no copy), and the process registers itself too, so a restart
   finds the memfd while any process holding it lives. A registry file whose process or fd is
   gone is deleted; any other mismatch is passed over (the process then makes its own memfd).
-  A lock (``.<folder>.shared.lock``) makes two processes starting at once share as well.
+  A process mapping another's memfd reads none of the folder's files, only its manifest:
+  damage done to them since is found, and repaired, by the first process to load when no
+  holder is left; the bytes computed with are the manifest's either way. A lock
+  (``.<folder>.shared.lock``) makes two processes starting at once share as well.
 - Without memfd or /proc (not Linux, a sandbox's EPERM): each process reads its own copy, as
-  without sharing, said once in the log.
+  without sharing; where the registry file cannot be written (a read-only cache), each keeps a
+  memfd of its own. Either is said once in the log.
 
 The memfd's pages are shmem, which gets no transparent huge pages where
 /sys/kernel/mm/transparent_hugepage/shmem_enabled is ``never``: decoding can be slower than
