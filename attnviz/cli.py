@@ -3,6 +3,7 @@
     attnviz --version
     attnviz app [streamlit options…]      # e.g. attnviz app --server.port 8600
     attnviz app --model my-model.gguf     # your own GGUF in the model choice (repeatable)
+    attnviz app --share-weights           # replicas on one machine share the decoders' weights
     attnviz atlas --corpus DIR_OR_FILE --model smollm2 --out atlas.npz [--ray ADDRESS|local]
 
 ``attnviz app`` runs the installed package's app (attnviz/app/main.py) with Streamlit, from
@@ -65,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"attnviz {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("app", help="start the app (--model PATH.gguf, repeatable, adds your "
-                                    "own GGUF to the model choice; any further options go to "
-                                    "Streamlit, e.g. --server.port 8600)", add_help=False)
+                                    "own GGUF to the model choice; --share-weights: the "
+                                    "servers of this machine hold one copy of a decoder's "
+                                    "weights; any further options go to Streamlit, e.g. "
+                                    "--server.port 8600)", add_help=False)
     atlas = commands.add_parser(
         "atlas", help="the head atlas of a corpus: every head's metrics, top examples and "
                       "query/key maps, written to one .npz the Head atlas page opens")
@@ -92,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0 if not argv else 2
     models, rest = _models(rest)
+    if "--share-weights" in rest:
+        from attnviz.models import shared_weights
+
+        rest = [option for option in rest if option != "--share-weights"]
+        os.environ[shared_weights.ENV] = "1"
     if models:
         refused = check_models(models)
         if refused:

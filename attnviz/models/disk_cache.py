@@ -113,12 +113,16 @@ def _sync(path: Path) -> None:
 # ---- checking -------------------------------------------------------------------------------
 
 def verify(folder: Path, stamp: dict, names: set[str],
-           contents: dict[str, np.ndarray] | None = None) -> bool:
+           contents: dict[str, np.ndarray] | None = None,
+           read: Callable[[Path, int], memoryview] | None = None) -> bool:
     """Whether `folder` holds a whole copy: False when there is none; True when its manifest
     was made from `stamp`, lists exactly the files `names` and each is a regular file of the
     recorded size and checksum. Anything else raises Damage with the first problem found.
     With `contents` (a dict), each file is read whole into memory and checked there:
-    contents[name] holds the checked bytes, which the caller then uses instead of the file."""
+    contents[name] holds the checked bytes, which the caller then uses instead of the file;
+    `read(path, size)`, if given, reads them instead of the process's own buffer (it raises
+    Damage as this module's does: ``shared_weights`` reads them into memory shared by every
+    process of the machine)."""
     if not os.path.lexists(folder):
         return False
     if not folder.is_dir():
@@ -143,7 +147,7 @@ def verify(folder: Path, stamp: dict, names: set[str],
         if contents is None:
             crc = checksum(path)
         else:
-            contents[name] = _read_whole(path, size)
+            contents[name] = (read or _read_whole)(path, size)
             crc = f"{zlib.crc32(contents[name]):08x}"
         if crc != files[name]["crc32"]:
             raise Damage(Message("model_cache.checksum", file=name))

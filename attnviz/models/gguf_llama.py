@@ -8,7 +8,9 @@ converted arrays are kept on disk as .npy files in a cache folder (``ATTNVIZ_CAC
 on every later load (0.66 s warm here, checks included; mapped, 0.30 s:
 ``benchmarks/bench_cache_copy.py``). They are read, not memory-mapped, so that a file cut or
 rewritten in place under a running server can neither kill it (SIGBUS) nor change its numbers
-after the check (``disk_cache``); each process holds its own copy (~520 MB).
+after the check (``disk_cache``); each process holds its own copy (~520 MB), unless
+ATTNVIZ_SHARE_WEIGHTS=1: then the processes of one machine share one sealed memfd of the
+checked files (``shared_weights``).
 
 The cache proves itself (``attnviz.models.disk_cache``): it is written whole or not at all, with
 a manifest of each file's size and CRC-32, and every load checks the manifest, the arrays'
@@ -41,7 +43,7 @@ import numpy as np
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import Message
-from attnviz.models import disk_cache
+from attnviz.models import disk_cache, shared_weights
 from attnviz.models.disk_cache import Damage
 
 FORMAT = 3                  # bump when the converted files change meaning
@@ -383,7 +385,8 @@ def _open_checked(folder: Path, gguf_path: Path, expected: DecoderConfig) \
     try:
         start = time.perf_counter()
         contents: dict[str, bytearray] = {}
-        if not disk_cache.verify(folder, _stamp(gguf_path), set(expected.files()), contents):
+        check = shared_weights.verify if shared_weights.enabled() else disk_cache.verify
+        if not check(folder, _stamp(gguf_path), set(expected.files()), contents):
             return None
         seconds = time.perf_counter() - start
         f = _from_contents(contents, folder, gguf_path, expected)
