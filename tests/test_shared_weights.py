@@ -244,7 +244,8 @@ def test_where_memfds_are_refused_each_process_reads_its_own_copy_said_once(
 def test_attnviz_app_share_weights_sets_the_servers_environment(monkeypatch):
     from attnviz import cli
 
-    sharing(monkeypatch, False)
+    monkeypatch.setenv(shared_weights.ENV, "0")   # so that the variable cli sets is undone
+    monkeypatch.delenv(shared_weights.ENV)
     started = []
     monkeypatch.setattr(cli, "run_app", started.append)
     cli.main(["app", "--share-weights", "--server.port", "8600"])
