@@ -67,8 +67,8 @@ COPY attnviz/describe ./attnviz/describe
 COPY attnviz/io ./attnviz/io
 COPY attnviz/models ./attnviz/models
 COPY attnviz/tutorials ./attnviz/tutorials
-RUN HF_HUB_OFFLINE=1 OPENBLAS_NUM_THREADS=1 python -c "from attnviz.models.pretrained import PretrainedModel; \
-from attnviz.models.decoder import DecoderModel; \
+RUN HF_HUB_OFFLINE=1 OPENBLAS_NUM_THREADS=1 python -c "from attnviz.models.encoder.pretrained import PretrainedModel; \
+from attnviz.models.decoders.decoder import DecoderModel; \
 print(PretrainedModel.load().max_tokens, DecoderModel.load().num_layers, \
 DecoderModel.load().tuned_lens().tokens)" \
     && chmod -R a+rX,go-w /opt/attnviz-cache

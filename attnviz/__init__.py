@@ -28,7 +28,7 @@ feature)):
     DecoderModel           SmolLM2-135M-Instruct from its GGUF file (loaded on first use)
     head_atlas, HeadAtlas  every head of a decoder over a corpus (loaded on first use)
     figures                the plotly figures, attnviz.plot.figures (loaded on first use)
-    toy                    train a tiny transformer, attnviz.models.toy (torch, on first use)
+    toy                    train a tiny transformer, attnviz.models.trainer.toy (torch, first use)
 
 Everything else is at its real path, in the folder of its layer (docs/architecture.md):
 ``attnviz.i18n`` ← ``attnviz.core`` (numpy) ← ``describe``, ``models``, ``tutorials`` ←
@@ -56,7 +56,7 @@ from attnviz.core.reading import attention_rollout as attention_rollout
 from attnviz.core.reading import head_stats as head_stats
 from attnviz.core.weights import MultiHeadWeights as MultiHeadWeights
 from attnviz.io.report import report_html as report_html
-from attnviz.models.pretrained import PretrainedModel as PretrainedModel
+from attnviz.models.encoder.pretrained import PretrainedModel as PretrainedModel
 from attnviz.tutorials.presets import load_preset as load_preset
 from attnviz.tutorials.presets import presets as presets
 
@@ -64,9 +64,9 @@ del _describe, _files
 
 __version__ = "0.2.0"
 
-_ON_FIRST_USE = {"figures": "attnviz.plot.figures", "toy": "attnviz.models.toy",
-                 "DecoderModel": "attnviz.models.decoder", "head_atlas": "attnviz.io.head_atlas",
-                 "HeadAtlas": "attnviz.io.head_atlas"}
+_ON_FIRST_USE = {"figures": "attnviz.plot.figures", "toy": "attnviz.models.trainer.toy",
+                 "DecoderModel": "attnviz.models.decoders.decoder",
+                 "head_atlas": "attnviz.io.head_atlas", "HeadAtlas": "attnviz.io.head_atlas"}
 _NAMES = ("AttentionTrace", "AttnvizInputError", "DecoderModel", "HeadAtlas",
           "MultiHeadWeights", "PretrainedModel", "attention", "attention_rollout", "diff",
           "embed_tokens", "figures", "head_atlas", "head_stats", "load_preset", "parse_matrix",

@@ -58,7 +58,7 @@ def run_app(options: list[str]) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from attnviz.models import builtin          # the atlas's default model, by its name there
+    from attnviz.models.catalogue import builtin   # the atlas's default model, by its name there
 
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
@@ -133,8 +133,8 @@ def run_atlas(args) -> int:
     every head's PCA map; say what was read, or why not."""
     from attnviz.core.errors import AttnvizInputError
     from attnviz.io.atlas_files import read_corpus, write_atlas
-    from attnviz.models import atlas_map, atlas_runners
-    from attnviz.models.atlas import Settings
+    from attnviz.models.readers import atlas_map, atlas_runners
+    from attnviz.models.readers.atlas import Settings
     from attnviz.tutorials import atlas_corpus
 
     try:
@@ -165,7 +165,7 @@ def check_models(paths: list[Path]) -> str | None:
     an architecture or tokenizer not read), in words; None when every one can be read. Only
     the person who starts the server chooses files: no page takes a path."""
     from attnviz.core.errors import AttnvizInputError
-    from attnviz.models import gguf_llama
+    from attnviz.models.decoders import gguf_llama
 
     for path in paths:
         try:

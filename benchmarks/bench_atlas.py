@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from attnviz.models import atlas, atlas_map, atlas_runners  # noqa: E402
+from attnviz.models.readers import atlas, atlas_map, atlas_runners  # noqa: E402
 from attnviz.tutorials import atlas_corpus  # noqa: E402
 
 

@@ -36,7 +36,8 @@ import json, sys, time
 sys.path.insert(0, {root!r})
 sys.path.insert(0, {root!r} + "/benchmarks")
 import numpy as np
-from attnviz.models import decoder, disk_cache, gguf_llama
+from attnviz.models import disk_cache
+from attnviz.models.decoders import decoder, gguf_llama
 t0 = time.perf_counter()
 if {mapped!r}:
     g = decoder.package_file()
@@ -70,8 +71,8 @@ def fresh(mapped: bool) -> dict:
 
 def main() -> None:
     args = parse(__doc__, repeats=3)
-    from attnviz.models import gguf_llama
-    from attnviz.models.decoder import DecoderModel, package_file
+    from attnviz.models.decoders import gguf_llama
+    from attnviz.models.decoders.decoder import DecoderModel, package_file
 
     DecoderModel.load()                                   # the cache made, if it is not yet
     folder = gguf_llama.cache_folder(package_file())

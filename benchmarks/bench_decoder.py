@@ -67,7 +67,7 @@ print(json.dumps({{"load": t1 - t0, "ready": t2 - t0, "rss_mb": mb("VmRSS"),
 """
 LOAD = "m = attnviz.DecoderModel.load()"
 # the same files read and shaped as a load does, without the manifest and its checksums
-BARE_LOAD = """from attnviz.models import decoder, gguf_llama
+BARE_LOAD = """from attnviz.models.decoders import decoder, gguf_llama
 g = decoder.package_file()
 folder = gguf_llama.cache_folder(g)
 config = gguf_llama.read_config(g)
@@ -124,8 +124,8 @@ def checksum_seconds(files, algorithm: str) -> float:
 def verification(repeats: int) -> None:
     """Warm ready time with the cache verified against a bare load, fresh processes in turns;
     then CRC-32 against SHA-256 over the same files."""
-    from attnviz.models import gguf_llama
-    from attnviz.models.decoder import package_file
+    from attnviz.models.decoders import gguf_llama
+    from attnviz.models.decoders.decoder import package_file
 
     runs = {"verified": [], "bare": []}
     for _ in range(repeats):
@@ -163,8 +163,8 @@ def interleaved(fns: dict, repeats: int) -> dict:
 
 def finite_checks(repeats: int, new_tokens: int) -> None:
     """The finite checks' cost: run and generate with them and without, interleaved."""
-    from attnviz.models import decoder as decoder_module
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders import decoder as decoder_module
+    from attnviz.models.decoders.decoder import DecoderModel
 
     model = DecoderModel.load()
     prompt = prompt_of(model, 64)
@@ -240,8 +240,8 @@ def main() -> None:
         finite_checks(args.repeats, args.new_tokens)
         return
 
-    from attnviz.models import gguf_llama
-    from attnviz.models.decoder import DecoderModel, package_file
+    from attnviz.models.decoders import gguf_llama
+    from attnviz.models.decoders.decoder import DecoderModel, package_file
 
     if not args.skip_convert:
         with tempfile.TemporaryDirectory() as empty:
@@ -268,7 +268,7 @@ def main() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
     from transformers import AutoModelForCausalLM
-    from attnviz.models.decoder import GGUF_NAME
+    from attnviz.models.decoders.decoder import GGUF_NAME
     hf = AutoModelForCausalLM.from_pretrained(package_file().parent, gguf_file=GGUF_NAME,
                                               attn_implementation="eager",
                                               dtype=torch.float32).eval()

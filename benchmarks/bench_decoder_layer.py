@@ -32,8 +32,8 @@ import json, statistics, sys, time
 root, tokens = sys.argv[1], [int(t) for t in sys.argv[2].split(",")]
 sys.path.insert(0, root)
 import numpy as np
-from attnviz.models.decoder import DecoderModel
-from attnviz.models.decoder_reading import single_head_logprobs
+from attnviz.models.decoders.decoder import DecoderModel
+from attnviz.models.decoders.decoder_reading import single_head_logprobs
 
 m = DecoderModel.load()
 prompt = {prompt!r}
@@ -87,7 +87,7 @@ def main() -> None:
           f"after = {ROOT}; BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}")
     sys.path.insert(0, str(ROOT))
     from bench_decoder import prompt_of                      # bench_decoder's 64 tokens
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     prompt = prompt_of(DecoderModel.load(), 64)
     times = {"before": [], "after": []}

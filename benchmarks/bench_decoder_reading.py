@@ -28,8 +28,8 @@ def main() -> None:
 
     import numpy as np
 
-    from attnviz.models.decoder import DecoderModel
-    from attnviz.models.decoder_reading import repeated_random_text, single_head_logprobs
+    from attnviz.models.decoders.decoder import DecoderModel
+    from attnviz.models.decoders.decoder_reading import repeated_random_text, single_head_logprobs
 
     model = DecoderModel.load()
     t0 = time.perf_counter()

@@ -39,7 +39,7 @@ LOAD = """
 import json, os, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, {root!r})
-from attnviz.models.decoder import DecoderModel
+from attnviz.models.decoders.decoder import DecoderModel
 m = DecoderModel.load(name="gemma3-270m")
 print(json.dumps({{"seconds": time.perf_counter() - t0, "outcome": m.cache_report.outcome}}))
 """
@@ -98,7 +98,7 @@ def main() -> None:
     torch.set_num_threads(1)
     from transformers import AutoModelForCausalLM
 
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     m = DecoderModel.load(name="gemma3-270m")
     ref = AutoModelForCausalLM.from_pretrained(str(m.path.parent), gguf_file=m.path.name,
@@ -143,8 +143,8 @@ def main() -> None:
     if not args.skip_memory:
         script = f"""
 import sys; sys.path.insert(0, {str(ROOT)!r})
-from attnviz.models.pretrained import PretrainedModel
-from attnviz.models.decoder import DecoderModel
+from attnviz.models.encoder.pretrained import PretrainedModel
+from attnviz.models.decoders.decoder import DecoderModel
 PretrainedModel.load(); DecoderModel.load(); DecoderModel.load(name="gemma3-270m")
 for line in open("/proc/self/status"):
     if line.startswith(("VmRSS", "VmHWM")): print(line.strip())

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_decoder import interleaved  # noqa: E402
 
-from attnviz.models.decoder import DecoderModel  # noqa: E402
+from attnviz.models.decoders.decoder import DecoderModel  # noqa: E402
 
 
 def main() -> None:

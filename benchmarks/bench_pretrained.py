@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from attnviz.models.pretrained import PretrainedModel  # noqa: E402
+from attnviz.models.encoder.pretrained import PretrainedModel  # noqa: E402
 
 SIZES = (16, 128, 512)
 TEXT = " ".join(f"Sentence {i}: the animal didn't cross the street because it was too tired."
@@ -31,9 +31,9 @@ COLD_SCRIPT = """
 import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, {root!r})
-import attnviz.models.pretrained
+import attnviz.models.encoder.pretrained
 t1 = time.perf_counter()
-model = attnviz.models.pretrained.PretrainedModel.load()
+model = attnviz.models.encoder.pretrained.PretrainedModel.load()
 t2 = time.perf_counter()
 model.trace("Hello world")
 t3 = time.perf_counter()
@@ -64,7 +64,8 @@ def main() -> None:
     args = parser.parse_args()
 
     cold = cold_load()
-    print(f"cold start (fresh process): import attnviz.models.pretrained {cold['import']:.3f} s, "
+    print("cold start (fresh process): import attnviz.models.encoder.pretrained "
+          f"{cold['import']:.3f} s, "
           f"PretrainedModel.load() {cold['load']:.3f} s, first trace {cold['first_trace']:.3f} s")
     model = PretrainedModel.load()
     cached = median_time(PretrainedModel.load, args.repeats)

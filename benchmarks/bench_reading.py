@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from attnviz import attention_rollout, head_stats  # noqa: E402
-from attnviz.models.pretrained import PretrainedModel  # noqa: E402
+from attnviz.models.encoder.pretrained import PretrainedModel  # noqa: E402
 
 SIZES = (16, 128)
 TEXT_A = " ".join(f"Sentence {i}: the animal didn't cross the street because it was too tired."

@@ -31,7 +31,7 @@ import json, statistics, sys, time
 sys.path.insert(0, {root!r})
 sys.path.insert(0, {root!r} + "/benchmarks")
 t0 = time.perf_counter()
-from attnviz.models.decoder import DecoderModel
+from attnviz.models.decoders.decoder import DecoderModel
 m = DecoderModel.load(name="gemma3-270m")
 load = time.perf_counter() - t0
 from bench_decoder import prompt_of
@@ -103,7 +103,9 @@ def pair(args, share: bool) -> None:
     finally:
         for p in processes:
             p.communicate("")
-        from attnviz.models import builtin, gguf_llama, shared_weights
+        from attnviz.models import shared_weights
+        from attnviz.models.catalogue import builtin
+        from attnviz.models.decoders import gguf_llama
 
         folder = gguf_llama.cache_folder(builtin.gemma3_file())
         for p in processes:                  # the next start would delete them; done here

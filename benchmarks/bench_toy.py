@@ -1,14 +1,14 @@
-"""attnviz.toy (attnviz.models.toy): time to accuracy for the issue's two budgets; with
+"""attnviz.toy (attnviz.models.trainer.toy): time to accuracy for the issue's two budgets; with
 --corners, the Train page's extreme sizes (each learns its task, or the page's verdict says
 why not), and the page's time estimate against the measured time.
 
     python benchmarks/bench_toy.py [--seeds 3] [--reruns 10]
     python benchmarks/bench_toy.py --corners [--tasks reverse,induction]
 
-Each run starts a clock just before ``attnviz.models.toy.train`` and notes, from ``on_step`` (about
-50 held-out evaluations per run), when held-out accuracy first reaches the target; it then
-prints that time, the whole run's time with its default steps, and the final accuracy. One
-warm-up run first pays torch's one-off imports (about 2 s: torch.optim loads torch._dynamo).
+Each run starts a clock just before ``attnviz.models.trainer.toy.train`` and notes, from ``on_step``
+(about 50 held-out evaluations per run), when held-out accuracy first reaches the target; it then
+prints that time, the whole run's time with its default steps, and the final accuracy. One warm-up
+run first pays torch's one-off imports (about 2 s: torch.optim loads torch._dynamo).
 
 Then the app while a model trains (the Train page trains in a thread of the server process):
 the server-side time of AppTest reruns of the Multi-head page, idle and with induction
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from attnviz.models import toy, toy_plan  # noqa: E402
+from attnviz.models.trainer import toy, toy_plan  # noqa: E402
 
 BUDGETS = [("reverse", {}, 0.95, 20.0), ("induction", {"layers": 2}, 0.90, 60.0)]
 

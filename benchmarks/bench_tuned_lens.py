@@ -21,8 +21,8 @@ def main() -> None:
     import numpy as np
 
     from attnviz import DecoderModel
-    from attnviz.models import tuned_lens
-    from attnviz.models.lens import layer_streams
+    from attnviz.models.readers import tuned_lens
+    from attnviz.models.readers.lens import layer_streams
 
     m = DecoderModel.load()
     start = time.perf_counter()

@@ -205,7 +205,7 @@ def torch():
 def toy_reverse(torch):
     """The toy model trained on reverse with the library's defaults (length 8, one layer, two
     heads, 600 steps, seed 0): one run for every file that reads a trained reverse model."""
-    from attnviz.models import toy
+    from attnviz.models.trainer import toy
 
     return toy.train("reverse")
 
@@ -258,7 +258,7 @@ def hf_decoder(torch):
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from attnviz.models.decoder import GGUF_NAME, package_file
+    from attnviz.models.decoders.decoder import GGUF_NAME, package_file
 
     folder = package_file().parent
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_NAME,

@@ -1,5 +1,5 @@
 """A module named at a test file's top but imported by the first test that reads it: collection
-stays free of what it imports (attnviz.models.toy brings torch, ~3 s)."""
+stays free of what it imports (attnviz.models.trainer.toy brings torch, ~3 s)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib
 
 
 class LazyModule:
-    """``toy = LazyModule("attnviz.models.toy")``: ``toy.train`` imports the real module the
+    """``toy = LazyModule("attnviz.models.trainer.toy")``: ``toy.train`` imports the real module the
     first time a test reads a public attribute, then is that module's own attribute (nothing is
     put in sys.modules but the real module). Names starting with ``_`` are not looked up:
     pytest's collector probes every module-level object for some (``__test__``,

@@ -55,8 +55,8 @@ INSIDE_FUNCTIONS = {
     "core.reading": {"pandas"},            # head_stats returns a DataFrame
     "io.head_atlas": {"pandas"},           # HeadAtlas.metrics is a DataFrame (SPEC)
     "core.weights": {"torch"},             # from_torch / to_torch's annotations (TYPE_CHECKING)
-    "models.atlas_map": {"sklearn"},       # t-SNE of one head's queries and keys
-    "models.atlas_runners": {"ray"},       # the atlas on a Ray cluster (attnviz[cluster])
+    "models.readers.atlas_map": {"sklearn"},       # t-SNE of one head's queries and keys
+    "models.readers.atlas_runners": {"ray"},       # the atlas on a Ray cluster (attnviz[cluster])
 }
 TOP = {"__init__", "cli"}                  # the package itself and its console script
 

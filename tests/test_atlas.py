@@ -1,4 +1,4 @@
-"""The head atlas (attnviz.models.atlas, atlas_map, atlas_runners; io.atlas_files): per-head
+"""The head atlas (attnviz.models.readers.atlas, atlas_map, atlas_runners; io.atlas_files): per-head
 metrics against a plain loop over transformers' attentions, the top examples against a
 brute-force pass, the q/k sample against transformers' projections, merge in any split and
 order, the joint map's softmax-preserving changes and PCA against numpy's SVD, the process
@@ -16,8 +16,8 @@ import unicodedata
 import numpy as np
 import pytest
 
-from attnviz.models import atlas, atlas_map
-from attnviz.models.atlas import Settings
+from attnviz.models.readers import atlas, atlas_map
+from attnviz.models.readers.atlas import Settings
 from tests import tiny_decoders
 
 TEXTS = ["the is the is 自注意力 机制. the, is!",
@@ -41,7 +41,7 @@ def tiny_paths(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny(tiny_paths):
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     return {arch: DecoderModel.load(path) for arch, path in tiny_paths.items()}
 
@@ -435,7 +435,7 @@ def test_the_bundled_corpus_has_english_and_chinese_and_says_its_licence():
 @pytest.mark.slow
 def test_the_process_pool_and_a_local_ray_cluster_give_one_processs_atlas(tiny_paths, whole):
     """Two spawned workers, then Ray started here with 2 CPUs (2 actors): the same atlas."""
-    from attnviz.models import atlas_runners
+    from attnviz.models.readers import atlas_runners
 
     path = str(tiny_paths["llama"])
     pooled = atlas_runners.run_pool(path, TEXTS, workers=2, settings=SETTINGS)

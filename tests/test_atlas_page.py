@@ -156,7 +156,7 @@ def test_a_stopped_build_resumed_is_the_atlas_of_one_build(expected):
     """Stop after the first text, then Resume: the page's job merges the partial of the
     texts read with that of the texts left — the atlas of the public API's one pass."""
     from attnviz.app.atlas import atlas_view
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     work = atlas_view._work(DecoderModel.load(name="smollm2"), ("resumed",), TEXTS)
     seen = []

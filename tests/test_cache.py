@@ -84,7 +84,7 @@ def test_entries_are_limited_in_number_too():
 
 @pytest.mark.slow
 def test_a_cached_run_is_measured_with_its_stacked_attentions():
-    from attnviz.models import pretrained
+    from attnviz.models.encoder import pretrained
     from attnviz.core.cache import key_bytes
     from attnviz.session import encoder_runs
 

@@ -172,7 +172,7 @@ def png_indices(uri: str) -> np.ndarray:
 
 
 def test_the_model_view_offers_the_scale_and_colours_each_row_by_its_max():
-    from attnviz.models.pretrained import PretrainedModel
+    from attnviz.models.encoder.pretrained import PretrainedModel
 
     weights = PretrainedModel.load().run(MODEL_SENTENCE).attentions      # (6, 12, n, n)
     at = open_page("pages/pretrained.py", sentence=MODEL_SENTENCE,

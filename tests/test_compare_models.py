@@ -24,7 +24,7 @@ def page():
 
 @pytest.fixture(scope="module")
 def models():
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     return {"smollm2": DecoderModel.load(name="smollm2"),
             "gemma3-270m": DecoderModel.load(name="gemma3-270m")}

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import attnviz
 from attnviz import AttnvizInputError
-from attnviz.models.decoder import DecoderModel
+from attnviz.models.decoders.decoder import DecoderModel
 from tests.message_helpers import between, raises_message
 from tests.subprocess_helpers import run_without
 
@@ -408,7 +408,7 @@ def test_the_app_path_needs_neither_torch_nor_transformers(tmp_path):
 def _load_uncached(path, cache_dir):
     """DecoderModel.load(path, cache_dir) without keeping the model in load()'s own cache (so
     other tests still get the session's model from DecoderModel.load())."""
-    from attnviz.models import decoder as module
+    from attnviz.models.decoders import decoder as module
 
     return module._load(str(path), str(cache_dir))
 
@@ -439,7 +439,7 @@ def test_an_unwritable_cache_place_converts_in_memory(tmp_path, decoder):
 
 def test_import_attnviz_does_not_load_the_decoders_readers():
     code = ("import sys, attnviz\n"
-            "print(sorted(m for m in ('gguf', 'tokenizers', 'attnviz.models.decoder') "
+            "print(sorted(m for m in ('gguf', 'tokenizers', 'attnviz.models.decoders.decoder') "
             "if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=120, env={**os.environ})

@@ -32,7 +32,7 @@ def references(tiny_decoders, hf_tiny_decoders):
 @pytest.fixture(scope="module")
 def models(tiny_decoders, tmp_path_factory):
     """attnviz's DecoderModel of each file, converted into a cache of this module's own."""
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     cache = tmp_path_factory.mktemp("family-cache")
     return {key: DecoderModel.load(tiny_decoders[key].path, cache_dir=cache) for key in KEYS}
@@ -85,7 +85,7 @@ def test_a_local_layers_cache_keeps_only_its_window(models, references, monkeypa
     (the window, the query's own included) and drops the earlier ones — moved every step here
     (no slack) — while the global layer keeps all; the tokens are still transformers' (its own
     sliding-window cache), and each step's attention row is the whole text's row."""
-    from attnviz.models.llama_layer import WindowedKVCache
+    from attnviz.models.decoders.llama_layer import WindowedKVCache
 
     monkeypatch.setattr(WindowedKVCache, "_SLACK", 0)
     model, ref = models[("gemma3", "F32")], references[("gemma3", "F32")]
@@ -115,7 +115,7 @@ def test_a_family_or_tokenizer_not_read_is_refused_naming_what_is_read(tmp_path,
     import gguf
 
     from attnviz.core.errors import AttnvizInputError
-    from attnviz.models import gguf_llama
+    from attnviz.models.decoders import gguf_llama
 
     source = tiny_decoders[("llama", "F32")].path
     for key, value, message in (("general.architecture", "phi3", "error.gguf.architecture"),
@@ -153,7 +153,7 @@ def test_each_blocks_update_is_the_sum_of_its_flow_terms(arch, models):
     term divided by the norm's one number per token and scaled by its gain), within 1e-4 of
     what the layer adds; the residual and MLP terms then sum to the next stream; and the flow's
     importances into each node sum to 1."""
-    from attnviz.models import flow
+    from attnviz.models.readers import flow
 
     model = models[(arch, "F32")]
     ids = model.encode(PROMPT)
@@ -270,7 +270,7 @@ def test_a_cut_damaged_or_too_large_file_is_refused_in_words(tiny_decoders, tmp_
     import gguf
 
     from attnviz.core.errors import AttnvizInputError
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     data = tiny_decoders[("gemma3", "Q8_0")].path.read_bytes()
     for fraction in (0.001, 0.01, 0.3, 0.9, 0.999):
@@ -306,7 +306,7 @@ def test_the_cache_is_keyed_by_the_files_content(tiny_decoders, tmp_path, monkey
     content, not by path); a file with one byte changed never does."""
     import shutil
 
-    from attnviz.models import gguf_llama
+    from attnviz.models.decoders import gguf_llama
 
     monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(tmp_path / "cache"))
     source = tiny_decoders[("qwen2", "F16")].path

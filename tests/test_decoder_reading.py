@@ -14,7 +14,7 @@ from attnviz.core import reading
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import (attention_rollout, causal_head_stats, detection_pattern,
                                   detection_scores, sink_share)
-from attnviz.models import decoder_reading
+from attnviz.models.decoders import decoder_reading
 from tests.i18n_walker import CJK, english_runs
 
 TEXT = "The animal didn't cross the street because it was too tired"

@@ -17,7 +17,7 @@ TEXT = "the is the 机制 the is the"
 
 @pytest.fixture(scope="module")
 def tiny_gemma(tmp_path_factory):
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     folder = tmp_path_factory.mktemp("designs")
     written = files.write(folder / "tiny-gemma3.gguf", "gemma3", "F32")
@@ -41,7 +41,7 @@ def expected_bytes(layers, kv, d, tokens, local=0, window=None):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", PUBLISHED)
 def test_kv_cache_bytes_per_token_and_at_1k_and_32k(name):
-    from attnviz.models import registry
+    from attnviz.models.catalogue import registry
     from attnviz.tutorials import designs
 
     layers, heads, kv, d, local, window = PUBLISHED[name]
@@ -62,7 +62,7 @@ def test_kv_cache_bytes_per_token_and_at_1k_and_32k(name):
 # ---- the sliding window ------------------------------------------------------------------------
 
 def test_each_layers_reach_grows_with_depth_until_a_global_layer():
-    from attnviz.models import registry
+    from attnviz.models.catalogue import registry
     from attnviz.tutorials import designs
 
     reach = designs.layer_reach(registry.get("gemma3-270m").config())
@@ -96,7 +96,7 @@ def test_the_window_experiment_equals_transformers_on_the_tiny_gemma(tiny_gemma,
 def test_on_gemma_3_a_local_layer_gives_exactly_0_to_keys_512_back_and_a_global_one_does_not():
     """The issue's experiment on the real model: 600 tokens (past run()'s 512), the last
     query's weights on layer 0 (local) and layer 5 (global)."""
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
     from attnviz.tutorials import designs
 
     model = DecoderModel.load(name="gemma3-270m")

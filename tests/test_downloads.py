@@ -89,7 +89,7 @@ def test_download_buttons_keep_no_trace_for_the_session(downloads, page):
 def test_a_session_keeps_no_trace_after_its_run(page, state):
     """A session lives on for minutes after its browser left; what it keeps must not include
     a trace (a page lambda given to a widget, or a callback's arguments, kept one: issue 14.4)."""
-    from attnviz.models.pretrained import PretrainedTrace
+    from attnviz.models.encoder.pretrained import PretrainedTrace
 
     at = open_page(page, sentence="a session that keeps nothing big", **state)
     assert not at.exception

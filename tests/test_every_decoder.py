@@ -18,7 +18,7 @@ GENERATE = "pages/generate.py"
 
 @pytest.fixture(scope="module")
 def gemma():
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     return DecoderModel.load(name="gemma3-270m")
 
@@ -72,7 +72,7 @@ def test_patching_offers_only_the_presets_the_model_answers_right(tiny_decoders)
     """A model with random weights (a tiny fixture) answers none of the presets: only the
     learner's own pair is offered; SmolLM2 answers all three (test_patching holds that to
     transformers)."""
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
     from attnviz.app.trace import trace_view
 
     tiny = DecoderModel.load(tiny_decoders[("llama", "F32")].path)
@@ -108,8 +108,8 @@ def test_the_sidebar_states_gemmas_own_sizes_bases_and_scale():
 def test_a_qwen2_files_sizes_state_its_biases(tiny_decoders):
     """The sizes the sidebar shows come from the file's config: Qwen2 has Q, K and V biases,
     Llama has none (tests/tiny_decoders.py writes them so)."""
-    from attnviz.models import gguf_llama
-    from attnviz.models.registry import ModelSizes
+    from attnviz.models.decoders import gguf_llama
+    from attnviz.models.catalogue.registry import ModelSizes
 
     sizes = {arch: ModelSizes.of(gguf_llama.read_config(tiny_decoders[(arch, "F32")].path))
              for arch in ("qwen2", "llama")}

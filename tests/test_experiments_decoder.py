@@ -245,7 +245,7 @@ def test_the_rope_intro_states_each_decoders_bases():
     one base (100,000), Gemma 3 270M's two (10,000 on sliding-window layers, 1,000,000 on the
     global layers 5, 11 and 17)."""
     from attnviz.app.shared.model_words import rope_words
-    from attnviz.models import registry
+    from attnviz.models.catalogue import registry
 
     ids = ("experiments.rope.base_one", "experiments.rope.bases_per_kind")
     for lang in ("en", "zh"):

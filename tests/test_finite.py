@@ -20,7 +20,8 @@ from attnviz import DecoderModel, PretrainedModel
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import Message, t, use_language
-from attnviz.models import decoder_reading, pretrained
+from attnviz.models.decoders import decoder_reading
+from attnviz.models.encoder import pretrained
 from attnviz.session import encoder_runs
 from tests.apptest_helpers import button, charts, no_exceptions, open_page, plain
 

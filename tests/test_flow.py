@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from attnviz.models.flow import KINDS
+from attnviz.models.readers.flow import KINDS
 from attnviz.plot.flow_figures import MAX_WIDTH, MIN_WIDTH, flow_graph
 from tests.hf_reference import hf_activations
 from tests.message_helpers import message_pattern, raises_message
@@ -302,7 +302,7 @@ def test_exports_round_trip_and_say_what_every_field_is(tmp_path, decoder, flow)
 def _synthetic(layers=3, heads=2, n=5, seed=0, step=None):
     """An InformationFlow of random importances (not normalised: the walk does not need it);
     with `step`, every weight a multiple of it, so that many tie."""
-    from attnviz.models.flow import InformationFlow
+    from attnviz.models.readers.flow import InformationFlow
 
     rng = np.random.default_rng(seed)
 

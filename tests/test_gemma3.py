@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.reference, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def gemma():
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     return DecoderModel.load(name="gemma3-270m")
 
@@ -89,7 +89,7 @@ def test_the_gemma_terms_and_notice_ship_with_the_package():
     """The Gemma Terms of Use and its NOTICE are in the installed package's data."""
     from importlib.resources import files
 
-    licences = files("attnviz.models") / "licences"
+    licences = files("attnviz.models.catalogue") / "licences"
     notice = (licences / "NOTICE").read_text(encoding="utf-8")
     assert notice.startswith("Gemma is provided under and subject to the Gemma Terms of Use "
                              "found at ai.google.dev/gemma/terms")

@@ -29,7 +29,7 @@ LONG_TEXT = " ".join(f"Line {i}: the cat sat on the mat." for i in range(80))   
 
 @pytest.fixture(scope="module")
 def gemma():
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     return DecoderModel.load(name="gemma3-270m")
 
@@ -41,7 +41,7 @@ def inputs(gemma):
 
 def make_inputs(gemma) -> readers.Inputs:
     """What transformers is asked (the ids as attnviz's tokenizer reads them)."""
-    from attnviz.models.decoder_reading import repeated_random_text
+    from attnviz.models.decoders.decoder_reading import repeated_random_text
 
     clean, corrupted = gemma.encode(CLEAN), gemma.encode(CORRUPTED)
     n = len(clean)
@@ -114,7 +114,7 @@ def test_the_lens_last_row_is_the_models_output(gemma, inputs):
 # ---- activation patching ---------------------------------------------------------------------
 
 def test_patching_ends_are_exact_and_each_kind_agrees_with_transformers(gemma, inputs, ref):
-    from attnviz.models.patching import patch_once
+    from attnviz.models.readers.patching import patch_once
 
     answers = (" Paris", " Rome")           # as text: one token each, BOS not counted
     layers = gemma.num_layers
@@ -141,7 +141,7 @@ def _proximity(z, y):
 
 
 def test_flow_terms_sum_back_through_the_post_norm_and_weigh_as_the_formula(gemma, inputs, ref):
-    from attnviz.models.flow import head_terms
+    from attnviz.models.readers.flow import head_terms
 
     ids = np.array(inputs.lens_ids)
     f = gemma.information_flow(ids)
@@ -198,7 +198,7 @@ def test_value_norms_are_each_term_as_it_joins_the_stream(gemma, ref):
 def test_a_removed_head_is_its_slice_of_o_proj_input_zeroed(gemma, inputs, ref):
     """The heads of FLOW_LAYERS, each removed alone (the ranking's masks: single_head_logprobs
     runs every layer's this way)."""
-    from attnviz.models.decoder_reading import logprobs_without_heads
+    from attnviz.models.decoders.decoder_reading import logprobs_without_heads
 
     run = gemma.run(CLEAN)
     masks = np.ones((len(inputs.ablated), gemma.num_layers, gemma.num_heads))
@@ -212,7 +212,7 @@ def test_a_removed_head_is_its_slice_of_o_proj_input_zeroed(gemma, inputs, ref):
 
 def test_head_statistics_and_the_detector_read_as_on_transformers_attentions(gemma, inputs, ref):
     from attnviz.core.reading import causal_head_stats, detection_pattern, detection_scores
-    from attnviz.models.decoder_reading import repeated_random_text
+    from attnviz.models.decoders.decoder_reading import repeated_random_text
 
     text, ids = repeated_random_text(gemma)
     assert ids.tolist() == inputs.repeated_ids and ids[0] == gemma.config.bos_id
@@ -238,8 +238,8 @@ def test_the_tuned_lens_is_fitted_for_gemma_and_kept_under_its_own_name(gemma, t
     """A small fit (2 prompts, 8 tokens: the pipeline, not the quality, which
     tests/test_tuned_lens.py holds on SmolLM2): Gemma's shape, kept on disk and read back,
     in a folder SmolLM2's never shares."""
-    from attnviz.models import tuned_lens
-    from attnviz.models.builtin import package_file
+    from attnviz.models.readers import tuned_lens
+    from attnviz.models.catalogue.builtin import package_file
 
     smollm2 = SimpleNamespace(path=package_file())
     assert tuned_lens.cache_folder(gemma, tmp_path) != tuned_lens.cache_folder(smollm2, tmp_path)
@@ -256,7 +256,7 @@ def test_the_tuned_lens_is_fitted_for_gemma_and_kept_under_its_own_name(gemma, t
     assert again.outcome == "verified"
     np.testing.assert_array_equal(again.translators, fitted.translators)
     lens = gemma.logit_lens(CLEAN, k=3)
-    from attnviz.models.lens import logit_lens
+    from attnviz.models.readers.lens import logit_lens
 
     tuned = logit_lens(gemma, CLEAN, k=3, tuned=again)
     np.testing.assert_array_equal(tuned.top_ids[-1], lens.top_ids[-1])   # the output's row

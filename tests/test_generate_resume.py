@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attnviz import DecoderModel
-from attnviz.models.decoder import MAX_NEW_TOKENS
+from attnviz.models.decoders.decoder import MAX_NEW_TOKENS
 from tests.message_helpers import between, raises_message
 from tests.test_generate_page import PROMPT, click, page
 

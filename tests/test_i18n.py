@@ -57,20 +57,20 @@ CONVERTED_MODULES = [
     "plot.diff_figures",
     "plot.figures",
     "describe.labels",
-    "models.toy_plan",
-    "models.training",
-    "models.pretrained",
-    "models.toy",
-    "models.decoder",
+    "models.trainer.toy_plan",
+    "models.trainer.training",
+    "models.encoder.pretrained",
+    "models.trainer.toy",
+    "models.decoders.decoder",
     "io.matrix_files",
     "io.files",
     "core.torch_interop",
     "app.links",
-    "models.gguf_llama",
+    "models.decoders.gguf_llama",
     "plot.model_figures",
     "plot.decoder_figures",
     "tutorials.presets",
-    "models.toy_tasks",
+    "models.trainer.toy_tasks",
 
 ]
 
@@ -583,9 +583,9 @@ CORE_ERRORS = [
 
 # the modules the cases above use, imported when a case runs (models and figures load torch
 # and plotly)
-_toy = partial(importlib.import_module, "attnviz.models.toy")
-_decoder = partial(importlib.import_module, "attnviz.models.decoder")
-_gguf = partial(importlib.import_module, "attnviz.models.gguf_llama")
+_toy = partial(importlib.import_module, "attnviz.models.trainer.toy")
+_decoder = partial(importlib.import_module, "attnviz.models.decoders.decoder")
+_gguf = partial(importlib.import_module, "attnviz.models.decoders.gguf_llama")
 _matrix_files = partial(importlib.import_module, "attnviz.io.matrix_files")
 _files = partial(importlib.import_module, "attnviz.io.files")
 _model_figures = partial(importlib.import_module, "attnviz.plot.model_figures")
@@ -595,7 +595,7 @@ _edits = partial(importlib.import_module, "attnviz.session.edits")
 
 
 def _minilm():
-    from attnviz.models.pretrained import PretrainedModel
+    from attnviz.models.encoder.pretrained import PretrainedModel
     return PretrainedModel.load()
 
 

@@ -221,7 +221,7 @@ def page_state(page: str) -> dict:
         return built_atlas()
     if page != "pages/train.py":
         return {}
-    from attnviz.models import toy
+    from attnviz.models.trainer import toy
 
     if "run" not in _TRAINED:
         _TRAINED["run"] = toy.train("shift", steps=60)
@@ -550,7 +550,7 @@ GEMMA_STEPS = ["embedded", "k", "q_normed", "q_rotated", "scaled_scores", "maske
 def test_every_gemma_3_step_speaks_one_language(lang, runs):
     """Gemma 3 270M's layer 5 (global) and 0 (local) on Step by step, each step its designs
     add or reword, in one language (its tokens aside)."""
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     tokens = list(DecoderModel.load(name="gemma3-270m").run(SENTENCE).tokens)
     failures = []

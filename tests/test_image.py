@@ -128,7 +128,7 @@ def conversion_seconds(image) -> float:
     """Seconds to convert SmolLM2's GGUF in this image with an empty cache folder: what each
     replica would spend at its first SmolLM2 page if it could not use the image's cache."""
     out = run_once(image, "python", "-c", (
-        "import time; from attnviz.models.decoder import DecoderModel; "
+        "import time; from attnviz.models.decoders.decoder import DecoderModel; "
         "t = time.perf_counter(); m = DecoderModel.load(); "
         "print(time.perf_counter() - t, m.num_layers)"),
         options=["-e", "ATTNVIZ_CACHE_DIR=/tmp/empty-cache"])

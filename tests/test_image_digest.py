@@ -19,7 +19,7 @@ COPIED = ("requirements.txt", "requirements-nodeps.txt", "constraints.txt", ".st
 UNRELATED = ("README.md", "docs/deploy.md", "tests/test_image.py")
 BASE_ID = "sha256:" + "1" * 64
 ARGS = {"TORCH_INDEX_URL": "", "PIP_CONFIG_FILE": "/mnt/pip.conf"}
-PYC = "attnviz/models/__pycache__/decoder.cpython-311.pyc"
+PYC = "attnviz/models/decoders/__pycache__/decoder.cpython-311.pyc"
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def test_the_digest_changes_with_what_the_image_is_made_of_and_nothing_else(chec
         path.write_bytes(path.read_bytes() + b"\n")
 
     page = sorted((checkout / "pages").iterdir())[0].relative_to(checkout).as_posix()
-    for name in ("attnviz/app/main.py", "attnviz/models/decoder.py",
+    for name in ("attnviz/app/main.py", "attnviz/models/decoders/decoder.py",
                  "attnviz/i18n/locales/zh.po", page, "app.py", ".streamlit/config.toml",
                  "constraints.txt", "requirements-nodeps.txt", "Dockerfile"):
         assert changed(name, append) != first, name
@@ -86,7 +86,7 @@ def test_the_digest_changes_with_what_the_image_is_made_of_and_nothing_else(chec
     for name in (*UNRELATED, PYC, "tests/test_new.py"):
         assert changed(name, append if (checkout / name).exists()
                        else lambda p: p.write_text("x = 1\n")) == first, name
-    os.utime(checkout / "attnviz/models/decoder.py", (1e9, 1e9))        # only its time
+    os.utime(checkout / "attnviz/models/decoders/decoder.py", (1e9, 1e9))        # only its time
     assert ih.image_digest(checkout, BASE_ID, ARGS) == first
 
 

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 import attnviz
-from attnviz.models import bert_layer
+from attnviz.models.encoder import bert_layer
 from attnviz.plot import model_figures as mf
 
 

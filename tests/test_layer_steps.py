@@ -1,8 +1,8 @@
-"""Issue 38 §2: a real decoder layer step by step as its model has it (models/layer_steps.py) —
-Gemma 3's scaled embeddings, QK-norm, the layer's rotary base, the scale from
-query_pre_attn_scalar, the sliding window masked as the causal triangle is, one K/V head for
-every query head, the norm after attention — checked against transformers' own hooks on the tiny
-Gemma 3 of tests/tiny_decoders.py (window 4, layers 0-4 local, 5 global); a Llama-family layer
+"""Issue 38 §2: a real decoder layer step by step as its model has it
+(models/decoders/layer_steps.py) — Gemma 3's scaled embeddings, QK-norm, the layer's rotary base,
+the scale from query_pre_attn_scalar, the sliding window masked as the causal triangle is, one K/V
+head for every query head, the norm after attention — checked against transformers' own hooks on the
+tiny Gemma 3 of tests/tiny_decoders.py (window 4, layers 0-4 local, 5 global); a Llama-family layer
 gets no step of them; an edited layer computes as the model does (QK-norm with its gains)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ TEXT = "the is the 机制 the is the"          # 12 tokens with BOS: longer than
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """The tiny Gemma 3, Qwen3 and Llama files (F32), and attnviz's models of them."""
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     folder = tmp_path_factory.mktemp("layer-steps")
     written = {arch: files.write(folder / f"tiny-{arch}.gguf", arch, "F32")
@@ -28,7 +28,7 @@ def tiny(tmp_path_factory):
 
 
 def test_a_llama_layer_has_none_of_gemmas_steps(tiny):
-    from attnviz.models import layer_steps
+    from attnviz.models.decoders import layer_steps
 
     _, model = tiny["llama"]
     run = model.run(TEXT)
@@ -44,7 +44,7 @@ def test_gemmas_steps_equal_transformers_hooks(tiny, torch):
     """The embeddings × √d_model, QK-norm's queries, the weights (exactly 0 outside a local
     layer's window, masked as the causal triangle is) and the norm after attention: each equal
     to what transformers computes in the same layer of the same file."""
-    from attnviz.models import layer_steps
+    from attnviz.models.decoders import layer_steps
 
     written, model = tiny["gemma3"]
     hf, tokenizer = files.load(written.path)
@@ -112,7 +112,7 @@ def test_the_models_qk_norm_gains_are_the_files(tiny):
 def test_an_edited_trace_of_the_layers_own_weights_is_the_layer(tiny, arch, layer):
     """The edited-weights view with nothing changed is the model's own layer at every step
     (QK-norm included): exactly equal, being the same computation on the same arrays."""
-    from attnviz.models import layer_steps
+    from attnviz.models.decoders import layer_steps
 
     _, model = tiny[arch]
     run = model.run(TEXT)
@@ -145,7 +145,7 @@ def test_an_edited_w_q_changes_the_scores_as_computed_here(tiny):
     then q kᵀ / √query_pre_attn_scalar (256), computed here in float64: within 1e-4 of
     attnviz's float32 (scores of size ~1 from sums of 256 products). Without QK-norm the scores
     would be far from these."""
-    from attnviz.models import layer_steps
+    from attnviz.models.decoders import layer_steps
 
     written, model = tiny["gemma3"]
     spec = written.spec
@@ -171,7 +171,7 @@ def test_an_edited_w_q_changes_the_scores_as_computed_here(tiny):
 
 
 def test_the_steps_texts_name_the_layers_designs(tiny):
-    from attnviz.models import layer_steps
+    from attnviz.models.decoders import layer_steps
 
     _, model = tiny["gemma3"]
     run = model.run(TEXT)
@@ -218,7 +218,7 @@ def test_one_kv_head_is_said_as_multi_query_not_1_heads():
 def test_the_pretrained_page_says_gemmas_window_and_not_smollm2s():
     from attnviz.app.pretrained.decoder_page import window_text
     from attnviz.i18n import render, use_language
-    from attnviz.models import registry
+    from attnviz.models.catalogue import registry
 
     with use_language("en"):
         assert window_text(registry.get("gemma3-270m").config()) == " " + render(
@@ -246,7 +246,7 @@ def test_step_by_step_on_gemma_3_shows_its_steps_in_its_order():
     before RoPE, the norm after attention last), the mask's words for the layer's kind, and the
     norm after attention drawn with the numbers computed here (RMSNorm of the output, the gain
     read from the model)."""
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
     from tests.apptest_helpers import heatmap_z, open_page, shows, titled
 
     layer = 0                                    # local; the global layer's words: above

@@ -7,7 +7,7 @@ attnviz."""
 import numpy as np
 import pytest
 
-from attnviz.models.lens import ATTENTION, LAYER
+from attnviz.models.readers.lens import ATTENTION, LAYER
 from tests.message_helpers import raises_message
 
 PROMPT = "The Eiffel Tower is in the city of"
@@ -112,7 +112,7 @@ def test_top_k_reads_blocks_yet_equals_a_whole_sort_ties_included(k):
     maxima (k ≤ 48 of 192 blocks; above, the whole row): the same ids and order as a stable
     sort of the whole row — the largest first, ties the lower id — on rows built to tie:
     equal maxima in many blocks, a tie at the k-th place, and every logit equal."""
-    from attnviz.models.lens import _reduce
+    from attnviz.models.readers.lens import _reduce
 
     rng = np.random.default_rng(k)
     vocab = 49_152

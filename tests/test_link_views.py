@@ -347,7 +347,7 @@ def _views(page: str):
 def links_of_every_page():
     """{page: [(view, key, before, after, after the link)]}, each widget tried in the first
     view that shows it (the sidebar's on the first page)."""
-    from attnviz.models import tuned_lens
+    from attnviz.models.readers import tuned_lens
 
     tried, found, took = set(), {}, {}
     with pytest.MonkeyPatch.context() as patched:
@@ -415,7 +415,7 @@ def test_a_tab_named_in_the_other_language_opens_that_tab_without_a_notice():
 def test_train_opens_with_its_steps_and_a_link_brings_back_the_form():
     """A bare /train showed an empty Steps box; a link lost the task, the steps and the run
     (which no link can carry: the page says to train it again)."""
-    from attnviz.models.toy import DEFAULT_STEPS
+    from attnviz.models.trainer.toy import DEFAULT_STEPS
 
     bare = open_page("pages/train.py", params={})
     assert bare.number_input(key="toy_steps").value == DEFAULT_STEPS["reverse"]

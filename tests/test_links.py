@@ -9,7 +9,7 @@ import attnviz.session.edits
 import attnviz.app.keys
 import attnviz.session.settings
 from attnviz.i18n import t, use_language
-from attnviz.models.decoder import MAX_TOKENS
+from attnviz.models.decoders.decoder import MAX_TOKENS
 from attnviz.app.generate import generate_view
 from tests.apptest_helpers import (TIMEOUT, charts, decode, heatmap_z, no_exceptions, open_page,
                                    plain, shared_components, shows)

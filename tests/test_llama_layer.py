@@ -1,8 +1,8 @@
-"""The one Llama layer (issue 29.1, ``attnviz.models.llama_layer``) that ``DecoderModel.run``,
-generation, the head-ablation ranking and the readers call: its callers agree with each other,
-what its hooks read is what transformers computes at the same places, and its patches are
-transformers' own forward hooks doing the same. Expected numbers come from transformers and
-torch (the same GGUF, eager attention, float32)."""
+"""The one Llama layer (issue 29.1, ``attnviz.models.decoders.llama_layer``) that
+``DecoderModel.run``, generation, the head-ablation ranking and the readers call: its callers agree
+with each other, what its hooks read is what transformers computes at the same places, and its
+patches are transformers' own forward hooks doing the same. Expected numbers come from transformers
+and torch (the same GGUF, eager attention, float32)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from attnviz.i18n import use_language
-from attnviz.models import decoder_reading
-from attnviz.models.decoder import DecoderModel, DecoderRun
-from attnviz.models.llama_layer import HOOK_POINTS
+from attnviz.models.decoders import decoder_reading
+from attnviz.models.decoders.decoder import DecoderModel, DecoderRun
+from attnviz.models.decoders.llama_layer import HOOK_POINTS
 from tests.hf_reference import hf_activations
 from tests.i18n_walker import CJK
 from tests.message_helpers import between, raises_message
@@ -287,17 +287,17 @@ def test_bad_inputs_to_the_layers_say_what_is_wrong(decoder, call, msg_id, param
 def test_no_module_reads_a_private_attribute_of_the_decoder():
     """Readers get what they need from DecoderModel's and DecoderRun's public methods
     (``run_layers``, ``token_embeddings``, ``unembed``, ``labels``, ``piece``, ``nbytes``): no
-    module but models/decoder.py reads their underscored attributes."""
+    module but models/decoders/decoder.py reads their underscored attributes."""
     private = {name for cls in (DecoderModel, DecoderRun)
                for name in list(vars(cls)) + list(cls.__dataclass_fields__)
                if name.startswith("_") and not name.startswith("__")}
     assert {"_blocks", "_embed", "_final_norm", "_pieces", "_values"} <= private
     found = []
     for path in sorted((ROOT / "attnviz").rglob("*.py")):
-        if path == ROOT / "attnviz" / "models" / "decoder.py":
+        if path == ROOT / "attnviz" / "models" / "decoders" / "decoder.py":
             continue
         source = path.read_text(encoding="utf-8")
-        if not re.search(r"DecoderModel|DecoderRun|models\.decoder\b|decoder_reading|"
+        if not re.search(r"DecoderModel|DecoderRun|models\.decoders\.decoder\b|decoder_reading|"
                          r"import decoder\b", source):
             continue
         for node in ast.walk(ast.parse(source)):

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnviz.models import gguf_llama
-from attnviz.models.decoder import package_file
+from attnviz.models.decoders import gguf_llama
+from attnviz.models.decoders.decoder import package_file
 from tests import tiny_llama
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 sys.path.insert(0, {str(ROOT)!r})
 from attnviz import DecoderModel
-from attnviz.models import gguf_llama
+from attnviz.models.decoders import gguf_llama
 def told(stage):
     pass
 PRELUDE
@@ -530,7 +530,7 @@ PAGE = f"""
 import json, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
-from attnviz.models import decoder
+from attnviz.models.decoders import decoder
 decoder.package_file = lambda: Path(sys.argv[3])
 from tests.apptest_helpers import open_page
 from attnviz.i18n import t

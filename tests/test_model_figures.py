@@ -12,7 +12,7 @@ from PIL import Image   # an independent PNG decoder (a dependency of streamlit)
 from attnviz import AttnvizInputError
 from attnviz.plot import model_figures as mf
 from attnviz.plot.colour_scales import WEIGHTS_COLORSCALE
-from attnviz.models.pretrained import PretrainedModel
+from attnviz.models.encoder.pretrained import PretrainedModel
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 

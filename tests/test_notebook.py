@@ -96,7 +96,7 @@ def test_the_top_level_names_are_the_public_api_each_with_its_line_in_the_docstr
     for name in PUBLIC - {"__version__"}:
         assert getattr(attnviz, name) is not None
         assert re.search(rf"^    (\w+, )?{name}(, \w+)? {{2,}}\S", attnviz.__doc__, re.M), name
-    assert attnviz.toy is importlib.import_module("attnviz.models.toy")   # the real modules
+    assert attnviz.toy is importlib.import_module("attnviz.models.trainer.toy")   # the real modules
     assert attnviz.figures is importlib.import_module("attnviz.plot.figures")
 
 
@@ -143,7 +143,7 @@ def test_every_public_function_has_type_hints():
 
 
 def test_the_decoders_public_methods_have_type_hints():
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
     missing = [f"{k}({p})" for k, v in vars(DecoderModel).items()
                if inspect.isfunction(v) and not k.startswith("_")
                for p, q in inspect.signature(v).parameters.items()

@@ -35,7 +35,7 @@ def test_the_model_options_are_parsed_and_the_rest_goes_to_streamlit(tmp_path):
 
 
 def test_local_entries_are_named_from_the_files_metadata(tiny_decoders, tmp_path):
-    from attnviz.models import registry
+    from attnviz.models.catalogue import registry
 
     files = [tiny_decoders[(arch, "Q8_0")].path for arch in ("gemma3", "qwen3")]
     unreadable = tmp_path / "broken.gguf"
@@ -58,8 +58,8 @@ def test_a_gguf_added_by_the_server_is_a_model_on_the_pretrained_page(browser, t
     Gemma 3 file is a choice, and the Pretrained model page draws its own attention, each row of
     a causal head summing to 1 over the keys up to it."""
     from attnviz.i18n import render
-    from attnviz.models import registry
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.catalogue import registry
+    from attnviz.models.decoders.decoder import DecoderModel
 
     path = tiny_decoders[("gemma3", "F32")].path
     entry = registry.local_entries(str(path))[0]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attnviz.i18n import render
-from attnviz.models.patching import patch_once
+from attnviz.models.readers.patching import patch_once
 from attnviz.tutorials.patching_pairs import PATCHING_PAIRS, patching_pair
 from tests.message_helpers import raises_message
 
@@ -87,7 +87,7 @@ def test_a_sequence_in_a_batch_is_computed_as_it_would_be_alone(decoder):
 def test_the_exact_ends_need_no_arithmetic_to_agree(decoder):
     """The 0 and 1 ends are exact by construction, not because a batch of patched runs gives
     the bits of a run alone: a patch that is one of the two runs reads that run's metric."""
-    from attnviz.models.patching import _Runs
+    from attnviz.models.readers.patching import _Runs
 
     runs = _Runs(decoder, IOI.clean, IOI.corrupted, None)
     n, layers, first = len(runs.clean_ids), decoder.num_layers, runs.first
@@ -100,7 +100,7 @@ def test_the_exact_ends_need_no_arithmetic_to_agree(decoder):
 
 
 def test_the_layers_on_later_tokens_after_a_cache_are_the_layers_on_the_whole(decoder):
-    from attnviz.models.llama_layer import KVCache
+    from attnviz.models.decoders.llama_layer import KVCache
 
     ids = decoder.encode(IOI.clean)
     whole = decoder.run_layers(decoder.token_embeddings(ids))                # (n, d_model)

@@ -13,8 +13,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from attnviz import AttentionTrace, AttnvizInputError, MultiHeadWeights  # noqa: E402
-from attnviz.models import bert_layer, pretrained  # noqa: E402
-from attnviz.models.pretrained import PretrainedModel  # noqa: E402
+from attnviz.models.encoder import bert_layer, pretrained  # noqa: E402
+from attnviz.models.encoder.pretrained import PretrainedModel  # noqa: E402
 from attnviz.session import encoder_runs  # noqa: E402
 from tests.message_helpers import between, raises_message  # noqa: E402
 
@@ -220,7 +220,7 @@ def test_gelu_is_the_exact_erf_form():
 def test_simultaneous_sessions_on_one_text_run_the_model_once(minilm, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from attnviz.models import pretrained
+    from attnviz.models.encoder import pretrained
 
     import threading
 

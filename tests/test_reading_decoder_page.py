@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from attnviz.i18n import t, use_language
-from attnviz.models import decoder_reading
+from attnviz.models.decoders import decoder_reading
 from tests.apptest_helpers import (Runs, click_points, decode, heatmap_z, no_exceptions,
                                    open_page, shown_tokens, shows, titled)
 from tests.i18n_walker import english_sentences, visible_texts

@@ -1,7 +1,8 @@
-"""The model registry (issue 29 item 2): a pretrained model is one entry (attnviz.models.registry)
-and its module. No module spells a model's name to choose what to do; the entry's sizes, read
-from the model's config without its weights, are the loaded model's and its files'; every page
-and view works for every registered model that offers it, and shows only those it offers."""
+"""The model registry (issue 29 item 2): a pretrained model is one entry
+(attnviz.models.catalogue.registry) and its module. No module spells a model's name to choose what
+to do; the entry's sizes, read from the model's config without its weights, are the loaded model's
+and its files'; every page and view works for every registered model that offers it, and shows only
+those it offers."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.models import registry
+from attnviz.models.catalogue import registry
 from attnviz.session import model_views
 from tests.apptest_helpers import no_exceptions, open_page, shows
 from tests.subprocess_helpers import run_without
@@ -67,9 +68,10 @@ def test_the_check_finds_a_name_compared():
 
 
 def test_no_module_but_the_registry_spells_a_model_name_or_compares_one():
-    # the registry, and the built-in decoders' files by name (models/builtin: what
+    # the registry, and the built-in decoders' files by name (models/catalogue/builtin: what
     # DecoderModel.load(name=…) reads and the registry's entries take their names from)
-    own = {ROOT / "attnviz" / "models" / "registry.py", ROOT / "attnviz" / "models" / "builtin.py"}
+    own = {ROOT / "attnviz" / "models" / "catalogue" / "registry.py",
+           ROOT / "attnviz" / "models" / "catalogue" / "builtin.py"}
     files = [p for p in sorted((ROOT / "attnviz").rglob("*.py")) if p not in own]
     files += [*sorted((ROOT / "pages").glob("*.py")), ROOT / "app.py"]
     found = [f for p in files for f in spelled_names(p.read_text(encoding="utf-8"),
@@ -152,7 +154,9 @@ def test_reading_the_sizes_loads_no_model():
     """In a fresh process where MiniLM's weights cannot be read (safetensors unimportable):
     every entry's sizes, and no model kept by either loader."""
     code = ("import json\n"
-            "from attnviz.models import decoder, pretrained, registry\n"
+            "from attnviz.models.catalogue import registry\n"
+            "from attnviz.models.decoders import decoder\n"
+            "from attnviz.models.encoder import pretrained\n"
             "sizes = {e.name: e.num_layers for e in registry.ENTRIES}\n"
             "print(json.dumps([sizes, len(decoder._LOADED), "
             "pretrained._load.cache_info().currsize]))\n")
@@ -260,7 +264,7 @@ def test_a_model_not_installed_is_said_on_every_page_without_a_traceback():
 import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 from attnviz.core.errors import AttnvizInputError
-from attnviz.models import decoder
+from attnviz.models.decoders import decoder
 
 def missing():
     raise AttnvizInputError("error.decoder.not_installed", model=decoder.MODEL_NAME,

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnviz.models import gguf_llama, shared_weights
+from attnviz.models import shared_weights
+from attnviz.models.decoders import gguf_llama
 from tests import tiny_llama
 
 ROOT = Path(__file__).resolve().parents[1]

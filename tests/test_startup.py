@@ -36,7 +36,7 @@ def test_the_start_up_points_the_language_at_the_session_and_logs_the_training_p
 
     from attnviz.app.runtime import startup, threads
     from attnviz.app.shared import language
-    from attnviz.models import training
+    from attnviz.models.trainer import training
 
     # the threads' part would limit this process's BLAS for the tests after it: not here
     monkeypatch.setattr(threads, "start_once", lambda: None)

@@ -1,5 +1,5 @@
-"""attnviz.models.toy: the tasks, a trained model's attention against torch's own, what each task's
-heads learn, determinism, checkpoints, stopping early and argument checks."""
+"""attnviz.models.trainer.toy: the tasks, a trained model's attention against torch's own, what each
+task's heads learn, determinism, checkpoints, stopping early and argument checks."""
 
 import subprocess
 import sys
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import attnviz
-from attnviz.models.toy_tasks import NO_TARGET, TASKS
+from attnviz.models.trainer.toy_tasks import NO_TARGET, TASKS
 from attnviz.i18n import Message
 from tests.lazy import LazyModule
 from tests.message_helpers import raises_message
 
-toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+toy = LazyModule("attnviz.models.trainer.toy")      # torch with it: imported by the first test
 
 pytestmark = pytest.mark.usefixtures("torch")    # one torch thread: the matrices are tiny
 
@@ -359,7 +359,8 @@ def test_bad_sequences_and_layers_say_what_is_wrong():
 def test_attnviz_toy_is_loaded_on_first_use_and_import_attnviz_loads_no_torch():
     code = ("import sys, attnviz\n"
             "assert 'torch' not in sys.modules\n"
-            "assert attnviz.toy.__name__ == 'attnviz.models.toy' and 'torch' in sys.modules\n"
+            "assert attnviz.toy.__name__ == 'attnviz.models.trainer.toy'\n"
+            "assert 'torch' in sys.modules\n"
             "from attnviz import toy\n"
             "assert toy.train is attnviz.toy.train\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

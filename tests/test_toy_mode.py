@@ -16,7 +16,7 @@ from tests.apptest_helpers import (PAGES, apply_paste, charts, decode, heatmap_z
                                    no_exceptions, open_page, plain, shows)
 from tests.lazy import LazyModule
 
-toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+toy = LazyModule("attnviz.models.trainer.toy")      # torch with it: imported by the first test
 
 pytestmark = pytest.mark.usefixtures("torch")    # one torch thread
 EDITED_ROW = render(EDITED_ID, "en")          # the row's name as the English page shows it

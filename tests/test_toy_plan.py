@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 from attnviz.i18n import t
-from attnviz.models import toy_plan
-from attnviz.models.toy_tasks import task_name
+from attnviz.models.trainer import toy_plan
+from attnviz.models.trainer.toy_tasks import task_name
 from tests.lazy import LazyModule
 from tests.message_helpers import message_pattern, raises_message
 
-toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+toy = LazyModule("attnviz.models.trainer.toy")      # torch with it: imported by the first test
 
 
 def says(text: str, msg_id: str, /, **known) -> bool:

@@ -355,9 +355,9 @@ def test_at_threshold_zero_the_most_important_edges_are_kept_said_and_walked_onc
     importances."""
     import streamlit
 
-    import attnviz.models.flow as flow_module
+    import attnviz.models.readers.flow as flow_module
     from attnviz.app.trace import trace_view
-    from attnviz.models.flow import InformationFlow
+    from attnviz.models.readers.flow import InformationFlow
     from attnviz.plot import flow_figures
     from tests.apptest_helpers import reachable
     from tests.message_helpers import message_pattern

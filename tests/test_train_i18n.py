@@ -1,6 +1,6 @@
 """The Train page and what it says, in both languages (issue 21): the form's errors, the
-verdict and the time estimate (attnviz.models.toy_plan), the pool's errors
-(attnviz.models.training), the run's tables and charts, the toy model's answer on the step
+verdict and the time estimate (attnviz.models.trainer.toy_plan), the pool's errors
+(attnviz.models.trainer.training), the run's tables and charts, the toy model's answer on the step
 pages (attnviz.app.shared.toy_view) and the HTML report, made in the language it was asked in."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from streamlit.testing.v1 import AppTest
 import attnviz
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import render, use_language
-from attnviz.models import toy_plan, training
+from attnviz.models.trainer import toy_plan, training
 from attnviz.session.settings import Settings
 from tests.apptest_helpers import charts, open_page, record_downloads
 from tests.i18n_walker import CJK, chinese_outside, english_sentences, visible_texts
 from tests.lazy import LazyModule
 
-toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+toy = LazyModule("attnviz.models.trainer.toy")      # torch with it: imported by the first test
 
 pytestmark = pytest.mark.usefixtures("torch")    # one torch thread
 PAGE = "pages/train.py"

@@ -11,12 +11,12 @@ import pytest
 
 from attnviz.app import keys
 from attnviz.i18n import t
-from attnviz.models.toy_tasks import task_name
+from attnviz.models.trainer.toy_tasks import task_name
 from tests.apptest_helpers import charts, charts_keyed, heatmap_z, no_exceptions, open_page, shows
 from tests.lazy import LazyModule
 from tests.message_helpers import message_pattern
 
-toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+toy = LazyModule("attnviz.models.trainer.toy")      # torch with it: imported by the first test
 
 PAGE = "pages/train.py"
 
@@ -214,7 +214,7 @@ def test_a_run_that_did_not_learn_says_why_and_what_to_change():
 
 @pytest.mark.slow
 def test_a_queued_run_shows_its_place_and_starts_when_a_trainer_frees():
-    from attnviz.models import training
+    from attnviz.models.trainer import training
 
     pool = training.default_pool()
     opened = threading.Event()

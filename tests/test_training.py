@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from attnviz.models import toy_plan, training
+from attnviz.models.trainer import toy_plan, training
 from tests.lazy import LazyModule
 from tests.message_helpers import raises_message
 
-toy = LazyModule("attnviz.models.toy")      # torch with it: imported by the first test
+toy = LazyModule("attnviz.models.trainer.toy")      # torch with it: imported by the first test
 
 
 def gate():
@@ -123,7 +123,7 @@ def test_a_run_over_the_work_bound_is_refused_whatever_the_page_sent():
 def test_the_work_count_is_the_models_multiply_adds():
     """Against the model's own matrices: torch's parameter shapes give the projections'
     multiply-adds per token; the scores and weighted values add 2 · n · d per token."""
-    from attnviz.models.toy import _fresh_model
+    from attnviz.models.trainer.toy import _fresh_model
 
     cfg = toy.make_config("reverse", length=8, vocab=10, layers=2, heads=2, d_model=32)
     model = _fresh_model(cfg)

@@ -14,7 +14,7 @@ import pytest
 from attnviz.app import keys
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import render, use_language
-from attnviz.models import tuned_lens as tl
+from attnviz.models.readers import tuned_lens as tl
 from tests.apptest_helpers import button, charts, decode, no_exceptions, open_page, shows
 from tests.message_helpers import raises_message
 
@@ -250,7 +250,7 @@ def test_a_link_brings_the_tuned_lens_back(tuned):
 def test_a_tuned_lens_that_cannot_be_had_is_said_and_the_logit_lens_shown(monkeypatch):
     """When the fit fails (here: the error a model with a non-finite logit gives), the tab
     says so in an error and draws the logit lens, no traceback; the next visit tries again."""
-    from attnviz.models.decoder import MODEL_NAME, DecoderModel
+    from attnviz.models.decoders.decoder import MODEL_NAME, DecoderModel
     from attnviz.models.finite import not_finite
 
     def broken(self, cache_dir=None, progress=None):
@@ -327,7 +327,7 @@ def test_how_a_fit_ended_is_said_once_to_the_learner_who_waited_for_it(
     again or that the fit cannot be kept on disk; their next rerun and a later learner, who
     get the lens at once, are not (issue 34: the notice was shown to every later learner)."""
     from attnviz.i18n import Message
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
 
     found = identity_lens(decoder, outcome,
                           None if reason is None else Message(reason, file=tl.FILE))
@@ -382,7 +382,7 @@ def test_the_fit_starts_only_on_a_press_once_for_every_learner(decoder, monkeypa
     import threading
     import time
 
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.decoders.decoder import DecoderModel
     from tests.apptest_helpers import open_page
 
     queue = on_a_queue_of_its_own(monkeypatch)

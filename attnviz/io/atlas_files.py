@@ -1,6 +1,6 @@
 """The head atlas in and out: a corpus read from files (a folder of .txt, a .txt of texts
 separated by blank lines, .jsonl with a "text" field, .csv with a "text" column) and an atlas
-written as one .npz (``models.atlas.Partial.to_arrays`` and every head's PCA map), read back
+written as one .npz (``models.readers.atlas.Partial.to_arrays`` and every head's PCA map), read back
 without pickling."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.core.errors import AttnvizInputError
-from attnviz.models.atlas import Partial
+from attnviz.models.readers.atlas import Partial
 
 __all__ = ["read_atlas", "read_corpus", "texts_of", "write_atlas"]
 

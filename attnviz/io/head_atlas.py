@@ -8,7 +8,7 @@ head of a decoder over a corpus, whatever the engine, the workers and the split 
     atlas.related(3, 1)                    # [(layer, head, similarity)]
     atlas.save("atlas.npz"); attnviz.HeadAtlas.load("atlas.npz")
 
-It wraps the reduction (``attnviz.models.atlas``: a ``Partial`` and ``merge``), the runners
+It wraps the reduction (``attnviz.models.readers.atlas``: a ``Partial`` and ``merge``), the runners
 (``atlas_runners``: one process, a process pool, Ray) and the maps (``atlas_map``); the file is
 ``io.atlas_files``'s .npz (no pickling).
 """
@@ -24,9 +24,10 @@ import numpy as np
 from attnviz.core.arrays import whole_number
 from attnviz.core.errors import AttnvizInputError
 from attnviz.io.atlas_files import read_atlas, write_atlas
-from attnviz.models import atlas as _atlas
-from attnviz.models import atlas_map, atlas_runners, builtin
-from attnviz.models.atlas import Partial
+from attnviz.models.readers import atlas as _atlas
+from attnviz.models.catalogue import builtin
+from attnviz.models.readers import atlas_map, atlas_runners
+from attnviz.models.readers.atlas import Partial
 
 # SPEC's column → the reduction's metric (core.reading's ROW_METRICS and DETECTORS)
 COLUMNS = {"entropy": "entropy", "sink": "sink", "distance": "distance",

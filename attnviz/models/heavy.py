@@ -20,7 +20,7 @@ The same request from many learners is one job: ``submit`` with the key of a que
 job adds the learner to it. A learner's ``alive()`` (its browser still connected) is asked every
 `check_every` seconds; a job no learner wants any more is stopped (queued: skipped).
 
-The workers follow the training pool's pattern (``attnviz.models.training``): threads of the
+The workers follow the training pool's pattern (``attnviz.models.trainer.training``): threads of the
 server's process started on first use, ``ATTNVIZ_HEAVY_WORKERS`` of them (default one per core).
 """
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from attnviz.core.cache import per_process
 from attnviz.core.errors import AttnvizInputError
-from attnviz.models.training import WorkerThreads, default_workers, next_queued
+from attnviz.models.trainer.training import WorkerThreads, default_workers, next_queued
 
 __all__ = ["HeavyJob", "HeavyQueue", "WORKERS_VARIABLE", "default_queue"]
 

@@ -1,4 +1,4 @@
-"""The plotly figure of information flow routes (``attnviz.models.flow``): the graph over
+"""The plotly figure of information flow routes (``attnviz.models.readers.flow``): the graph over
 (row, position) nodes, each edge a line as wide as its importance.
 
 Plain plotly (no streamlit), so it works in a notebook:

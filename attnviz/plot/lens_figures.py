@@ -1,5 +1,5 @@
-"""Plotly figures of the logit lens (``attnviz.models.lens``): the rows × positions grid, one
-cell's top tokens as bars, a token's rank across the rows as a line, and one position's rows
+"""Plotly figures of the logit lens (``attnviz.models.readers.lens``): the rows × positions grid,
+one cell's top tokens as bars, a token's rank across the rows as a line, and one position's rows
 (top token and a token's rank) side by side (Generate's step).
 
 Plain plotly (no streamlit), so they work in a notebook:

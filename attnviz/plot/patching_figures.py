@@ -1,4 +1,4 @@
-"""Plotly figures of activation patching (``attnviz.models.patching``): the effect of every
+"""Plotly figures of activation patching (``attnviz.models.readers.patching``): the effect of every
 patch of one kind as a map, rows (layers, or heads) × columns (positions, or heads).
 
 Plain plotly (no streamlit), so they work in a notebook:

@@ -16,7 +16,7 @@ from attnviz.core.matrix_text import parse_matrix_with_notes
 from attnviz.core.modes import Mode
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import Message, t
-from attnviz.models.toy_tasks import task_name
+from attnviz.models.trainer.toy_tasks import task_name
 from attnviz.session.edits import Edit
 from attnviz.session.in_use import in_use
 from attnviz.session.overflow import trace_edited
@@ -146,7 +146,7 @@ def _build_decoder(view: View, edits: dict) -> None:
     the model puts around attention (Gemma's scaled embeddings, QK-norm, the norm after
     attention). Edits apply to this layer's attention only (the layers after it are not
     recomputed); QK-norm keeps the model's gains."""
-    from attnviz.models import layer_steps
+    from attnviz.models.decoders import layer_steps
     from attnviz.session.decoder_runs import cached_decoder_run
 
     s = view.settings
@@ -171,7 +171,7 @@ def _build_toy(view: View, edits: dict, toy: ToyChoice | None) -> None:
     """One layer of the toy model trained on the Train page, at checkpoint `toy.step`, on a
     held-out sequence: X is the model's own residual stream there (as `run.trace` has it).
     Edits apply to this layer's attention; `toy_answers` shows what they do to the answer."""
-    from attnviz.models.toy_tasks import token_labels
+    from attnviz.models.trainer.toy_tasks import token_labels
 
     if toy is None:
         raise AttnvizInputError("error.toy.no_run")                 # NO_TOY_RUN

@@ -6,7 +6,7 @@ input's view from it). The encoder's runs are encoder_runs'."""
 from __future__ import annotations
 
 from attnviz.core.cache import SizedCache
-from attnviz.models.decoder import MAX_TOKENS, DecoderModel, DecoderRun
+from attnviz.models.decoders.decoder import MAX_TOKENS, DecoderModel, DecoderRun
 
 RUNS_MAX_BYTES = 256 * 2**20     # a 64-token run holds about 26 MB (its logits: 12.6 MB)
 RUNS_MAX_ENTRIES = 16

@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from attnviz.core.cache import SizedCache, arrays_in, nbytes
-from attnviz.models.pretrained import MIN_TOKENS, PretrainedModel, PretrainedTrace
+from attnviz.models.encoder.pretrained import MIN_TOKENS, PretrainedModel, PretrainedTrace
 
 RUNS_MAX_BYTES = 256 * 2**20    # the runs kept, at most (the newest is always kept: one
 RUNS_MAX_ENTRIES = 64           # 512-token run alone holds about 350 MB)

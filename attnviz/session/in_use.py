@@ -11,7 +11,7 @@ from attnviz.core.inputs import MAX_D_MODEL
 from attnviz.core.matrix_text import parse_matrix
 from attnviz.core.modes import Mode
 from attnviz.i18n import Message
-from attnviz.models.toy_tasks import task_name
+from attnviz.models.trainer.toy_tasks import task_name
 from attnviz.session.settings import TOY_MODE, Settings, ToyChoice
 from attnviz.tutorials.presets import Preset, load_preset
 

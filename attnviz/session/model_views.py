@@ -2,14 +2,14 @@
 what the registry says the model is (``entry.causal``, ``entry.lm_head``), so a new entry —
 one of ``registry.ENTRIES`` or a model file added to the choice — is offered every view its
 model can give, and no page compares a model's name. How a page shows a model is the app's
-concern: the registry (attnviz.models.registry) keeps what a model is.
+concern: the registry (attnviz.models.catalogue.registry) keeps what a model is.
 
     model_views.offers(entry, model_views.LENS)     # True for SmolLM2, False for MiniLM
 """
 
 from __future__ import annotations
 
-from attnviz.models.registry import ModelEntry
+from attnviz.models.catalogue.registry import ModelEntry
 
 COMPARE = "compare"          # Pretrained model: a second sentence's attention beside the first's
 EMBEDDING = "embedding"      # Read the model, ablation: what heads do to the sentence embedding

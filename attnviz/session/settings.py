@@ -15,11 +15,11 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.inputs import DEFAULT_MAX_TOKENS, MAX_D_MODEL, MAX_HEADS, MAX_TOKENS
 from attnviz.core.modes import Mode
 from attnviz.core.weights import INIT_SCHEMES
-from attnviz.models import registry
+from attnviz.models.catalogue import registry
 from attnviz.tutorials.presets import PRESET_NAMES
 
 if TYPE_CHECKING:                     # a ToyRun exists only once torch is loaded
-    from attnviz.models.toy import ToyRun
+    from attnviz.models.trainer.toy import ToyRun
 
 
 TOY_MODE = Mode.TOY.value

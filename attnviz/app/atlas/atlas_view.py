@@ -1,5 +1,5 @@
-"""Head atlas: every head of the sidebar's language model over a corpus (``attnviz.models.atlas``:
-a reduction of the texts, one pass each), then one head opened.
+"""Head atlas: every head of the sidebar's language model over a corpus
+(``attnviz.models.readers.atlas``: a reduction of the texts, one pass each), then one head opened.
 
 The corpus is a bundled one (``attnviz.tutorials.atlas_corpus``) or the learner's texts (typed,
 or a .txt/.jsonl/.csv file: ``attnviz.io.atlas_files.texts_of``). The atlas is built on the
@@ -31,7 +31,7 @@ from attnviz.i18n import language, t
 from attnviz.io.atlas_files import SUFFIXES, texts_of, write_atlas
 from attnviz.io.head_atlas import HeadAtlas
 from attnviz.io.matrix_files import MAX_UPLOAD_MB
-from attnviz.models import atlas, atlas_map
+from attnviz.models.readers import atlas, atlas_map
 from attnviz.plot import atlas_figures, figures
 from attnviz.tutorials import atlas_corpus
 

@@ -16,7 +16,7 @@ from attnviz.core.cache import SizedCache, python_bytes
 from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import t
-from attnviz.models.decoder import DecoderModel, DecoderRun
+from attnviz.models.decoders.decoder import DecoderModel, DecoderRun
 from attnviz.plot import figures, generate_figures, lens_figures, text_layout
 from attnviz.session.decoder_runs import cached_decoder_run
 from attnviz.app import keys

@@ -21,9 +21,9 @@ from attnviz.describe.labels import feature_labels
 from attnviz.session.view import View
 from attnviz.tutorials.presets import load_preset
 from attnviz.core.weights import MultiHeadWeights
-from attnviz.models import registry
-from attnviz.models.decoder import MAX_TOKENS
-from attnviz.models.registry import ModelEntry
+from attnviz.models.catalogue import registry
+from attnviz.models.decoders.decoder import MAX_TOKENS
+from attnviz.models.catalogue.registry import ModelEntry
 from attnviz.app import keys
 from attnviz.app.shared import language, scales, widgets
 from attnviz.app.shared.text import MAX_TEXT_CHARS, at_limit, literal, token_line

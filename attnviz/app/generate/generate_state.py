@@ -7,7 +7,7 @@ import streamlit as st
 
 from attnviz.app import keys
 from attnviz.app.shared.text import MAX_PROMPT_CHARS
-from attnviz.models.decoder import Generation
+from attnviz.models.decoders.decoder import Generation
 from attnviz.session.settings import Settings
 
 DEFAULT_PROMPT = "The capital of France is"

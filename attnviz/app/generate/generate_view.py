@@ -19,7 +19,7 @@ from attnviz.core.cache import SizedCache
 from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
-from attnviz.models.decoder import MAX_TOKENS, DecoderModel, Generation
+from attnviz.models.decoders.decoder import MAX_TOKENS, DecoderModel, Generation
 from attnviz.plot import generate_figures, lens_figures
 from attnviz.app import keys
 from attnviz.app.reading import reading_view

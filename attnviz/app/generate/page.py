@@ -9,7 +9,7 @@ from attnviz.app.generate import generate_view
 from attnviz.app.generate.generate_state import chat_offered
 from attnviz.app.shared import model_loading, state
 from attnviz.app.shared.model_words import named
-from attnviz.models.gguf_llama import file_type
+from attnviz.models.decoders.gguf_llama import file_type
 from attnviz.app.sidebar.model_choice import language_model
 
 

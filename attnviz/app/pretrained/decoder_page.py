@@ -11,8 +11,8 @@ import streamlit as st
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.grouped_query import query_heads
 from attnviz.i18n import t
-from attnviz.models.decoder import DecoderRun
-from attnviz.models.registry import ModelEntry
+from attnviz.models.decoders.decoder import DecoderRun
+from attnviz.models.catalogue.registry import ModelEntry
 from attnviz.plot import budget, figures, model_figures
 from attnviz.session.decoder_runs import cached_decoder_run
 from attnviz.app.pretrained.pretrained_view import (ModelRun, head_view_chart, keep_in_range,

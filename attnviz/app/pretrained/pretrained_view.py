@@ -14,9 +14,9 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.session.settings import Settings
 from attnviz.core.cache import SizedCache, python_bytes
 from attnviz.i18n import language, languages, render, t
-from attnviz.models.pretrained import PretrainedTrace
+from attnviz.models.encoder.pretrained import PretrainedTrace
 from attnviz.session.encoder_runs import cached_encoder_run
-from attnviz.models.registry import ModelEntry
+from attnviz.models.catalogue.registry import ModelEntry
 from attnviz.app import keys
 from attnviz.app.shared import compare_view, state, widgets
 from attnviz.app.shared.text import MAX_TEXT_CHARS, at_limit, bound, literal, token_line

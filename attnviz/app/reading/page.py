@@ -11,7 +11,7 @@ from attnviz.app.reading import reading_view
 from attnviz.app.shared import state
 from attnviz.i18n import t
 from attnviz.app.shared.model_words import entry_text
-from attnviz.models import registry
+from attnviz.models.catalogue import registry
 
 
 def render() -> None:

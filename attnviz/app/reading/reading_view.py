@@ -25,9 +25,10 @@ from attnviz.core.reading import (CLS, SEP, attention_rollout, causal_head_stats
                                   is_punctuation, shares_on_keys)
 from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import languages, render, t, use_language
-from attnviz.models import heavy, registry
-from attnviz.models.decoder import DecoderModel, DecoderRun
-from attnviz.models.pretrained import MIN_TOKENS, PretrainedTrace
+from attnviz.models import heavy
+from attnviz.models.catalogue import registry
+from attnviz.models.decoders.decoder import DecoderModel, DecoderRun
+from attnviz.models.encoder.pretrained import MIN_TOKENS, PretrainedTrace
 from attnviz.plot import budget, figures, reading_figures, text_layout
 from attnviz.session import model_views
 from attnviz.session.decoder_runs import cached_decoder_run
@@ -298,7 +299,7 @@ def _select_row() -> None:
 
 def repeated_sequence(m: DecoderModel) -> tuple[str, DecoderRun]:
     """The repeated random sequence and the model's run on it (once for every learner)."""
-    from attnviz.models.decoder_reading import repeated_random_text
+    from attnviz.models.decoders.decoder_reading import repeated_random_text
 
     def compute():
         text, _ = repeated_random_text(m)
@@ -539,7 +540,7 @@ def _targets(run: DecoderRun) -> tuple[np.ndarray, np.ndarray]:
 
 def decoder_ablation(run: DecoderRun) -> None:
     """Heads removed (their Z zeroed before W_O) and the log-probability of a next token."""
-    from attnviz.models.decoder_reading import logprobs_without_heads
+    from attnviz.models.decoders.decoder_reading import logprobs_without_heads
 
     st.caption(t("reading.decoder_ablation.caption", count=len(run.ids)))
     m = chosen_model().load()
@@ -576,7 +577,7 @@ class _Cancelled(Exception):
 def _ranking_work(m: DecoderModel, run: DecoderRun, key: tuple):
     """The ranking as the server's queue runs it (``heavy.Work``): a layer's heads at a time,
     given up between two layers when nobody waits for it any more; kept for every learner."""
-    from attnviz.models.decoder_reading import single_head_logprobs
+    from attnviz.models.decoders.decoder_reading import single_head_logprobs
 
     ids, _ = _targets(run)
 
@@ -672,7 +673,7 @@ def decoder_ranking(run: DecoderRun, target: int, full: float) -> None:
 def lens_row_label(kind: str, layer: int) -> str:
     """A lens row in words: the embeddings, after layer ℓ − 1 (the stream after ℓ layers; the
     page counts layers from 0), or after layer ℓ's attention."""
-    from attnviz.models.lens import ATTENTION
+    from attnviz.models.readers.lens import ATTENTION
 
     if kind == ATTENTION:
         return t("reading.lens.row.attention", layer=layer)
@@ -686,7 +687,7 @@ def click_lens_cell(points: list[dict], row_labels: list[str], rows: list[tuple[
     row — a layer boundary ℓ (LENS_LAYER), or the row after layer ℓ's attention, read as
     boundary ℓ + 1 before its MLP (LENS_ATTENTION). `row_labels` (R,): the grid's rows as
     drawn (its y), `rows` (R,) what each is, `n` the positions; a click beside: nothing."""
-    from attnviz.models.lens import ATTENTION
+    from attnviz.models.readers.lens import ATTENTION
 
     for point in reversed(points):
         x, y = str(point.get("x", "")), point.get("y")
@@ -729,7 +730,7 @@ def _fit_work(m: DecoderModel):
     """The tuned lens's fit as the server's queue runs it (``heavy.Work``): ``m.tuned_lens``,
     whose stages are kept for the page; between two training texts, a job nobody waits for
     any more is given up (nothing written, the next press starts over)."""
-    from attnviz.models import tuned_lens as tl
+    from attnviz.models.readers import tuned_lens as tl
 
     units = len(tl.TRAINING_PROMPTS) + 2                   # each text, the maps, the writing
 
@@ -793,7 +794,7 @@ def _fit_progress(m: DecoderModel):
 
 def _fit_offer(m: DecoderModel) -> None:
     """The button starting the fit, with its time as measured on this server."""
-    from attnviz.models.tuned_lens import can_keep
+    from attnviz.models.readers.tuned_lens import can_keep
 
     seconds = _FIT_SECONDS.get(str(m.path))
     st.info(t("reading.lens.tuned.not_fitted") + " " + (
@@ -813,7 +814,7 @@ def tuned_lens(m: DecoderModel):
     for every learner, never started by a link or the radio), then the fit's progress, polled,
     with Cancel. To the learner who waited for the fit only, once, a notice when a damaged copy
     on disk was fitted again or the fit cannot be kept on disk."""
-    from attnviz.models import tuned_lens as tl
+    from attnviz.models.readers import tuned_lens as tl
 
     try:
         found = tl.kept(m)
@@ -857,7 +858,7 @@ def lens_tab(run: DecoderRun) -> None:
     """The logit lens: every layer boundary (and, asked, every attention sublayer) read through
     the final RMSNorm and the tied unembedding; one position's top 10 and its answer's rank.
     A cell is picked by a click on it, or with the position and layer pickers below it."""
-    from attnviz.models.lens import ATTENTION
+    from attnviz.models.readers.lens import ATTENTION
     from attnviz.plot import lens_figures
 
     st.caption(t("reading.lens.caption"))

@@ -30,7 +30,7 @@ def start_once() -> None:
         return
     threads.start_once()
     language.follow_session()
-    from attnviz.models import training
+    from attnviz.models.trainer import training
 
     log_as_streamlit_does(training.log.name)
     _started = True

@@ -27,7 +27,7 @@ from attnviz.session.view import View
 from attnviz.core.diff import TraceDiff, diff
 from attnviz.app.shared import state, widgets
 from attnviz.app.shared.text import literal
-from attnviz.models.toy_tasks import task_name
+from attnviz.models.trainer.toy_tasks import task_name
 
 SHORT_TEXT = 28               # characters of a pinned sentence shown in the status
 

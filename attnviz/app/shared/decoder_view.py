@@ -12,7 +12,7 @@ from attnviz.core.grouped_query import kv_head, query_heads
 from attnviz.core.modes import Mode
 from attnviz.plot import decoder_figures
 from attnviz.session.view import View
-from attnviz.models.registry import ModelEntry
+from attnviz.models.catalogue.registry import ModelEntry
 from attnviz.app import keys
 from attnviz.app.shared import widgets
 from attnviz.session import edits

@@ -20,9 +20,9 @@ import streamlit as st
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.models import registry
-from attnviz.models.decoder import DecoderModel
-from attnviz.models.gguf_llama import LoadProgress
+from attnviz.models.catalogue import registry
+from attnviz.models.decoders.decoder import DecoderModel
+from attnviz.models.decoders.gguf_llama import LoadProgress
 from attnviz.app.shared.text import code, literal
 
 QUIET_WAIT = 0.1            # s: a load done sooner (the model was loaded) shows no indicator

@@ -6,10 +6,10 @@ model's are its own catalogue entries (``sidebar.model_choice.option.<name>``,
 from __future__ import annotations
 
 from attnviz.i18n import t
-from attnviz.models.registry import ModelEntry, ModelSizes
+from attnviz.models.catalogue.registry import ModelEntry, ModelSizes
 
 TERMS_URL = "ai.google.dev/gemma/terms"      # the Gemma Terms of Use, as its NOTICE names them
-LICENCES = "attnviz/models/licences"         # where the terms and NOTICE ship
+LICENCES = "attnviz/models/catalogue/licences"         # where the terms and NOTICE ship
 
 
 def entry_text(kind: str, entry: ModelEntry) -> str:

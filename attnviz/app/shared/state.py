@@ -44,7 +44,7 @@ def toy_choice() -> ToyChoice | None:
     if run is None:
         return None
     # loaded already: a run exists (torch is not loaded for none)
-    from attnviz.models.toy import ToyRun
+    from attnviz.models.trainer.toy import ToyRun
 
     if not isinstance(run, ToyRun):
         return None

@@ -104,8 +104,8 @@ def invisible_notice(key: str) -> None:
 # and are what a link may carry (links.MAX_CHARS). Measured: the three tokenizers read 20,000
 # characters of any script in at most ~0.25 s (SmolLM2's, random Unicode, on a loaded core).
 MAX_TEXT_CHARS = 20_000
-# Generate's prompt: the model reads its last 512 tokens (models.decoder.MAX_TOKENS); English
-# is ~4.8 characters a token (measured on SmolLM2's tokenizer), Chinese under 2: 8,000
+# Generate's prompt: the model reads its last 512 tokens (models.decoders.decoder.MAX_TOKENS);
+# English is ~4.8 characters a token (measured on SmolLM2's tokenizer), Chinese under 2: 8,000
 # characters hold more than 512 tokens of either, and a rerun tokenizes the prompt a few times.
 MAX_PROMPT_CHARS = 8_000
 # A matrix typed or pasted (the sidebar's X, Q, K, V; a paste box): the largest the app reads

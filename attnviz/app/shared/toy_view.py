@@ -9,7 +9,7 @@ import streamlit as st
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.session.view import View, toy_answers
-from attnviz.models.toy_tasks import NO_TARGET
+from attnviz.models.trainer.toy_tasks import NO_TARGET
 from attnviz.app import keys
 from attnviz.app.shared import state
 from attnviz.app.shared.text import literal

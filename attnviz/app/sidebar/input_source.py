@@ -12,7 +12,7 @@ from attnviz.tutorials.presets import PRESET_NAMES
 from attnviz.app import keys
 from attnviz.app.shared import state, text, uploads, widgets
 from attnviz.app.sidebar.model_choice import layer_input, model_choice
-from attnviz.models.toy_tasks import task_name
+from attnviz.models.trainer.toy_tasks import task_name
 
 # the shown name of each input mode (the stored value, in state and links, stays the English one)
 MODE_IDS = {m.value: m.id for m in Mode}

@@ -7,7 +7,7 @@ import streamlit as st
 
 from attnviz.i18n import t
 from attnviz.session.settings import Settings, layer_bounds
-from attnviz.models import registry
+from attnviz.models.catalogue import registry
 from attnviz.app import keys
 from attnviz.app.shared.model_words import entry_text
 from attnviz.app.sidebar.sizes import is_whole

@@ -9,7 +9,7 @@ import streamlit as st
 from attnviz.i18n import t
 from attnviz.core.modes import Mode
 from attnviz.session.settings import BOUNDS, MODES, Settings
-from attnviz.models import registry
+from attnviz.models.catalogue import registry
 from attnviz.app import keys
 from attnviz.app.shared import text
 from attnviz.app.shared.model_words import rope_words

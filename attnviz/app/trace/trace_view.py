@@ -29,9 +29,9 @@ from attnviz.core.cache import SizedCache, nbytes, python_bytes
 from attnviz.core.errors import AttnvizInputError
 from attnviz.describe.labels import HOVER_CHARS, token_shown
 from attnviz.i18n import language, t
-from attnviz.models import registry
+from attnviz.models.catalogue import registry
 from attnviz.session import model_views
-from attnviz.models.patching import effect_shape, patch_work
+from attnviz.models.readers.patching import effect_shape, patch_work
 from attnviz.plot import figures, flow_figures, text_layout
 from attnviz.tutorials.patching_pairs import PATCHING_PAIRS, patching_pair
 

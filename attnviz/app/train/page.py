@@ -4,7 +4,7 @@ redraws every head's weights on a held-out sequence, from the random start to th
 import streamlit as st
 
 from attnviz.i18n import t
-from attnviz.models import training
+from attnviz.models.trainer import training
 from attnviz.app import keys
 from attnviz.app.train import train_view
 from attnviz.app.shared import state

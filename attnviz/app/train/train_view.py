@@ -3,12 +3,11 @@ training job on the server's pool, its live place in the queue and progress, and
 run's views (whether it learnt, the checkpoint slider, every head's weights, the head that
 learnt the task's pattern).
 
-Training runs on the server's pool of trainers (``attnviz.models.training``: at most one run per
-core, the rest queued in arrival order), so the page's script returns at once: the app answers
-other pages (and other sessions) while the model trains, a fragment polls the job every
-second, and Stop asks the job to end (or leave the queue), keeping what it has learnt. A run
-whose session Streamlit has dropped stops too. A finished run stays in
-``st.session_state[keys.TOY_RUN]``.
+Training runs on the server's pool of trainers (``attnviz.models.trainer.training``: at most one run
+per core, the rest queued in arrival order), so the page's script returns at once: the app answers
+other pages (and other sessions) while the model trains, a fragment polls the job every second, and
+Stop asks the job to end (or leave the queue), keeping what it has learnt. A run whose session
+Streamlit has dropped stops too. A finished run stays in ``st.session_state[keys.TOY_RUN]``.
 """
 
 from __future__ import annotations
@@ -20,11 +19,11 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.plot import figures
-from attnviz.models import toy, toy_plan, training
+from attnviz.models.trainer import toy, toy_plan, training
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
 from attnviz.session.settings import TOY_MODE
-from attnviz.models.toy_tasks import NO_TARGET, TASKS, task_name, token_labels
+from attnviz.models.trainer.toy_tasks import NO_TARGET, TASKS, task_name, token_labels
 from attnviz.app import keys
 from attnviz.app.runtime import streamlit_compat
 from attnviz.app.shared import widgets

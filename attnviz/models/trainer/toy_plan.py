@@ -15,7 +15,7 @@ a training step is 3 forward passes' worth (forward, then backward's two product
 on BATCH sequences; each held-out evaluation one forward pass on TEST_SEQUENCES.
 
 Numpy-free and torch-free: the pool checks runs without loading torch (timing steps imports
-``attnviz.models.toy`` when first asked).
+``attnviz.models.trainer.toy`` when first asked).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from types import SimpleNamespace
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.i18n import t
-from attnviz.models.toy_tasks import task_name
+from attnviz.models.trainer.toy_tasks import task_name
 
-# The same numbers as attnviz.models.toy's (not imported: toy loads torch); a test holds them equal.
+# The same numbers as attnviz.models.trainer.toy's (not imported: toy loads torch); a test holds
+# them equal.
 BATCH, EVALUATIONS, TEST_SEQUENCES, LIBRARY_MAX_STEPS = 64, 50, 512, 100_000
 
 LEARNT = 0.9              # held-out accuracy a run must reach to have learnt its task
@@ -116,7 +117,7 @@ class Rate:
                 return self._per_step[key]
         if not measure:
             return None
-        from attnviz.models import toy
+        from attnviz.models.trainer import toy
 
         seconds = toy.seconds_per_step(cfg, steps=3)
         with self._lock:

@@ -57,7 +57,7 @@ class LogitLens:
     (default: the last row's top token); target_prob (R, n) float32, target_rank (R, n) int
     (1 = the most likely). kl (R, n) float32: KL(last row ‖ row) in nats, 0 on the last row.
     residuals (R, n, d_model) float32: the streams read (with ``tuned``, each moved by its
-    layer's translator first: the tuned lens, ``attnviz.models.tuned_lens``).
+    layer's translator first: the tuned lens, ``attnviz.models.readers.tuned_lens``).
     """
 
     ids: np.ndarray

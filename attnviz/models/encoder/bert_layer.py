@@ -2,7 +2,7 @@
 attention the head ablations run (`attention_output`, heads silenced before W_O, nothing kept;
 one text's traced attention is the engine's), then residual + LayerNorm, the feed-forward layer
 and residual + LayerNorm (`after_attention`). The weights of one layer are a `BertBlock`;
-attnviz.models.pretrained reads them from the checkpoint and runs the layers.
+attnviz.models.encoder.pretrained reads them from the checkpoint and runs the layers.
 """
 
 from __future__ import annotations

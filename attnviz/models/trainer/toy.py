@@ -1,7 +1,7 @@
 """Train attention yourself: a tiny transformer learns a toy task in seconds, on the CPU.
 
-    import attnviz.models.toy
-    run = attnviz.models.toy.train("reverse")          # length 8, vocab 10, 1 layer, 2 heads
+    import attnviz.models.trainer.toy
+    run = attnviz.models.trainer.toy.train("reverse")  # length 8, vocab 10, 1 layer, 2 heads
     run.accuracy                                # (8,) held-out accuracy per position
     run.trace([3, 1, 4, 1, 5, 9, 2, 6])         # layer 0's AttentionTrace: every head, every step
     run.trace(seq, step=run.checkpoints[3].step)   # the same layer earlier in training
@@ -40,7 +40,7 @@ from attnviz.core.arrays import readonly
 from attnviz.core.engine import AttentionTrace, trace_attention
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.inputs import sinusoidal_positions
-from attnviz.models.toy_tasks import NO_TARGET, TASKS, Task, get_task, task_name
+from attnviz.models.trainer.toy_tasks import NO_TARGET, TASKS, Task, get_task, task_name
 from attnviz.core.weights import MultiHeadWeights
 
 __all__ = ["Checkpoint", "HeadScore", "Point", "StopTraining", "TASKS", "ToyConfig", "ToyRun",

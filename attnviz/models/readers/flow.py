@@ -50,7 +50,7 @@ from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.grouped_query import repeat_kv
 from attnviz.models.finite import quiet
-from attnviz.models.lens import text_ids
+from attnviz.models.readers.lens import text_ids
 
 __all__ = ["EDGE_COLUMNS", "KINDS", "NODE_COLUMNS", "SAME", "InformationFlow", "head_terms",
            "information_flow", "proximities"]

@@ -152,7 +152,7 @@ class DecoderConfig:
 
 LlamaConfig = DecoderConfig       # the name of its first family, kept for callers
 
-LICENCES = Path(__file__).resolve().parent / "licences"
+LICENCES = Path(__file__).resolve().parents[1] / "catalogue" / "licences"
 
 
 def licence_files(config: DecoderConfig) -> dict[str, Path]:

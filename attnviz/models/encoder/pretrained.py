@@ -10,7 +10,7 @@ unchanged. The rest of BERT runs here, in numpy float32 (the model's own precisi
     m_l = LayerNorm(h_{l-1} + a_l)
     h_l = LayerNorm(m_l + GELU(m_l W_1 + b_1) W_2 + b_2)
 
-The layer around attention is attnviz.models.bert_layer's. Weights are read with
+The layer around attention is attnviz.models.encoder.bert_layer's. Weights are read with
 ``safetensors``, the WordPiece tokenizer with ``tokenizers``; GELU's erf is torch's (loaded when
 the model first runs, not with a trace); transformers is not needed.
 """
@@ -33,9 +33,11 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import value_norms
 from attnviz.core.weights import MultiHeadWeights
 from attnviz.i18n import t
-from attnviz.models.bert_checkpoint import (MODEL_NAME, BertConfig, package_folder, read_block,
-                                             read_norm, read_tensors, read_tokenizer)
-from attnviz.models.bert_layer import BertBlock, after_attention, attention_output, layer_norm
+from attnviz.models.encoder.bert_checkpoint import (MODEL_NAME, BertConfig, package_folder,
+                                                     read_block, read_norm, read_tensors,
+                                                     read_tokenizer)
+from attnviz.models.encoder.bert_layer import (BertBlock, after_attention, attention_output,
+                                                layer_norm)
 from attnviz.models.finite import all_finite, first_not_finite, from_engine, not_finite, quiet
 from attnviz.models.sizes import ConfigSizes
 

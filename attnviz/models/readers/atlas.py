@@ -47,7 +47,7 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import (DETECTORS, ROW_METRICS, detection_cells, detection_sums,
                                   is_punctuation, row_metrics)
 from attnviz.core.rotary import apply_rope
-from attnviz.models.decoder import DecoderRun
+from attnviz.models.decoders.decoder import DecoderRun
 
 __all__ = ["DETECTORS", "EDGES", "METRICS", "OFFSETS", "Partial", "Settings", "merge", "merge_all",
            "priority", "reduce", "text_id"]

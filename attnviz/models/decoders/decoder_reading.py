@@ -10,8 +10,8 @@ the next token's log-probability — every single head at once, in batches.
 A head removed at layer l changes nothing before l, so each variant starts from the run's own
 residual stream before layer l (``run.hidden_states[l]``) and the variants of one layer run the
 remaining layers side by side, as a batch (``DecoderModel.run_layers``: the model's one layer,
-``models.llama_layer``, with a head mask per sequence): the 270 single heads cost about as much
-as 30 · 31 / 2 = 465 layer passes, not 270 whole runs.
+``models.decoders.llama_layer``, with a head mask per sequence): the 270 single heads cost about as
+much as 30 · 31 / 2 = 465 layer passes, not 270 whole runs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.core.engine import log_softmax
-from attnviz.models.decoder import DecoderModel, DecoderRun
+from attnviz.models.decoders.decoder import DecoderModel, DecoderRun
 
 REPEAT_LENGTH = 20          # random tokens, then the same tokens again
 COMMON = 10_000             # drawn among the first ids: BPE and SentencePiece give common words low ids

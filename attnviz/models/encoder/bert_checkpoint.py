@@ -1,7 +1,7 @@
 """all-MiniLM-L6-v2's files, read without running anything: the package's folder, the sizes and
 choices of its ``config.json`` (`BertConfig`, `package_config`), the safetensors' tensors, the
 WordPiece tokenizer and one encoder layer's weights (a `BertBlock`, in the row-vector
-convention). attnviz.models.pretrained builds the model from them.
+convention). attnviz.models.encoder.pretrained builds the model from them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from attnviz.core.errors import AttnvizInputError
 from attnviz.core.weights import MultiHeadWeights
-from attnviz.models.bert_layer import ACTIVATIONS, BertBlock
+from attnviz.models.encoder.bert_layer import ACTIVATIONS, BertBlock
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DTYPE = np.float32          # the model's own precision; float64 would be no closer to

@@ -24,7 +24,9 @@ from functools import lru_cache, partial
 from pathlib import Path
 
 from attnviz.core.errors import AttnvizInputError
-from attnviz.models import bert_checkpoint, builtin, decoder, gguf_llama, pretrained
+from attnviz.models.catalogue import builtin
+from attnviz.models.decoders import decoder, gguf_llama
+from attnviz.models.encoder import bert_checkpoint, pretrained
 
 @dataclass(frozen=True)
 class ModelSizes:

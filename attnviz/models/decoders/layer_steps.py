@@ -10,9 +10,9 @@ import numpy as np
 
 from attnviz.core.engine import LayerDesign, with_design
 from attnviz.core.trace import AttentionTrace
-from attnviz.models.decoder import DecoderModel, DecoderRun
-from attnviz.models.gguf_llama import DecoderConfig
-from attnviz.models.llama_layer import layer_attention_trace
+from attnviz.models.decoders.decoder import DecoderModel, DecoderRun
+from attnviz.models.decoders.gguf_llama import DecoderConfig
+from attnviz.models.decoders.llama_layer import layer_attention_trace
 
 
 def layer_design(config: DecoderConfig, layer: int, n: int) -> LayerDesign | None:

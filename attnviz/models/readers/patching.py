@@ -43,8 +43,8 @@ import numpy as np
 
 from attnviz.core.arrays import readonly, whole_number
 from attnviz.core.errors import AttnvizInputError
-from attnviz.models.lens import text_ids, token_id
-from attnviz.models.llama_layer import KVCache
+from attnviz.models.readers.lens import text_ids, token_id
+from attnviz.models.decoders.llama_layer import KVCache
 
 __all__ = ["WHERE", "Patching", "effect_shape", "patch", "patch_once", "patch_work"]
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from attnviz.models import atlas
-from attnviz.models.atlas import Partial, Settings
+from attnviz.models.readers import atlas
+from attnviz.models.readers.atlas import Partial, Settings
 
 __all__ = ["ONE_THREAD", "load_model", "run_local", "run_pool", "run_ray", "shards"]
 
@@ -30,8 +30,8 @@ _WORKER_MODEL = None                      # the model a pool worker loaded (its 
 
 def load_model(model_ref: str):
     """The ``DecoderModel`` `model_ref` names (a built-in name or a GGUF path)."""
-    from attnviz.models.builtin import BUILT_IN
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.catalogue.builtin import BUILT_IN
+    from attnviz.models.decoders.decoder import DecoderModel
 
     if model_ref in BUILT_IN:
         return DecoderModel.load(name=model_ref)
@@ -126,7 +126,7 @@ def run_ray(model_ref: str, texts: Sequence[str], address: str | None = None,
     local = address in (None, "local")
     env = {"env_vars": dict(ONE_THREAD)}
     if local:        # this machine's workers import attnviz from where this process does
-        env["env_vars"]["PYTHONPATH"] = str(Path(atlas.__file__).resolve().parents[2])
+        env["env_vars"]["PYTHONPATH"] = str(Path(atlas.__file__).resolve().parents[3])
     started = not ray.is_initialized()
     if started:
         ray.init(address=None if local else address, runtime_env=env,

@@ -13,7 +13,7 @@ is skipped; a running one stops within `check_every` seconds (its learner's Stop
 likewise), keeping what it has learnt. A run over ``toy_plan.MAX_WORK`` is refused, whatever
 the page sent.
 
-torch is imported by the trainers only (``attnviz.models.toy`` on first use).
+torch is imported by the trainers only (``attnviz.models.trainer.toy`` on first use).
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from attnviz.models import toy_plan
+from attnviz.models.trainer import toy_plan
 from attnviz.core.cache import per_process
 from attnviz.core.errors import AttnvizInputError
 
 WORKERS_VARIABLE = "ATTNVIZ_TRAIN_WORKERS"   # trainers of the server's pool (default: cores)
 CHECK_EVERY = 1.0          # seconds between asking whether a running run's learner is there
 
-log = logging.getLogger("attnviz.models.training")
+log = logging.getLogger("attnviz.models.trainer.training")
 
 
 def cores() -> int:
@@ -239,7 +239,7 @@ def _train(job: TrainingJob, check_every: float) -> None:
     if job.stop.is_set() or not job.alive():
         job.ended, job.seconds = ("stopped" if job.stop.is_set() else "left"), 0.0
         return
-    from attnviz.models import toy
+    from attnviz.models.trainer import toy
 
     last_check = [time.monotonic()]
 

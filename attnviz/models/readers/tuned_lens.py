@@ -151,7 +151,7 @@ def training_ids(model, progress: Callable[[TunedProgress], None] | None = None)
 
 
 def _train(model, progress: Callable[[TunedProgress], None]) -> tuple[np.ndarray, int]:
-    from attnviz.models.lens import layer_streams
+    from attnviz.models.readers.lens import layer_streams
 
     streams = np.concatenate([layer_streams(model, ids) for ids in training_ids(model, progress)],
                              axis=1)                                   # (L + 1, tokens, d)
@@ -209,7 +209,7 @@ def can_keep(model, cache: Path | None = None) -> bool:
 def cache_folder(model, cache: Path | None = None) -> Path:
     """The folder of `model`'s translators: beside its converted weights (or under `cache`),
     named after what they are fitted from (``_stamp``)."""
-    from attnviz.models.gguf_llama import cache_root
+    from attnviz.models.decoders.gguf_llama import cache_root
 
     root = cache or (model.cached_in.parent if model.cached_in is not None else cache_root())
     digest = hashlib.sha256(json.dumps(_stamp(model), sort_keys=True).encode()).hexdigest()
@@ -220,7 +220,7 @@ def _stamp(model) -> dict:
     """What the translators are fitted from: the model's file (its conversion's folder name,
     which changes with the file's path, size and time), the prompts, the tokens sampled, λ and
     FORMAT."""
-    from attnviz.models.gguf_llama import cache_folder as model_folder
+    from attnviz.models.decoders.gguf_llama import cache_folder as model_folder
 
     return {"model": model_folder(Path(model.path)).name, "prompts": list(TRAINING_PROMPTS),
             "new_tokens": NEW_TOKENS, "ridge": RIDGE, "format": FORMAT}
