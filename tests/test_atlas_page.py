@@ -232,6 +232,29 @@ def test_the_opened_heads_map_before_rope_by_position_then_its_tsne_from_the_que
     for trace in fig["data"]:
         assert decode(trace["marker"]["color"]).astype(int).tolist() == p.sample_pos.tolist()
 
+    # coloured by token: the sample's 10 most frequent tokens (ties in code-point order), each
+    # its trace, spaces and line breaks written ␣ and ↵; the others grey, last
+    from collections import Counter
+
+    def written(token: str) -> str:
+        core = token.strip(" ")
+        lead = len(token) - len(token.lstrip(" "))
+        return ("␣" * lead + core + "␣" * (len(token) - lead - len(core)) if core
+                else "␣" * len(token)).replace("\n", "↵")
+
+    at.session_state[keys.AT_COLOUR] = "token"
+    at.run()
+    no_exceptions(at)
+    counts = Counter(written(str(s)) for s in p.sample_token)
+    top = [name for name, _ in sorted(counts.items(), key=lambda c: (-c[1], c[0]))[:10]]
+    [fig] = charts_keyed(at, keys.AT_MAP)
+    names = [tr["name"] for tr in fig["data"]]
+    assert names == top + ([render("figure.atlas.map.other_tokens", "en")]
+                           if len(counts) > 10 else [])
+    assert sum(len(decode(tr["x"])) for tr in fig["data"]) == 2 * len(p.sample_pos)
+    assert shows(at.caption, "atlas.map.colour.token_caption", tokens=len(top))
+    at.session_state[keys.AT_COLOUR] = "position"
+
     at.session_state[keys.AT_METHOD] = "tsne"
     at.run()
     no_exceptions(at)

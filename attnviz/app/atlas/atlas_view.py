@@ -45,7 +45,7 @@ EXAMPLE_HEIGHT = 220        # px: its one row
 HEAD_COLOURS = ("layer", "cluster")      # atlas.heads_colour.option.*
 CLUSTERS = 8                             # the clusters of heads (by their mean patterns)
 METHODS = ("pca", "tsne")                # the map's (atlas.map.method.option.*)
-COLOURS = ("kind", "position")           # its colours (atlas.map.colour.option.*)
+COLOURS = ("kind", "position", "token")  # its colours (atlas.map.colour.option.*)
 METHOD_NAMES = {"pca": "PCA", "tsne": "t-SNE"}
 
 # finished atlases, the same for every learner on the same model file, corpus and settings
@@ -345,7 +345,8 @@ def qk_map(built: Built, key: tuple, layer: int, head: int) -> None:
     """The head's sampled queries and keys over the corpus in one 2-D map, with what the joint
     map changes and keeps: by PCA (precomputed for every head after RoPE; before RoPE computed
     here, one SVD) or by t-SNE (on the server's queue, asked for with a button and kept per
-    atlas, head and RoPE choice); coloured by query / key or by position."""
+    atlas, head and RoPE choice); coloured by query / key, by position or by token (the
+    sample's most frequent tokens each a colour, the others grey)."""
     st.subheader(t("atlas.map.subheader"))
     p = built.partial
     samples = len(p.sample_pos)
@@ -373,8 +374,12 @@ def qk_map(built: Built, key: tuple, layer: int, head: int) -> None:
         points = atlas_map.pca(atlas_map.head_points(p, layer, head, rotated=False))
     widgets.chart(atlas_figures.qk_map(points, samples, tokens=p.sample_token, layer=layer,
                                        head=head, method=METHOD_NAMES[method],
-                                       positions=p.sample_pos if colour == "position" else None),
+                                       positions=p.sample_pos if colour == "position" else None,
+                                       by_token=colour == "token"),
                   key=keys.AT_MAP)
+    if colour == "token":
+        st.caption(t("atlas.map.colour.token_caption",
+                     tokens=len(atlas_figures.token_groups(p.sample_token)[0])))
 
 
 def tsne_key(key: tuple, layer: int, head: int, rotated: bool) -> tuple:
