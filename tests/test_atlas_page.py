@@ -157,7 +157,8 @@ def test_a_link_to_a_corpus_not_built_brings_it_back_and_an_unknown_one_is_said(
     assert "at_texts" not in link and "never" not in link["at_corpus"]
     at = open_page("pages/atlas.py", params=link)
     no_exceptions(at)
-    assert at.session_state[keys.AT_CORPUS] == "custom" and at.session_state[keys.AT_TEXTS] == typed
+    assert at.session_state[keys.AT_CORPUS] == "custom"
+    assert at.session_state[keys.AT_TEXTS] == typed
     assert at.session_state[keys.AT_LAYER] == 3
     assert [b.key for b in at.button if b.key == keys.AT_BUILD] == [keys.AT_BUILD]
     assert not charts_keyed(at, keys.AT_SCATTER) and not at.warning
@@ -168,7 +169,8 @@ def test_a_link_to_a_corpus_not_built_brings_it_back_and_an_unknown_one_is_said(
     no_exceptions(gone)
     with use_language("zh"):
         assert shows(gone.warning, "atlas.corpus.unknown")
-    assert gone.session_state[keys.AT_CORPUS] == "zh" and gone.session_state[keys.AT_X] == "induction"
+    assert gone.session_state[keys.AT_CORPUS] == "zh"
+    assert gone.session_state[keys.AT_X] == "induction"
     assert [b.label for b in gone.button if b.key == keys.AT_BUILD] == [
         render("atlas.build", "zh", texts=len(atlas_corpus.texts("zh")))]
     assert heavy.default_queue().started == started

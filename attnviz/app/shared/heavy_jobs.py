@@ -76,7 +76,8 @@ def live(job, token: str, messages: str, progress, stop, stop_args: tuple, stop_
     """A job under way, polled: its place in the server's queue, or `progress(job)` (share
     done, in words) while it computes; with `other_tabs`, that the page's other tabs stay
     usable; how many learners still there wait for it (``HeavyQueue.present``); the button
-    leaving it (`stop(*stop_args)`, widget key `stop_key`). The whole page again once the job has ended or this learner left it.
+    leaving it (`stop(*stop_args)`, widget key `stop_key`). The whole page again once the job
+    has ended or this learner left it.
     `messages`: the prefix of its .queue, .other_tabs, .shared and .stop message ids."""
     queue = heavy.default_queue()
     if not (job.running and queue.wants(job, token)):
