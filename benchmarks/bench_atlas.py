@@ -1,6 +1,7 @@
 """The head atlas's budgets (issue 39), each measured in this one run:
 
     python benchmarks/bench_atlas.py [--model smollm2] [--skip-pool] [--skip-tsne]
+    python benchmarks/bench_atlas.py --only-tsne [--tsne-reference]
 
 - all heads' metrics and PCA maps of the bundled corpus (``atlas_corpus.texts("all")``, 5,033
   tokens of SmolLM2 in 36 texts) against the bare forward passes of those tokens (each text's
@@ -9,7 +10,11 @@
 - the process pool (``atlas_runners.run_pool``) with 2 workers against 1, wall time including
   spawning the workers and loading the model in each: budget ≤ 0.65×;
 - t-SNE of 10,000 points — one head's queries and keys over the corpus (layer 3, head 0,
-  after RoPE, made joint, 5,000 of each) — ``atlas_map.tsne``, one thread: budget ≤ 30 s;
+  after RoPE, made joint, 5,000 of each) — ``atlas_map.tsne``, one thread: budget ≤ 30 s; its
+  KL divergence as scikit-learn reports it and computed exactly here (P: perplexity-30
+  affinities of the 90 nearest neighbours, found by bisection; Q over all n² pairs), and with
+  ``--tsne-reference`` the same for scikit-learn's default settings on the same points (how
+  faithful the faster settings are); ``--only-tsne``: this part alone;
 - tokens per second per core (the atlas in one process), and the atlas's bytes.
 Numbers only; nothing is asserted. The machine is shared: the load average is printed.
 """
@@ -73,16 +78,74 @@ def head_points(model, texts, layer: int, head: int, n: int) -> np.ndarray:
     return np.concatenate(atlas_map.joint(q, k))
 
 
+def exact_kl(x: np.ndarray, y: np.ndarray, perplexity: float = 30.0) -> float:
+    """KL(P ‖ Q) of the map y (n, 2) of x (n, d), computed here: P as scikit-learn's
+    Barnes-Hut t-SNE makes it (each row's ⌊3·perplexity + 1⌋ nearest neighbours, Gaussian
+    weights whose entropy is log(perplexity), found by bisection; P + Pᵀ normalised), Q the
+    Student-t weights over every pair, exactly."""
+    from scipy.sparse import csr_matrix
+    from sklearn.neighbors import NearestNeighbors
+
+    n = len(x)
+    k = min(n - 1, int(3 * perplexity + 1))
+    d, j = NearestNeighbors(n_neighbors=k + 1).fit(x).kneighbors(x)
+    d, j = d[:, 1:] ** 2 - d[:, 1:2] ** 2, j[:, 1:]      # squared, shifted; each point left out
+    low, high, beta = np.zeros(n), np.full(n, np.inf), np.ones(n)
+    for _ in range(100):
+        w = np.exp(-d * beta[:, None])
+        total = w.sum(axis=1)
+        p = w / total[:, None]
+        entropy = np.log(total) + beta * (p * d).sum(axis=1)
+        wider = entropy > np.log(perplexity)             # too flat: a larger beta
+        low, high = np.where(wider, beta, low), np.where(wider, high, beta)
+        beta = np.where(wider, np.where(np.isinf(high), 2 * beta, (beta + high) / 2),
+                        (beta + low) / 2)
+    P = csr_matrix((p.ravel(), j.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))
+    P = (P + P.T).tocoo()
+    P.data /= P.data.sum()
+    z = 0.0
+    for start in range(0, n, 500):                       # Σ over pairs i ≠ j of 1 / (1 + d²)
+        w = 1 / (1 + ((y[start:start + 500, None] - y[None]) ** 2).sum(-1))
+        z += w.sum() - len(w)
+    q = 1 / (1 + ((y[P.row] - y[P.col]) ** 2).sum(-1)) / z
+    return float((P.data * np.log(P.data / q)).sum())
+
+
+def tsne_part(model, texts, reference: bool) -> None:
+    """The t-SNE budget: atlas_map's settings (and scikit-learn's defaults, with `reference`)
+    on one head's 10,000 points, each timed alone, with its KL divergence."""
+    points = head_points(model, texts, layer=3, head=0, n=5000)
+    runs = [("atlas_map.tsne", atlas_map.TSNE_SETTINGS)]
+    if reference:
+        runs.append(("scikit-learn's defaults", dict(max_iter=1000, angle=0.5,
+                                                     early_exaggeration=12.0)))
+    for name, settings in runs:
+        estimator = atlas_map.tsne_estimator(len(points), 0, **settings)
+        start = time.perf_counter()
+        y = estimator.fit_transform(points)
+        took = time.perf_counter() - start
+        budget = " (budget 30)" if settings is atlas_map.TSNE_SETTINGS else ""
+        print(f"t-SNE of {len(points)} points, {name} {settings}: {took:.1f} s{budget}; "
+              f"KL reported {estimator.kl_divergence_:.4f}, exact {exact_kl(points, y):.4f} "
+              f"(load {load()})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-pool", action="store_true")
     parser.add_argument("--skip-tsne", action="store_true")
+    parser.add_argument("--only-tsne", action="store_true")
+    parser.add_argument("--tsne-reference", action="store_true")
     args = parser.parse_args()
     print(f"# load average before: {load()}")
     model = atlas_runners.load_model(args.model)
     texts = atlas_corpus.texts("all")
+    if args.only_tsne:
+        tsne_part(model, texts, args.tsne_reference)
+        print(f"# load average after: {load()}")
+        return
     tokens = sum(min(len(model.encode(t)), model.max_tokens) for t in texts)
     interleaved(model, texts[:2])                                   # warm-up
     runs = [interleaved(model, texts) for _ in range(args.repeats)]
@@ -106,10 +169,7 @@ def main() -> None:
               f"{walls[2] / walls[1]:.2f} (budget 0.65); 2 workers: "
               f"{tokens / walls[2] / 2:.0f} tokens/s per core, spawn and load included")
     if not args.skip_tsne:
-        points = head_points(model, texts, layer=3, head=0, n=5000)
-        start = time.perf_counter()
-        atlas_map.tsne(points, seed=0)
-        print(f"t-SNE of {len(points)} points: {time.perf_counter() - start:.1f} s (budget 30)")
+        tsne_part(model, texts, args.tsne_reference)
     print(f"# load average after: {load()}")
 
 

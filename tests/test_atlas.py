@@ -248,6 +248,46 @@ def test_sampled_queries_and_keys_are_transformers(whole, tiny, hf_tiny):
                 assert got == pytest.approx(expected, abs=1e-4)
 
 
+@pytest.mark.reference
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_unrotated_qk_of_some_rows_are_transformers_q_and_k_before_rope(arch, tiny, hf_tiny):
+    """DecoderModel.unrotated_qk of a few residual rows alone: transformers' q and k at those
+    positions before RoPE — q_proj / k_proj, then q_norm / k_norm where the model has QK-norm
+    (gemma3)."""
+    import torch
+
+    hf, _ = hf_tiny[arch]
+    decoder = tiny[arch]
+    ids = decoder.encode(TEXTS[0])
+    rows = np.array([1, 4, len(ids) - 1])
+    heads, kv_heads, d_k = decoder.num_heads, decoder.num_kv_heads, decoder.d_k
+    seen = {}
+    hooks = []
+    for l, m in enumerate(hf.model.layers):
+        a = m.self_attn
+        q_mod, k_mod = (a.q_norm, a.k_norm) if arch == "gemma3" else (a.q_proj, a.k_proj)
+        hooks += [q_mod.register_forward_hook(
+                      lambda mod, i, o, l=l: seen.__setitem__(("q", l), o[0].numpy())),
+                  k_mod.register_forward_hook(
+                      lambda mod, i, o, l=l: seen.__setitem__(("k", l), o[0].numpy()))]
+    with torch.no_grad():
+        hf(input_ids=torch.tensor([list(ids)]))
+    for h in hooks:
+        h.remove()
+    run = decoder.run(TEXTS[0])
+    for layer in range(decoder.num_layers):
+        q, k = decoder.unrotated_qk(layer, run.hidden_states[layer][rows])
+        assert q.shape == (heads, len(rows), d_k) and k.shape == (kv_heads, len(rows), d_k)
+        want_q, want_k = seen[("q", layer)], seen[("k", layer)]
+        if arch == "gemma3":                               # q_norm's output: (H, n, d_k)
+            want_q, want_k = want_q[:, rows], want_k[:, rows]
+        else:                                              # q_proj's: (n, H · d_k)
+            want_q = want_q.reshape(len(ids), heads, d_k)[rows].swapaxes(0, 1)
+            want_k = want_k.reshape(len(ids), kv_heads, d_k)[rows].swapaxes(0, 1)
+        np.testing.assert_allclose(q, want_q, atol=1e-4)
+        np.testing.assert_allclose(k, want_k, atol=1e-4)
+
+
 # ---- merge -----------------------------------------------------------------------------------------
 
 def assert_same_atlas(a, b):

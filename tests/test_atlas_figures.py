@@ -67,3 +67,42 @@ def test_heads_coloured_by_cluster_carry_their_cluster_in_colour_and_hover():
     assert trace.marker.colorbar.title.text == t("figure.atlas.cluster")
     by_layer = atlas_figures.heads_scatter(means, "entropy", "sink", model="M")
     assert by_layer.data[0].marker.colorbar.title.text == t("figure.atlas.layer")
+
+
+def test_a_heads_map_coloured_by_token_gives_each_frequent_token_a_colour_the_rest_grey():
+    """The sample's 10 most frequent tokens (ties in code-point order) each one trace of its
+    queries and keys, named as the pages write a token (␣ a space, ↵ a line break), the other
+    tokens in one grey trace last; circles are queries, diamonds keys."""
+    from collections import Counter
+
+    written = {" the": "␣the", " cat": "␣cat", "\n": "↵", " ": "␣", "猫": "猫", "sat": "sat",
+               " on": "␣on", ".": ".", ",": ",", " mat": "␣mat", "a": "a", "b": "b"}
+    tokens = ([" the"] * 5 + ["\n"] * 4 + [" cat"] * 3 + ["猫"] * 3 + [" "] * 2 + ["sat", " on",
+              ".", ",", " mat", "a", "b"])
+    rng = np.random.default_rng(5)
+    tokens = [tokens[i] for i in rng.permutation(len(tokens))]
+    s = len(tokens)
+    points = np.arange(4 * s, dtype=float).reshape(2 * s, 2)     # row r at x = 2r: its own x
+    counts = Counter(written[tok] for tok in tokens)
+    top = [name for name, _ in sorted(counts.items(), key=lambda c: (-c[1], c[0]))[:10]]
+    assert len(counts) == 12 and len(top) == 10
+    fig = atlas_figures.qk_map(points, s, tokens=tokens, layer=1, head=0, method="PCA",
+                               by_token=True)
+    assert [tr.name for tr in fig.data] == top + [t("figure.atlas.map.other_tokens")]
+    assert not any("▁" in tr.name or "<0x" in tr.name for tr in fig.data)
+    colours = [tr.marker.color for tr in fig.data]
+    assert len(set(colours)) == 11 and colours[-1] == atlas_figures.OTHER_TOKENS_COLOUR
+    assert fig.layout.legend.title.text == t("figure.atlas.map.token")
+    for trace in fig.data:
+        group = top.index(trace.name) if trace.name in top else None
+        want = [i for i in range(s) if (written[tokens[i]] == trace.name if group is not None
+                                        else written[tokens[i]] not in top)]
+        rows = [int(x) // 2 for x in trace.x]
+        assert rows == want + [s + i for i in want]              # its queries, then its keys
+        assert list(trace.marker.symbol) == ["circle"] * len(want) + ["diamond"] * len(want)
+        assert list(trace.text) == [written[tokens[i]] for i in want] * 2
+    with use_language("zh"):
+        zh = atlas_figures.qk_map(points, s, tokens=tokens, layer=1, head=0, method="PCA",
+                                  by_token=True)
+        assert zh.data[-1].name == t("figure.atlas.map.other_tokens")
+    assert zh.data[-1].name != fig.data[-1].name

@@ -114,8 +114,12 @@ def test_a_click_opens_the_head_and_its_link_brings_every_pick_back(built, expec
 
     started = heavy.default_queue().started
     link = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
-    assert {k: link.get(k) for k in ("at_corpus", "at_x", "at_y", "at_layer", "at_head")} == \
-        {"at_corpus": "custom", "at_x": X, "at_y": Y, "at_layer": "5", "at_head": "4"}
+    assert {k: link.get(k) for k in ("at_x", "at_y", "at_layer", "at_head")} == \
+        {"at_x": X, "at_y": Y, "at_layer": "5", "at_head": "4"}
+    # the learner's corpus by its hash alone: no text of it travels in the link
+    assert link["at_corpus"].startswith("user:") and len(link["at_corpus"]) <= 40
+    assert not any(word in value for value in link.values() for text in TEXTS
+                   for word in text.split())
     again = open_page("pages/atlas.py", params=link)
     no_exceptions(again)
     assert again.session_state[keys.AT_TEXTS] == "\n\n".join(TEXTS)
@@ -140,15 +144,35 @@ def test_the_downloads_are_the_apis_table_and_an_atlas_it_loads(built, expected,
     assert loaded.top_examples(5, 4) == expected.top_examples(5, 4)
 
 
-def test_a_link_to_an_atlas_not_built_offers_the_button_and_builds_nothing():
+def test_a_link_to_a_corpus_not_built_brings_it_back_and_an_unknown_one_is_said():
+    """The link of a corpus typed but not built: the texts come back from the server (by the
+    link's hash), the Build button is offered and nothing is built. A link whose hash this
+    server does not have says so and offers the bundled corpus of its language."""
     started = heavy.default_queue().started
-    at = open_page("pages/atlas.py", params={
-        "lang": "en", "at_corpus": "custom", "at_texts": "Another text, never built.\n\nOne more.",
-        "at_layer": "3", "at_x": "induction"})
+    typed = "Another text, never built.\n\nOne more."
+    first = open_page("pages/atlas.py", params={"lang": "en", "at_layer": "3"},
+                      at_corpus="custom", at_texts=typed)
+    no_exceptions(first)
+    link = {k: v[0] if isinstance(v, list) else v for k, v in first.query_params.items()}
+    assert "at_texts" not in link and "never" not in link["at_corpus"]
+    at = open_page("pages/atlas.py", params=link)
     no_exceptions(at)
-    assert at.session_state[keys.AT_TEXTS] == "Another text, never built.\n\nOne more."
+    assert at.session_state[keys.AT_CORPUS] == "custom"
+    assert at.session_state[keys.AT_TEXTS] == typed
+    assert at.session_state[keys.AT_LAYER] == 3
     assert [b.key for b in at.button if b.key == keys.AT_BUILD] == [keys.AT_BUILD]
-    assert not charts_keyed(at, keys.AT_SCATTER)
+    assert not charts_keyed(at, keys.AT_SCATTER) and not at.warning
+    assert heavy.default_queue().started == started
+
+    gone = open_page("pages/atlas.py", params={"lang": "zh", "at_corpus": "user:" + "0" * 32,
+                                               "at_x": "induction"})
+    no_exceptions(gone)
+    with use_language("zh"):
+        assert shows(gone.warning, "atlas.corpus.unknown")
+    assert gone.session_state[keys.AT_CORPUS] == "zh"
+    assert gone.session_state[keys.AT_X] == "induction"
+    assert [b.label for b in gone.button if b.key == keys.AT_BUILD] == [
+        render("atlas.build", "zh", texts=len(atlas_corpus.texts("zh")))]
     assert heavy.default_queue().started == started
 
 
@@ -231,6 +255,29 @@ def test_the_opened_heads_map_before_rope_by_position_then_its_tsne_from_the_que
     np.testing.assert_allclose(np.abs(got), np.abs(want), rtol=1e-6, atol=1e-6)
     for trace in fig["data"]:
         assert decode(trace["marker"]["color"]).astype(int).tolist() == p.sample_pos.tolist()
+
+    # coloured by token: the sample's 10 most frequent tokens (ties in code-point order), each
+    # its trace, spaces and line breaks written ␣ and ↵; the others grey, last
+    from collections import Counter
+
+    def written(token: str) -> str:
+        core = token.strip(" ")
+        lead = len(token) - len(token.lstrip(" "))
+        return ("␣" * lead + core + "␣" * (len(token) - lead - len(core)) if core
+                else "␣" * len(token)).replace("\n", "↵")
+
+    at.session_state[keys.AT_COLOUR] = "token"
+    at.run()
+    no_exceptions(at)
+    counts = Counter(written(str(s)) for s in p.sample_token)
+    top = [name for name, _ in sorted(counts.items(), key=lambda c: (-c[1], c[0]))[:10]]
+    [fig] = charts_keyed(at, keys.AT_MAP)
+    names = [tr["name"] for tr in fig["data"]]
+    assert names == top + ([render("figure.atlas.map.other_tokens", "en")]
+                           if len(counts) > 10 else [])
+    assert sum(len(decode(tr["x"])) for tr in fig["data"]) == 2 * len(p.sample_pos)
+    assert shows(at.caption, "atlas.map.colour.token_caption", tokens=len(top))
+    at.session_state[keys.AT_COLOUR] = "position"
 
     at.session_state[keys.AT_METHOD] = "tsne"
     at.run()

@@ -130,6 +130,27 @@ def test_a_job_whose_learners_are_gone_is_stopped():
     queue.close()
 
 
+
+def test_present_counts_only_the_learners_still_there():
+    """A queued job keeps a gone learner in job.learners (no worker has asked yet): present
+    leaves it out, and counts it again while its alive() is true."""
+    queue = HeavyQueue(workers=1)
+    gate = threading.Event()
+    queue.submit("busy", counting_work(1, [], gate), total=1, learner="x")
+    there = {"a": True, "b": True, "c": True}
+    job = None
+    for who in there:
+        job = queue.submit("shared", counting_work(1, []), total=1, learner=who,
+                           alive=lambda who=who: there[who])
+    assert queue.place(job) >= 1 and len(job.learners) == 3       # queued behind "busy"
+    assert queue.present(job) == 3
+    there["b"] = False                              # b's browser gone, within the grace
+    assert len(job.learners) == 3 and queue.present(job) == 2
+    there["c"] = False
+    assert queue.present(job) == 1
+    gate.set()
+    queue.close()
+
 def test_at_most_workers_jobs_compute_at_once_the_rest_wait_in_order():
     queue = HeavyQueue(workers=2)
     gate, busy, most = threading.Event(), [0], [0]

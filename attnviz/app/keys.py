@@ -167,6 +167,8 @@ RESTORE_EDITS_NPZ = "restore_edits_npz"  # the uploader restoring edits from a f
 RESTORE_EDITS_NPZ_ERROR = "restore_edits_npz_error"  # why that file could not be read
 KEEP_EDITS_NPZ = "keep_edits_npz"       # the button saving the edits to a file
 DISMISS_LOST_EDITS = "dismiss_lost_edits"  # the button dismissing the lost-edits notice
+_section("shared.links atlas.atlas_view")
+AT_CORPUS_ASKED = "at_corpus_asked"     # a link's "user:<hash>" corpus, till the atlas page read it
 _section("shared.links generate.generate_view")
 GEN_FROM_LINK = "gen_from_link"         # tokens a link asks Generate to make again (its count)
 GEN_LINK_COUNT = "gen_link_count"       # (the link's recipe, that count): said until Generate is pressed
@@ -442,6 +444,10 @@ _section("atlas.atlas_view")
 AT_CORPUS = "at_corpus"                 # the corpus: a bundled one's name (en, zh, all) or "custom"
 AT_TEXTS = "at_texts"                   # the learner's texts, separated by blank lines
 AT_UPLOAD = "at_upload"                 # a file of texts (.txt, .jsonl, .csv)
+AT_KEPT_UPLOAD = "at_kept_upload"       # (file name, its texts) a link's corpus brought back
+AT_FORGET_UPLOAD = "at_forget_upload"   # the button leaving those texts out
+AT_CORPUS_NAMED = "at_corpus_named"     # "user:<hash>" of the learner's corpus (kept on the server)
+AT_CORPUS_UNKNOWN = "at_corpus_unknown"  # the "user:<hash>" a link named that the server has not
 AT_BUILD = "at_build"                   # the button building the atlas
 AT_STOP = "at_stop"                     # the button stopping it
 AT_RESUME = "at_resume"                 # the button going on after a stop
@@ -566,8 +572,9 @@ LINK_DEFAULTS = {
     # Generate (and the number of tokens generated: attnviz.app.shared.links.GEN_TOKENS_PARAM)
     GEN_PROMPT: None, GEN_CHAT: False, GEN_SAMPLING: "greedy", GEN_TEMPERATURE: None,
     GEN_SEED: 0, GEN_COUNT: None, GEN_STEP: None, GEN_LAYER: None,
-    # Head atlas (its corpus: the bundled one of the page's language unless chosen)
-    AT_CORPUS: None, AT_TEXTS: None, AT_X: "entropy", AT_Y: "induction", AT_LAYER: 0,
+    # Head atlas (its corpus: the bundled one of the page's language unless chosen; the
+    # learner's own by its hash, LINK_STAND_INS)
+    AT_CORPUS: None, AT_X: "entropy", AT_Y: "induction", AT_LAYER: 0,
     AT_HEAD: 0, AT_METHOD: "pca", AT_COLOUR: "kind", AT_ROTATED: True,
     AT_HEADS_COLOUR: "layer"}
 # what a link's text is read as, where the default does not say: int, float, bool, str, list
@@ -590,11 +597,16 @@ LINK_KINDS = {PT_HV_HEADS: list, PT_DEC_HV_HEADS: list,
               WEIGHT_SCALE: "name", IMAGE_FORMAT: "name", EXP_TIED_SOURCE: "name",
               EXP_RAW_SOURCE: "name", EXP_ROPE_SOURCE: "name", TOY_TASK: "name",
               LENS_COLOUR: "name", LENS_KIND: "name", TR_PAIR: "name", TR_WHERE: "name",
-              GEN_SAMPLING: "name", HS_COLUMN: "name", AT_CORPUS: "name", AT_TEXTS: str,
+              GEN_SAMPLING: "name", HS_COLUMN: "name", AT_CORPUS: "name",
               AT_X: "name", AT_Y: "name", AT_METHOD: "name", AT_COLOUR: "name",
               AT_HEADS_COLOUR: "name",
               PT_VIEW: "tab", RD_VIEW: "tab", TR_VIEW: "tab", MH_SECTION: "tab",
               EXPERIMENT: "tab"}
+# a pick a link carries as the page's own name for its value when the page keeps one: the Head
+# atlas's corpus of the learner's texts as "user:<hash>" (the texts stay on the server, in
+# attnviz.app.atlas.atlas_view's store; a link never carries them). {pick: (the name's prefix,
+# where read_once puts a link's name for the page, where the page keeps the current one)}
+LINK_STAND_INS = {AT_CORPUS: ("user:", AT_CORPUS_ASKED, AT_CORPUS_NAMED)}
 # a pick a link carries only once the learner chose it (until then the page follows the input),
 # with the key saying so: reading it from a link marks it chosen
 LINK_CHOSEN = {WEIGHT_SCALE: WEIGHT_SCALE_CHOSEN}

@@ -5,6 +5,7 @@ in units (patches), not wall time.
     queue = HeavyQueue(workers=2)
     job = queue.submit(key, work, total=270, learner=token, alive=there)
     queue.place(job)       # 0: computing now; k ≥ 1: k-th in the queue; None: ended
+    queue.present(job)     # how many of its learners are still there
     job.done, job.total    # live progress, in units
     queue.leave(job, token)  # the learner's Stop: the job stops when no learner wants it
     job.wait()             # then job.result, job.ended ("finished", "stopped", "left", "failed")
@@ -138,6 +139,13 @@ class HeavyQueue:
         """Whether `learner` is among those waiting for `job`."""
         with self._cond:
             return learner in job.learners
+
+    def present(self, job: HeavyJob) -> int:
+        """How many learners waiting for `job` are still there (their ``alive()`` true now):
+        ``job.learners`` also holds those gone whom the workers have not yet dropped (a queued
+        job's, or a running one's between two checks)."""
+        with self._cond:
+            return sum(1 for alive in job.learners.values() if alive())
 
     def place(self, job: HeavyJob) -> int | None:
         """0 while `job` computes, k ≥ 1 while it is k-th in the queue, None otherwise."""

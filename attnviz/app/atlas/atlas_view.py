@@ -7,8 +7,9 @@ server's queue for heavy work (``attnviz.models.heavy``), as Trace's patching is
 (model file, corpus, settings) whoever asks, polled with Stop and Resume (a stopped reduction's
 partial merged with that of the texts left: ``atlas.reduce(progress=)``). A finished atlas is
 kept for every learner (``_ATLASES``), and so is an opened head's t-SNE map, asked for with a
-button and computed on the same queue (``_TSNES``). A link carries the corpus and every pick
-but never starts a build or a t-SNE.
+button and computed on the same queue (``_TSNES``). A link carries the corpus — a bundled one
+by name, the learner's own by its hash, the texts kept on the server (``_USER_CORPORA``) — and
+every pick, but never starts a build or a t-SNE.
 """
 
 from __future__ import annotations
@@ -45,9 +46,14 @@ EXAMPLE_HEIGHT = 220        # px: its one row
 HEAD_COLOURS = ("layer", "cluster")      # atlas.heads_colour.option.*
 CLUSTERS = 8                             # the clusters of heads (by their mean patterns)
 METHODS = ("pca", "tsne")                # the map's (atlas.map.method.option.*)
-COLOURS = ("kind", "position")           # its colours (atlas.map.colour.option.*)
+COLOURS = ("kind", "position", "token")  # its colours (atlas.map.colour.option.*)
 METHOD_NAMES = {"pca": "PCA", "tsne": "t-SNE"}
 
+# the learners' own corpora by their hash (corpus_hash), what a link names as USER + hash: kept
+# while the server runs, the least recently used dropped past 64 MB (a link to one says so)
+USER = keys.LINK_STAND_INS[keys.AT_CORPUS][0]
+_USER_CORPORA = SizedCache(max_bytes=64 * 2**20, max_entries=256, size_of=lambda c: c.nbytes,
+                           max_idle=None)
 # finished atlases, the same for every learner on the same model file, corpus and settings
 _ATLASES = SizedCache(max_bytes=200 * 2**20, max_entries=16, size_of=lambda b: b.nbytes)
 # (texts, tokens) of a corpus in a model's tokenizer, each text cut to its window
@@ -83,14 +89,69 @@ class Built:
 
 # ---- the corpus --------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class UserCorpus:
+    """A learner's corpus as the page had it: the typed texts (the box's text) and the texts
+    of an uploaded file (its name; None: no file)."""
+
+    typed: str
+    file: str | None = None
+    uploaded: tuple[str, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(x.encode("utf-8")) for x in (self.typed, self.file or "", *self.uploaded))
+
+
+def _bundled() -> str:
+    return "zh" if language() == "zh" else "en"
+
+
+def _corpus_changed() -> None:
+    """on_change of the corpus choice: a link's unknown corpus is no longer the point."""
+    st.session_state.pop(keys.AT_CORPUS_UNKNOWN, None)
+
+
+def _from_link() -> None:
+    """A link's learner corpus ("user:<hash>", read by links.read_once) put back from the
+    server's store before the widgets are drawn — its typed texts in the box, a file's texts
+    kept beside the uploader — or, when the server does not have it (never, or no longer), the
+    bundled corpus of the page's language, said by `corpus`."""
+    asked = st.session_state.pop(keys.AT_CORPUS_ASKED, None)
+    if not isinstance(asked, str):
+        return
+    kept = _USER_CORPORA.peek(asked[len(USER):]) if asked.startswith(USER) else None
+    if kept is None:
+        st.session_state[keys.AT_CORPUS] = _bundled()
+        st.session_state[keys.AT_CORPUS_UNKNOWN] = asked
+        return
+    st.session_state[keys.AT_CORPUS] = CUSTOM
+    st.session_state[keys.AT_TEXTS] = kept.typed
+    st.session_state[keys.AT_KEPT_UPLOAD] = (kept.file, kept.uploaded) if kept.file else None
+    st.session_state.pop(keys.AT_CORPUS_UNKNOWN, None)
+
+
+def _forget_upload() -> None:
+    st.session_state[keys.AT_KEPT_UPLOAD] = None
+
+
 def corpus() -> list[str]:
     """The corpus chosen: a bundled one (its source and licence said) or the learner's typed
-    texts and uploaded file; [] when there is none yet (said)."""
+    texts and uploaded file; [] when there is none yet (said). The learner's own corpus is
+    kept on the server by its hash (``USER`` + ``corpus_hash``), the name a link carries
+    (keys.LINK_STAND_INS): a reload or the link brings it back, a hash the server does not
+    have is said and the bundled corpus offered."""
+    _from_link()
     if st.session_state.get(keys.AT_CORPUS) not in CORPORA:
-        st.session_state[keys.AT_CORPUS] = "zh" if language() == "zh" else "en"
+        st.session_state[keys.AT_CORPUS] = _bundled()
+    unknown = st.session_state.get(keys.AT_CORPUS_UNKNOWN)
+    if unknown:
+        st.warning(t("atlas.corpus.unknown", name=code(unknown[:len(USER) + 12])),
+                   icon=":material/link_off:")
     name = st.radio(t("atlas.corpus.label"), CORPORA, key=keys.AT_CORPUS, horizontal=True,
                     persist_state="session", format_func=lambda c: t(f"atlas.corpus.option.{c}"),
-                    help=t("atlas.corpus.help"))
+                    help=t("atlas.corpus.help"), on_change=_corpus_changed)
+    st.session_state[keys.AT_CORPUS_NAMED] = None
     if name != CUSTOM:
         texts = atlas_corpus.texts(name)
         st.caption(t("atlas.corpus.source", texts=len(texts),
@@ -106,14 +167,42 @@ def corpus() -> list[str]:
                             type=[s.lstrip(".") for s in SUFFIXES], key=keys.AT_UPLOAD,
                             max_upload_size=MAX_UPLOAD_MB,
                             help=t("atlas.upload.help", megabytes=MAX_UPLOAD_MB))
+    uploaded = None
     if file is not None:
+        st.session_state[keys.AT_KEPT_UPLOAD] = None         # a new file replaces a kept one
         try:
-            texts += texts_of(file.name, file.getvalue())
+            uploaded = (file.name, tuple(texts_of(file.name, file.getvalue())))
         except AttnvizInputError as exc:
             st.error(literal(exc.message or exc))
         except (ValueError, KeyError, TypeError) as exc:    # bad UTF-8, JSON, a missing "text"
             st.error(t("atlas.upload.error", name=literal(file.name), error=literal(exc)))
+    else:
+        uploaded = _kept_upload()
+    texts += list(uploaded[1]) if uploaded else []
+    if texts:
+        st.session_state[keys.AT_CORPUS_NAMED] = remember(
+            UserCorpus(typed, *(uploaded or (None, ()))), texts)
     return texts
+
+
+def _kept_upload() -> tuple[str, tuple[str, ...]] | None:
+    """The texts of a file a link's corpus brought back (said, with a button leaving them
+    out), or None."""
+    kept = st.session_state.get(keys.AT_KEPT_UPLOAD)
+    if not (isinstance(kept, tuple) and len(kept) == 2):
+        return None
+    left, right = st.columns([4, 1], vertical_alignment="center")
+    left.caption(t("atlas.upload.kept", name=literal(kept[0]), texts=len(kept[1])))
+    widgets.action_button(t("atlas.upload.forget"), _forget_upload, key=keys.AT_FORGET_UPLOAD,
+                          where=right, icon=":material/close:")
+    return kept
+
+
+def remember(kept: UserCorpus, texts: list[str]) -> str:
+    """Keep the learner's corpus on the server under its hash; the name a link carries."""
+    corpus_id = corpus_hash(texts)
+    _USER_CORPORA.get(corpus_id, lambda: kept)
+    return USER + corpus_id
 
 
 def corpus_hash(texts: list[str]) -> str:
@@ -345,7 +434,8 @@ def qk_map(built: Built, key: tuple, layer: int, head: int) -> None:
     """The head's sampled queries and keys over the corpus in one 2-D map, with what the joint
     map changes and keeps: by PCA (precomputed for every head after RoPE; before RoPE computed
     here, one SVD) or by t-SNE (on the server's queue, asked for with a button and kept per
-    atlas, head and RoPE choice); coloured by query / key or by position."""
+    atlas, head and RoPE choice); coloured by query / key, by position or by token (the
+    sample's most frequent tokens each a colour, the others grey)."""
     st.subheader(t("atlas.map.subheader"))
     p = built.partial
     samples = len(p.sample_pos)
@@ -373,8 +463,12 @@ def qk_map(built: Built, key: tuple, layer: int, head: int) -> None:
         points = atlas_map.pca(atlas_map.head_points(p, layer, head, rotated=False))
     widgets.chart(atlas_figures.qk_map(points, samples, tokens=p.sample_token, layer=layer,
                                        head=head, method=METHOD_NAMES[method],
-                                       positions=p.sample_pos if colour == "position" else None),
+                                       positions=p.sample_pos if colour == "position" else None,
+                                       by_token=colour == "token"),
                   key=keys.AT_MAP)
+    if colour == "token":
+        st.caption(t("atlas.map.colour.token_caption",
+                     tokens=len(atlas_figures.token_groups(p.sample_token)[0])))
 
 
 def tsne_key(key: tuple, layer: int, head: int, rotated: bool) -> tuple:
@@ -458,6 +552,6 @@ def downloads(built: Built, corpus_id: str) -> None:
     st.caption(t("atlas.downloads.caption", call=code("attnviz.HeadAtlas.load(path)")))
 
 
-__all__ = ["Built", "COLOURS", "CORPORA", "HEAD_COLOURS", "METHODS", "atlas_key", "build",
-           "corpus", "corpus_hash", "counts", "deciles", "downloads", "examples", "heads",
-           "qk_map", "related", "tsne", "tsne_key"]
+__all__ = ["Built", "COLOURS", "CORPORA", "HEAD_COLOURS", "METHODS", "USER", "UserCorpus",
+           "atlas_key", "build", "corpus", "corpus_hash", "counts", "deciles", "downloads",
+           "examples", "heads", "qk_map", "related", "remember", "tsne", "tsne_key"]

@@ -6,7 +6,7 @@ each decile, its joint query/key map (PCA, or t-SNE on the server's queue), its 
 import streamlit as st
 
 from attnviz.app.atlas import atlas_view
-from attnviz.app.shared import model_loading, state
+from attnviz.app.shared import links, model_loading, state
 from attnviz.app.shared.model_words import named
 from attnviz.app.shared.text import code
 from attnviz.app.sidebar.model_choice import language_model
@@ -22,6 +22,7 @@ def render() -> None:
     st.caption(t("atlas.caption", model=named(entry), layers=m.num_layers, heads=m.num_heads,
                  docs=code("docs/atlas.md")))
     texts = atlas_view.corpus()
+    links.write()           # the corpus's name in the link now: the page may stop below
     if not texts:
         st.info(t("atlas.empty"))
         st.stop()

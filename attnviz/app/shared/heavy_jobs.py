@@ -75,8 +75,9 @@ def live(job, token: str, messages: str, progress, stop, stop_args: tuple, stop_
          other_tabs: bool = False) -> None:
     """A job under way, polled: its place in the server's queue, or `progress(job)` (share
     done, in words) while it computes; with `other_tabs`, that the page's other tabs stay
-    usable; how many learners wait for it; the button leaving it (`stop(*stop_args)`, widget
-    key `stop_key`). The whole page again once the job has ended or this learner left it.
+    usable; how many learners still there wait for it (``HeavyQueue.present``); the button
+    leaving it (`stop(*stop_args)`, widget key `stop_key`). The whole page again once the job
+    has ended or this learner left it.
     `messages`: the prefix of its .queue, .other_tabs, .shared and .stop message ids."""
     queue = heavy.default_queue()
     if not (job.running and queue.wants(job, token)):
@@ -90,7 +91,8 @@ def live(job, token: str, messages: str, progress, stop, stop_args: tuple, stop_
         st.progress(min(1.0, share), text=words)
     if other_tabs:
         st.caption(t(f"{messages}.other_tabs"))
-    if len(job.learners) > 1:
-        st.caption(t(f"{messages}.shared", count=len(job.learners)))
+    present = queue.present(job)
+    if present > 1:
+        st.caption(t(f"{messages}.shared", count=present))
     widgets.action_button(t(f"{messages}.stop"), stop, stop_args, key=stop_key,
                           icon=":material/stop:")

@@ -9,6 +9,8 @@ parameter is bounded before it is used: its length (MAX_CHARS), its type (a whol
 switch, one of the choices) and, for a typed matrix, its shape and nesting (the matrix must
 parse: a 5000-deep JSON list is refused by attnviz.core.inputs before it is read). A sentence is
 any text up to its length (a blank one shows the page's error, with the sidebar to fix it).
+A page's own name may stand in for a pick's value (keys.LINK_STAND_INS): the Head atlas's
+corpus of the learner's texts goes as ``at_corpus=user:<hash>``, the texts kept on the server.
 """
 
 from __future__ import annotations
@@ -73,8 +75,11 @@ def read_once() -> None:
                                        choices=", ".join(languages())))
             continue
         param = name                      # as the link names it (the notices say so)
+        stand_in = keys.LINK_STAND_INS.get(name)
         if name == GEN_TOKENS_PARAM:
             name, default = keys.GEN_FROM_LINK, 0
+        elif stand_in is not None and raw.startswith(stand_in[0]):
+            name, default = stand_in[1], ""   # the page's own name: the page reads it
         elif name in settings:
             default = settings[name]
         elif name not in OWN_PARAMS and keys.link_default(name)[0]:
@@ -280,8 +285,11 @@ def _parse(name: str, raw: str, default):
 
 
 def _kind(name: str, default):
-    """What a link's value of `name` is read as (see keys.LINK_KINDS), hence its longest."""
-    return "name" if name in NAMES else keys.LINK_KINDS.get(name, type(default))
+    """What a link's value of `name` is read as (see keys.LINK_KINDS), hence its longest; a
+    page's own name for a pick's value (keys.LINK_STAND_INS) is a name."""
+    if name in NAMES or any(name == asked for _, asked, _ in keys.LINK_STAND_INS.values()):
+        return "name"
+    return keys.LINK_KINDS.get(name, type(default))
 
 
 def write() -> None:
@@ -295,6 +303,9 @@ def write() -> None:
     st.session_state[keys.LINK_TOO_LONG] = too_long
     for name, default in _picks():
         value = st.session_state.get(name)
+        stand_in = keys.LINK_STAND_INS.get(name)
+        if stand_in is not None and st.session_state.get(stand_in[2]) is not None:
+            value = st.session_state[stand_in[2]]     # the page's own name for its value
         if value is None or not language.in_link(name, value, default) \
                 or not _linkable(value):
             continue

@@ -347,6 +347,20 @@ class DecoderModel(ConfigSizes):
         W_O (576, 576); no biases."""
         return self._blocks[self._check_layer(layer)].attention
 
+    def unrotated_qk(self, layer: int, h: np.typing.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """Layer `layer`'s queries (H, m, d_k) and keys (H_kv, m, d_k) of the residual rows
+        h (m, d_model) that enter it (``DecoderRun.hidden_states[layer]`` at any m positions),
+        before RoPE: the layer's RMSNorm, W_Q and W_K (their biases), and QK-norm where the
+        model has it — each row's own numbers, whatever rows sit beside it. They are the
+        ``q`` / ``k`` (or ``q_normed`` / ``k_normed``) steps of ``DecoderRun.trace(layer)``,
+        computed by that same trace; ``core.rotary.apply_rope`` at each row's position turns
+        them as the model does. One key per key/value head (not repeated per query head)."""
+        layer = self._check_layer(layer)
+        t = self._trace_layer(layer, np.asarray(h, _DTYPE))
+        q = t.q if t.q_normed is None else t.q_normed                 # (H, m, d_k)
+        k = t.k if t.k_normed is None else t.k_normed                 # (H, m, d_k), repeated
+        return q, k[::t.kv_group]                                      # (H_kv, m, d_k)
+
     # ---- text in and out ---------------------------------------------------------------------
     # A visitor's text is text: the control tokens' spellings typed in it (<|im_start|>,
     # <|im_end|>, <|endoftext|>, …) are read as the characters they are, so typed text can

@@ -47,7 +47,6 @@ from attnviz.core.errors import AttnvizInputError
 from attnviz.core.reading import (DETECTORS, ROW_METRICS, detection_cells, detection_sums,
                                   is_punctuation, row_metrics)
 from attnviz.core.rotary import apply_rope
-from attnviz.models.decoders.decoder import DecoderRun
 
 __all__ = ["DETECTORS", "EDGES", "METRICS", "OFFSETS", "Partial", "Settings", "merge", "merge_all",
            "priority", "reduce", "text_id"]
@@ -308,7 +307,7 @@ def _add_text(out: Partial, model, text: str):
     model.run_layers(model.token_embeddings(ids), hook=read)
     if not len(drawn):
         return None
-    return _draw(model, ids[drawn], drawn, np.stack(streams), tokens, tid, prio)
+    return _draw(model, drawn, np.stack(streams), tokens, tid, prio)
 
 
 def _drawn(tid, prio: np.ndarray, s: Settings) -> np.ndarray:
@@ -388,20 +387,12 @@ def _bottom(prio, score, text, pos, r):
     return tuple(np.take_along_axis(a, order, -1) for a in (prio, score, text, pos))
 
 
-def _draw(model, ids, drawn, streams, tokens, tid, prio):
+def _draw(model, drawn, streams, tokens, tid, prio):
     """The q/k draws at positions `drawn` (m,) from each layer's input there, streams
-    (L, m, d_model): the engine's trace of each layer on those rows alone (a ``DecoderRun`` of
-    them), whose unrotated q and k (after QK-norm) depend on the row only; ``Partial.rotated``
-    turns them at their own positions."""
-    rows = DecoderRun(ids=ids, tokens=[], pieces=[], spans=[], attentions=None, _logits=None,
-                      hidden_states=streams, head_mask=None, total=len(ids), _model=model,
-                      _values=None)
-    q, k = [], []
-    for layer in range(len(streams)):
-        t = rows.trace(layer)
-        q.append(t.q if t.q_normed is None else t.q_normed)           # (H, m, d_k)
-        keys = t.k if t.k_normed is None else t.k_normed              # (H, m, d_k)
-        k.append(keys[::t.kv_group])                                  # (H_kv, m, d_k)
+    (L, m, d_model): each layer's unrotated q and k (after QK-norm) of those rows
+    (``DecoderModel.unrotated_qk``), which depend on the row only; ``Partial.rotated`` turns
+    them at their own positions."""
+    q, k = zip(*(model.unrotated_qk(layer, rows) for layer, rows in enumerate(streams)))
     return (prio[drawn], np.full(len(drawn), tid, np.uint64), drawn.astype(np.int64),
             np.array([tokens[i] for i in drawn], str),
             np.stack(q).transpose(2, 0, 1, 3).astype(np.float32),      # (m, L, H, d_k)
