@@ -71,6 +71,23 @@ def click_points(at: AppTest, key: str, points: list[dict]) -> AppTest:
     return streamlit_compat.run_with_states(at, states)
 
 
+def elements(node):
+    """`node` (an AppTest's element tree: streamlit_compat.element_tree(at)) and every element
+    under it, depth first."""
+    yield node
+    children = getattr(node, "children", None)
+    for child in (children.values() if isinstance(children, dict) else children or []):
+        yield from elements(child)
+
+
+def widget_values(at: AppTest) -> dict:
+    """{key: value} of every keyed widget on the page (the sidebar's too), as drawn."""
+    from streamlit.testing.v1 import element_tree as et
+
+    return {node.key: node.value for node in elements(streamlit_compat.element_tree(at))
+            if isinstance(node, et.Widget) and node.key and not node.key.startswith("$$")}
+
+
 def chart_bytes(at: AppTest) -> int:
     return sum(len(c.proto.spec) for c in at.get("plotly_chart"))
 

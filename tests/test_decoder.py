@@ -198,6 +198,30 @@ def test_next_tokens_are_transformers_most_likely(torch, decoder, hf_decoder):
     assert got[0][0] == " Paris"
 
 
+def test_the_next_tokens_scores_are_one_row_made_alone(torch, decoder, hf_decoder, monkeypatch):
+    """``run.next_logits``: transformers' scores after the last position, made as one row of
+    the output product (not the (n, vocab) logits of every position: Read the model's ablation
+    and ``run.next_tokens`` need only these), kept once made."""
+    _, tokenizer = hf_decoder
+    text = "The capital of France is"
+    run = decoder.run(text)
+    products = []
+    checked = DecoderModel._checked_logits
+
+    def recording(self, h, token=None):
+        products.append(h.shape)
+        return checked(self, h, token)
+
+    monkeypatch.setattr(DecoderModel, "_checked_logits", recording)
+    scores = run.next_logits
+    assert run.next_logits is scores and products == [(1, decoder.d_model)]
+    expected = _hf_forward(hf_decoder, tokenizer(text).input_ids).logits[0, -1].numpy()
+    np.testing.assert_allclose(scores, expected, atol=1e-4)
+    assert [p for p, _ in run.next_tokens(3)] == \
+        [tokenizer.decode([i]) for i in np.argsort(-expected, kind="stable")[:3]]
+    assert products == [(1, decoder.d_model)]
+
+
 # ---- generation ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("prompt", ["The capital of France is", "chat: Write a haiku about tea.",

@@ -187,7 +187,7 @@ from streamlit.testing.v1 import AppTest                        # noqa: E402
 from streamlit.testing.v1 import element_tree as et             # noqa: E402
 
 from attnviz.app import keys                                    # noqa: E402
-from tests.apptest_helpers import ROOT                          # noqa: E402
+from tests.apptest_helpers import ROOT, elements                # noqa: E402
 from tools import streamlit_compat                              # noqa: E402
 
 EVERY_PAGE = sorted(p.stem for p in (ROOT / "pages").glob("*.py"))
@@ -206,13 +206,6 @@ NOT_PICKS = {
     et.Dataframe: "a table of numbers the page shows (the weight editor's go by `edits`)",
     et.UnknownElement: "a chart: a click on it opens another widget's pick, which is tested",
 }
-
-
-def _walk(node):
-    yield node
-    children = getattr(node, "children", None)
-    for child in (children.values() if isinstance(children, dict) else children or []):
-        yield from _walk(child)
 
 
 def _not_a_pick(node) -> str | None:
@@ -235,7 +228,7 @@ def _not_a_pick(node) -> str | None:
 def _keyed(at: AppTest) -> tuple[dict, dict]:
     """The page's picks {key: widget} and its keyed tab bars {key: (block id, labels)}."""
     picks, tabs = {}, {}
-    for node in _walk(streamlit_compat.element_tree(at)):
+    for node in elements(streamlit_compat.element_tree(at)):
         key = getattr(node, "key", None)
         if not key or key.startswith("$$"):
             continue

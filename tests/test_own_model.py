@@ -50,6 +50,24 @@ def test_local_entries_are_named_from_the_files_metadata(tiny_decoders, tmp_path
     assert not {e.name for e in entries} & set(registry.NAMES)
 
 
+def test_the_file_type_is_the_headers_and_a_file_changed_is_read_again(tiny_decoders, tmp_path):
+    """The Generate caption's file type is the header's general.file_type as the fixture wrote
+    it; the metadata kept for a file is read again once the file is another (its size and
+    time changed): a server's own file replaced while it runs."""
+    import shutil
+
+    from attnviz.models import gguf_llama
+
+    for (arch, dtype), written in tiny_decoders.items():
+        assert gguf_llama.file_type(written.path) == dtype, (arch, dtype)
+    path = tmp_path / "mine.gguf"
+    shutil.copy(tiny_decoders[("qwen3", "F32")].path, path)
+    assert (gguf_llama.file_type(path), gguf_llama.read_config(path).num_layers) == ("F32", 2)
+    shutil.copy(tiny_decoders[("gemma3", "Q8_0")].path, path)
+    assert gguf_llama.file_type(path) == "Q8_0"
+    assert gguf_llama.read_metadata(path)[0]["general.architecture"] == "gemma3"
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_gguf_added_by_the_server_is_a_model_on_the_pretrained_page(browser, tiny_decoders,

@@ -532,7 +532,7 @@ def ranking_section(text_a: str, text_b: str, limit: int) -> None:
 def _targets(run: DecoderRun) -> tuple[np.ndarray, np.ndarray]:
     """The TOP_TARGETS most likely next tokens with every head (ids, log-probabilities),
     most likely first."""
-    logits = run.logits[-1].astype(np.float64)
+    logits = run.next_logits.astype(np.float64)
     logprobs = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
     best = np.argsort(-logprobs, kind="stable")[:TOP_TARGETS]
     return best, logprobs[best]

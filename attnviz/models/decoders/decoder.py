@@ -103,6 +103,7 @@ class DecoderRun:
     total: int                                       # tokens in the whole text
     _model: "DecoderModel" = field(repr=False)
     _values: np.ndarray = field(repr=False)          # (layers, H_kv, n, d_v)
+    _next: np.ndarray | None = field(default=None, repr=False)   # ``next_logits``, once read
 
     @property
     def truncated(self) -> bool:
@@ -121,10 +122,23 @@ class DecoderRun:
         return self._logits
 
     @property
+    def next_logits(self) -> np.ndarray:
+        """(vocab,) float32: the scores of the token after the whole text — the last row of
+        ``logits`` made alone, the one-row product ``DecoderModel.next_token_logprobs`` makes
+        (equal to ``logits[-1]`` up to float32 rounding: a BLAS kernel may sum a larger
+        product's rows in another order), made at the first read and kept. A page that needs
+        only the next token reads this, not the (n, vocab) logits: n rows of Gemma 3's
+        262,144 × 640 output matrix where one is used."""
+        if self._next is None:
+            logits = self._model._checked_logits(self.hidden_states[-1][-1:])[0]
+            object.__setattr__(self, "_next", readonly(logits))
+        return self._next
+
+    @property
     def nbytes(self) -> int:
-        """Bytes of the arrays the run holds (ids, attentions, logits — counted before they
-        are computed —, hidden states, values)."""
-        logits = len(self.ids) * self._model.vocab_size * np.dtype(_DTYPE).itemsize
+        """Bytes of the arrays the run holds (ids, attentions, logits and the next token's —
+        counted before they are computed —, hidden states, values)."""
+        logits = (len(self.ids) + 1) * self._model.vocab_size * np.dtype(_DTYPE).itemsize
         return logits + sum(a.nbytes for a in (self.ids, self.attentions,
                                                self.hidden_states, self._values))
 
@@ -177,7 +191,7 @@ class DecoderRun:
 
     def next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
         """The k most likely tokens after the whole text, (readable piece, probability)."""
-        return self._model._top(self.logits[-1], k, self.ids)
+        return self._model._top(self.next_logits, k, self.ids)
 
 
 @dataclass(frozen=True, eq=False)
