@@ -72,8 +72,8 @@ VIEWS = {
 def a_tuned_lens_at_hand(monkeypatch):
     """Gemma's tuned lens at hand without its fit (which is not what this test checks): each
     translator the identity, so the page draws the tuned view (its KL chart) at once."""
-    from attnviz.models import tuned_lens
-    from attnviz.models.decoder import DecoderModel
+    from attnviz.models.readers import tuned_lens
+    from attnviz.models.decoders.decoder import DecoderModel
 
     m = DecoderModel.load(name=GEMMA)
     d = m.d_model

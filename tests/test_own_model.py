@@ -56,7 +56,7 @@ def test_the_file_type_is_the_headers_and_a_file_changed_is_read_again(tiny_deco
     time changed): a server's own file replaced while it runs."""
     import shutil
 
-    from attnviz.models import gguf_llama
+    from attnviz.models.decoders import gguf_llama
 
     for (arch, dtype), written in tiny_decoders.items():
         assert gguf_llama.file_type(written.path) == dtype, (arch, dtype)
