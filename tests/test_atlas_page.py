@@ -7,6 +7,7 @@ building again."""
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -136,8 +137,15 @@ def test_the_downloads_are_the_apis_table_and_an_atlas_it_loads(built, expected,
     no_exceptions(built)
     [table] = [f for name, f in made.items() if name.endswith(".csv")]
     [npz] = [f for name, f in made.items() if name.endswith(".npz")]
-    pd.testing.assert_frame_equal(pd.read_csv(io.StringIO(table())), expected.metrics,
-                                  check_exact=False, rtol=1e-12)
+    [records] = [f for name, f in made.items() if name.endswith(".json")]
+    csv = pd.read_csv(io.StringIO(table()))
+    pd.testing.assert_frame_equal(csv, expected.metrics, check_exact=False, rtol=1e-12)
+    # the JSON: one record a head, the CSV's columns in its order and its values (NaN as null)
+    rows = json.loads(records())
+    assert len(rows) == len(csv) and all(list(row) == list(csv.columns) for row in rows)
+    from_json = pd.DataFrame([{c: np.nan if v is None else v for c, v in row.items()}
+                              for row in rows])
+    pd.testing.assert_frame_equal(from_json, csv, check_exact=True)
     loaded = HeadAtlas.load(io.BytesIO(npz()))
     np.testing.assert_array_equal(loaded.partial.counts, expected.partial.counts)
     assert loaded.maps.shape[:2] == (30, 9)

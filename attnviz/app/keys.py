@@ -469,6 +469,7 @@ AT_TSNE_STOP = "at_tsne_stop"           # the button stopping it
 AT_TSNE_JOB = "at_tsne_job"             # (the t-SNE's key, the queue's job, this learner's token)
 AT_TSNE_STOPPED_FOR = "at_tsne_stopped_for"   # the t-SNE's key whose job was stopped
 AT_CSV = "at_csv"                       # the per-head table's download
+AT_JSON = "at_json"                     # … the same table as JSON records
 AT_FILE = "at_file"                     # the atlas .npz's download
 
 # ---- Generate -----------------------------------------------------------------------------------

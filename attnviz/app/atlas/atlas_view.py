@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -530,12 +531,17 @@ def related(built: Built, layer: int, head: int) -> None:
 
 
 def downloads(built: Built, corpus_id: str) -> None:
-    """The per-head table (CSV) and the whole atlas (.npz, ``attnviz.HeadAtlas.load``), each
-    made when clicked."""
+    """The per-head table (CSV, and the same table as JSON records: one object a head, NaN as
+    null) and the whole atlas (.npz, ``attnviz.HeadAtlas.load``), each made when clicked."""
     name = f"attnviz_atlas_{corpus_id[:8]}"
 
     def table() -> str:
         return built.head_atlas().metrics.to_csv(index=False)
+
+    def records() -> str:       # Python's floats: the CSV's shortest round-trip digits
+        rows = built.head_atlas().metrics.to_dict("records")
+        return json.dumps([{c: None if v != v else v for c, v in row.items()} for row in rows],
+                          allow_nan=False, ensure_ascii=False)
 
     def npz() -> bytes:
         out = io.BytesIO()
@@ -543,9 +549,12 @@ def downloads(built: Built, corpus_id: str) -> None:
         return out.getvalue()
 
     st.subheader(t("atlas.downloads.subheader"))
-    left, right = st.columns(2)
+    left, middle, right = st.columns(3)
     left.download_button(t("atlas.downloads.csv"), table, f"{name}.csv", "text/csv",
                          key=keys.AT_CSV, on_click="ignore", icon=":material/download:")
+    middle.download_button(t("atlas.downloads.json"), records, f"{name}.json",
+                           "application/json", key=keys.AT_JSON, on_click="ignore",
+                           icon=":material/download:")
     right.download_button(t("atlas.downloads.npz"), npz, f"{name}.npz",
                           "application/octet-stream", key=keys.AT_FILE, on_click="ignore",
                           icon=":material/download:")
