@@ -312,3 +312,38 @@ def test_the_opened_heads_map_before_rope_by_position_then_its_tsne_from_the_que
         ["tsne", "position", False, "cluster"]
     assert fig_again["data"][0]["x"] == fig["data"][0]["x"]
     assert heavy.default_queue().started == started
+
+
+def test_each_top_example_opens_its_text_on_step_by_step_at_its_layer_and_head(built, expected):
+    """Each top example's button (and each decile's line) links to Step by step with the
+    sidebar's model, the example's text up to its query (a start of it, read to position + 1
+    tokens), the layer and the head; the link opened shows that head's weights on that layer,
+    the query's row the last, its largest weight the example's score."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    at = built
+    at.session_state[keys.AT_LAYER], at.session_state[keys.AT_HEAD] = 5, 4
+    at.run()
+    no_exceptions(at)
+    top = expected.top_examples(5, 4, k=5)
+    urls = [b.proto.url for b in at.get("link_button")]
+    assert len(urls) == len(top)
+    decile_lines = [m.value for m in at.markdown if "](steps?" in m.value]
+    assert decile_lines                                   # the deciles' lines link there too
+    for url, (text, position, score) in zip(urls, top):
+        where = urlsplit(url)
+        link = dict(parse_qsl(where.query))
+        assert where.path == "steps"
+        assert {k: link[k] for k in ("mode", "model", "layer", "head", "max_tokens")} == {
+            "mode": "Pretrained model", "model": "smollm2", "layer": "5", "head": "4",
+            "max_tokens": str(position + 1)}
+        assert text.startswith(link["sentence"]) and link["sentence"]
+    text, position, score = top[0]
+    link = dict(parse_qsl(urlsplit(urls[0]).query))
+    steps = open_page("pages/steps.py", params=link)
+    no_exceptions(steps)
+    assert [steps.session_state[k] for k in ("mode", "model", "layer", keys.HEAD, keys.STEP)] \
+        == ["Pretrained model", "smollm2", 5, 4, "weights"]
+    [fig] = charts_keyed(steps, keys.STEP_MAP("weights"))
+    z = decode(fig["data"][0]["z"]).reshape(position + 1, position + 1)
+    assert abs(float(np.nanmax(z[-1])) - score) < 1e-5 and abs(float(np.nansum(z[-1])) - 1) < 1e-5

@@ -24,10 +24,12 @@ import streamlit as st
 
 from attnviz.app import keys
 from attnviz.app.pretrained.pretrained_view import keep_in_range
-from attnviz.app.shared import heavy_jobs, widgets
+from attnviz.app.shared import heavy_jobs, links, widgets
 from attnviz.app.shared.text import MAX_TEXT_CHARS, code, literal
 from attnviz.core.cache import SizedCache
 from attnviz.core.errors import AttnvizInputError
+from attnviz.core.inputs import MAX_TOKENS
+from attnviz.core.modes import Mode
 from attnviz.describe.labels import token_shown
 from attnviz.i18n import language, t
 from attnviz.io.atlas_files import SUFFIXES, texts_of, write_atlas
@@ -64,6 +66,8 @@ _TSNES = SizedCache(max_bytes=16 * 2**20, max_entries=64, size_of=lambda a: a.nb
 # an example's attention row (one text run again), per model, text, head and position
 _ROWS = SizedCache(max_bytes=4 * 2**20, max_entries=256,
                    size_of=lambda r: r[0].nbytes + 64 * len(r[1]))
+# an example's text as its link to Step by step carries it (the start holding its first tokens)
+_STARTS = SizedCache(max_bytes=2**20, max_entries=256, size_of=lambda s: 64 + 4 * len(s[0]))
 
 
 @dataclass(eq=False)
@@ -370,9 +374,55 @@ def _row(m, model: str, text: str, layer: int, head: int, position: int):
                       position), computed)
 
 
-def examples(m, built: Built, layer: int, head: int) -> None:
+def _start(m, model: str, text: str, tokens: int) -> tuple[str, int]:
+    """(the shortest start of `text` whose first `tokens` token ids are the text's own — the
+    whole text if no start is —, the text's tokens as the atlas read it, cut to the window)."""
+    def computed() -> tuple[str, int]:
+        ids = m.encode(text)[:m.max_tokens]
+        want = ids[:tokens]
+
+        def holds(chars: int) -> bool:
+            return np.array_equal(m.encode(text[:chars])[:tokens], want)
+
+        low, high = 1, len(text)          # a tokenizer splits words apart: `holds` only grows
+        while low < high:
+            middle = (low + high) // 2
+            low, high = (low, middle) if holds(middle) else (middle + 1, high)
+        return (text[:low] if holds(low) else text), len(ids)
+    return _STARTS.get((model, str(getattr(m, "path", "")), int(atlas.text_id(text)), tokens),
+                       computed)
+
+
+def step_link(m, model: str, text: str, layer: int, head: int, position: int
+              ) -> tuple[str, int] | None:
+    """(the link opening `text` on Step by step at `layer` and `head` — the sidebar's model,
+    the text's start holding tokens 0 … `position` and a limit of that many tokens, so the
+    query is the last row: a causal row reads no later token —, the text's tokens); None when
+    Step by step could not read that far (its limit, MAX_TOKENS, or its box's length)."""
+    tokens = position + 1
+    if tokens > MAX_TOKENS:
+        return None
+    start, total = _start(m, model, text, tokens)
+    if len(start) > MAX_TEXT_CHARS:
+        return None
+    return links.to_page("steps", mode=Mode.PRETRAINED.value, model=model, sentence=start,
+                         max_tokens=tokens, layer=layer, head=head, step="weights"), total
+
+
+def _open_button(link: tuple[str, int] | None, layer: int, head: int, position: int) -> None:
+    if link is None:
+        st.caption(t("atlas.example.open.none", tokens=MAX_TOKENS))
+        return
+    url, total = link
+    st.link_button(t("atlas.example.open", layer=layer, head=head, position=position), url,
+                   icon=":material/footprint:",
+                   help=t("atlas.example.open.help", tokens=position + 1, total=total))
+
+
+def examples(m, built: Built, layer: int, head: int, model: str) -> None:
     """The head's most concentrated rows over the corpus, each drawn as its row of attention
-    over the keys before it."""
+    over the keys before it, with a link opening its text on Step by step at that layer and
+    head (``step_link``)."""
     st.subheader(t("atlas.examples.subheader", layer=layer, head=head))
     means = built.partial.means()
     st.markdown(" · ".join(f"{t(f'atlas.metric.{name}')} {means[name][layer, head]:.3g}"
@@ -392,6 +442,7 @@ def examples(m, built: Built, layer: int, head: int) -> None:
         st.markdown(t("atlas.example", number=i + 1, position=position,
                       token=code(shown[position]), score=f"{score:.3f}",
                       text=code(_excerpt(text))))
+        _open_button(step_link(m, model, text, layer, head, position), layer, head, position)
         fig = figures.heatmap(row[None, drawn], row_labels=[shown[position]],
                               col_labels=[shown[j] for j in drawn], kind="weights",
                               show_values=False, col_title=t("figure.axis.key"),
@@ -404,9 +455,10 @@ def examples(m, built: Built, layer: int, head: int) -> None:
                          weight=f"{float(row[1:first].sum()):.3f}"))
 
 
-def deciles(m, built: Built, layer: int, head: int) -> None:
+def deciles(m, built: Built, layer: int, head: int, model: str) -> None:
     """One row of the head from each tenth of the largest weight (the reservoirs' first: the
-    row of smallest seeded priority among the corpus's rows of that tenth), as a line each."""
+    row of smallest seeded priority among the corpus's rows of that tenth), as a line each,
+    its link opening the text on Step by step at that layer and head (``step_link``)."""
     p = built.partial
     lines = []
     for d in range(atlas.DECILES):
@@ -419,6 +471,10 @@ def deciles(m, built: Built, layer: int, head: int) -> None:
                        high=f"{(d + 1) / atlas.DECILES:.1f}", position=position,
                        token=code(token), score=f"{p.res_score[layer, head, d, 0]:.3f}",
                        text=code(_excerpt(text, 100))))
+        link = step_link(m, model, text, layer, head, position)
+        if link is not None:
+            lines[-1] += " · " + t("atlas.deciles.open", url=link[0], tokens=position + 1,
+                                   total=link[1])
     with st.expander(t("atlas.deciles.label")):
         fewest = p.settings.min_keys
         st.caption(t("atlas.deciles.caption", keys=fewest, first=fewest - 1))

@@ -16,6 +16,7 @@ corpus of the learner's texts goes as ``at_corpus=user:<hash>``, the texts kept 
 from __future__ import annotations
 
 import re
+from urllib.parse import quote, urlencode
 
 import streamlit as st
 
@@ -342,6 +343,16 @@ def write() -> None:
         st.session_state.pop(keys.LINK_LOST_EDITS, None)         # edits again: the old loss is past
     if params != st.query_params.to_dict():
         st.query_params.from_dict(params)
+
+
+def to_page(name: str, **params) -> str:
+    """A link opening page `name` (its url_path) with `params` — settings and picks as a copied
+    link names them — in this page's language: relative (so it holds under any base path), read
+    by :func:`read_once` as any copied link is."""
+    query = {param: _format(value) for param, value in params.items()}
+    if language.link_value():
+        query[keys.LANG] = language.link_value()
+    return f"{name}?{urlencode(query, quote_via=quote)}"
 
 
 def _picks():
