@@ -106,3 +106,28 @@ def test_a_heads_map_coloured_by_token_gives_each_frequent_token_a_colour_the_re
                                   by_token=True)
         assert zh.data[-1].name == t("figure.atlas.map.other_tokens")
     assert zh.data[-1].name != fig.data[-1].name
+
+
+def test_a_heads_map_hover_names_each_points_token_and_its_text():
+    """With the sample's texts, every point's hover gives its token (text) and the text it
+    came from (hovertext, escaped for plotly), in each colouring; without, no text line."""
+    points = np.arange(12, dtype=float).reshape(6, 2)
+    tokens, texts = ["a", "b", "<c>"], ["one & two", "three", "four <five>"]
+    written = ["one &amp; two", "three", "four &lt;five&gt;"]
+    for options in ({}, {"positions": [0, 1, 2]}):
+        fig = atlas_figures.qk_map(points, 3, tokens=tokens, layer=0, head=0, method="PCA",
+                                   texts=texts, **options)
+        for trace in fig.data:
+            assert list(trace.text) == ["a", "b", "&lt;c&gt;"]
+            assert list(trace.hovertext) == written
+            assert "%{text}" in trace.hovertemplate and "%{hovertext}" in trace.hovertemplate
+            assert t("figure.atlas.map.text") in trace.hovertemplate
+    fig = atlas_figures.qk_map(points, 3, tokens=tokens, layer=0, head=0, method="PCA",
+                               texts=texts, by_token=True)
+    for trace in fig.data:                       # each trace: its queries, then its keys
+        rows = [int(x) // 2 for x in trace.x]
+        assert list(trace.hovertext) == [written[r % 3] for r in rows]
+        assert "%{hovertext}" in trace.hovertemplate
+    plain = atlas_figures.qk_map(points, 3, tokens=tokens, layer=0, head=0, method="PCA")
+    assert all(tr.hovertext is None and "%{hovertext}" not in tr.hovertemplate
+               for tr in plain.data)

@@ -263,6 +263,9 @@ def test_the_opened_heads_map_before_rope_by_position_then_its_tsne_from_the_que
     np.testing.assert_allclose(np.abs(got), np.abs(want), rtol=1e-6, atol=1e-6)
     for trace in fig["data"]:
         assert decode(trace["marker"]["color"]).astype(int).tolist() == p.sample_pos.tolist()
+        # hover: each point's text (the texts are shorter than the hover's 60 characters)
+        assert trace["hovertext"] == [p.corpus[np.uint64(i)] for i in p.sample_text]
+        assert max(map(len, TEXTS)) <= 60
 
     # coloured by token: the sample's 10 most frequent tokens (ties in code-point order), each
     # its trace, spaces and line breaks written ␣ and ↵; the others grey, last

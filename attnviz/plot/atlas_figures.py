@@ -87,20 +87,23 @@ def token_groups(tokens: Sequence[str], groups: int = len(TOKEN_COLOURS)
 
 def qk_map(points2d, queries: int, *, tokens: Sequence[str], layer: int, head: int,
            method: str, positions: Sequence[int] | None = None, by_token: bool = False,
-           width: int = NARROW_WIDTH) -> go.Figure:
+           texts: Sequence[str] | None = None, width: int = NARROW_WIDTH) -> go.Figure:
     """One head's joint map: points2d (2S, 2) — the first `queries` rows its queries, the rest
     its keys (``atlas_map.head_points`` projected by PCA or t-SNE) — in two colours; hover
     shows each point's token (tokens (S,), the sample's, for both halves). With `positions`
     (S,) (the sample's, for both halves): coloured by position instead (one colour scale),
     queries as circles and keys as diamonds, hover giving the position too. With `by_token`:
     coloured by token (``token_groups``), one trace a token in the legend, the other tokens
-    grey in one trace last, queries as circles and keys as diamonds."""
+    grey in one trace last, queries as circles and keys as diamonds. With `texts` (S,) (each
+    sampled position's text as the hover shows it: an excerpt, for both halves): hover names
+    each point's text too (its ``hovertext``)."""
     p = np.asarray(points2d, np.float64)
     tokens = [str(s) for s in tokens]
+    texts = None if texts is None else [escape(s) for s in texts]
     if by_token:
-        fig = _by_token(p, queries, tokens)
+        fig = _by_token(p, queries, tokens, texts)
     else:
-        fig = _by_kind_or_position(p, queries, tokens, positions)
+        fig = _by_kind_or_position(p, queries, tokens, positions, texts)
     axis = "figure.atlas.map.axis" if method == "PCA" else "figure.atlas.map.axis_tsne"
     fig.update_layout(
         title=dict(text=escape(t("figure.atlas.map.title", layer=layer, head=head,
@@ -112,8 +115,14 @@ def qk_map(points2d, queries: int, *, tokens: Sequence[str], layer: int, head: i
     return fig
 
 
+def _text_line(texts: list[str] | None) -> str:
+    """The hover's line naming the point's text (its hovertext), or nothing."""
+    return "" if texts is None else f"<br>{escape(t('figure.atlas.map.text'))}: %{{hovertext}}"
+
+
 def _by_kind_or_position(p: np.ndarray, queries: int, tokens: list[str],
-                         positions: Sequence[int] | None) -> go.Figure:
+                         positions: Sequence[int] | None,
+                         texts: list[str] | None = None) -> go.Figure:
     fig = go.Figure()
     halves = ((t("figure.atlas.map.queries"), slice(0, queries), QUERY_COLOUR, SYMBOLS[0]),
               (t("figure.atlas.map.keys"), slice(queries, None), KEY_COLOUR, SYMBOLS[1]))
@@ -135,11 +144,13 @@ def _by_kind_or_position(p: np.ndarray, queries: int, tokens: list[str],
         fig.add_trace(go.Scattergl(
             x=p[rows, 0], y=p[rows, 1], mode="markers", name=escape(name),
             text=[escape(s) for s in tokens[:count]], customdata=data, marker=marker,
-            hovertemplate=hover))
+            hovertext=None if texts is None else texts[:count],
+            hovertemplate=hover.replace("<extra>", _text_line(texts) + "<extra>")))
     return fig
 
 
-def _by_token(p: np.ndarray, queries: int, tokens: list[str]) -> go.Figure:
+def _by_token(p: np.ndarray, queries: int, tokens: list[str],
+              texts: list[str] | None = None) -> go.Figure:
     """One trace per frequent token (its queries, then its keys), the rest grey last; the
     legend names each token as shown, hover says query or key and the token."""
     top, group = token_groups(tokens)
@@ -160,6 +171,7 @@ def _by_token(p: np.ndarray, queries: int, tokens: list[str]) -> go.Figure:
             text=[escape(shown[i]) for i in (*q, *k)], customdata=[kinds[i] for i in kind],
             marker=dict(color=colour, size=6, opacity=0.8,
                         symbol=[SYMBOLS[i] for i in kind]),
-            hovertemplate="%{customdata}: %{text}<extra></extra>"))
+            hovertext=None if texts is None else [texts[i] for i in (*q, *k)],
+            hovertemplate=f"%{{customdata}}: %{{text}}{_text_line(texts)}<extra></extra>"))
     fig.update_layout(legend=dict(title=dict(text=escape(t("figure.atlas.map.token")))))
     return fig

@@ -44,6 +44,7 @@ CUSTOM = CORPORA[-1]
 DEFAULT_X, DEFAULT_Y = "entropy", "induction"
 TOP_EXAMPLES = 5            # the opened head's examples shown
 RELATED = 5                 # its related heads listed
+HOVER_CHARS = 60           # a map point's text in its hover: the text's start
 ROW_KEYS = 32               # an example's row: the keys drawn (the first, the last to the query)
 EXAMPLE_HEIGHT = 220        # px: its one row
 HEAD_COLOURS = ("layer", "cluster")      # atlas.heads_colour.option.*
@@ -521,11 +522,18 @@ def qk_map(built: Built, key: tuple, layer: int, head: int) -> None:
     widgets.chart(atlas_figures.qk_map(points, samples, tokens=p.sample_token, layer=layer,
                                        head=head, method=METHOD_NAMES[method],
                                        positions=p.sample_pos if colour == "position" else None,
-                                       by_token=colour == "token"),
+                                       by_token=colour == "token",
+                                       texts=sample_texts(p)),
                   key=keys.AT_MAP)
     if colour == "token":
         st.caption(t("atlas.map.colour.token_caption",
                      tokens=len(atlas_figures.token_groups(p.sample_token)[0])))
+
+
+def sample_texts(p: atlas.Partial) -> list[str]:
+    """Each sampled position's text as the map's hover names it: its start, on one line, at
+    most HOVER_CHARS characters."""
+    return [_excerpt(p.corpus[np.uint64(i)], HOVER_CHARS) for i in p.sample_text]
 
 
 def tsne_key(key: tuple, layer: int, head: int, rotated: bool) -> tuple:
