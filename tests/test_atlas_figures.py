@@ -131,3 +131,36 @@ def test_a_heads_map_hover_names_each_points_token_and_its_text():
     plain = atlas_figures.qk_map(points, 3, tokens=tokens, layer=0, head=0, method="PCA")
     assert all(tr.hovertext is None and "%{hovertext}" not in tr.hovertemplate
                for tr in plain.data)
+
+
+def test_every_heads_pca_map_is_one_cell_of_one_figure_of_two_traces():
+    """2 layers × 3 heads, 100 sampled positions: two Scattergl traces (queries, keys), each
+    head's 30 evenly spaced positions as queries and the same positions as keys (60 a head),
+    in the cell centred at (head, −layer), scaled so the farthest is GRID_RADIUS away; a
+    point that is not finite is left out; the picked head framed."""
+    rng = np.random.default_rng(3)
+    maps = rng.normal(size=(2, 3, 200, 2))
+    maps[1, 2, 0] = np.nan                                       # query row 0 of L1H2
+    fig = atlas_figures.pca_grid(maps, 100, model="M", picked=(1, 2))
+    assert [tr.type for tr in fig.data] == ["scattergl", "scattergl"]
+    assert [tr.name for tr in fig.data] == [t("figure.atlas.map.queries"),
+                                            t("figure.atlas.map.keys")]
+    rows = np.unique(np.linspace(0, 99, 30).round().astype(int))
+    assert len(rows) == 30
+    for kind, trace in enumerate(fig.data):
+        data = np.asarray(trace.customdata)
+        for layer in range(2):
+            for head in range(3):
+                mine = (data[:, 0] == layer) & (data[:, 1] == head)
+                want_rows = rows + 100 * kind
+                if (layer, head, kind) == (1, 2, 0):
+                    want_rows = want_rows[1:]                    # the NaN left out
+                assert data[mine, 2].tolist() == want_rows.tolist()
+                drawn = maps[layer, head, np.concatenate([rows, rows + 100])]
+                scale = atlas_figures.GRID_RADIUS / np.nanmax(np.abs(drawn))
+                want = maps[layer, head, want_rows] * scale + [head, -layer]
+                got = np.stack([np.asarray(trace.x)[mine], np.asarray(trace.y)[mine]], 1)
+                np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    [frame] = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert (frame.x0, frame.x1, frame.y0, frame.y1) == (1.5, 2.5, -0.5, -1.5)
+    assert fig.layout.title.text == t("figure.atlas.grid.title", model="M")

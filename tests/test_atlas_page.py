@@ -261,6 +261,27 @@ def test_the_opened_heads_map_before_rope_by_position_then_its_tsne_from_the_que
     want = x @ vt[:2].T
     got = np.concatenate([np.stack([decode(tr["x"]), decode(tr["y"])], 1) for tr in fig["data"]])
     np.testing.assert_allclose(np.abs(got), np.abs(want), rtol=1e-6, atol=1e-6)
+    # every head at once, before RoPE as the map: head 4 of layer 5 in the cell centred at
+    # (4, -5), its drawn rows (customdata: layer, head, row) those of the same SVD, scaled so
+    # that the farthest is GRID_RADIUS from the centre (each axis's sign is SVD's choice)
+    from attnviz.plot.atlas_figures import GRID_RADIUS
+
+    [grid] = charts_keyed(at, keys.AT_GRID)
+    assert [tr["type"] for tr in grid["data"]] == ["scattergl", "scattergl"]
+    cell = []
+    for trace in grid["data"]:
+        data = decode(trace["customdata"]).astype(int).reshape(-1, 3)
+        xy = np.stack([decode(trace["x"]), decode(trace["y"])], 1)
+        assert {(l, h) for l, h, _ in data} == {(l, h) for l in range(30) for h in range(9)}
+        assert max(np.bincount(data[:, 0] * 9 + data[:, 1])) <= 30     # ≤ 60 a head in all
+        mine = (data[:, 0] == 5) & (data[:, 1] == 4)
+        cell.append((data[mine, 2], xy[mine] - [4, -5]))
+    rows = np.concatenate([r for r, _ in cell])
+    drawn = np.concatenate([xy for _, xy in cell])
+    np.testing.assert_allclose(np.abs(drawn), np.abs(want[rows]) * GRID_RADIUS
+                               / np.abs(want[rows]).max(), rtol=1e-5, atol=1e-5)
+    assert sorted(rows[rows >= len(p.sample_pos)] - len(p.sample_pos)) == \
+        sorted(rows[rows < len(p.sample_pos)])               # the same positions' keys
     for trace in fig["data"]:
         assert decode(trace["marker"]["color"]).astype(int).tolist() == p.sample_pos.tolist()
         # hover: each point's text (the texts are shorter than the hover's 60 characters)
@@ -315,6 +336,10 @@ def test_the_opened_heads_map_before_rope_by_position_then_its_tsne_from_the_que
         ["tsne", "position", False, "cluster"]
     assert fig_again["data"][0]["x"] == fig["data"][0]["x"]
     assert heavy.default_queue().started == started
+    # a click on a point of the grid's cell of head 1 of layer 2 opens that head
+    clicked = click_points(again, keys.AT_GRID, [{"x": 1, "y": -2, "curve_number": 0,
+                                                   "point_index": 0, "customdata": [2, 1, 0]}])
+    assert (clicked.session_state[keys.AT_LAYER], clicked.session_state[keys.AT_HEAD]) == (2, 1)
 
 
 def test_each_top_example_opens_its_text_on_step_by_step_at_its_layer_and_head(built, expected):

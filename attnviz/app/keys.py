@@ -464,6 +464,7 @@ AT_MAP = "at_map"                       # the opened head's query/key map
 AT_METHOD = "at_method"                 # … drawn by "pca" or "tsne"
 AT_COLOUR = "at_colour"                 # … coloured by "kind" (query / key) or "position"
 AT_ROTATED = "at_rotated"               # … of its queries and keys after RoPE (else before)
+AT_GRID = "at_grid"                     # every head's PCA map at once, a cell a head
 AT_TSNE_RUN = "at_tsne_run"             # the button computing its t-SNE
 AT_TSNE_STOP = "at_tsne_stop"           # the button stopping it
 AT_TSNE_JOB = "at_tsne_job"             # (the t-SNE's key, the queue's job, this learner's token)

@@ -22,7 +22,8 @@ from attnviz.describe.labels import token_shown
 from attnviz.i18n import t
 from attnviz.plot.text_layout import NARROW_WIDTH, escape
 
-__all__ = ["TOKEN_COLOURS", "heads_scatter", "qk_map", "token_groups"]
+__all__ = ["GRID_POINTS", "GRID_RADIUS", "TOKEN_COLOURS", "grid_rows", "heads_scatter",
+           "pca_grid", "qk_map", "token_groups"]
 
 HEIGHT = 480
 QUERY_COLOUR, KEY_COLOUR = "#1f77b4", "#d62728"
@@ -32,6 +33,11 @@ TOKEN_COLOURS = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3
                  "#B6E880", "#FF97FF", "#FECB52")
 OTHER_TOKENS_COLOUR = "#BDBDBD"
 SYMBOLS = ("circle", "diamond")         # queries, keys
+# every head's PCA map at once: at most GRID_POINTS points a head (half queries, half keys),
+# each head's drawn within GRID_RADIUS of its cell's centre (cells 1 apart), CELL_PX a cell
+GRID_POINTS = 60
+GRID_RADIUS = 0.42
+CELL_PX = 32
 
 
 def heads_scatter(means: Mapping[str, np.ndarray], x: str, y: str, *, model: str,
@@ -174,4 +180,70 @@ def _by_token(p: np.ndarray, queries: int, tokens: list[str],
             hovertext=None if texts is None else [texts[i] for i in (*q, *k)],
             hovertemplate=f"%{{customdata}}: %{{text}}{_text_line(texts)}<extra></extra>"))
     fig.update_layout(legend=dict(title=dict(text=escape(t("figure.atlas.map.token")))))
+    return fig
+
+
+def grid_rows(queries: int, per_head: int = GRID_POINTS) -> np.ndarray:
+    """The sampled rows each head's small map draws: at most per_head // 2 of the `queries`
+    sampled positions, evenly spaced, each as its query (row r of a map) and its key (row
+    queries + r)."""
+    take = min(queries, per_head // 2)
+    return np.unique(np.linspace(0, queries - 1, take).round().astype(np.int64)) if take \
+        else np.zeros(0, np.int64)
+
+
+def pca_grid(maps, queries: int, *, model: str, picked: tuple[int, int] | None = None,
+             per_head: int = GRID_POINTS) -> go.Figure:
+    """Every head's joint PCA map at once, small: maps (L, H, 2S, 2) (``atlas_map.pca_all``:
+    each head's queries, then its keys), head h of layer l in the cell centred at (h, −l), its
+    points ``grid_rows`` (the same sampled positions for every head) scaled so that its
+    farthest drawn point is GRID_RADIUS from the centre. Two Scattergl traces in all —
+    queries, keys — not a subplot a head (plotly is slow with hundreds); each point's
+    customdata (layer, head, its row of the map), so a click opens its head; no axes in a cell,
+    the layers and heads named at the edges; `picked` (layer, head) framed. Points that are not
+    finite are left out."""
+    maps = np.asarray(maps, np.float64)
+    layers, heads = maps.shape[:2]
+    rows = grid_rows(queries, per_head)
+    layer, head = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
+    fig = go.Figure()
+    halves = ((t("figure.atlas.map.queries"), rows, QUERY_COLOUR),
+              (t("figure.atlas.map.keys"), queries + rows, KEY_COLOUR))
+    chosen = maps[:, :, np.concatenate([rows, queries + rows])]          # (L, H, 2r, 2)
+    with np.errstate(invalid="ignore"):
+        radius = np.nanmax(np.abs(np.where(np.isfinite(chosen), chosen, np.nan)), axis=(2, 3),
+                           initial=0.0)
+    scale = GRID_RADIUS / np.where(radius > 0, radius, 1.0)             # (L, H)
+    for name, where, colour in halves:
+        xy = maps[:, :, where] * scale[:, :, None, None]                 # (L, H, r, 2)
+        x = xy[..., 0] + head[:, :, None]
+        y = xy[..., 1] - layer[:, :, None]
+        data = np.stack(np.broadcast_arrays(layer[:, :, None], head[:, :, None],
+                                            where[None, None, :]), axis=-1).reshape(-1, 3)
+        keep = np.isfinite(x).ravel() & np.isfinite(y).ravel()
+        fig.add_trace(go.Scattergl(
+            x=x.ravel()[keep].astype(np.float32), y=y.ravel()[keep].astype(np.float32),
+            mode="markers", name=escape(name), customdata=data[keep].astype(np.int16),
+            marker=dict(color=colour, size=3, opacity=0.7),
+            hovertemplate=f"L%{{customdata[0]}}H%{{customdata[1]}} · {escape(name)}"
+                          "<extra></extra>"))
+    lines = [dict(type="line", x0=h - 0.5, x1=h - 0.5, y0=0.5, y1=0.5 - layers)
+             for h in range(heads + 1)]
+    lines += [dict(type="line", x0=-0.5, x1=heads - 0.5, y0=0.5 - l, y1=0.5 - l)
+              for l in range(layers + 1)]
+    shapes = [dict(line=dict(color="#E0E0E0", width=1), layer="below", **line) for line in lines]
+    if picked is not None:
+        l, h = picked
+        shapes.append(dict(type="rect", x0=h - 0.5, x1=h + 0.5, y0=0.5 - l, y1=-0.5 - l,
+                           line=dict(color="black", width=2)))
+    axis = dict(showgrid=False, zeroline=False, showline=False, ticks="")
+    fig.update_layout(
+        title=dict(text=escape(t("figure.atlas.grid.title", model=model))),
+        xaxis=dict(axis, range=[-0.5, heads - 0.5], side="top", tickvals=list(range(heads)),
+                   ticktext=[f"H{h}" for h in range(heads)]),
+        yaxis=dict(axis, range=[0.5 - layers, 0.5], tickvals=[-l for l in range(layers)],
+                   ticktext=[f"L{l}" for l in range(layers)]),
+        shapes=shapes, width=heads * CELL_PX + 110, height=layers * CELL_PX + 140,
+        margin=dict(l=50, r=20, t=100, b=20), legend=dict(orientation="h", y=-0.02),
+        plot_bgcolor="white")
     return fig

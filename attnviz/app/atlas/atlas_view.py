@@ -67,6 +67,8 @@ _TSNES = SizedCache(max_bytes=16 * 2**20, max_entries=64, size_of=lambda a: a.nb
 # an example's attention row (one text run again), per model, text, head and position
 _ROWS = SizedCache(max_bytes=4 * 2**20, max_entries=256,
                    size_of=lambda r: r[0].nbytes + 64 * len(r[1]))
+# every head's PCA map before RoPE (the maps after it are the atlas's), per atlas
+_UNTURNED = SizedCache(max_bytes=32 * 2**20, max_entries=8, size_of=lambda a: a.nbytes)
 # an example's text as its link to Step by step carries it (the start holding its first tokens)
 _STARTS = SizedCache(max_bytes=2**20, max_entries=256, size_of=lambda s: 64 + 4 * len(s[0]))
 
@@ -536,6 +538,25 @@ def sample_texts(p: atlas.Partial) -> list[str]:
     return [_excerpt(p.corpus[np.uint64(i)], HOVER_CHARS) for i in p.sample_text]
 
 
+def grid(built: Built, key: tuple, layer: int, head: int) -> None:
+    """Every head's joint map by PCA at once (``atlas_figures.pca_grid``: a cell a head, the
+    same sampled positions in each), after RoPE or before as the map above; a click on a cell's
+    point opens that head, as the scatter of heads does."""
+    p = built.partial
+    samples = len(p.sample_pos)
+    if not samples or built.maps is None:
+        return
+    st.subheader(t("atlas.grid.subheader"))
+    rotated = st.session_state.get(keys.AT_ROTATED) is not False
+    maps = built.maps if rotated else _UNTURNED.get(
+        key, lambda: atlas_map.pca_all(p, rotated=False))
+    st.caption(t("atlas.grid.caption",
+                 positions=len(atlas_figures.grid_rows(samples)), samples=samples,
+                 rope=t("atlas.grid.after" if rotated else "atlas.grid.before")))
+    widgets.chart(atlas_figures.pca_grid(maps, samples, model=p.model, picked=(layer, head)),
+                  key=keys.AT_GRID, on_click=_pick_head)
+
+
 def tsne_key(key: tuple, layer: int, head: int, rotated: bool) -> tuple:
     """One t-SNE per atlas, head and RoPE choice."""
     return ("atlas-tsne", key, layer, head, bool(rotated))
@@ -627,4 +648,4 @@ def downloads(built: Built, corpus_id: str) -> None:
 
 __all__ = ["Built", "COLOURS", "CORPORA", "HEAD_COLOURS", "METHODS", "USER", "UserCorpus",
            "atlas_key", "build", "corpus", "corpus_hash", "counts", "deciles", "downloads",
-           "examples", "heads", "qk_map", "related", "remember", "tsne", "tsne_key"]
+           "examples", "grid", "heads", "qk_map", "related", "remember", "tsne", "tsne_key"]

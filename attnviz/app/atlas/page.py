@@ -42,5 +42,6 @@ def render() -> None:
     atlas_view.examples(m, built, layer, head, entry.name)
     atlas_view.deciles(m, built, layer, head, entry.name)
     atlas_view.qk_map(built, key, layer, head)
+    atlas_view.grid(built, key, layer, head)
     atlas_view.related(built, layer, head)
     atlas_view.downloads(built, corpus_id)
