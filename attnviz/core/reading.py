@@ -231,29 +231,31 @@ def row_metrics(weights: np.ndarray, punctuation: np.ndarray) -> np.ndarray:
     - ``max_weight``: the row's largest weight (how concentrated it is).
 
     The same numbers as the plain reading — log₂ of every weight, each row sorted over all n
-    keys and np.cumsum along it (tests/test_reading.py holds them equal) — faster: the log of
-    the weights that are not 0 only; each row sorted over the keys its block of rows sees (the
-    zeros above the diagonal come first in a sorted row anyway); the running sums in the
-    weights' dtype one rank at a time over every row at once (numpy's cumsum along short rows
-    pays per row): the same additions in the same order, so the same counts."""
+    keys and np.cumsum along it (tests/test_reading.py holds them equal) — faster: each block
+    of rows read over the keys it sees only (the zeros above the diagonal add nothing to a sum
+    and come first in a sorted row anyway), the log of the weights that are not 0 only; the
+    running sums in the weights' dtype one rank at a time over every row at once (numpy's
+    cumsum along short rows pays per row): the same additions in the same order, so the same
+    counts."""
     a = np.asarray(weights)                                         # (H, n, n)
     h, n, _ = a.shape
     out = np.empty((len(ROW_METRICS), h, n))
-    logs = np.log2(a, where=a > 0, out=np.zeros_like(a))            # 0 log 0 = 0
-    out[0] = -np.einsum("hij,hij->hi", a, logs, dtype=np.float64)
     held = np.zeros((n, h, n), a.dtype)                             # (key rank, H, query)
     for start in range(0, n, _SORT_ROWS):                           # rows start … stop − 1
         stop = min(start + _SORT_ROWS, n)                           # see keys 0 … stop − 1
-        held[n - stop:, :, start:stop] = np.sort(a[:, start:stop, :stop], axis=-1
-                                                 ).transpose(2, 0, 1)   # smallest first
+        seen = a[:, start:stop, :stop]                              # (H, rows, stop)
+        logs = np.log2(seen, where=seen > 0, out=np.zeros(seen.shape, a.dtype))  # 0 log 0 = 0
+        out[0, :, start:stop] = -np.einsum("hij,hij->hi", seen, logs, dtype=np.float64)
+        # each row's weights smallest first, after the n − stop zeros it does not see
+        held[n - stop:, :, start:stop] = np.sort(seen, axis=-1).transpose(2, 0, 1)
     out[5] = held[-1]
     for rank in range(1, n):                                        # the rank + 1 smallest
         np.add(held[rank - 1], held[rank], out=held[rank])
     out[1] = n - (held <= (1 - SPARSITY_SHARE) * held[-1]).sum(axis=0)
     out[2] = a[..., 0]
-    positions = np.arange(n, dtype=a.dtype)
-    out[3] = np.arange(n) - np.matmul(a, positions, dtype=np.float64)
-    out[4] = np.matmul(a, np.asarray(punctuation, dtype=a.dtype), dtype=np.float64)
+    wide = a.astype(np.float64)                                     # (H, n, n), cast once
+    out[3] = np.arange(n) - wide @ np.arange(n, dtype=np.float64)
+    out[4] = wide @ np.asarray(punctuation, dtype=np.float64)
     return out
 
 
