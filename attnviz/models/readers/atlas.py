@@ -286,7 +286,7 @@ def _add_text(out: Partial, model, text: str):
     drawn = _drawn(tid, prio, s)
     streams = []                                              # each layer's input, drawn rows
     layers, rows = out.shape[0], len(ROW_METRICS)
-    values = np.empty((layers, rows, out.shape[1], n))        # (L, rows, H, n) each row's numbers
+    values = np.empty((rows, layers, out.shape[1], n))        # (rows, L, H, n) each row's numbers
 
     def read(layer: int, name: str, value: np.ndarray) -> None:
         if name == "resid_pre":
@@ -295,17 +295,17 @@ def _add_text(out: Partial, model, text: str):
         if name != "pattern":
             return
         weights = value[0]                                    # (H, n, n)
-        values[layer] = row_metrics(weights, punctuation)     # (rows, H, n)
+        values[:, layer] = row_metrics(weights, punctuation)  # (rows, H, n)
         out.sums[rows:, layer] += detection_sums(weights, cells)
         out.offsets[layer] += _offset_sums(weights)
 
     model.run_layers(model.token_embeddings(ids), hook=read)
     # the rows' sums, bins and examples of every layer at once (the same numbers as layer by
     # layer, in fewer and larger numpy calls)
-    out.sums[:rows] += values.sum(axis=-1).swapaxes(0, 1)    # (rows, L, H)
+    out.sums[:rows] += values.sum(axis=-1)                   # (rows, L, H)
     out.counts += n
     out.hist += _histograms(values, EDGES if s.bins == Settings.bins else _edges(s.bins))
-    _add_examples(out, values[:, ROW_METRICS.index("max_weight")], tid, prio)
+    _add_examples(out, values[ROW_METRICS.index("max_weight")], tid, prio)
     if not len(drawn):
         return None
     return _draw(model, drawn, np.stack(streams), tokens, tid, prio)
@@ -340,14 +340,14 @@ def _offset_sums(weights: np.ndarray) -> np.ndarray:
 
 
 def _histograms(values: np.ndarray, edges: dict[str, np.ndarray]) -> np.ndarray:
-    """(rows, L, H, B) counts of each metric's values (L, rows, H, n) in the bins of its
+    """(rows, L, H, B) counts of each metric's values (rows, L, H, n) in the bins of its
     `edges` (the ends included: below the first edge counts in the first bin, past the last in
     the last), one bincount for every metric, layer and head."""
-    layers, rows, heads, n = values.shape
+    rows, layers, heads, n = values.shape
     bins = len(edges[ROW_METRICS[0]]) - 1
     index = np.empty((rows, layers, heads, n), np.int64)
     for m, metric in enumerate(ROW_METRICS):
-        index[m] = np.searchsorted(edges[metric], values[:, m], side="right") - 1
+        index[m] = np.searchsorted(edges[metric], values[m], side="right") - 1
     np.clip(index, 0, bins - 1, out=index)
     index += bins * np.arange(rows * layers * heads).reshape(rows, layers, heads, 1)
     return np.bincount(index.ravel(), minlength=rows * layers * heads * bins
@@ -419,7 +419,9 @@ def _draw(model, drawn, streams, tokens, tid, prio):
 
 
 def _keep_sample(out: Partial, draws: list) -> None:
-    """The sample_size draws of smallest priority among `out`'s and `draws`, sorted."""
+    """The sample_size draws of smallest priority among `out`'s and `draws`, sorted. `out`'s
+    own are kept already: with nothing drawn they stay as they are (no copy of the q/k)."""
+    draws = [d for d in draws if len(d[0])]
     if not draws:
         return
     mine = (out.sample_priority, out.sample_text, out.sample_pos, out.sample_token,
