@@ -251,7 +251,7 @@ def row_metrics(weights: np.ndarray, punctuation: np.ndarray) -> np.ndarray:
     out[5] = held[-1]
     for rank in range(1, n):                                        # the rank + 1 smallest
         np.add(held[rank - 1], held[rank], out=held[rank])
-    out[1] = n - (held <= (1 - SPARSITY_SHARE) * held[-1]).sum(axis=0)
+    out[1] = n - (held <= (1 - SPARSITY_SHARE) * held[-1]).sum(axis=0, dtype=np.int32)
     out[2] = a[..., 0]
     wide = a.astype(np.float64)                                     # (H, n, n), cast once
     out[3] = np.arange(n) - wide @ np.arange(n, dtype=np.float64)
