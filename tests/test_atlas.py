@@ -338,6 +338,31 @@ def test_partials_of_other_settings_do_not_merge(tiny, whole):
         atlas.merge(whole, other)
 
 
+@pytest.mark.parametrize("bins", [32, 30, 7])
+def test_the_histograms_bins_are_those_searchsorted_finds(bins):
+    """Each metric's values into its edges' bins as np.searchsorted puts them (the last edge
+    at or below, the ends included): values on every edge, just either side of each edge,
+    below the first and past the last, and at random; the default 32 bins (steps exact in
+    binary) and others (steps rounded)."""
+    edges = atlas._edges(bins)
+    rng = np.random.default_rng(0)
+    rows, layers, heads, n = len(atlas.ROW_METRICS), 2, 3, 400
+    values = np.empty((rows, layers, heads, n))
+    for m, metric in enumerate(atlas.ROW_METRICS):
+        e = edges[metric]
+        special = np.concatenate([e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf),
+                                  [-1e-8, -3.0, e[-1] * 2.5]])
+        fill = rng.uniform(-0.1 * e[-1], 1.2 * e[-1], size=layers * heads * n - len(special))
+        values[m] = rng.permutation(np.concatenate([special, fill])).reshape(layers, heads, n)
+    got = atlas._histograms(values, edges)
+    for m, metric in enumerate(atlas.ROW_METRICS):
+        where = np.clip(np.searchsorted(edges[metric], values[m], side="right") - 1,
+                        0, bins - 1)
+        for layer, head in itertools.product(range(layers), range(heads)):
+            expected = np.bincount(where[layer, head], minlength=bins)
+            np.testing.assert_array_equal(got[m, layer, head], expected, err_msg=metric)
+
+
 def test_no_example_is_a_query_of_fewer_than_min_keys_keys(tiny, whole):
     """Query i sees i + 1 keys, so its largest weight is ≥ 1 / (i + 1): with only query 0 left
     out (min_keys 2) the first positions crowd the top rows; with min_keys 8 (the default) no

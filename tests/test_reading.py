@@ -212,3 +212,35 @@ def test_value_norms_by_hand():
     # head 0: f = 3·[1, 1], −4·[1, 1] → norms 3√2, 4√2; head 1: f = [0, 2], [0, 4] → 2, 4
     expected = [[[0.25 * 3 * math.sqrt(2), 0.75 * 4 * math.sqrt(2)]], [[0.5 * 2, 0.5 * 4]]]
     np.testing.assert_allclose(value_norms(weights, v, w_o), expected, atol=1e-15)
+
+
+def test_row_metrics_equal_the_plain_reading_of_causal_weights():
+    """row_metrics' blocks and running sums against the plain reading written here: log₂ of
+    every weight (0 log 0 = 0), each row sorted over all n keys and np.cumsum along it, in the
+    weights' float32. Causal softmax rows of 75 queries (more than one block of rows), some
+    sharp enough that weights underflow to 0 and tie; the counts are the same, not close."""
+    from attnviz.core.reading import row_metrics
+
+    rng = np.random.default_rng(1)
+    heads, n = 3, 75
+    logits = rng.normal(size=(heads, n, n)) * rng.choice([1.0, 8.0, 60.0], size=(heads, n, 1))
+    logits[np.broadcast_to(np.triu(np.ones((n, n), bool), k=1), logits.shape)] = -np.inf
+    a = np.exp(logits - logits.max(axis=-1, keepdims=True)).astype(np.float32)
+    a /= a.sum(axis=-1, keepdims=True)                                   # (H, n, n) float32
+    punctuation = rng.random(n) < 0.3
+    assert (a == 0).sum() > heads * n * (n - 1) // 2                     # underflowed zeros too
+    got = row_metrics(a, punctuation)
+    logs = np.log2(np.where(a > 0, a, 1)).astype(np.float64)
+    ranked = np.sort(a, axis=-1)
+    held = np.cumsum(ranked, axis=-1)                                    # float32, as the rows
+    i = np.arange(n)
+    expected = {"entropy": -(a * logs).sum(axis=-1),
+                "sparsity": n - (held <= np.float32(0.1) * held[..., -1:]).sum(axis=-1),
+                "sink": a[..., 0], "distance": i - a.astype(np.float64) @ i,      # rows sum to 1
+                "punctuation": a[..., punctuation].sum(axis=-1, dtype=np.float64),
+                "max_weight": ranked[..., -1]}
+    for m, (name, values) in enumerate(expected.items()):
+        if name in ("sparsity", "sink", "max_weight"):
+            np.testing.assert_array_equal(got[m], values, err_msg=name)
+        else:
+            np.testing.assert_allclose(got[m], values, rtol=1e-12, atol=1e-12, err_msg=name)

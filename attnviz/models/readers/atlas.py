@@ -285,8 +285,8 @@ def _add_text(out: Partial, model, text: str):
     prio = priority(tid, np.arange(n), s.seed)                # (n,)
     drawn = _drawn(tid, prio, s)
     streams = []                                              # each layer's input, drawn rows
-    rows = len(ROW_METRICS)
-    bins = EDGES if s.bins == Settings.bins else _edges(s.bins)
+    layers, rows = out.shape[0], len(ROW_METRICS)
+    values = np.empty((rows, layers, out.shape[1], n))        # (rows, L, H, n) each row's numbers
 
     def read(layer: int, name: str, value: np.ndarray) -> None:
         if name == "resid_pre":
@@ -295,16 +295,17 @@ def _add_text(out: Partial, model, text: str):
         if name != "pattern":
             return
         weights = value[0]                                    # (H, n, n)
-        values = row_metrics(weights, punctuation)            # (rows, H, n)
-        out.sums[:rows, layer] += values.sum(axis=-1)
+        values[:, layer] = row_metrics(weights, punctuation)  # (rows, H, n)
         out.sums[rows:, layer] += detection_sums(weights, cells)
-        out.counts[:, layer] += n
-        for m, metric in enumerate(ROW_METRICS):
-            out.hist[m, layer] += _histogram(values[m], bins[metric])
         out.offsets[layer] += _offset_sums(weights)
-        _add_examples(out, layer, values[ROW_METRICS.index("max_weight")], tid, prio)
 
     model.run_layers(model.token_embeddings(ids), hook=read)
+    # the rows' sums, bins and examples of every layer at once (the same numbers as layer by
+    # layer, in fewer and larger numpy calls)
+    out.sums[:rows] += values.sum(axis=-1)                   # (rows, L, H)
+    out.counts += n
+    out.hist += _histograms(values, EDGES if s.bins == Settings.bins else _edges(s.bins))
+    _add_examples(out, values[ROW_METRICS.index("max_weight")], tid, prio)
     if not len(drawn):
         return None
     return _draw(model, drawn, np.stack(streams), tokens, tid, prio)
@@ -338,41 +339,67 @@ def _offset_sums(weights: np.ndarray) -> np.ndarray:
     return out
 
 
-def _histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """(H, B) counts of each head's values (H, n) in the bins of `edges`, the ends included."""
-    bins = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, len(edges) - 2)
-    heads = values.shape[0]
-    flat = bins + (len(edges) - 1) * np.arange(heads)[:, None]
-    return np.bincount(flat.ravel(), minlength=heads * (len(edges) - 1)).reshape(heads, -1)
+def _histograms(values: np.ndarray, edges: dict[str, np.ndarray]) -> np.ndarray:
+    """(rows, L, H, B) counts of each metric's values (rows, L, H, n) in the bins of its
+    `edges` (the ends included: below the first edge counts in the first bin, past the last in
+    the last), one bincount for every metric, layer and head.
+
+    The edges are even steps from 0 (``_edges``): a value's bin is guessed by one division,
+    at most one bin off, then moved to the last edge at or below it — the bin np.searchsorted
+    finds (a test holds them equal), without its search."""
+    rows, layers, heads, n = values.shape
+    bins = len(edges[ROW_METRICS[0]]) - 1
+    index = np.empty((rows, layers, heads, n), np.int64)
+    for m, metric in enumerate(ROW_METRICS):
+        e, v = edges[metric], values[m]                       # (B + 1,), (L, H, n)
+        guess = np.clip((v * (bins / e[-1])).astype(np.int64), 0, bins - 1)
+        guess -= v < e[guess]                                 # below its bin: the one before
+        guess += v >= e[guess + 1]                            # at or past its end: the next
+        index[m] = guess
+    np.clip(index, 0, bins - 1, out=index)
+    index += bins * np.arange(rows * layers * heads).reshape(rows, layers, heads, 1)
+    return np.bincount(index.ravel(), minlength=rows * layers * heads * bins
+                       ).reshape(rows, layers, heads, bins)
 
 
-def _add_examples(out: Partial, layer: int, concentration: np.ndarray, tid, prio) -> None:
-    """The text's rows (H, n) of max weight into layer's top-k and decile reservoirs: those of
-    queries that see min_keys keys or more (positions min_keys − 1 on; a row's largest weight
-    is at least one over its keys, so earlier rows would crowd out every other)."""
-    heads, n = concentration.shape
-    first = out.settings.min_keys - 1
+def _add_examples(out: Partial, concentration: np.ndarray, tid, prio) -> None:
+    """The text's rows (L, H, n) of max weight into every layer's top-k and decile reservoirs:
+    those of queries that see min_keys keys or more (positions min_keys − 1 on; a row's largest
+    weight is at least one over its keys, so earlier rows would crowd out every other).
+
+    Only the text's own k best rows of each head and r first of each decile can enter (one
+    text: ties by position), so those alone meet the kept ones: the same rows as all of them."""
+    layers, heads, n = concentration.shape
+    s = out.settings
+    first = s.min_keys - 1
     if n <= first:
         return
-    score = concentration[:, first:]                          # (H, n − first)
-    pos = np.broadcast_to(np.arange(first, n), score.shape)
-    text = np.full(score.shape, tid, np.uint64)
-    out.top_score[layer], out.top_text[layer], out.top_pos[layer] = _top(
-        np.concatenate([out.top_score[layer], score], -1),
-        np.concatenate([out.top_text[layer], text], -1),
-        np.concatenate([out.top_pos[layer], pos], -1), out.settings.top_k)
-    # every decile at once: a row is a candidate of its own decile only (others: empty)
-    decile = np.minimum((score * DECILES).astype(np.int64), DECILES - 1)   # (H, m)
-    here = decile[:, None, :] == np.arange(DECILES)[None, :, None]       # (H, 10, m)
-    new = (np.where(here, prio[None, None, first:], _EMPTY),
-           np.where(here, score[:, None, :], np.nan),
-           np.where(here, tid, np.uint64(0)),
-           np.where(here, pos[:, None, :], -1))
-    kept = (out.res_priority[layer], out.res_score[layer], out.res_text[layer],
-            out.res_pos[layer])                                          # (H, 10, r)
-    (out.res_priority[layer], out.res_score[layer], out.res_text[layer],
-     out.res_pos[layer]) = _bottom(*(np.concatenate([k, c], -1) for k, c in zip(kept, new)),
-                                   out.settings.reservoir)
+    score = concentration[..., first:]                        # (L, H, m)
+    m = n - first
+    best = np.argsort(-score, axis=-1, kind="stable")[..., :s.top_k]     # (L, H, ≤ k)
+    out.top_score, out.top_text, out.top_pos = _top(
+        np.concatenate([out.top_score, np.take_along_axis(score, best, -1)], -1),
+        np.concatenate([out.top_text, np.full(best.shape, tid, np.uint64)], -1),
+        np.concatenate([out.top_pos, best + first], -1), s.top_k)
+    # each decile's r rows of smallest priority (then position): the rows by priority, grouped
+    # by decile in that order (a stable sort), the first r of each group
+    by_priority = np.lexsort((np.arange(m), prio[first:]))   # (m,)
+    decile = np.minimum((score[..., by_priority] * DECILES).astype(np.int64), DECILES - 1)
+    grouped = by_priority[np.argsort(decile.astype(np.int8), axis=-1, kind="stable")]
+    groups = layers * heads                                   # (L, H, m): row indices
+    sizes = np.bincount((decile + DECILES * np.arange(groups).reshape(layers, heads, 1)).ravel(),
+                        minlength=groups * DECILES).reshape(layers, heads, DECILES)
+    slot = np.arange(s.reservoir)
+    real = slot < sizes[..., None]                            # (L, H, 10, r)
+    at = np.where(real, (np.cumsum(sizes, -1) - sizes)[..., None] + slot, 0)
+    row = np.take_along_axis(grouped, at.reshape(layers, heads, -1), -1)  # (L, H, 10·r)
+    new = (np.where(real, prio[first:][row].reshape(real.shape), _EMPTY),
+           np.where(real, np.take_along_axis(score, row, -1).reshape(real.shape), np.nan),
+           np.where(real, tid, np.uint64(0)),
+           np.where(real, (row + first).reshape(real.shape), -1))
+    kept = (out.res_priority, out.res_score, out.res_text, out.res_pos)    # (L, H, 10, r)
+    out.res_priority, out.res_score, out.res_text, out.res_pos = _bottom(
+        *(np.concatenate([k, c], -1) for k, c in zip(kept, new)), s.reservoir)
 
 
 def _top(score, text, pos, k):
@@ -400,7 +427,9 @@ def _draw(model, drawn, streams, tokens, tid, prio):
 
 
 def _keep_sample(out: Partial, draws: list) -> None:
-    """The sample_size draws of smallest priority among `out`'s and `draws`, sorted."""
+    """The sample_size draws of smallest priority among `out`'s and `draws`, sorted. `out`'s
+    own are kept already: with nothing drawn they stay as they are (no copy of the q/k)."""
+    draws = [d for d in draws if len(d[0])]
     if not draws:
         return
     mine = (out.sample_priority, out.sample_text, out.sample_pos, out.sample_token,
