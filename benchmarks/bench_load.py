@@ -6,6 +6,7 @@ protocol (no browsers), each with its own sentence in its link, moving across th
     python benchmarks/bench_load.py --url http://127.0.0.1:8501 [--pid PID]
     python benchmarks/bench_load.py --replicas 2         # two servers behind Debian's haproxy
     python benchmarks/bench_load.py --patch 10 --settle 150   # a patching storm (issue 34)
+    python benchmarks/bench_load.py --tsne                    # t-SNE maps and an observer (39)
 
 Each session speaks the browser's protocol on /_stcore/stream (subprotocol "streamlit" and a
 placeholder token, as the frontend sends without a token): its first BackMsg `rerun_script`
@@ -47,6 +48,11 @@ their own pair (`--patch-where`, default mlp), press Patch at once and poll its 
 until the map is shown, while an observer opens a page a second: the observer's first chart
 (p95 budget 1 s), how many finished, the places and progress each saw, the server's CPU and
 RSS (and `--settle` s later).
+`--tsne [--tsne-heads K]`: one learner opens the Head atlas by a link (SmolLM2, the bundled
+corpus, a head of layer 3, its map by t-SNE), presses Build if the atlas is not built, then the
+t-SNE button, and polls until the map is drawn, for K heads in turn, while an observer opens a
+page a second: each t-SNE's press to map, the observer's first chart over the views it began
+while a t-SNE ran (p95 budget 1 s, issue 39), the server's CPU.
 `--decoder N --model smollm2,gemma3-270m`: for each model, N learners open the decoder pages (Pretrained model, Read
 the model, Trace the answer, Generate, Compare models) on that model by a link, each with its
 own sentence, while an observer opens a page a second: the observer's first chart (p95 budget
@@ -535,7 +541,7 @@ class Sent:
     fragment: str | None = None
     interval: float = 1.0
     stopped_polling: bool = False
-    charts: int = 0
+    charts: list[str] = field(default_factory=list)       # the plotly charts' element ids
 
 
 @dataclass
@@ -593,7 +599,7 @@ class Learner(Session):
                 elif etype in ("alert", "heading", "markdown"):
                     sent.texts.append(getattr(e, etype).body)
                 elif etype == "plotly_chart":
-                    sent.charts += 1
+                    sent.charts.append(e.plotly_chart.id)
             elif kind == "new_session" and self._first_run:
                 self.result.session_ids.append(fwd.new_session.initialize.session_id)
                 self._first_run = False
@@ -630,6 +636,16 @@ class Learner(Session):
 
         return await self.visit(out, start, steps)
 
+    async def press(self, sent: Sent, label: str) -> tuple[float, Sent]:
+        """(time.monotonic() of the click, the page's reply): the button of `sent` whose label
+        starts with `label` pressed, as the browser sends it."""
+        found = [k for k in sent.buttons if k.startswith(label)]
+        if not found:
+            raise RuntimeError(f"no {label!r} button; the page said {sent.texts[-3:]}")
+        clicked = time.monotonic()
+        return clicked, await self.send(page=self.page, widgets=[
+            streamlit_compat.widget_state(sent.buttons[found[0]], trigger_value=True)])
+
     async def visit(self, out: LearnerResult, start: float, steps) -> LearnerResult:
         """Open a session at loop time `start`, run `steps`, close it; an error is counted in
         `out`, never raised."""
@@ -648,19 +664,20 @@ class Learner(Session):
         return out
 
     async def follow(self, sent: Sent, out: LearnerResult, note, deadline: float,
-                     leave: bool = False) -> None:
+                     leave: bool = False) -> Sent:
         """Rerun the page's live fragment as the browser does, `note`-ing each reply into
-        `out`, until the work finished (or, with `leave`, close the page once it started)."""
+        `out`, until the work finished (or, with `leave`, close the page once it started): the
+        last reply."""
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline
         while loop.time() < end:
             note(sent, out)
             if out.finished is not None:
-                return
+                return sent
             if leave and out.started is not None:
                 await self.close()
                 out.left = time.monotonic()
-                return
+                return sent
             if sent.fragment is None:
                 raise RuntimeError(f"no live fragment to poll; the page said {sent.texts[-3:]}")
             await asyncio.sleep(sent.interval)
@@ -721,13 +738,7 @@ class Patcher(Learner):
         out = PatcherResult(self.index)
 
         async def steps() -> None:
-            sent = await self.send(page=self.page)
-            labels = [k for k in sent.buttons if k.startswith("Patch (")]
-            if not labels:
-                raise RuntimeError(f"no Patch button; the page said {sent.texts[-3:]}")
-            out.clicked = time.monotonic()
-            sent = await self.send(page=self.page, widgets=[
-                streamlit_compat.widget_state(sent.buttons[labels[0]], trigger_value=True)])
+            out.clicked, sent = await self.press(await self.send(page=self.page), "Patch (")
             await self.follow(sent, out, self._note_patching, deadline)
 
         return await self.visit(out, start, steps)
@@ -746,6 +757,74 @@ class Patcher(Learner):
                     out.places.append(0)
             elif PATCHED.search(text) and sent.charts and out.finished is None:
                 out.finished, out.heading = time.monotonic(), text
+
+
+TSNE_LAYER = 3             # --tsne: the layer whose heads' t-SNE maps are asked for (bench_atlas's)
+ATLAS_CORPUS = "all"       # … over the bundled corpus (English and Chinese)
+ATLAS_SAMPLES = re.compile(r"^(\d+) sampled positions of the corpus")   # the map's caption
+
+
+def atlas_link(layer: int, head: int) -> str:
+    """The Head atlas on SmolLM2 over the bundled corpus, head (`layer`, `head`) opened, its
+    map by t-SNE, in English."""
+    from urllib.parse import urlencode
+
+    return urlencode({"lang": "en", "model": "smollm2", "at_corpus": ATLAS_CORPUS,
+                      "at_layer": layer, "at_head": head, "at_method": "tsne"})
+
+
+@dataclass
+class TsneResult(LearnerResult):
+    built: float | None = None      # s from Build to the built atlas (None: built already)
+    points: int = 0                 # the t-SNE's points: each sampled position as q and as k
+
+
+class TsneLearner(Learner):
+    """A learner on the Head atlas: opens a head's map by t-SNE by a link, presses Build if
+    the atlas is not built yet (and polls the live fragment until it is), then presses the
+    t-SNE button and polls until the map is drawn."""
+
+    page = "atlas"
+
+    def __init__(self, *args, layer: int = TSNE_LAYER, head: int = 0):
+        super().__init__(*args)
+        self.first_query = atlas_link(layer, head)
+        self.layer, self.head = layer, head
+
+    async def tsne(self, start: float, deadline: float = 3600) -> TsneResult:
+        from attnviz.i18n import render
+        from attnviz.tutorials import atlas_corpus
+
+        out = TsneResult(self.index)
+        build = render("atlas.build", "en", texts=len(atlas_corpus.texts(ATLAS_CORPUS)))
+        run = render("atlas.tsne.run", "en", layer=self.layer, head=self.head)
+
+        def note_built(sent: Sent, building: LearnerResult) -> None:
+            if run in sent.buttons and building.finished is None:
+                building.finished = time.monotonic()
+
+        async def steps() -> None:
+            sent = await self.send(page=self.page)
+            if build in sent.buttons:
+                building = LearnerResult(self.index)
+                building.clicked, sent = await self.press(sent, build)
+                sent = await self.follow(sent, building, note_built, deadline)
+                out.built = building.finished - building.clicked
+            out.clicked, sent = await self.press(sent, run)
+            await self.follow(sent, out, self._note_map, deadline)
+
+        return await self.visit(out, start, steps)
+
+    @staticmethod
+    def _note_map(sent: Sent, out: TsneResult) -> None:
+        from attnviz.app import keys
+
+        for text in sent.texts:
+            samples = ATLAS_SAMPLES.search(text)
+            if samples:
+                out.points = 2 * int(samples.group(1))
+        if any(c.endswith("-" + keys.AT_MAP) for c in sent.charts) and out.finished is None:
+            out.finished = time.monotonic()
 
 
 async def observe(url: str, registry: Words, first_index: int, stop: asyncio.Event,
@@ -799,9 +878,9 @@ def with_observer(server: "Server", registry: Words, first_index: int, args, cro
     return asyncio.run(go())
 
 
-def print_observer(views: list[View], budget: float) -> None:
+def print_observer(views: list[View], budget: float, who: str = "observer") -> None:
     chart = [v.first_chart for v in views if v.first_chart is not None]
-    print(f"    observer: {len(views)} page views, first chart p50 {pct(chart, .5):.2f} s, "
+    print(f"    {who}: {len(views)} page views, first chart p50 {pct(chart, .5):.2f} s, "
           f"p95 {pct(chart, .95):.2f} s, max {max(chart, default=float('nan')):.2f} s "
           f"(budget p95 ≤ {budget:g} s: {'within' if pct(chart, .95) <= budget else 'OVER'})")
 
@@ -873,6 +952,39 @@ def storm_phase(server: "Server", registry: Words, first_index: int, n: int, arg
         time.sleep(args.settle)
         print(f"    RSS {args.settle:g} s after: {rss_mb([server.pid]):.0f} MB "
               f"({rss_mb([server.pid]) / rss0:.2f}× before)")
+    sys.stdout.flush()
+
+
+def tsne_phase(server: "Server", registry: Words, first_index: int, args) -> None:
+    """One learner asks for `args.tsne_heads` heads' t-SNE maps in turn (a fresh page by a
+    link each), while an observer visits pages: its views begun between a press and its map."""
+    async def crowd(t0: float):
+        return [await TsneLearner(first_index + k, registry.take(first_index + k), server.url,
+                                  registry, args.timeout, head=k).tsne(t0)
+                for k in range(args.tsne_heads)]
+
+    cpu0, wall0 = cpu_seconds([server.pid]), time.monotonic()
+    with PeakRss([server.pid]) as peak:
+        rss0 = rss_mb([server.pid])
+        results, views = with_observer(server, registry, first_index, args, crowd)
+    done = [r for r in results if r.finished is not None]
+    during = [v for v in views if any(r.clicked <= v.end - v.finished <= r.finished
+                                      for r in done)]
+    print(f"\n--tsne: one learner asks for {args.tsne_heads} heads' t-SNE maps in turn "
+          f"(SmolLM2, the bundled corpus {ATLAS_CORPUS!r}, layer {TSNE_LAYER}, heads 0–"
+          f"{args.tsne_heads - 1}; {sorted({r.points for r in done})} points each: every "
+          "sampled position as a query and as a key), while an observer opens a page a second")
+    print(f"    t-SNE maps: {len(done)} of {len(results)} drawn; press to map "
+          + ", ".join(f"{r.finished - r.clicked:.1f} s" for r in done)
+          + f" (together {sum(r.finished - r.clicked for r in done):.1f} s)")
+    for r in results:
+        for e in r.errors[:1]:
+            print(f"      learner {r.index}: {e}")
+    print_observer(during, STORM_P95_BUDGET, "observer's views begun while a t-SNE ran")
+    print_observer(views, STORM_P95_BUDGET, "observer, the whole phase")
+    print(f"    server CPU {cpu_seconds([server.pid]) - cpu0:.1f} s in "
+          f"{time.monotonic() - wall0:.1f} s; RSS before {rss0:.0f} MB, peak {peak.peak:.0f} "
+          f"MB, now {rss_mb([server.pid]):.0f} MB")
     sys.stdout.flush()
 
 
@@ -1161,6 +1273,9 @@ def training(args) -> None:
         if args.patch:
             patching(server, registry, args)
             return
+        if args.tsne:
+            atlas_tsne(server, registry, args)
+            return
         if args.decoder:
             load = os.getloadavg()
             print(f"server pid {server.pid}; load average before {load[0]:.2f} {load[1]:.2f} "
@@ -1182,13 +1297,10 @@ def training(args) -> None:
             learner = Learner(-2, registry.take(-2), server.url, registry, args.timeout)
             return await learner.learn({}, asyncio.get_running_loop().time())
 
-        warm = asyncio.run(first_run())
-        if warm.errors or warm.finished is None:
-            raise RuntimeError(f"the warm-up training failed: {warm.errors}")
-        load = os.getloadavg()
-        print(f"server: streamlit run app.py {' '.join('--' + o for o in options)} (pid "
-              f"{server.pid}); trainers: {args.workers or 'one per core'} of {os.cpu_count()} "
-              f"cores; load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        warmed("training", first_run,
+               f"server: streamlit run app.py {' '.join('--' + o for o in options)} (pid "
+               f"{server.pid}); trainers: {args.workers or 'one per core'} of "
+               f"{os.cpu_count()} cores")
         index = 0
         for n in args.train:
             train_phase(server, registry, index, n, args)
@@ -1201,23 +1313,46 @@ def training(args) -> None:
         server.stop()
 
 
+def warmed(what: str, first_run, server_said: str) -> LearnerResult:
+    """`first_run()`, the warm-up of a page's work (imports, the model's load: not measured),
+    its failure raised; then `server_said`, the warm-up's time and the load average printed."""
+    warm = asyncio.run(first_run())
+    if warm.errors or warm.finished is None:
+        raise RuntimeError(f"the warm-up {what} failed: {warm.errors}")
+    load = os.getloadavg()
+    print(f"{server_said}; the warm-up {what}: {warm.finished - warm.clicked:.1f} s; "
+          f"load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return warm
+
+
+def heavy_workers(server: "Server", args) -> str:
+    return (f"server pid {server.pid}; heavy workers: {args.workers or 'one per core'} of "
+            f"{os.cpu_count()} cores")
+
+
 def patching(server: "Server", registry: Words, args) -> None:
     """--patch N…: a warm-up patching (SmolLM2's load: not measured), then the storms."""
     async def first_run():
         return await Patcher(-2, registry.take(-2), server.url, registry, args.timeout,
                              where=args.patch_where).patch(asyncio.get_running_loop().time())
 
-    warm = asyncio.run(first_run())
-    if warm.errors or warm.finished is None:
-        raise RuntimeError(f"the warm-up patching failed: {warm.errors}")
-    load = os.getloadavg()
-    print(f"server pid {server.pid}; heavy workers: {args.workers or 'one per core'} of "
-          f"{os.cpu_count()} cores; load average before {load[0]:.2f} {load[1]:.2f} "
-          f"{load[2]:.2f}")
+    warmed("patching", first_run, heavy_workers(server, args))
     index = 0
     for n in args.patch:
         storm_phase(server, registry, index, n, args)
         index += n
+
+
+def atlas_tsne(server: "Server", registry: Words, args) -> None:
+    """--tsne: a warm-up (SmolLM2's load, the atlas's build, scikit-learn's import, on a head
+    of another layer: not measured), then the t-SNE phase."""
+    async def first_run():
+        return await TsneLearner(-2, registry.take(-2), server.url, registry, args.timeout,
+                                 layer=TSNE_LAYER - 1).tsne(asyncio.get_running_loop().time())
+
+    warm = warmed("t-SNE", first_run, heavy_workers(server, args))
+    print(f"    (the atlas built before it, Build to built: {warm.built or 0:.1f} s)")
+    tsne_phase(server, registry, 0, args)
 
 
 def single(args) -> None:
@@ -1330,6 +1465,11 @@ def main() -> None:
     parser.add_argument("--decoder", default="", metavar="N[,N…]",
                         help="N learners open the decoder pages on --model while an observer "
                              "opens a page a second (issue 38)")
+    parser.add_argument("--tsne", action="store_true",
+                        help="a learner asks for --tsne-heads heads' t-SNE maps on the Head "
+                             "atlas, one at a time, while an observer opens pages (issue 39)")
+    parser.add_argument("--tsne-heads", type=int, default=8,
+                        help="with --tsne: the heads whose maps are asked for in turn")
     parser.add_argument("--model", default="smollm2,gemma3-270m",
                         help="with --decoder: the models, one phase each (ratios: the second "
                              "over the first)")
@@ -1368,7 +1508,7 @@ def main() -> None:
     args.train = [int(n) for n in args.train.split(",") if n.strip()]
     args.patch = [int(n) for n in args.patch.split(",") if n.strip()]
     args.decoder = [int(n) for n in args.decoder.split(",") if n.strip()]
-    if args.train or args.leave or args.patch or args.decoder:
+    if args.train or args.leave or args.patch or args.decoder or args.tsne:
         training(args)
     elif args.replicas > 1:
         replicated(args)
