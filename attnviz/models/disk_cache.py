@@ -127,7 +127,7 @@ def verify(folder: Path, stamp: dict, names: set[str],
         return False
     if not folder.is_dir():
         raise Damage(Message("model_cache.not_folder", folder=folder.name))
-    manifest = _manifest(folder)
+    manifest = read_manifest(folder)
     if manifest.get("stamp") != stamp:
         raise Damage(Message("model_cache.other_source"))
     files = manifest["files"]
@@ -197,7 +197,9 @@ def npy_array(data: np.ndarray, name: str) -> np.ndarray:
                              error=f"{type(exc).__name__}: {exc}"[:200])) from None
 
 
-def _manifest(folder: Path) -> dict:
+def read_manifest(folder: Path) -> dict:
+    """`folder`'s manifest, well formed (this format, plain file names, each a size and a
+    CRC-32); Damage saying what is wrong otherwise. Its stamp is the caller's to compare."""
     path = folder / MANIFEST
     if not os.path.lexists(path):
         raise Damage(Message("model_cache.no_manifest", file=MANIFEST))

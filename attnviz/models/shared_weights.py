@@ -245,15 +245,12 @@ def _map_checked(fd: int, offsets: dict, files: dict, contents: dict) -> bool:
 
 
 def _manifest(folder: Path) -> dict | None:
-    """`folder`'s manifest if it is one (a stamp and files), else None (``verify`` says why)."""
+    """`folder`'s manifest if it is well formed (``disk_cache.read_manifest``), else None
+    (``disk_cache.verify`` then says why)."""
     try:
-        manifest = json.loads((folder / disk_cache.MANIFEST).read_text(encoding="utf-8"))
-        ok = "stamp" in manifest and all(
-            isinstance(f["size"], int) and isinstance(f["crc32"], str)
-            for f in manifest["files"].values())
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return disk_cache.read_manifest(folder)
+    except Damage:
         return None
-    return manifest if ok else None
 
 
 # ---- where nothing can be shared ------------------------------------------------------------
