@@ -833,9 +833,10 @@ class DecoderModel(ConfigSizes):
               should_stop: Callable[[], bool] | None = None,
               resume: "Patching | None" = None) -> "Patching":
         """Activation patching from `clean` into `corrupted`
-        (``attnviz.models.readers.patching.patch``): each activation of `where` ("resid", "attn", "mlp", "heads", "heads_pos" of `layer`)
-        put back from the clean run, one at a time; ``effect`` 0 = corrupted, 1 = clean on
-        logit(answer_clean) − logit(answer_corrupted) at the last position."""
+        (``attnviz.models.readers.patching.patch``): each activation of `where` ("resid",
+        "attn", "mlp", "heads", "heads_pos" of `layer`) put back from the clean run, one at a
+        time; ``effect`` 0 = corrupted, 1 = clean on logit(answer_clean) − logit(answer_corrupted)
+        at the last position."""
         from attnviz.models.readers.patching import patch
 
         return patch(self, clean, corrupted, answers=answers, where=where, layer=layer,
