@@ -154,6 +154,9 @@ def verify(folder: Path, stamp: dict, names: set[str],
     return True
 
 
+_ALIGN = 4096             # where a buffer _read_whole reads into starts: a page boundary
+
+
 def _read_whole(path: Path, size: int) -> np.ndarray:
     """The `size` bytes of the file at `path`, read into memory (uint8); Damage
     ("model_cache.size") when it holds fewer or more (cut or grown since it was measured).
@@ -162,8 +165,15 @@ def _read_whole(path: Path, size: int) -> np.ndarray:
     on allocations of 4 MB or more (``madvise``), and a matrix read one token at a time
     streams ~20 % faster from them here (fewer TLB misses: Gemma 3's output matrix 28 ms
     against 35 ms, ``benchmarks/bench_gemma3.py``'s decode). Nor is it zero-filled first,
-    as a bytearray is: the read writes every byte."""
-    data = np.empty(size, np.uint8)
+    as a bytearray is: the read writes every byte.
+
+    The bytes start on a page boundary (malloc's large blocks start 16 bytes past one): a .npy
+    file's numbers start a multiple of 64 bytes in, so each array then starts on a cache line,
+    and a one-row product streams a matrix ~10 % faster from there (Gemma 3's layers, 72
+    products a token: 18.4 ms against 20.5 ms misaligned)."""
+    spare = np.empty(size + _ALIGN, np.uint8)
+    start = -spare.__array_interface__["data"][0] % _ALIGN
+    data = spare[start:start + size]
     view, got = memoryview(data), 0
     with open(path, "rb", buffering=0) as f:
         while got < size and (n := f.readinto(view[got:])):
