@@ -339,11 +339,14 @@ def softmax(s: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.
     finite weights. A row that is entirely −inf gives zeros (not NaN)."""
     s = np.asarray(s)
     m = np.max(s, axis=axis, keepdims=True)
-    m[~np.isfinite(m)] = 0.0
+    odd = not np.isfinite(m).all()           # a row all −inf (or holding +inf or NaN)
+    if odd:
+        m[~np.isfinite(m)] = 0.0
     e = np.subtract(s, m, out=out)
     np.exp(e, out=e)
     total = np.sum(e, axis=axis, keepdims=True)
-    total[total == 0] = 1.0
+    if odd:                                  # a finite maximum leaves exp(0) = 1 in its row
+        total[total == 0] = 1.0
     e /= total
     return e
 

@@ -42,8 +42,8 @@ from attnviz.models.catalogue.builtin import (GEMMA3_NAME, GGUF_NAME, MODEL_NAME
                                               gemma3_file, package_file)
 from attnviz.models.decoders import gguf_llama
 from attnviz.models.decoders.llama_layer import (Hook, KVCache, LayerOutput, LayerWeights,
-                                                 Positions, WindowedKVCache, llama_layer, rms_norm,
-                                                 trace_layer_attention)
+                                                 Positions, WindowedKVCache, llama_layer,
+                                                 llama_step, rms_norm, trace_layer_attention)
 from attnviz.models.finite import all_finite, at_token, not_finite, quiet
 from attnviz.models.sizes import ConfigSizes
 from attnviz.core.arrays import readonly, whole_number
@@ -713,11 +713,15 @@ class DecoderModel(ConfigSizes):
         rows = np.zeros((c.num_layers, c.num_heads, start + n), _DTYPE)
         h = self._embedded(ids)[None]                                  # (1, n, d_model)
         for layer in range(c.num_layers):
-            out = self._layer(layer, h, positions, cache=cache,
-                              head_mask=None if keep is None else keep[layer][None])
-            read = out.pattern.shape[-1]                               # a window's keys, or all
-            rows[layer, :, -read:] = out.pattern[0, :, -1]             # (H, n_k): 0 before
-            h = out.h
+            if n == 1 and keep is None and positions.mask(layer) is None:   # a generated token
+                h0, row = llama_step(h[0], self._blocks[layer], c, positions, cache,
+                                     layer=layer, model=self.model_name)
+                h = h0[None]
+            else:
+                out = self._layer(layer, h, positions, cache=cache,
+                                  head_mask=None if keep is None else keep[layer][None])
+                row, h = out.pattern[0, :, -1], out.h                 # (H, n_k)
+            rows[layer, :, -row.shape[-1]:] = row                      # a window's keys, or all
         cache.advance(n)
         return h[0], rows
 
