@@ -334,15 +334,17 @@ def with_design(t: AttentionTrace, design: LayerDesign, *, embedded: ArrayLike |
     return traced
 
 
-def softmax(s: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:
+def softmax(s: np.ndarray, axis: int = -1, out: np.ndarray | None = None,
+            dtype=None) -> np.ndarray:
     """Numerically stable softmax: subtract the row maximum before exp, so huge scores give
-    finite weights. A row that is entirely −inf gives zeros (not NaN)."""
+    finite weights. A row that is entirely −inf gives zeros (not NaN). dtype: computed in that
+    type (float64 for float32 logits: the same numbers as from a float64 copy of them)."""
     s = np.asarray(s)
     m = np.max(s, axis=axis, keepdims=True)
     odd = not np.isfinite(m).all()           # a row all −inf (or holding +inf or NaN)
     if odd:
         m[~np.isfinite(m)] = 0.0
-    e = np.subtract(s, m, out=out)
+    e = np.subtract(s, m, out=out, dtype=dtype)
     np.exp(e, out=e)
     total = np.sum(e, axis=axis, keepdims=True)
     if odd:                                  # a finite maximum leaves exp(0) = 1 in its row

@@ -934,10 +934,13 @@ class DecoderModel(ConfigSizes):
         return self._top_of(self._probabilities(logits), k, context)
 
     def _probabilities(self, logits: np.ndarray, token: int | None = None) -> np.ndarray:
-        """softmax(logits) in float64, checked (``check_logits_finite``): what a page writes
-        as a probability (Generate's bars and their sum) is a number (~50 µs for one row)."""
-        probs = softmax(np.asarray(logits, dtype=np.float64))
-        self.check_logits_finite(probs, token=token)
+        """softmax(logits) in float64, checked: what a page writes as a probability
+        (Generate's bars and their sum) is a number, or error.model.not_finite ("the logits").
+        Each probability is in [0, 1] or NaN (where a logit was NaN or +inf), so their
+        maximum alone says whether one is not (one pass over them, not two)."""
+        probs = softmax(logits, dtype=np.float64)
+        if not np.isfinite(probs.max()):
+            raise not_finite(self.model_name, "logits", token=token)
         return probs
 
     def check_logits_finite(self, *arrays: np.ndarray, token: int | None = None) -> None:
