@@ -399,3 +399,9 @@ def test_a_runs_lens_reads_its_streams_and_hands_over_the_last_column_first(deco
     # ~10⁻³ nats (as far as either is from the same KL in float64)
     np.testing.assert_allclose(lens.kl[:, -1], whole.kl[:, -1], atol=2e-3)
     np.testing.assert_array_equal(lens.top_ids[:, -1], whole.top_ids[:, -1])
+    # that column is a lens of the last position alone (Compare models reads it): to the bit
+    alone, kept = decoder.logit_lens(run, k=3, positions=[-1]), lens.last_column(3)
+    assert kept.positions.tolist() == alone.positions.tolist() == [n - 1]
+    for name in ("top_ids", "top_probs", "target", "target_prob", "target_rank", "kl",
+                 "residuals"):
+        np.testing.assert_array_equal(getattr(kept, name), getattr(alone, name), err_msg=name)

@@ -85,10 +85,11 @@ def shown_name() -> str:
     return chosen_model().shown
 
 
-def load() -> PretrainedTrace | DecoderRun:
+def load(value_norms: bool = True) -> PretrainedTrace | DecoderRun:
     """The sidebar's model run on the sidebar's sentence (its token limit; SmolLM2 at most
     DECODER_MAX_TOKENS), with a spinner (and SmolLM2's progress indicator while it loads); on
-    bad input shows the error and stops the page."""
+    bad input shows the error and stops the page. value_norms: a decoder's value norms made
+    on the run now (Read the model's views; Trace the answer reads none)."""
     entry = chosen_model()
     name = entry.shown
     text, limit = pretrained_view.sentence_and_limit()
@@ -103,7 +104,8 @@ def load() -> PretrainedTrace | DecoderRun:
         limit = min(limit, DECODER_MAX_TOKENS)
         with st.spinner(t("reading.loading", model=name)):
             run = cached_decoder_run(text, limit, m)
-            run.value_norms                      # made now, on the shared run: every view's
+            if value_norms:
+                run.value_norms                  # made now, on the shared run: every view's
             return run
     except AttnvizInputError as exc:
         st.error(t("reading.error.run", model=name, error=literal(exc)))
@@ -714,17 +716,27 @@ def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool, tuned: bool = False
     the tuned lens: its translators loaded first, ``tuned_lens``) and its cells' labels (top-k
     as the page writes them), once for every learner. first: None, or what to do with the
     lens's last column alone (and its labels) as soon as it is computed, before the other
-    positions are (``logit_lens(first=)``), when this call computes the lens."""
+    positions are (``logit_lens(first=)``), when this call computes the lens. The last column
+    is always computed first: Compare models reads it (``kept_lens``)."""
     from attnviz.models.readers.lens import logit_lens
+
+    def column_first(column) -> None:
+        if first is not None:
+            first(column, _labels(m, run, column))
 
     def compute():
         lens = logit_lens(m, run, sublayers=sublayers, k=LENS_TOP,
-                          tuned=m.tuned_lens() if tuned else None,
-                          first=None if first is None else
-                          lambda column: first(column, _labels(m, run, column)))
+                          tuned=m.tuned_lens() if tuned else None, first=column_first)
         return lens, _labels(m, run, lens)
 
     return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers, tuned), compute)
+
+
+def kept_lens(name: str, run: DecoderRun):
+    """The logit lens of `run` on model `name` (registry.NAMES) as this page computed it for
+    any learner, with its labels — its last column computed first, alone (``_lens``) —, or
+    None when it is not kept: nothing is computed."""
+    return _LENSES.peek((name, run.ids.tobytes(), False, False))
 
 
 def _answer_column(slot, column, labels, rows: list[str], shown: list[str], colour: str,

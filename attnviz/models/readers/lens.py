@@ -32,7 +32,7 @@ is projected right after the last row and handed to `first`, then the other colu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -85,6 +85,25 @@ class LogitLens:
     def __post_init__(self) -> None:
         if self.positions is None:                                    # every position
             object.__setattr__(self, "positions", readonly(np.arange(len(self.ids))))
+
+    def last_column(self, k: int | None = None) -> LogitLens:
+        """The lens of the last position alone (every row), each cell's k most likely tokens
+        the first k of this lens's (every one when None): the same numbers. A lens computed
+        with ``first`` made that column as a lens of the last position alone makes it
+        (``positions=[-1]``: the same products, to the bit)."""
+        kept = self.top_ids.shape[-1]
+        k = kept if k is None else whole_number(k, "k", low=1, high=kept)
+        last = slice(len(self.positions) - 1, None)
+
+        def cut(a: np.ndarray) -> np.ndarray:
+            return readonly(np.array(a[:, last, :k] if a.ndim == 3 and a is not self.residuals
+                                     else a[:, last]))
+
+        return replace(self, top_ids=cut(self.top_ids), top_probs=cut(self.top_probs),
+                       target=readonly(np.array(self.target[last])),
+                       target_prob=cut(self.target_prob), target_rank=cut(self.target_rank),
+                       kl=cut(self.kl), residuals=cut(self.residuals),
+                       positions=readonly(np.array(self.positions[last])))
 
     @property
     def layer_rows(self) -> np.ndarray:
