@@ -368,17 +368,20 @@ def _blocks(rows: int, n: int, column_first: bool = False):
     differ from it in the last bits: a BLAS kernel may sum another batch's rows in another
     order). With `column_first`, the last column comes whole before the others: its last row
     alone (the one-row product of ``DecoderRun.next_logits``, the model's next token), its
-    other rows in one product; then the last row of the other columns (their run's product
-    without the last position), then their other rows."""
+    other rows in one product; then the other columns' rows, the last row in the first chunk
+    (a product's fixed cost — BLAS packs the whole of Eᵀ, ~0.14 s of Gemma 3's 671 MB —
+    paid once more than without, not twice)."""
     if column_first and rows > 1 and n > 1:
         yield slice(rows - 1, rows), slice(n - 1, n)
         yield slice(0, rows - 1), slice(n - 1, n)
-        n -= 1
-    every = slice(0, n)
-    yield slice(rows - 1, rows), every
-    per = max(1, _CHUNK // n)
-    for stop in range(rows - 1, 0, -per):
-        yield slice(max(0, stop - per), stop), every
+        n, top = n - 1, rows                 # the chunks hold rows 0 … top − 1, as even as
+        most = max(1, (_CHUNK + _CHUNK // 8) // n)          # can be: 19 × 14 pairs in one
+        per = min(most, -(-top // -(-top // most)))
+    else:
+        yield slice(rows - 1, rows), slice(0, n)
+        top, per = rows - 1, max(1, _CHUNK // n)
+    for stop in range(top, 0, -per):
+        yield slice(max(0, stop - per), stop), slice(0, n)
 
 
 def _projected(model, residuals: np.ndarray, column_first: bool = False,
