@@ -4,6 +4,8 @@ normed: lm_head alone), the residual after each attention sublayer read by a for
 on ``post_attention_layernorm``, and numpy's own RMSNorm. Expected numbers never come from
 attnviz."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -367,3 +369,39 @@ def test_the_grid_can_be_coloured_by_another_probability():
     with raises_message("error.figure.shape", name="colour", shape="(1, 1)", want="(2, 1)"):
         lens_grid(probs, labels, row_labels=["r0", "r1"], col_labels=["x"], title="lens",
                   colour=np.ones((1, 1)), colour_name="answer")
+
+
+# ---- a run's lens, its last column first (the Trace page's grid) ----------------------------
+
+def test_a_runs_lens_reads_its_streams_and_hands_over_the_last_column_first(decoder):
+    """Given a run, the lens reads the streams it kept (the pass's, to the bit); with
+    `first`, the last column alone is handed over before the rest, the same numbers as the
+    whole lens's last column; the rest agree with a lens of the text up to rounding."""
+    from attnviz.models.readers.lens import logit_lens
+
+    run = decoder.run(OTHER)
+    whole = decoder.logit_lens(OTHER, k=4)
+    n = len(whole.ids)
+    seen = []
+    lens = logit_lens(decoder, run, k=4, first=seen.append)
+    np.testing.assert_array_equal(lens.residuals, whole.residuals)
+    [column] = seen
+    assert column.positions.tolist() == [n - 1] and column.rows == lens.rows
+    for name in ("top_ids", "top_probs", "target_prob", "target_rank", "kl", "residuals"):
+        np.testing.assert_array_equal(getattr(column, name), getattr(lens, name)[:, -1:])
+    assert column.target.tolist() == lens.target[-1:].tolist() == whole.target[-1:].tolist()
+    names = ("top_ids", "top_probs", "target_prob", "target_rank", "kl")
+    before = SimpleNamespace(**{name: getattr(lens, name)[:, :-1] for name in names})
+    for name in names:
+        _same_up_to_rounding(before, whole, list(range(n - 1)), name)
+    # the last column's final distribution is the one-row product's (next_logits): a float32
+    # KL there — Σ p (log p − log q) over 49,152 logits of ~10² — moves with its rounding by
+    # ~10⁻³ nats (as far as either is from the same KL in float64)
+    np.testing.assert_allclose(lens.kl[:, -1], whole.kl[:, -1], atol=2e-3)
+    np.testing.assert_array_equal(lens.top_ids[:, -1], whole.top_ids[:, -1])
+    # that column is a lens of the last position alone (Compare models reads it): to the bit
+    alone, kept = decoder.logit_lens(run, k=3, positions=[-1]), lens.last_column(3)
+    assert kept.positions.tolist() == alone.positions.tolist() == [n - 1]
+    for name in ("top_ids", "top_probs", "target", "target_prob", "target_rank", "kl",
+                 "residuals"):
+        np.testing.assert_array_equal(getattr(kept, name), getattr(alone, name), err_msg=name)

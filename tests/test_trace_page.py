@@ -471,3 +471,53 @@ def test_the_lens_tab_reads_the_sidebars_sentence_and_its_top_row_is_the_models_
     top_row = [str(s) for s in grid["data"][0]["text"][-1]]
     expected = [tok.decode([b]).replace(" ", "␣") for b in best]
     assert top_row == expected
+
+
+COLUMN_TEXT = "The old lighthouse keeper counted the ships until"
+
+
+def test_the_lens_draws_the_last_positions_column_first_then_the_grid_with_it(
+        torch, hf_decoder, monkeypatch):
+    """While the grid is computed, its place shows the last position's column first (every
+    layer: where the answer appears): transformers' top next token and its probability at
+    each layer boundary, from its hidden states; the grid then drawn holds that column as
+    its last, the same numbers."""
+    import html
+
+    from attnviz.app.shared import widgets
+    from attnviz.plot.lens_figures import CELL_CHARS
+
+    drawn, real = [], widgets.chart
+
+    def chart(fig, *, key, **how):
+        drawn.append((key, json.loads(fig.to_json())))
+        real(fig, key=key, **how)
+
+    monkeypatch.setattr(widgets, "chart", chart)
+    at = open_page("pages/trace.py", params={"lang": "en"}, model="smollm2",
+                   sentence=COLUMN_TEXT)
+    no_exceptions(at)
+    order = [key for key, _ in drawn]
+    assert order.index(keys.LENS_COLUMN) < order.index(keys.LENS_GRID)
+    [column] = [fig for key, fig in drawn if key == keys.LENS_COLUMN]
+    [grid] = [fig for key, fig in drawn if key == keys.LENS_GRID]
+    model, tok = hf_decoder
+    ids = tok(COLUMN_TEXT)["input_ids"]
+    with torch.no_grad():
+        hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+        last = len(hidden) - 1                               # transformers' last one is normed
+        logits = torch.stack([model.lm_head(model.model.norm(h) if i < last else h)[0, -1]
+                              for i, h in enumerate(hidden)]).double().numpy()   # (L + 1, V)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    z = heatmap_z(column)                                                # (L + 1, 1)
+    assert z.shape == (len(hidden), 1)
+    np.testing.assert_allclose(z[:, 0], probs.max(-1), atol=2e-3)
+    words = [tok.decode([b]).replace(" ", "␣") for b in probs.argmax(-1)]
+    expected = [w if len(w) <= CELL_CHARS else w[:CELL_CHARS - 1] + "…" for w in words]
+    assert [html.unescape(str(row[0])) for row in column["data"][0]["text"]] == expected
+    last_token = tok.decode([ids[-1]]).replace(" ", "␣")
+    assert column["data"][0]["x"] == [f"{len(ids) - 1}: {last_token}"]      # its position
+    np.testing.assert_array_equal(heatmap_z(grid)[:, -1], z[:, 0])     # the same numbers
+    assert [row[-1] for row in grid["data"][0]["text"]] == \
+        [row[0] for row in column["data"][0]["text"]]

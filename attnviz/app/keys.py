@@ -382,6 +382,8 @@ AB_MAP = "ab_map"                       # Ablation: the ranking's map
 LENS_SUBLAYERS = "lens_sublayers"       # Logit lens: True adds the rows after each attention
 LENS_COLOUR = "lens_colour"             # Logit lens: the cells coloured by "top" or "target"
 LENS_GRID = "lens_grid"                 # Logit lens: the rows × positions grid
+LENS_COLUMN = "lens_column"             # Logit lens: the last position's column, drawn in the
+                                        # grid's place while the other positions are computed
 LENS_POSITION = "lens_position"         # Logit lens: the position whose top tokens show
 LENS_LAYER = "lens_layer"               # Logit lens: the layer boundary whose bars show
 LENS_ATTENTION = "lens_attention"       # Logit lens (with sublayers): True reads that layer

@@ -31,8 +31,8 @@ LINE_HEIGHT = 320
 
 
 def lens_grid(top_probs, top_labels, *, row_labels, col_labels, title: str,
-              hover_top: int = HOVER_TOP, colour=None, colour_name: str | None = None
-              ) -> go.Figure:
+              hover_top: int = HOVER_TOP, colour=None, colour_name: str | None = None,
+              positions=None) -> go.Figure:
     """Rows (layer boundaries, the first at the bottom) × positions, each cell coloured by its
     top token's probability (a fixed 0–1 scale) with that token written in it; the hover names
     the row and position and lists the `hover_top` most likely tokens with their
@@ -43,11 +43,13 @@ def lens_grid(top_probs, top_labels, *, row_labels, col_labels, title: str,
     colour (R, n), optional: another probability to colour the cells by (a target token's),
     named `colour_name` on the colour bar and in the hover. The hovers, and the clicks, are a
     second trace's: a marker on each cell, row by row (R · n points; point r · n + i is the
-    cell of row r, position i)."""
+    cell of row r, position i). positions (n,): the numbers written before the columns'
+    tokens (default 0 … n − 1; a lens of some positions names its own)."""
     probs = np.asarray(top_probs, dtype=np.float64)                   # (R, n, k)
     rows_n, n, k = probs.shape
     rows = _labels(row_labels, rows_n, "row_labels")
-    cols = [f"{i}: {c}" for i, c in enumerate(_labels(col_labels, n, "col_labels"))]
+    numbers = range(n) if positions is None else [int(i) for i in positions]
+    cols = [f"{i}: {c}" for i, c in zip(numbers, _labels(col_labels, n, "col_labels"))]
     top = min(hover_top, k)
     text = [[_esc(_cell_text(top_labels[r][i][0])) for i in range(n)] for r in range(rows_n)]
     hover = [["<br>".join(f"{_esc(top_labels[r][i][j])}  {probs[r, i, j]:.3f}"

@@ -81,11 +81,17 @@ def continuation(m: DecoderModel, text: str, limit: int) -> str:
     return _CONTINUED.get((str(m.path), text, limit), compute)
 
 
-def last_lens(m: DecoderModel, run: DecoderRun):
+def last_lens(m: DecoderModel, name: str, run: DecoderRun):
     """The logit lens of the run's last position, its target the model's own next token: (the
-    lens with one column, its rows' top tokens as the page writes them (R, k))."""
+    lens with one column, its rows' top tokens as the page writes them (R, k)). Read from the
+    run's streams; the last column of the whole lens Trace the answer or Read the model kept
+    of this run (``reading_view.kept_lens``: the same products, to the bit) when there is one."""
     def compute():
-        lens = m.logit_lens(run.ids, k=LENS_TOP, positions=[-1], max_tokens=len(run.ids))
+        kept = reading_view.kept_lens(name, run)
+        if kept is not None:
+            whole, words = kept
+            return whole.last_column(LENS_TOP), [row[-1][:LENS_TOP] for row in words]
+        lens = m.logit_lens(run, k=LENS_TOP, positions=[-1], max_tokens=len(run.ids))
         labels = [[token_shown(m.piece_after(run.ids, int(j))) for j in row[0]]
                   for row in lens.top_ids]
         return lens, labels
@@ -157,7 +163,7 @@ def column(side: str, text: str, limit: int) -> dict | None:
         key=keys.CMP_SINK(side))
 
     with st.spinner(t("compare.lens.computing", model=entry.shown)):
-        lens, labels = last_lens(m, run)
+        lens, labels = last_lens(m, entry.name, run)
     rows = [reading_view.lens_row_label(kind, i) for kind, i in lens.rows]
     ranks, probs = lens.target_rank[:, 0], lens.target_prob[:, 0]
     answer = token_shown(m.piece_after(run.ids, int(lens.target[0])))

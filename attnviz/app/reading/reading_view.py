@@ -85,10 +85,11 @@ def shown_name() -> str:
     return chosen_model().shown
 
 
-def load() -> PretrainedTrace | DecoderRun:
+def load(value_norms: bool = True) -> PretrainedTrace | DecoderRun:
     """The sidebar's model run on the sidebar's sentence (its token limit; SmolLM2 at most
     DECODER_MAX_TOKENS), with a spinner (and SmolLM2's progress indicator while it loads); on
-    bad input shows the error and stops the page."""
+    bad input shows the error and stops the page. value_norms: a decoder's value norms made
+    on the run now (Read the model's views; Trace the answer reads none)."""
     entry = chosen_model()
     name = entry.shown
     text, limit = pretrained_view.sentence_and_limit()
@@ -103,7 +104,8 @@ def load() -> PretrainedTrace | DecoderRun:
         limit = min(limit, DECODER_MAX_TOKENS)
         with st.spinner(t("reading.loading", model=name)):
             run = cached_decoder_run(text, limit, m)
-            run.value_norms                      # made now, on the shared run: every view's
+            if value_norms:
+                run.value_norms                  # made now, on the shared run: every view's
             return run
     except AttnvizInputError as exc:
         st.error(t("reading.error.run", model=name, error=literal(exc)))
@@ -702,17 +704,58 @@ def click_lens_cell(points: list[dict], row_labels: list[str], rows: list[tuple[
         return
 
 
-def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool, tuned: bool = False):
-    """The lens of the run's tokens (with `tuned`, the tuned lens: its translators loaded
-    first, ``tuned_lens``) and its cells' labels (top-k as the page writes them), once for
-    every learner."""
+def _labels(m: DecoderModel, run: DecoderRun, lens) -> list:
+    """(R, n, k) the lens's top tokens as the page writes them, each read after the text up
+    to its position."""
+    return [[[token_shown(m.piece_after(run.ids[:int(i) + 1], int(j))) for j in cell]
+             for i, cell in zip(lens.positions, row)] for row in lens.top_ids]
+
+
+def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool, tuned: bool = False, first=None):
+    """The lens of the run (its streams and logits read, not computed again; with `tuned`,
+    the tuned lens: its translators loaded first, ``tuned_lens``) and its cells' labels (top-k
+    as the page writes them), once for every learner. first: None, or what to do with the
+    lens's last column alone (and its labels) as soon as it is computed, before the other
+    positions are (``logit_lens(first=)``), when this call computes the lens. The last column
+    is always computed first: Compare models reads it (``kept_lens``)."""
+    from attnviz.models.readers.lens import logit_lens
+
+    def column_first(column) -> None:
+        if first is not None:
+            first(column, _labels(m, run, column))
+
     def compute():
-        lens = m.logit_lens(run.ids, sublayers=sublayers, k=LENS_TOP, tuned=tuned)
-        labels = [[[token_shown(m.piece_after(run.ids[:i + 1], int(j))) for j in cell]
-                   for i, cell in enumerate(row)] for row in lens.top_ids]   # (R, n, k)
-        return lens, labels
+        lens = logit_lens(m, run, sublayers=sublayers, k=LENS_TOP,
+                          tuned=m.tuned_lens() if tuned else None, first=column_first)
+        return lens, _labels(m, run, lens)
 
     return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers, tuned), compute)
+
+
+def kept_lens(name: str, run: DecoderRun):
+    """The logit lens of `run` on model `name` (registry.NAMES) as this page computed it for
+    any learner, with its labels — its last column computed first, alone (``_lens``) —, or
+    None when it is not kept: nothing is computed."""
+    return _LENSES.peek((name, run.ids.tobytes(), False, False))
+
+
+def _answer_column(slot, column, labels, rows: list[str], shown: list[str], colour: str,
+                   ) -> None:
+    """The lens's last column in the grid's place (`slot`) while the other positions are
+    read: where the text's next token is chosen, at every layer — the whole grid's last
+    column, the same numbers — and how many positions are still being read."""
+    from attnviz.plot import lens_figures
+
+    n = len(shown)
+    with slot.container():
+        widgets.chart(lens_figures.lens_grid(
+            column.top_probs, labels, row_labels=rows, col_labels=shown[-1:],
+            positions=column.positions,
+            title=t("reading.lens.column.title", position=n - 1,
+                    token=text_layout.escape(shown[-1])),
+            colour=column.target_prob if colour == "target" else None,
+            colour_name=t("figure.lens.target_probability")), key=keys.LENS_COLUMN)
+        st.caption(t("reading.lens.column.caption", count=n - 1))
 
 
 # the fit's seconds as `python benchmarks/bench_tuned_lens.py` measured it here
@@ -874,10 +917,13 @@ def lens_tab(run: DecoderRun) -> None:
                             help=t("reading.lens.tuned.no_sublayers" if tuned
                                    else "reading.lens.sublayers.help")) and not tuned
     colour = _option_radio("reading.lens.colour", LENS_COLOURS, keys.LENS_COLOUR)
-    with st.spinner(t("reading.lens.computing")):
-        lens, labels = _lens(m, run, bool(sublayers), tuned)
-    rows = [lens_row_label(kind, layer) for kind, layer in lens.rows]
     shown = [token_shown(tok) for tok in run.tokens]
+    slot = st.empty()        # the grid's place: the last position's column first, while the
+    with st.spinner(t("reading.lens.computing"), show_time=True):        # rest is computed
+        lens, labels = _lens(m, run, bool(sublayers), tuned, first=lambda column, words: (
+            _answer_column(slot, column, words, [lens_row_label(kind, layer) for kind, layer
+                                                 in column.rows], shown, colour)))
+    rows = [lens_row_label(kind, layer) for kind, layer in lens.rows]
     by_target = colour == "target"
     fig = pretrained_view.shared_figure("lens_grid", lambda: lens_figures.lens_grid(
         lens.top_probs, labels, row_labels=rows, col_labels=shown,
@@ -886,8 +932,9 @@ def lens_tab(run: DecoderRun) -> None:
         colour_name=t("figure.lens.target_probability")), run.ids.tobytes(), bool(sublayers),
         colour, tuned)
     # a click on a cell picks it: the pickers below follow (and stay, for the keyboard)
-    widgets.chart(fig, key=keys.LENS_GRID, on_click=click_lens_cell,
-                  args=(list(fig.data[0].y), lens.rows, len(run.tokens)))
+    with slot:
+        widgets.chart(fig, key=keys.LENS_GRID, on_click=click_lens_cell,
+                      args=(list(fig.data[0].y), lens.rows, len(run.tokens)))
     n = len(run.tokens)
     pretrained_view.keep_in_range(keys.LENS_POSITION, n, default=n - 1)
     pick = st.columns([3, 3, 2] if sublayers else [1, 1], vertical_alignment="bottom")

@@ -96,7 +96,7 @@ def tab_labels() -> list[str]:
 
 def lens_tab() -> None:
     """Read the model's logit lens, on this page: the sidebar's sentence, every layer."""
-    run = reading_view.load()
+    run = reading_view.load(value_norms=False)
     reading_view.token_list(run)
     reading_view.draw_tab(reading_view.lens_tab, run)
 
@@ -476,7 +476,7 @@ def flow_tab() -> None:
     """The contribution graph of the sidebar's sentence from one position down to the tokens:
     each head's, residual's and MLP's edges above the threshold, the FLOW_EDGES most
     important (the rest said); a clicked head edge opens that head on Step by step."""
-    run = reading_view.load()
+    run = reading_view.load(value_norms=False)
     reading_view.token_list(run)
     entry = reading_view.chosen_model()
     m = entry.load()

@@ -21,11 +21,19 @@ once. The streams
 them again on demand. ``positions=`` projects only some positions (Generate reads the one that
 chooses the next token): the pass still runs over the whole text, the projections, the
 reductions and the streams kept are those positions' only.
+
+Given a run (``DecoderModel.run``) in place of a text, the lens reads the streams the run
+kept (``hidden_states``: the same numbers as the pass, to the bit) and, where the run has them,
+its logits (the last row's product, the same call): no pass over the text again. ``first=``
+draws the answer before the rest: the last column (where the text's next token is chosen)
+is projected right after the last row and handed to `first`, then the other columns — each
+(row, position) projected once, the whole lens's last column the one handed over.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 
@@ -78,6 +86,25 @@ class LogitLens:
         if self.positions is None:                                    # every position
             object.__setattr__(self, "positions", readonly(np.arange(len(self.ids))))
 
+    def last_column(self, k: int | None = None) -> LogitLens:
+        """The lens of the last position alone (every row), each cell's k most likely tokens
+        the first k of this lens's (every one when None): the same numbers. A lens computed
+        with ``first`` made that column as a lens of the last position alone makes it
+        (``positions=[-1]``: the same products, to the bit)."""
+        kept = self.top_ids.shape[-1]
+        k = kept if k is None else whole_number(k, "k", low=1, high=kept)
+        last = slice(len(self.positions) - 1, None)
+
+        def cut(a: np.ndarray) -> np.ndarray:
+            return readonly(np.array(a[:, last, :k] if a.ndim == 3 and a is not self.residuals
+                                     else a[:, last]))
+
+        return replace(self, top_ids=cut(self.top_ids), top_probs=cut(self.top_probs),
+                       target=readonly(np.array(self.target[last])),
+                       target_prob=cut(self.target_prob), target_rank=cut(self.target_rank),
+                       kl=cut(self.kl), residuals=cut(self.residuals),
+                       positions=readonly(np.array(self.positions[last])))
+
     @property
     def layer_rows(self) -> np.ndarray:
         """(L + 1,) the indices of the ("layer", ℓ) rows, ℓ = 0 … L."""
@@ -119,16 +146,19 @@ class LogitLens:
         target = np.full(len(self.positions), token_id(self._model, token))
         probs = np.empty(self.kl.shape, _DTYPE)
         ranks = np.empty(self.kl.shape, np.int64)
-        for start, logits in _projected(self._model, self.residuals):
-            for r in range(start, start + len(logits)):
-                _, _, lse, chosen, ranks[r], _ = _reduce(logits[r - start], target, 1, None)
+        for rows, _, logits in _projected(self._model, self.residuals):
+            for r in range(rows.start, rows.stop):
+                _, _, lse, chosen, ranks[r], _ = _reduce(logits[r - rows.start], target, 1,
+                                                         None)
                 probs[r] = np.exp(chosen - lse)
         return readonly(probs), readonly(ranks)
 
 
 def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: int = 10,
-               max_tokens: int | None = None, positions=None, tuned=None) -> LogitLens:
-    """The logit lens of a text (or token ids) on a ``DecoderModel``.
+               max_tokens: int | None = None, positions=None, tuned=None,
+               first: Callable[[LogitLens], None] | None = None) -> LogitLens:
+    """The logit lens of a text (or token ids, or a ``DecoderRun`` of this model: its streams
+    and logits read, not computed again) on a ``DecoderModel``.
 
     sublayers: also the stream after each attention sublayer (resid_mid), between the layer
     boundaries. target: None (each position's top token in the last row), a token id or a
@@ -143,8 +173,12 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
     float32 rounding: their products have other rows), for one pass over the text and the
     projections of those positions only.
     tuned: None (the logit lens), or a ``TunedLens`` whose translators move each layer
-    boundary's stream before it is read (the tuned lens; not with `sublayers`)."""
-    ids = text_ids(model, ids_or_text)
+    boundary's stream before it is read (the tuned lens; not with `sublayers`).
+    first: None, or a function called once, when the lens has more than one column, with the
+    lens of its last column alone (every row; ``positions`` that one), as soon as that column
+    is projected and before the others are: the whole lens's last column, the same numbers."""
+    run = ids_or_text if hasattr(ids_or_text, "hidden_states") else None
+    ids = text_ids(model, ids_or_text if run is None else run.ids)
     most = model.max_tokens if positions is None else model.generation_tokens
     limit = model.max_tokens if max_tokens is None else \
         whole_number(max_tokens, "max_tokens", low=1, high=most)
@@ -153,7 +187,11 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
     chosen = _positions(positions, len(ids))                           # (n,)
     if tuned is not None and sublayers:
         raise AttnvizInputError("error.lens.tuned_sublayers")
-    rows, residuals = _streams(model, ids, sublayers, chosen)          # (R, n, d_model)
+    if run is not None and not sublayers:      # the run's streams: the pass's, to the bit
+        rows = [(LAYER, layer) for layer in range(len(run.hidden_states))]
+        residuals = np.array(run.hidden_states[:, :len(ids)][:, chosen], dtype=_DTYPE)
+    else:
+        rows, residuals = _streams(model, ids, sublayers, chosen)      # (R, n, d_model)
     if tuned is not None:                     # each row moved by its layer's translator
         residuals = np.stack([tuned.translate(layer, h) for (_, layer), h in
                               zip(rows, residuals)])
@@ -161,29 +199,61 @@ def logit_lens(model, ids_or_text, *, sublayers: bool = False, target=None, k: i
     top_ids, top_probs = np.empty(shape + (k,), np.int64), np.empty(shape + (k,), _DTYPE)
     target_prob, target_rank = np.empty(shape, _DTYPE), np.empty(shape, np.int64)
     kl = np.zeros(shape, _DTYPE)                                       # the last row: 0
-    final = None
-    for start, logits in _projected(model, residuals):                # the last row first
-        if final is None:                      # the model's own distribution, which KL reads
-            final = _Final(logits[-1], model, target, len(ids), chosen)
-        for r in range(start, start + len(logits)):
+    final = _Final(len(chosen), model.vocab_size)   # the model's own distribution: KL reads it
+    column_first = first is not None and len(chosen) > 1
+    known = None if run is None or tuned is not None else _run_logits(run, ids, chosen,
+                                                                       column_first)
+    for block, cols, logits in _projected(model, residuals, column_first, known):
+        if block.stop == len(rows):                 # the last row's block comes first
+            final.add(cols, logits[-1], model, target, len(ids), chosen[cols])
+        for r in range(block.start, block.stop):
             last = r == len(rows) - 1
-            top_ids[r], top_logits, lse, chosen_logit, target_rank[r], dot = _reduce(
-                logits[r - start], final.targets, k, None if last else final.p)
-            top_probs[r] = np.exp(top_logits - lse[:, None])
-            target_prob[r] = np.exp(chosen_logit - lse)
+            top_ids[r, cols], top_logits, lse, chosen_logit, target_rank[r, cols], dot = \
+                _reduce(logits[r - block.start], final.targets[cols], k,
+                        None if last else final.p[cols])
+            top_probs[r, cols] = np.exp(top_logits - lse[:, None])
+            target_prob[r, cols] = np.exp(chosen_logit - lse)
             if not last:
                 # KL(final ‖ row) = Σ p log p − Σ p (logits_row − lse_row)   (Σ p = 1): no
                 # (n, vocab) log-probabilities of the row, only its log-sum-exp and one dot
-                kl[r] = np.maximum(final.neg_entropy - dot + lse, 0)
+                kl[r, cols] = np.maximum(final.neg_entropy[cols] - dot + lse, 0)
         del logits
-    model.check_logits_finite(top_probs, target_prob, kl)   # what the page writes: numbers
+        column = slice(len(chosen) - 1, len(chosen))
+        if column_first and cols == column and block.start == 0:      # the last column whole
+            first(_made(model, ids, rows, final.targets, chosen, tuned, column, top_ids,
+                        top_probs, target_prob, target_rank, kl, residuals))
+    return _made(model, ids, rows, final.targets, chosen, tuned, slice(None), top_ids,
+                 top_probs, target_prob, target_rank, kl, residuals)
+
+
+def _made(model, ids, rows, targets, chosen, tuned, columns: slice, *arrays) -> LogitLens:
+    """The lens of `columns` of the arrays (top ids, top probabilities, target probability
+    and rank, KL, streams), checked finite (what the page writes: numbers), each its own
+    read-only copy."""
+    top_ids, top_probs, target_prob, target_rank, kl, residuals = (
+        readonly(np.array(a[:, columns])) for a in arrays)
+    model.check_logits_finite(top_probs, target_prob, kl)
     tokens, _, _ = model.labels(ids)
-    return LogitLens(ids=readonly(ids), tokens=tokens, rows=tuple(rows),
-                     top_ids=readonly(top_ids), top_probs=readonly(top_probs),
-                     target=readonly(final.targets), target_prob=readonly(target_prob),
-                     target_rank=readonly(target_rank), kl=readonly(kl),
-                     residuals=readonly(residuals), _model=model,
-                     positions=readonly(chosen), tuned=tuned is not None)
+    return LogitLens(ids=readonly(ids), tokens=tokens, rows=tuple(rows), top_ids=top_ids,
+                     top_probs=top_probs, target=readonly(np.array(targets[columns])),
+                     target_prob=target_prob, target_rank=target_rank, kl=kl,
+                     residuals=residuals, _model=model,
+                     positions=readonly(np.array(chosen[columns])), tuned=tuned is not None)
+
+
+def _run_logits(run, ids: np.ndarray, chosen: np.ndarray, column_first: bool):
+    """The last row's logits a run has made, or makes and keeps, for the lens's first block
+    (``_blocks``) — its ``logits`` (every position) or ``next_logits`` (the last alone) —:
+    the product the lens would make (``unembed`` of the same rows: the same call, the same
+    numbers); else None (the lens makes its own)."""
+    n = len(ids)
+    if n != len(run.ids):
+        return None
+    if (len(chosen) == 1 or column_first) and chosen[-1] == n - 1:
+        return run.next_logits[None]
+    if len(chosen) == n and (chosen == np.arange(n)).all():
+        return run.logits
+    return None
 
 
 def logsumexp_rows(logits: np.ndarray) -> np.ndarray:
@@ -271,34 +341,60 @@ def _targets(model, target, final_logits: np.ndarray, n: int,
 
 class _Final:
     """The last row's distribution at each position, which every other row's KL compares
-    against: p (n, vocab) float32, Σ p log p (n,) float64, and the targets (n,)."""
+    against: p (m, vocab) float32, Σ p log p (m,) float64, and the targets (m,), filled
+    column by column as the last row's blocks come (``add``)."""
 
-    def __init__(self, logits: np.ndarray, model, target, n: int, positions: np.ndarray):
-        self.targets = _targets(model, target, logits, n, positions)  # (m,)
-        lse = logsumexp_rows(logits)                                   # (m,)
-        self.p = np.exp(logits - lse[:, None].astype(_DTYPE))          # (m, vocab)
-        self.neg_entropy = np.einsum("iv,iv->i", self.p, logits).astype(np.float64) - lse
+    def __init__(self, m: int, vocab: int):
+        self.targets = np.empty(m, np.int64)
+        self.p = np.empty((m, vocab), _DTYPE)
+        self.neg_entropy = np.empty(m)
 
-
-def _chunks(rows: int, n: int):
-    """(start, stop) of the lens rows unembedded in one matrix product, the last row alone
-    first, then ~_CHUNK (row, position) pairs each. One product of many rows reads Eᵀ (113 MB)
-    once where 31 products of 64 rows read it 31 times: 2.4 x faster on one BLAS thread here.
-    The last row alone is the product ``run`` makes, so its numbers are the model's output to
-    the bit (a row of a larger product may differ from it in the last bits: a BLAS kernel may
-    sum another batch's rows in another order)."""
-    yield rows - 1, rows
-    per = max(1, _CHUNK // n)
-    for stop in range(rows - 1, 0, -per):
-        yield max(0, stop - per), stop
+    def add(self, cols: slice, logits: np.ndarray, model, target, n: int,
+            positions: np.ndarray) -> None:
+        """The last row's logits (c, vocab) at the columns `cols` (`positions`: theirs)."""
+        self.targets[cols] = _targets(model, target, logits, n, positions)
+        lse = logsumexp_rows(logits)                                   # (c,)
+        p = self.p[cols]
+        np.exp(logits - lse[:, None].astype(_DTYPE), out=p)
+        self.neg_entropy[cols] = np.einsum("iv,iv->i", p, logits).astype(np.float64) - lse
 
 
-def _projected(model, residuals: np.ndarray):
-    """(start, logits (rows, n, vocab)) of the streams (R, n, d_model), chunk by chunk
-    (``_chunks``): rows start … start + rows − 1 through the final RMSNorm and Eᵀ."""
-    for start, stop in _chunks(*residuals.shape[:2]):
-        block = residuals[start:stop]                                  # (rows, n, d_model)
-        yield start, model.unembed(block.reshape(-1, block.shape[-1])).reshape(
+def _blocks(rows: int, n: int, column_first: bool = False):
+    """(rows, columns) slices of the lens unembedded in one matrix product, the last row's
+    first at any column: the last row alone first, then ~_CHUNK (row, position) pairs each.
+    One product of many rows reads Eᵀ (113 MB) once where 31 products of 64 rows read it 31
+    times: 2.4 x faster on one BLAS thread here. The last row alone is the product ``run``
+    makes, so its numbers are the model's output to the bit (a row of a larger product may
+    differ from it in the last bits: a BLAS kernel may sum another batch's rows in another
+    order). With `column_first`, the last column comes whole before the others: its last row
+    alone (the one-row product of ``DecoderRun.next_logits``, the model's next token), its
+    other rows in one product; then the other columns' rows, the last row in the first chunk
+    (a product's fixed cost — BLAS packs the whole of Eᵀ, ~0.14 s of Gemma 3's 671 MB —
+    paid once more than without, not twice)."""
+    if column_first and rows > 1 and n > 1:
+        yield slice(rows - 1, rows), slice(n - 1, n)
+        yield slice(0, rows - 1), slice(n - 1, n)
+        n, top = n - 1, rows                 # the chunks hold rows 0 … top − 1, as even as
+        most = max(1, (_CHUNK + _CHUNK // 8) // n)          # can be: 19 × 14 pairs in one
+        per = min(most, -(-top // -(-top // most)))
+    else:
+        yield slice(rows - 1, rows), slice(0, n)
+        top, per = rows - 1, max(1, _CHUNK // n)
+    for stop in range(top, 0, -per):
+        yield slice(max(0, stop - per), stop), slice(0, n)
+
+
+def _projected(model, residuals: np.ndarray, column_first: bool = False,
+               known: np.ndarray | None = None):
+    """(rows, columns, logits (rows, columns, vocab)) of the streams (R, n, d_model), block by
+    block (``_blocks``): those rows and columns through the final RMSNorm and Eᵀ. The first
+    block's logits are `known` when given (a run's: the same product)."""
+    for i, (rows, cols) in enumerate(_blocks(*residuals.shape[:2], column_first)):
+        if i == 0 and known is not None:
+            yield rows, cols, known[None]
+            continue
+        block = residuals[rows, cols]                                  # (rows, n, d_model)
+        yield rows, cols, model.unembed(block.reshape(-1, block.shape[-1])).reshape(
             block.shape[:2] + (-1,))
 
 
