@@ -300,6 +300,21 @@ def split_qkv(qkv: np.ndarray, h: int, h_kv: int, d_k: int):
     return q, k, v
 
 
+def _normed_and_turned(heads: np.ndarray, w: LayerWeights, config, cos: np.ndarray,
+                       sin: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """The query heads and then the key heads side by side (…, H + H_kv, d_k), each row
+    RMS-normed with its gain where the layer has QK-norm, then turned by RoPE (cos and sin
+    broadcast over them): (the normed heads, or None without QK-norm; the turned heads). One
+    array for both, each row computed as alone."""
+    h = config.num_heads
+    normed = None
+    if w.q_norm is not None:                                         # QK-norm, per head
+        normed = _rms_divided(heads, config.rms_eps)
+        normed[..., :h, :] *= w.q_norm
+        normed[..., h:, :] *= w.k_norm
+    return normed, apply_rope(heads if normed is None else normed, cos=cos, sin=sin)
+
+
 def _by_head(a: np.ndarray) -> np.ndarray:
     """(B, n, heads, d) → (B, heads, n, d), a view."""
     return a.transpose(0, 2, 1, 3)
@@ -367,15 +382,12 @@ def llama_attention(x: np.ndarray, w: LayerWeights, config, position_embeddings,
         qkv += w.qkv_bias
     q0, k0, v = split_qkv(qkv, h, h_kv, d_k)                         # (B, H | H_kv, n, d_k)
     parts = [("input", x), ("q", q0), ("k", k0), ("v", v)]
-    # the query and key heads side by side, normed and turned as one array (each row as alone)
-    heads = qkv[..., :(h + h_kv) * d_k].reshape(b, n, h + h_kv, d_k)
-    if w.q_norm is not None:                                         # QK-norm, per head
-        heads = _rms_divided(heads, config.rms_eps)
-        heads[:, :, :h] *= w.q_norm
-        heads[:, :, h:] *= w.k_norm
-        parts += [("q_normed", _by_head(heads[:, :, :h])), ("k_normed", _by_head(heads[:, :, h:]))]
     cos, sin = position_embeddings                                   # (n, d_k)
-    turned = apply_rope(heads, cos=cos[:, None], sin=sin[:, None])   # (B, n, H + H_kv, d_k)
+    heads = qkv[..., :(h + h_kv) * d_k].reshape(b, n, h + h_kv, d_k)  # queries', then keys'
+    normed, turned = _normed_and_turned(heads, w, config, cos[:, None], sin[:, None])
+    if normed is not None:
+        parts += [("q_normed", _by_head(normed[:, :, :h])),
+                  ("k_normed", _by_head(normed[:, :, h:]))]
     q, k = _by_head(turned[:, :, :h]), _by_head(turned[:, :, h:])    # (B, H | H_kv, n, d_k)
     keys, values = (k, v) if cache is None else cache.update(layer, k, v)   # (B, H_kv, n_k, d)
     grouped = group_heads(q, h_kv)                                   # (B, H_kv, g, n, d_k)
@@ -497,13 +509,9 @@ def llama_step(h: np.ndarray, w: LayerWeights, config, positions: Positions, cac
     qkv = (x @ w.w_qkv)[0]                                           # ((H + 2 H_kv) d_k,)
     if w.qkv_bias is not None:
         qkv += w.qkv_bias
-    qk = qkv[:(heads + h_kv) * d_k].reshape(heads + h_kv, d_k)      # query and key heads
-    if w.q_norm is not None:                                         # QK-norm, per head
-        qk = _rms_divided(qk, eps)
-        qk[:heads] *= w.q_norm
-        qk[heads:] *= w.k_norm
     cos, sin = positions.rotary(layer)                               # (1, d_k)
-    qk = apply_rope(qk, cos=cos, sin=sin)                            # (H + H_kv, d_k)
+    _, qk = _normed_and_turned(qkv[:(heads + h_kv) * d_k].reshape(heads + h_kv, d_k), w, config,
+                               cos, sin)                             # (H + H_kv, d_k)
     keys, values = cache.update(layer, qk[None, heads:, None],
                                 qkv[(heads + h_kv) * d_k:].reshape(1, h_kv, 1, d_k))
     grouped = qk[:heads].reshape(h_kv, heads // h_kv, d_k)          # (H_kv, g, d_k)
