@@ -92,9 +92,7 @@ def last_lens(m: DecoderModel, name: str, run: DecoderRun):
             whole, words = kept
             return whole.last_column(LENS_TOP), [row[-1][:LENS_TOP] for row in words]
         lens = m.logit_lens(run, k=LENS_TOP, positions=[-1], max_tokens=len(run.ids))
-        labels = [[token_shown(m.piece_after(run.ids, int(j))) for j in row[0]]
-                  for row in lens.top_ids]
-        return lens, labels
+        return lens, [row[0] for row in reading_view.lens_labels(m, run, lens)]
     return _LENSES.get((str(m.path), run.ids.tobytes()), compute)
 
 

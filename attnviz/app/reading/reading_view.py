@@ -704,7 +704,7 @@ def click_lens_cell(points: list[dict], row_labels: list[str], rows: list[tuple[
         return
 
 
-def _labels(m: DecoderModel, run: DecoderRun, lens) -> list:
+def lens_labels(m: DecoderModel, run: DecoderRun, lens) -> list:
     """(R, n, k) the lens's top tokens as the page writes them, each read after the text up
     to its position."""
     return [[[token_shown(m.piece_after(run.ids[:int(i) + 1], int(j))) for j in cell]
@@ -722,12 +722,12 @@ def _lens(m: DecoderModel, run: DecoderRun, sublayers: bool, tuned: bool = False
 
     def column_first(column) -> None:
         if first is not None:
-            first(column, _labels(m, run, column))
+            first(column, lens_labels(m, run, column))
 
     def compute():
         lens = logit_lens(m, run, sublayers=sublayers, k=LENS_TOP,
                           tuned=m.tuned_lens() if tuned else None, first=column_first)
-        return lens, _labels(m, run, lens)
+        return lens, lens_labels(m, run, lens)
 
     return _LENSES.get((chosen_model().name, run.ids.tobytes(), sublayers, tuned), compute)
 
