@@ -388,7 +388,10 @@ def test_a_runs_lens_reads_its_streams_and_hands_over_the_last_column_first(deco
     n = len(whole.ids)
     seen = []
     lens = logit_lens(decoder, run, k=4, first=seen.append)
-    np.testing.assert_array_equal(lens.residuals, whole.residuals)
+    np.testing.assert_array_equal(lens.residuals, run.hidden_states)     # the run's, to the bit
+    # the text's own pass (plain attention, where the run's is the engine's trace): its rounding
+    scale = np.abs(run.hidden_states).max(axis=-1, keepdims=True)
+    assert (np.abs(lens.residuals - whole.residuals) <= 1e-5 * scale).all()
     [column] = seen
     assert column.positions.tolist() == [n - 1] and column.rows == lens.rows
     for name in ("top_ids", "top_probs", "target_prob", "target_rank", "kl", "residuals"):
@@ -402,7 +405,8 @@ def test_a_runs_lens_reads_its_streams_and_hands_over_the_last_column_first(deco
     # KL there — Σ p (log p − log q) over 49,152 logits of ~10² — moves with its rounding by
     # ~10⁻³ nats (as far as either is from the same KL in float64)
     np.testing.assert_allclose(lens.kl[:, -1], whole.kl[:, -1], atol=2e-3)
-    np.testing.assert_array_equal(lens.top_ids[:, -1], whole.top_ids[:, -1])
+    last = SimpleNamespace(top_ids=lens.top_ids[:, -1:], top_probs=lens.top_probs[:, -1:])
+    _same_up_to_rounding(last, whole, [n - 1], "top_ids")     # another product: swaps at ties
     # that column is a lens of the last position alone (Compare models reads it): to the bit
     alone, kept = decoder.logit_lens(run, k=3, positions=[-1]), lens.last_column(3)
     assert kept.positions.tolist() == alone.positions.tolist() == [n - 1]
