@@ -8,7 +8,8 @@ import pytest
 
 from attnviz.i18n import t
 from tests.message_helpers import lead
-from tests.browser_helpers import SharedContext, enter, exceptions, first_heatmap, wait_for_app, wait_for_idle
+from tests.browser_helpers import (SharedContext, enter, exceptions, first_heatmap, wait_for_app,
+                                   wait_for_idle, wait_for_layout)
 
 pytestmark = pytest.mark.browser
 
@@ -63,6 +64,7 @@ def test_step_through_this_layer_opens_the_trained_layer_on_step_by_step(browser
         wait_for_app(page)
         assert not exceptions(page)
         assert page.get_by_role("radio", name="Toy model").is_checked()
+        wait_for_layout(page)            # the charts drawn: plotly draws after the script ends
         rows = page.eval_on_selector_all(".js-plotly-plot .ytick text",
                                          "els => els.map(e => e.textContent)")
         assert sorted(int(r.split(": ")[0]) for r in rows) == list(range(8))   # "0: 6" …
